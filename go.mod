@@ -1,0 +1,3 @@
+module github.com/keygate/keygate
+
+go 1.26.8

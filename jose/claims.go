@@ -1,0 +1,343 @@
+package jose
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Claims are a JWT's claims (RFC 7519 §4). The registered claims are decoded
+// into fields during the one parse; every member, registered or not, is
+// reachable as raw JSON through [Claims.Raw] without parsing again.
+type Claims struct {
+	Issuer    string   // "iss"
+	Subject   string   // "sub"
+	ID        string   // "jti"
+	Audience  []string // "aud", a string or an array in the token
+	Expiry    NumericDate
+	NotBefore NumericDate
+	IssuedAt  NumericDate
+	// Scope is the space-separated scope list from "scope" (RFC 8693,
+	// RFC 9068) and "scp" (a string or an array, as Okta and Entra ID send).
+	Scope string
+
+	payload []byte
+	members []member
+	audBuf  [2]string
+	memBuf  [16]member
+}
+
+// member is one top-level claim: its unescaped name and its value's raw JSON
+// as a range of the payload.
+type member struct {
+	name       string
+	start, end int32
+}
+
+// JSON returns the whole decoded payload.
+func (c *Claims) JSON() []byte { return c.payload }
+
+// Raw returns the raw JSON value of the named top-level claim.
+func (c *Claims) Raw(name string) ([]byte, bool) {
+	for _, m := range c.members {
+		if m.name == name {
+			return c.payload[m.start:m.end:m.end], true
+		}
+	}
+	return nil, false
+}
+
+// Has reports whether the named claim is present.
+func (c *Claims) Has(name string) bool {
+	_, ok := c.Raw(name)
+	return ok
+}
+
+// Names returns the top-level claim names in token order.
+func (c *Claims) Names() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.name
+	}
+	return out
+}
+
+// Decode unmarshals the payload into v with encoding/json, for callers that
+// want their own claim types; it is a second parse, off the fast path.
+func (c *Claims) Decode(v any) error { return json.Unmarshal(c.payload, v) }
+
+// HasScope reports whether scope is one of the space-separated scopes.
+func (c *Claims) HasScope(scope string) bool {
+	if scope == "" {
+		return false
+	}
+	s := c.Scope
+	for len(s) > 0 {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return s == scope
+		}
+		if s[:i] == scope {
+			return true
+		}
+		s = s[i+1:]
+	}
+	return false
+}
+
+func (c *Claims) parse(b []byte, arena *[]byte) error {
+	c.payload = b
+	c.members = c.memBuf[:0]
+	s := scanner{b: b}
+	if !s.expect('{') {
+		return errJSONNotObject
+	}
+	if !s.expect('}') {
+		for {
+			name, err := s.name(arena)
+			if err != nil {
+				return err
+			}
+			if len(c.members) == maxMembers {
+				return errJSONMembers
+			}
+			for _, m := range c.members {
+				if m.name == string(name) {
+					return errJSONDuplicate
+				}
+			}
+			s.ws()
+			start := s.i
+			if err := c.member(&s, name, arena); err != nil {
+				return err
+			}
+			c.members = append(c.members, member{name: stringOf(name), start: int32(start), end: int32(s.i)})
+			if s.expect('}') {
+				break
+			}
+			if !s.expect(',') {
+				return errJSONSyntax
+			}
+		}
+	}
+	return s.end()
+}
+
+func (c *Claims) member(s *scanner, name []byte, arena *[]byte) error {
+	var err error
+	switch string(name) {
+	case "iss":
+		c.Issuer, err = claimString(s, arena)
+	case "sub":
+		c.Subject, err = claimString(s, arena)
+	case "jti":
+		c.ID, err = claimString(s, arena)
+	case "aud":
+		c.Audience, err = c.audience(s, arena)
+	case "exp":
+		c.Expiry, err = parseNumericDate(s)
+	case "nbf":
+		c.NotBefore, err = parseNumericDate(s)
+	case "iat":
+		c.IssuedAt, err = parseNumericDate(s)
+	case "scope":
+		var v string
+		if v, err = claimString(s, arena); err == nil {
+			c.Scope = joinScope(arena, c.Scope, v)
+		}
+	case "scp":
+		err = c.scp(s, arena)
+	default:
+		err = s.skip(1)
+	}
+	return err
+}
+
+func claimString(s *scanner, arena *[]byte) (string, error) {
+	if s.peek() != '"' {
+		return "", errClaimType
+	}
+	v, err := s.stringValue(arena)
+	return stringOf(v), err
+}
+
+// audience reads "aud": one string, or an array of strings (RFC 7519 §4.1.3).
+// Up to two audiences live inside the Claims; more take one allocation.
+func (c *Claims) audience(s *scanner, arena *[]byte) ([]string, error) {
+	if s.peek() == '"' {
+		v, err := claimString(s, arena)
+		c.audBuf[0] = v
+		return c.audBuf[:1:1], err
+	}
+	out := c.audBuf[:0]
+	err := stringArray(s, arena, func(v string) { out = append(out, v) })
+	return out, err
+}
+
+// scp is a string or an array of strings; either way it joins Scope.
+func (c *Claims) scp(s *scanner, arena *[]byte) error {
+	if s.peek() == '"' {
+		v, err := claimString(s, arena)
+		c.Scope = joinScope(arena, c.Scope, v)
+		return err
+	}
+	return stringArray(s, arena, func(v string) { c.Scope = joinScope(arena, c.Scope, v) })
+}
+
+// joinScope appends v to a space-separated list. The joined text lives in the
+// arena, which always has room: a JSON array of n strings is longer than the
+// n strings joined by single spaces.
+func joinScope(arena *[]byte, list, v string) string {
+	if list == "" {
+		return v
+	}
+	if v == "" {
+		return list
+	}
+	start := len(*arena)
+	*arena = append(*arena, list...)
+	*arena = append(*arena, ' ')
+	*arena = append(*arena, v...)
+	return stringOf((*arena)[start:])
+}
+
+func stringArray(s *scanner, arena *[]byte, each func(string)) error {
+	if !s.expect('[') {
+		return errClaimType
+	}
+	if s.expect(']') {
+		return nil
+	}
+	for {
+		v, err := claimString(s, arena)
+		if err != nil {
+			return err
+		}
+		each(v)
+		if s.expect(']') {
+			return nil
+		}
+		if !s.expect(',') {
+			return errJSONSyntax
+		}
+	}
+}
+
+// Expected is what a verifier demands of a token's claims and header beyond
+// its signature. The zero value checks only exp, nbf and iat when present.
+type Expected struct {
+	Issuer string // if set, "iss" must equal it
+	// Audience, if set, must share one value with "aud" (any-of), or every
+	// value of it must appear in "aud" when AllAudiences is set.
+	Audience     []string
+	AllAudiences bool
+	// Type, if set, must match the "typ" header, ignoring case and an
+	// "application/" prefix (RFC 7515 §4.1.9), e.g. "at+jwt".
+	Type string
+	// Require names claims that must be present, e.g. "exp", "sub".
+	Require []string
+	Leeway  time.Duration // tolerance for clock skew on exp, nbf, iat
+}
+
+var (
+	errExpired     = reject(ReasonExpired, "token has expired")
+	errNotYet      = reject(ReasonNotYetValid, "token is not valid yet")
+	errIssuedLater = reject(ReasonNotYetValid, "token was issued in the future")
+	errIssuer      = reject(ReasonWrongIssuer, "issuer is not accepted")
+	errAudience    = reject(ReasonWrongAudience, "audience is not accepted")
+	errType        = reject(ReasonMalformed, "typ header is not the expected type")
+	errNoIssuer    = reject(ReasonMissingClaim, "iss is missing")
+	errNoAudience  = reject(ReasonMissingClaim, "aud is missing")
+)
+
+// Validate checks the claims against e at time now. It runs after the
+// signature has been verified; on its own it proves nothing.
+func (c *Claims) Validate(e *Expected, now time.Time) error {
+	for _, name := range e.Require {
+		if !c.Has(name) {
+			return missingClaim(name)
+		}
+	}
+	t := now.Unix()
+	leeway := int64((e.Leeway + time.Second - 1) / time.Second)
+	if c.Expiry.Valid && t-leeway >= c.Expiry.Unix {
+		return errExpired
+	}
+	if c.NotBefore.Valid && t+leeway < c.NotBefore.Unix {
+		return errNotYet
+	}
+	if c.IssuedAt.Valid && t+leeway < c.IssuedAt.Unix {
+		return errIssuedLater
+	}
+	if e.Issuer != "" {
+		if !c.Has("iss") {
+			return errNoIssuer
+		}
+		if c.Issuer != e.Issuer {
+			return errIssuer
+		}
+	}
+	if len(e.Audience) > 0 {
+		if len(c.Audience) == 0 {
+			return errNoAudience
+		}
+		if !audienceOK(c.Audience, e.Audience, e.AllAudiences) {
+			return errAudience
+		}
+	}
+	return nil
+}
+
+func audienceOK(have, want []string, all bool) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
+			}
+		}
+		if found && !all {
+			return true
+		}
+		if !found && all {
+			return false
+		}
+	}
+	return all
+}
+
+// missingClaim names the claim; the common ones are static so that the
+// rejection allocates nothing.
+func missingClaim(name string) error {
+	switch name {
+	case "exp":
+		return errMissingExp
+	case "sub":
+		return errMissingSub
+	case "iat":
+		return errMissingIat
+	case "jti":
+		return errMissingJti
+	}
+	return reject(ReasonMissingClaim, name+" is missing")
+}
+
+var (
+	errMissingExp = reject(ReasonMissingClaim, "exp is missing")
+	errMissingSub = reject(ReasonMissingClaim, "sub is missing")
+	errMissingIat = reject(ReasonMissingClaim, "iat is missing")
+	errMissingJti = reject(ReasonMissingClaim, "jti is missing")
+)
+
+// typeMatches compares a "typ" header with an expected media type.
+func typeMatches(have, want string) bool {
+	const prefix = "application/"
+	if len(have) > len(prefix) && strings.EqualFold(have[:len(prefix)], prefix) {
+		have = have[len(prefix):]
+	}
+	if len(want) > len(prefix) && strings.EqualFold(want[:len(prefix)], prefix) {
+		want = want[len(prefix):]
+	}
+	return strings.EqualFold(have, want)
+}

@@ -1,0 +1,30 @@
+// Package jose verifies and signs JSON Web Signatures in compact form (RFC 7515)
+// carrying JWT claims (RFC 7519), and imports keys from JWK, JWKS (RFC 7517,
+// 7518, 8037) and PEM. It uses only Go's standard crypto packages.
+//
+// # Security properties
+//
+// A [Key] is parsed once and bound to exactly one algorithm; a token whose
+// header names another algorithm is refused before any cryptography runs, so
+// "alg":"none" and RSA-public-key-as-HMAC-secret confusion cannot happen.
+// Header members that point at keys (jku, x5u, jwk, x5c) are never used to find
+// one. Input is checked strictly: a size limit before any decoding, strict
+// base64url, strict JSON with duplicate member names refused. HMAC tags are
+// compared in constant time. Weak keys (RSA under 2048 bits, HMAC keys shorter
+// than the hash, points off the curve) are refused at import.
+//
+// # Errors
+//
+// Every rejection is an [*Error] whose [Reason] is a short machine-readable
+// string (malformed, too_large, unsupported_alg, unknown_kid, bad_signature,
+// expired, not_yet_valid, wrong_issuer, wrong_audience, revoked,
+// missing_claim) for metrics and RFC 6750 responses. Callers branch with
+// errors.Is against the sentinels such as [ErrExpired].
+//
+// # Speed
+//
+// [Parse] decodes the token once into a single buffer and never copies the
+// input; claims strings are views into that buffer. Verifying a valid token
+// with a known key allocates two objects beyond what the signature primitive
+// itself allocates.
+package jose
