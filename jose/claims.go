@@ -101,10 +101,8 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 			if len(c.members) == maxMembers {
 				return errJSONMembers
 			}
-			for _, m := range c.members {
-				if m.name == string(name) {
-					return errJSONDuplicate
-				}
+			if c.duplicate(name) {
+				return errJSONDuplicate
 			}
 			s.ws()
 			start := s.i
@@ -121,6 +119,17 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 		}
 	}
 	return s.end()
+}
+
+// duplicate reports whether name was seen already. Most names differ in
+// length or first byte, so those are compared before the whole name.
+func (c *Claims) duplicate(name []byte) bool {
+	for _, m := range c.members {
+		if len(m.name) == len(name) && (len(name) == 0 || m.name[0] == name[0]) && m.name == string(name) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Claims) member(s *scanner, name []byte, arena *[]byte) error {
@@ -184,9 +193,7 @@ func (c *Claims) scp(s *scanner, arena *[]byte) error {
 	return stringArray(s, arena, func(v string) { c.Scope = joinScope(arena, c.Scope, v) })
 }
 
-// joinScope appends v to a space-separated list. The joined text lives in the
-// arena, which always has room: a JSON array of n strings is longer than the
-// n strings joined by single spaces.
+// joinScope appends v to a space-separated list kept in the arena.
 func joinScope(arena *[]byte, list, v string) string {
 	if list == "" {
 		return v

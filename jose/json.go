@@ -1,6 +1,7 @@
 package jose
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -40,6 +41,10 @@ var (
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func (s *scanner) ws() {
+	// Compact JSON has no white space; test that case with one comparison.
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
 	for s.i < len(s.b) && isSpace(s.b[s.i]) {
 		s.i++
 	}
@@ -70,13 +75,20 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
+	b := s.b
+	for {
+		i := s.i + plainRun(b[s.i:])
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		s.i = i
+		if i >= len(b) {
+			return nil, false, errJSONSyntax
+		}
+		switch c := b[i]; {
 		case c == '"':
-			raw = s.b[start:s.i]
 			s.i++
-			return raw, escaped, nil
+			return b[start:i], escaped, nil
 		case c == '\\':
 			escaped = true
 			if err := s.escape(); err != nil {
@@ -84,17 +96,45 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 			}
 		case c < 0x20:
 			return nil, false, errJSONSyntax
-		case c < utf8.RuneSelf:
-			s.i++
 		default:
-			r, n := utf8.DecodeRune(s.b[s.i:])
+			r, n := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && n == 1 {
 				return nil, false, errJSONUTF8
 			}
 			s.i += n
 		}
 	}
-	return nil, false, errJSONSyntax
+}
+
+// plainByte marks the bytes a string may hold as they are: printable ASCII
+// other than '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// plainRun returns how many leading bytes of b are plain string content:
+// printable ASCII other than '"' and '\\'. It tests eight bytes at a time
+// (SWAR), since claim strings are most of a token and almost always plain.
+func plainRun(b []byte) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	n := 0
+	for len(b)-n >= 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		quote := x ^ (ones * '"')
+		slash := x ^ (ones * '\\')
+		special := (quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x
+		if special&highs != 0 {
+			break
+		}
+		n += 8
+	}
+	return n
 }
 
 // escape validates one escape sequence starting at the backslash.
@@ -315,8 +355,8 @@ func (s *scanner) name(arena *[]byte) ([]byte, error) {
 }
 
 // appendArena unescapes raw onto the end of arena and returns the decoded
-// bytes. The arena is sized so that it never grows: decoded text is never
-// longer than its escaped form.
+// bytes. Bytes once written to the arena are never changed, so strings viewing
+// them stay valid even when a later append moves the arena elsewhere.
 func appendArena(arena *[]byte, raw []byte) []byte {
 	start := len(*arena)
 	*arena = unescape(*arena, raw)

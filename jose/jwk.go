@@ -33,23 +33,23 @@ type JWK struct {
 // jwkJSON is the wire form. Members keygate does not use (x5c, x5t, x5u) are
 // read past: a key is never found or trusted through them.
 type jwkJSON struct {
-	Kty    string   `json:"kty"`
-	Use    string   `json:"use"`
-	KeyOps []string `json:"key_ops"`
-	Alg    string   `json:"alg"`
-	Kid    string   `json:"kid"`
-	Crv    string   `json:"crv"`
-	X      b64Bytes `json:"x"`
-	Y      b64Bytes `json:"y"`
-	D      b64Bytes `json:"d"`
-	N      b64Bytes `json:"n"`
-	E      b64Bytes `json:"e"`
-	P      b64Bytes `json:"p"`
-	Q      b64Bytes `json:"q"`
-	DP     b64Bytes `json:"dp"`
-	DQ     b64Bytes `json:"dq"`
-	QI     b64Bytes `json:"qi"`
-	K      b64Bytes `json:"k"`
+	Kty    string          `json:"kty"`
+	Use    string          `json:"use"`
+	KeyOps []string        `json:"key_ops"`
+	Alg    string          `json:"alg"`
+	Kid    string          `json:"kid"`
+	Crv    string          `json:"crv"`
+	X      b64Bytes        `json:"x"`
+	Y      b64Bytes        `json:"y"`
+	D      b64Bytes        `json:"d"`
+	N      b64Bytes        `json:"n"`
+	E      b64Bytes        `json:"e"`
+	P      b64Bytes        `json:"p"`
+	Q      b64Bytes        `json:"q"`
+	DP     b64Bytes        `json:"dp"`
+	DQ     b64Bytes        `json:"dq"`
+	QI     b64Bytes        `json:"qi"`
+	K      b64Bytes        `json:"k"`
 	Oth    json.RawMessage `json:"oth"`
 }
 

@@ -34,6 +34,8 @@ type Token struct {
 	signedLen int    // length of the signing input: header "." payload
 	payload   []byte // decoded payload
 	sig       []byte // decoded signature
+
+	headerCached bool // Header came from a Verifier's header cache
 }
 
 // Raw returns the token as it was given to Parse.
@@ -51,7 +53,6 @@ func (t *Token) Signature() []byte { return t.sig }
 var (
 	errTooLarge       = reject(ReasonTooLarge, "token exceeds the size limit")
 	errSegments       = reject(ReasonMalformed, "token must have exactly three segments")
-	errLineBreak      = reject(ReasonMalformed, "token contains a line break")
 	errBase64         = reject(ReasonMalformed, "segment is not strict base64url")
 	errEmptySegment   = reject(ReasonMalformed, "empty header or signature segment")
 	errNoAlg          = reject(ReasonMalformed, "header has no alg")
@@ -62,15 +63,15 @@ var (
 	errDateRange      = reject(ReasonMalformed, "numeric date out of range")
 )
 
-// b64 decodes strictly: no padding, URL alphabet only, zero trailing bits.
-// It would skip CR and LF, so Parse rejects those before decoding.
+// b64 is for encoding, and for decoding off the request path (JWK members);
+// Strict refuses non-zero trailing bits. Tokens are decoded by decodeB64.
 var b64 = base64.RawURLEncoding.Strict()
 
 // Parse splits and decodes a compact JWT without verifying it. The payload
 // must be a JSON object. Tokens over DefaultMaxTokenSize are refused.
 func Parse(token string) (*Token, error) {
 	t := new(Token)
-	if err := parse(t, token, DefaultMaxTokenSize, true); err != nil {
+	if err := parse(t, token, DefaultMaxTokenSize, true, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -80,7 +81,7 @@ func Parse(token string) (*Token, error) {
 // than JWT claims; its Claims are empty.
 func ParseJWS(token string, maxSize int) (*Token, error) {
 	t := new(Token)
-	if err := parse(t, token, maxSize, false); err != nil {
+	if err := parse(t, token, maxSize, false, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -89,10 +90,12 @@ func ParseJWS(token string, maxSize int) (*Token, error) {
 // ParseInto is Parse into a caller-owned Token, with an explicit size limit;
 // it lets a hot path reuse a Token's storage.
 func ParseInto(t *Token, token string, maxSize int) error {
-	return parse(t, token, maxSize, true)
+	*t = Token{}
+	return parse(t, token, maxSize, true, nil)
 }
 
-func parse(t *Token, token string, maxSize int, jwt bool) error {
+// parse fills t, which must be zero.
+func parse(t *Token, token string, maxSize int, jwt bool, hc *headerCache) error {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxTokenSize
 	}
@@ -111,35 +114,42 @@ func parse(t *Token, token string, maxSize int, jwt bool) error {
 	if strings.IndexByte(token[d2+1:], '.') >= 0 {
 		return errSegments
 	}
-	if strings.IndexByte(token, '\n') >= 0 || strings.IndexByte(token, '\r') >= 0 {
-		return errLineBreak
-	}
 	hs, ps, ss := token[:d1], token[d1+1:d2], token[d2+1:]
-	if len(hs) == 0 || len(ss) == 0 {
+	if len(hs) == 0 {
 		return errEmptySegment
 	}
-	hl, pl, sl := b64.DecodedLen(len(hs)), b64.DecodedLen(len(ps)), b64.DecodedLen(len(ss))
-	// One allocation holds the decoded header, payload and signature, and an
-	// arena for unescaped strings (never longer than their escaped form).
-	buf := make([]byte, hl+pl+sl+hl+pl)
-	hn, err := b64.Decode(buf[:hl], bytesOf(hs))
-	if err != nil {
+	cached := hc.get(hs)
+	hl, pl, sl := decodedLen(len(hs)), decodedLen(len(ps)), decodedLen(len(ss))
+	if hl < 0 || pl < 0 || sl < 0 {
 		return errBase64
 	}
-	pn, err := b64.Decode(buf[hl:hl+pl], bytesOf(ps))
-	if err != nil {
+	if cached != nil {
+		hl = 0
+	}
+	// One allocation holds the decoded header, payload and signature. Escaped
+	// strings are decoded into an arena after them, allocated only when some
+	// string needs it (see Claims.parse).
+	buf := make([]byte, hl+pl+sl)
+	if cached == nil && !decodeB64(buf[:hl], hs) {
 		return errBase64
 	}
-	sn, err := b64.Decode(buf[hl+pl:hl+pl+sl], bytesOf(ss))
-	if err != nil {
+	if !decodeB64(buf[hl:hl+pl], ps) || !decodeB64(buf[hl+pl:], ss) {
 		return errBase64
 	}
-	*t = Token{raw: token, signedLen: d2}
-	t.payload = buf[hl : hl+pn : hl+pn]
-	t.sig = buf[hl+pl : hl+pl+sn : hl+pl+sn]
-	arena := buf[hl+pl+sl : hl+pl+sl : len(buf)]
-	if err := t.Header.parse(buf[:hn:hn], &arena); err != nil {
+	t.raw, t.signedLen = token, d2
+	t.payload = buf[hl : hl+pl : hl+pl]
+	t.sig = buf[hl+pl:]
+	var arena []byte
+	if cached != nil {
+		t.Header = *cached
+		t.headerCached = true
+	} else if err := t.Header.parse(buf[:hl:hl], &arena); err != nil {
 		return err
+	}
+	// The empty signature is refused after the header is read, so that an
+	// unsecured JWS ("alg":"none", RFC 7515 §A.5) is reported as unsupported_alg.
+	if len(ss) == 0 {
+		return errEmptySegment
 	}
 	if jwt {
 		return t.Claims.parse(t.payload, &arena)

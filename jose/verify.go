@@ -1,6 +1,10 @@
 package jose
 
-import "time"
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+)
 
 // Verifier checks compact JWTs: size, structure, an explicit algorithm
 // allow-list, the signature with a key found by kid and alg, then the
@@ -11,6 +15,7 @@ type Verifier struct {
 	exp     Expected
 	maxSize int
 	now     func() time.Time
+	headers headerCache
 }
 
 // Option configures a Verifier.
@@ -49,7 +54,7 @@ var errAlgNotAllowed = reject(ReasonUnsupportedAlg, "alg is not allowed")
 // Verify parses and fully verifies token, returning its claims.
 func (v *Verifier) Verify(token string) (*Token, error) {
 	t := new(Token)
-	if err := v.VerifyInto(t, token); err != nil {
+	if err := v.verify(t, token); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -58,7 +63,12 @@ func (v *Verifier) Verify(token string) (*Token, error) {
 // VerifyInto is Verify into a caller-owned Token. On error t holds no
 // trustworthy data.
 func (v *Verifier) VerifyInto(t *Token, token string) error {
-	if err := parse(t, token, v.maxSize, true); err != nil {
+	*t = Token{}
+	return v.verify(t, token)
+}
+
+func (v *Verifier) verify(t *Token, token string) error {
+	if err := parse(t, token, v.maxSize, true, &v.headers); err != nil {
 		return err
 	}
 	if v.algs&(1<<t.Header.Alg) == 0 {
@@ -71,6 +81,9 @@ func (v *Verifier) VerifyInto(t *Token, token string) error {
 	if err := k.Verify(t); err != nil {
 		return err
 	}
+	if !t.headerCached {
+		v.headers.put(t.SigningInput()[:strings.IndexByte(t.raw, '.')], &t.Header)
+	}
 	return v.Check(t)
 }
 
@@ -81,4 +94,39 @@ func (v *Verifier) Check(t *Token) error {
 		return errType
 	}
 	return t.Claims.Validate(&v.exp, v.now())
+}
+
+// headerCache remembers the protected headers of recently verified tokens.
+// An issuer signs all its tokens under a few fixed headers, so a hit skips
+// decoding and parsing one. Only headers of tokens whose signature verified
+// are stored, so forged tokens cannot churn it; a header is a pure function
+// of its encoded bytes, so a hit is exactly what parsing would give.
+type headerCache struct {
+	slots [4]atomic.Pointer[cachedHeader]
+	next  atomic.Uint32
+}
+
+type cachedHeader struct {
+	seg string
+	h   Header
+}
+
+func (c *headerCache) get(seg string) *Header {
+	if c == nil {
+		return nil
+	}
+	for i := range c.slots {
+		if e := c.slots[i].Load(); e != nil && e.seg == seg {
+			return &e.h
+		}
+	}
+	return nil
+}
+
+// put stores a copy of h that shares no memory with the token it came from.
+func (c *headerCache) put(seg string, h *Header) {
+	raw := string(h.raw)
+	e := &cachedHeader{seg: strings.Clone(seg), h: Header{Alg: h.Alg, raw: []byte(raw),
+		KeyID: strings.Clone(h.KeyID), Type: strings.Clone(h.Type), ContentType: strings.Clone(h.ContentType)}}
+	c.slots[c.next.Add(1)%uint32(len(c.slots))].Store(e)
 }

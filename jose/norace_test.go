@@ -1,0 +1,5 @@
+//go:build !race
+
+package jose
+
+const raceEnabled = false
