@@ -21,17 +21,27 @@ type Claims struct {
 	// RFC 9068) and "scp" (a string or an array, as Okta and Entra ID send).
 	Scope string
 
-	payload []byte
-	members []member
-	audBuf  [2]string
-	memBuf  [16]member
+	payload  []byte
+	members  []member
+	escNames []string // names that had escapes, decoded
+	audBuf   [2]string
+	memBuf   [16]member
 }
 
-// member is one top-level claim: its unescaped name and its value's raw JSON
-// as a range of the payload.
+// member is one top-level claim: where its name and its value's raw JSON lie
+// in the payload. Offsets rather than strings keep the Claims mostly free of
+// pointers, which the garbage collector would have to trace. A name written
+// with escapes is decoded into escNames, and nameStart is then -1-index.
 type member struct {
-	name       string
-	start, end int32
+	nameStart, nameEnd int32
+	start, end         int32
+}
+
+func (c *Claims) memberName(m member) string {
+	if m.nameStart < 0 {
+		return c.escNames[-1-m.nameStart]
+	}
+	return stringOf(c.payload[m.nameStart:m.nameEnd])
 }
 
 // JSON returns the whole decoded payload.
@@ -40,7 +50,7 @@ func (c *Claims) JSON() []byte { return c.payload }
 // Raw returns the raw JSON value of the named top-level claim.
 func (c *Claims) Raw(name string) ([]byte, bool) {
 	for _, m := range c.members {
-		if m.name == name {
+		if c.memberName(m) == name {
 			return c.payload[m.start:m.end:m.end], true
 		}
 	}
@@ -57,7 +67,7 @@ func (c *Claims) Has(name string) bool {
 func (c *Claims) Names() []string {
 	out := make([]string, len(c.members))
 	for i, m := range c.members {
-		out[i] = m.name
+		out[i] = c.memberName(m)
 	}
 	return out
 }
@@ -94,7 +104,7 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 	}
 	if !s.expect('}') {
 		for {
-			name, err := s.name(arena)
+			name, m, err := c.name(&s, arena)
 			if err != nil {
 				return err
 			}
@@ -105,11 +115,12 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 				return errJSONDuplicate
 			}
 			s.ws()
-			start := s.i
+			m.start = int32(s.i)
 			if err := c.member(&s, name, arena); err != nil {
 				return err
 			}
-			c.members = append(c.members, member{name: stringOf(name), start: int32(start), end: int32(s.i)})
+			m.end = int32(s.i)
+			c.members = append(c.members, m)
 			if s.expect('}') {
 				break
 			}
@@ -121,11 +132,33 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 	return s.end()
 }
 
+// name reads a member name and the colon after it, and records where the
+// name lies.
+func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
+	raw, esc, err := s.str()
+	if err != nil {
+		return nil, member{}, err
+	}
+	m := member{nameStart: int32(s.i - 1 - len(raw)), nameEnd: int32(s.i - 1)}
+	if esc {
+		raw = appendArena(arena, raw)
+		c.escNames = append(c.escNames, stringOf(raw))
+		m.nameStart = int32(-len(c.escNames))
+	}
+	if !s.expect(':') {
+		return nil, member{}, errJSONSyntax
+	}
+	return raw, m, nil
+}
+
 // duplicate reports whether name was seen already. Most names differ in
 // length or first byte, so those are compared before the whole name.
 func (c *Claims) duplicate(name []byte) bool {
 	for _, m := range c.members {
-		if len(m.name) == len(name) && (len(name) == 0 || m.name[0] == name[0]) && m.name == string(name) {
+		if m.nameStart >= 0 && int(m.nameEnd-m.nameStart) != len(name) {
+			continue
+		}
+		if c.memberName(m) == string(name) {
 			return true
 		}
 	}

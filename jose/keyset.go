@@ -155,9 +155,9 @@ func (s *KeySet) addJWK(j *JWK, allowed []Alg) error {
 // algorithms is written once, without alg.
 func (s *KeySet) MarshalJSON() ([]byte, error) {
 	type seenKey struct{ kid, thumb string }
-	count := map[seenKey]int{}
+	algs := map[seenKey]uint32{} // bit a set when the key is bound to Alg a
 	for _, k := range s.keys {
-		count[seenKey{k.kid, k.thumb}]++
+		algs[seenKey{k.kid, k.thumb}] |= 1 << k.alg
 	}
 	b := []byte(`{"keys":[`)
 	done := map[seenKey]bool{}
@@ -171,7 +171,7 @@ func (s *KeySet) MarshalJSON() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if count[sk] > 1 {
+		if a := algs[sk]; a&(a-1) != 0 {
 			kb = dropAlg(kb)
 		}
 		if len(done) > 1 {

@@ -1,0 +1,179 @@
+// Package cli is the keygate command line: it parses each subcommand's
+// flags with the standard flag package and hands the work to the packages
+// that do it (jose, keyfile, mint, server, bench).
+//
+// Exit codes: 0 on success, 1 when the command fails (a rejected token, a
+// missing file, a key that does not fit), 2 for a usage error.
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// Main runs the keygate command line with args (without the program name)
+// and returns the exit code. Commands that block, such as serve, stop when
+// ctx is done.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, now: time.Now, random: rand.Reader}
+	return a.main(ctx, args)
+}
+
+// app holds a run's inputs and outputs, so tests can substitute them.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	now            func() time.Time
+	random         io.Reader
+	ready          func(addr string) // test hook: serve is listening on addr
+}
+
+func (a *app) main(ctx context.Context, args []string) int {
+	err := a.dispatch(ctx, "keygate", commands(), args)
+	var ue *usageError
+	var se silentError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "%s: %v\nRun '%s -h' for usage.\n", ue.cmd, ue.err, ue.cmd)
+		return ExitUsage
+	case errors.As(err, &se):
+		return ExitFail
+	}
+	fmt.Fprintf(a.stderr, "keygate: %v\n", err)
+	return ExitFail
+}
+
+// command is a subcommand: either it runs, or it groups further commands.
+type command struct {
+	name    string
+	summary string
+	run     func(a *app, ctx context.Context, args []string) error
+	subs    []*command
+}
+
+func commands() []*command {
+	return []*command{
+		{name: "version", summary: "print the version of keygate and Go", run: (*app).version},
+		{name: "keys", summary: "generate keys and publish them as a JWKS", subs: []*command{
+			{name: "generate", summary: "write a new private key (PKCS#8 PEM) or HMAC secret", run: (*app).keysGenerate},
+			{name: "jwks", summary: "print the public JWKS of PEM or JWK key files", run: (*app).keysJWKS},
+			{name: "thumbprint", summary: "print a key's RFC 7638 thumbprint", run: (*app).keysThumbprint},
+		}},
+		{name: "token", summary: "sign, verify and inspect JWTs", subs: []*command{
+			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
+			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
+			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
+		}},
+		{name: "serve", summary: "run the HTTP service: JWKS and /auth forward-auth", run: (*app).serve},
+		{name: "bench", summary: "measure signing and verification throughput in process", subs: []*command{
+			{name: "verify", summary: "verifications per second by algorithm", run: (*app).benchVerify},
+			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},
+		}},
+	}
+}
+
+// dispatch finds the command args[0] names among cmds and runs it; path is
+// the command line so far, for messages.
+func (a *app) dispatch(ctx context.Context, path string, cmds []*command, args []string) error {
+	if len(args) == 0 {
+		a.printCommands(a.stderr, path, cmds)
+		return usageErrorf(path, "no command given")
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return a.help(path, cmds, args[1:])
+	}
+	c := find(cmds, name)
+	if c == nil {
+		return usageErrorf(path, "unknown command %q", name)
+	}
+	if c.subs != nil {
+		return a.dispatch(ctx, path+" "+name, c.subs, args[1:])
+	}
+	return c.run(a, ctx, args[1:])
+}
+
+// help prints the commands of path, or of the group args names.
+func (a *app) help(path string, cmds []*command, args []string) error {
+	for len(args) > 0 {
+		c := find(cmds, args[0])
+		if c == nil {
+			return usageErrorf(path, "unknown command %q", args[0])
+		}
+		if c.subs == nil {
+			return c.run(a, context.Background(), []string{"-h"})
+		}
+		path, cmds, args = path+" "+c.name, c.subs, args[1:]
+	}
+	a.printCommands(a.stdout, path, cmds)
+	return errHelpShown
+}
+
+func find(cmds []*command, name string) *command {
+	for _, c := range cmds {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (a *app) printCommands(w io.Writer, path string, cmds []*command) {
+	if path == "keygate" {
+		fmt.Fprintln(w, "keygate verifies and issues JWTs: a forward-auth gateway and key service.")
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "Usage:\n  %s <command> [flags] [arguments]\n\nCommands:\n", path)
+	for _, c := range cmds {
+		for _, line := range c.lines() {
+			fmt.Fprintf(w, "  %-18s %s\n", line[0], line[1])
+		}
+	}
+	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", path)
+}
+
+// lines lists a command and its subcommands as (name, summary) rows.
+func (c *command) lines() [][2]string {
+	if c.subs == nil {
+		return [][2]string{{c.name, c.summary}}
+	}
+	var out [][2]string
+	for _, s := range c.subs {
+		out = append(out, [2]string{c.name + " " + s.name, s.summary})
+	}
+	return out
+}
+
+// usageError is a mistake on the command line: exit code 2.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e *usageError) Error() string { return e.cmd + ": " + e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// silentError fails with exit code 1 after the command has already said why.
+type silentError struct{ error }
+
+// errHelpShown ends a run that printed help: exit code 0.
+var errHelpShown = errors.New("help shown")

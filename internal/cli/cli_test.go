@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer that serve's goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// harness runs the command line in a temporary directory with a clock the
+// test sets.
+type harness struct {
+	t     *testing.T
+	dir   string
+	now   time.Time
+	stdin string
+}
+
+func newHarness(t *testing.T) *harness {
+	return &harness{t: t, dir: t.TempDir(), now: time.Now()}
+}
+
+func (h *harness) path(name string) string { return filepath.Join(h.dir, name) }
+
+func (h *harness) app(stdout, stderr *syncBuffer) *app {
+	now := h.now
+	return &app{
+		stdin:  strings.NewReader(h.stdin),
+		stdout: stdout,
+		stderr: stderr,
+		now:    func() time.Time { return now },
+		random: rand.Reader,
+	}
+}
+
+func (h *harness) run(args ...string) result {
+	h.t.Helper()
+	var stdout, stderr syncBuffer
+	code := h.app(&stdout, &stderr).main(context.Background(), args)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// must runs args and fails the test unless they exit 0.
+func (h *harness) must(args ...string) string {
+	h.t.Helper()
+	r := h.run(args...)
+	if r.code != ExitOK {
+		h.t.Fatalf("keygate %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+func (h *harness) write(name string, data []byte) string {
+	h.t.Helper()
+	p := h.path(name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+// expect checks an exit code and that stdout and stderr contain the given
+// strings.
+func expect(t *testing.T, r result, code int, stdout, stderr string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, stdout) {
+		t.Errorf("stdout lacks %q:\n%s", stdout, r.stdout)
+	}
+	if !strings.Contains(r.stderr, stderr) {
+		t.Errorf("stderr lacks %q:\n%s", stderr, r.stderr)
+	}
+}
+
+func TestMainUsesWriters(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Main(context.Background(), []string{"version"}, &stdout, &stderr); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "keygate ") {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+func TestDispatch(t *testing.T) {
+	tests := []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{nil, ExitUsage, "", "no command given"},
+		{[]string{"help"}, ExitOK, "token verify", ""},
+		{[]string{"-h"}, ExitOK, "bench sign", ""},
+		{[]string{"--help"}, ExitOK, "Commands:", ""},
+		{[]string{"frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
+		{[]string{"token"}, ExitUsage, "", "no command given"},
+		{[]string{"token", "frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
+		{[]string{"help", "token"}, ExitOK, "keygate token <command>", ""},
+		{[]string{"help", "token", "verify"}, ExitOK, "Usage: keygate token verify", ""},
+		{[]string{"help", "nope"}, ExitUsage, "", `unknown command "nope"`},
+		{[]string{"token", "sign", "--nope"}, ExitUsage, "", "flag provided but not defined: -nope"},
+		{[]string{"version", "extra"}, ExitUsage, "", `unexpected argument "extra"`},
+		{[]string{"keys", "thumbprint"}, ExitUsage, "", "too few arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			expect(t, newHarness(t).run(tt.args...), tt.code, tt.stdout, tt.stderr)
+		})
+	}
+}
+
+// TestEveryCommandHasHelp runs "-h" on every leaf command.
+func TestEveryCommandHasHelp(t *testing.T) {
+	var walk func(path string, cmds []*command)
+	walk = func(path string, cmds []*command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.name)
+			if c.subs != nil {
+				walk(p, c.subs)
+				continue
+			}
+			t.Run(p, func(t *testing.T) {
+				args := append(strings.Fields(p), "-h")
+				r := newHarness(t).run(args...)
+				expect(t, r, ExitOK, "Usage: keygate "+p, "")
+				if r.stderr != "" {
+					t.Errorf("help wrote to stderr: %s", r.stderr)
+				}
+			})
+		}
+	}
+	walk("", commands())
+}
+
+func TestVersion(t *testing.T) {
+	h := newHarness(t)
+	out := h.must("version")
+	if !strings.HasPrefix(out, "keygate ") || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("version output %q", out)
+	}
+	old := Version
+	t.Cleanup(func() { Version = old })
+	Version = "v1.2.3-test"
+	if out := h.must("version"); !strings.HasPrefix(out, "keygate v1.2.3-test\n") {
+		t.Errorf("ldflags version not used: %q", out)
+	}
+}
+
+func TestInterspersedArgs(t *testing.T) {
+	fs := newHarness(t).app(&syncBuffer{}, &syncBuffer{}).flags("x", "", "")
+	a := fs.String("a", "", "")
+	b := fs.Bool("b", false, "")
+	pos, err := fs.parse([]string{"one", "-a", "v", "two", "-b", "--", "-three"}, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *a != "v" || !*b || strings.Join(pos, " ") != "one two -three" {
+		t.Errorf("a=%q b=%v pos=%q", *a, *b, pos)
+	}
+}

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/keygate/keygate/jose"
+)
+
+// flagSet is a subcommand's flag.FlagSet with its usage text.
+type flagSet struct {
+	*flag.FlagSet
+	a     *app
+	synop string // e.g. "keygate token verify [flags] TOKEN"
+	about string
+}
+
+func (a *app) flags(cmd, synopsis, about string) *flagSet {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &flagSet{FlagSet: fs, a: a, synop: cmd + " " + synopsis, about: about}
+}
+
+// parse parses flags and positional arguments in any order ("--" ends the
+// flags) and checks there are between min and max positional arguments
+// (max < 0: no limit). -h prints the usage and returns errHelpShown.
+func (fs *flagSet) parse(args []string, min, max int) ([]string, error) {
+	pos, err := fs.interspersed(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.printUsage(fs.a.stdout)
+		return nil, errHelpShown
+	case err != nil:
+		return nil, usageErrorf(fs.Name(), "%v", err)
+	case len(pos) < min:
+		return nil, usageErrorf(fs.Name(), "too few arguments (usage: %s)", fs.synop)
+	case max >= 0 && len(pos) > max:
+		return nil, usageErrorf(fs.Name(), "unexpected argument %q", pos[max])
+	}
+	return pos, nil
+}
+
+func (fs *flagSet) interspersed(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+func (fs *flagSet) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", fs.synop, fs.about)
+	if hasFlags(fs.FlagSet) {
+		fmt.Fprintln(w, "\nFlags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// isSet reports whether the named flag was given on the command line.
+func (fs *flagSet) isSet(name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// algFlag is a JWS algorithm name.
+type algFlag jose.Alg
+
+func (a *algFlag) String() string {
+	if *a == 0 {
+		return ""
+	}
+	return jose.Alg(*a).String()
+}
+
+func (a *algFlag) Set(v string) error {
+	alg, err := parseAlg(v)
+	*a = algFlag(alg)
+	return err
+}
+
+// algsFlag is a repeatable algorithm flag; a value may also list several,
+// separated by commas.
+type algsFlag []jose.Alg
+
+func (s *algsFlag) String() string {
+	names := make([]string, len(*s))
+	for i, a := range *s {
+		names[i] = a.String()
+	}
+	return strings.Join(names, ",")
+}
+
+func (s *algsFlag) Set(v string) error {
+	for name := range strings.SplitSeq(v, ",") {
+		alg, err := parseAlg(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		*s = append(*s, alg)
+	}
+	return nil
+}
+
+func parseAlg(name string) (jose.Alg, error) {
+	alg, err := jose.ParseAlg(name)
+	if err != nil {
+		return 0, fmt.Errorf("unknown algorithm %q (one of %s)", name, algNames())
+	}
+	return alg, nil
+}
+
+func algNames() string {
+	var names []string
+	for _, a := range jose.Algorithms() {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// claimsFlag collects name=value claims; a value that parses as JSON is
+// used as JSON, anything else as a string.
+type claimsFlag map[string]json.RawMessage
+
+func (c claimsFlag) String() string { return "" }
+
+func (c claimsFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("claim %q is not name=value", v)
+	}
+	if _, dup := c[name]; dup {
+		return fmt.Errorf("claim %q given twice", name)
+	}
+	if json.Valid([]byte(value)) {
+		c[name] = json.RawMessage(value)
+		return nil
+	}
+	s, err := json.Marshal(value)
+	c[name] = s
+	return err
+}

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serving is a "keygate serve" run in the background.
+type serving struct {
+	addr           string
+	stdout, stderr *syncBuffer
+	stop           func() int // cancels the context and returns the exit code
+}
+
+func (h *harness) serve(args ...string) *serving {
+	h.t.Helper()
+	s := &serving{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	a := h.app(s.stdout, s.stderr)
+	ready := make(chan string, 1)
+	a.ready = func(addr string) { ready <- addr }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- a.main(ctx, append([]string{"serve"}, args...)) }()
+	select {
+	case s.addr = <-ready:
+	case code := <-done:
+		cancel()
+		h.t.Fatalf("serve exited %d before listening:\n%s", code, s.stderr)
+	case <-time.After(10 * time.Second):
+		cancel()
+		h.t.Fatal("serve did not start listening")
+	}
+	s.stop = func() int {
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(15 * time.Second):
+			h.t.Fatal("serve did not stop after cancel")
+			return -1
+		}
+	}
+	return s
+}
+
+var tokenLine = regexp.MustCompile(`(?m)^(eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$`)
+
+func TestServe(t *testing.T) {
+	h := newHarness(t)
+	data := h.path("data")
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data)
+	out := s.stdout.String()
+	m := tokenLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no sample token on stdout:\n%s", out)
+	}
+	token := m[1]
+	wantCurl := "curl -i -H 'Authorization: Bearer " + token + "' http://" + s.addr + "/auth"
+	if !strings.Contains(out, wantCurl) {
+		t.Errorf("stdout lacks %q:\n%s", wantCurl, out)
+	}
+	resp := get(t, "http://"+s.addr+"/auth", token)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != "demo" || resp.Header.Get("X-Auth-Scopes") != "demo" {
+		t.Errorf("sample token: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp := get(t, "http://"+s.addr+"/auth", tamper(token)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("tampered token: %d", resp.StatusCode)
+	}
+	if code := s.stop(); code != ExitOK {
+		t.Fatalf("serve exit %d:\n%s", code, s.stderr)
+	}
+	logs := s.stderr.String()
+	for _, want := range []string{"addr=" + s.addr, "issuer=http://" + s.addr, "signing key created", "msg=stopped"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	checkNoSecrets(t, logs, filepath.Join(data, "signing-key.pem"), token, tamper(token))
+	checkSample(t, h, data, token, s.addr)
+}
+
+// checkSample verifies the sample token with the CLI against the server's
+// key, and checks a second run reuses that key.
+func checkSample(t *testing.T, h *harness, data, token, addr string) {
+	t.Helper()
+	claims := decodeClaims(t, h.must("token", "verify", "--key", filepath.Join(data, "signing-key.pem"), "--alg", "ES256",
+		"--iss", "http://"+addr, "--aud", "keygate-demo", token))
+	checkMinted(t, claims, h.now, time.Hour)
+	again := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://fixed.test", "--audience", "other")
+	if code := again.stop(); code != ExitOK {
+		t.Fatalf("second serve exit %d", code)
+	}
+	kid := h.must("keys", "thumbprint", filepath.Join(data, "signing-key.pem"))
+	logs := again.stderr.String()
+	if !strings.Contains(logs, "signing key loaded") || !strings.Contains(logs, "thumbprint="+strings.TrimSpace(kid)) {
+		t.Errorf("second run did not reuse the key:\n%s", logs)
+	}
+	if !strings.Contains(logs, "issuer=https://fixed.test") || !strings.Contains(again.stdout.String(), `aud "other"`) {
+		t.Errorf("--issuer/--audience not used:\n%s\n%s", logs, again.stdout)
+	}
+}
+
+func checkNoSecrets(t *testing.T, logs, keyPath string, tokens ...string) {
+	t.Helper()
+	pem, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(pem)), "\n")
+	forbidden := []string{"-----BEGIN", "PRIVATE KEY", strings.Join(lines[1:len(lines)-1], "")}
+	for _, tok := range tokens {
+		forbidden = append(forbidden, tok, tok[strings.LastIndexByte(tok, '.')+1:])
+	}
+	for _, s := range forbidden {
+		if strings.Contains(logs, s) {
+			t.Errorf("logs contain %.40q…", s)
+		}
+	}
+}
+
+func get(t *testing.T, url, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestServeRefuses(t *testing.T) {
+	h := newHarness(t)
+	file := h.write("file", []byte("x"))
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"bad listen address", []string{"--listen", "256.0.0.1:0"}, ExitFail, "listen"},
+		{"data dir is a file", []string{"--listen", "127.0.0.1:0", "--data-dir", file}, ExitFail, "data directory"},
+		{"bad log level", []string{"--log-level", "loud"}, ExitUsage, "log-level"},
+		{"argument", []string{"extra"}, ExitUsage, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			expect(t, h.run(append([]string{"serve"}, tt.args...)...), tt.code, "", tt.stderr)
+		})
+	}
+}
+
+func TestBaseURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080": "http://127.0.0.1:8080",
+		"0.0.0.0:80":     "http://127.0.0.1:80",
+		"[::]:8080":      "http://[::1]:8080",
+		"[::1]:9":        "http://[::1]:9",
+	} {
+		if got := baseURL(fakeAddr(addr)); got != want {
+			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+type fakeAddr string
+
+func (a fakeAddr) Network() string { return "tcp" }
+func (a fakeAddr) String() string  { return string(a) }

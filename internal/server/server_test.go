@@ -1,0 +1,524 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/jose"
+)
+
+const (
+	testIssuer   = "https://keygate.test"
+	testAudience = "api"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines to log into.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixture is a Server on a temporary data dir with a clock the test moves.
+type fixture struct {
+	*Server
+	dir  string
+	logs *syncBuffer
+	now  time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{dir: filepath.Join(t.TempDir(), "data"), logs: &syncBuffer{}, now: time.Unix(1_800_000_000, 0)}
+	s, err := New(f.config())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.Server = s
+	return f
+}
+
+func (f *fixture) config() Config {
+	return Config{
+		DataDir:  f.dir,
+		Issuer:   testIssuer,
+		Audience: testAudience,
+		Logger:   slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:      func() time.Time { return f.now },
+	}
+}
+
+func (f *fixture) mint(t *testing.T, c mint.Claims) string {
+	t.Helper()
+	if c.TTL == 0 {
+		c.TTL = time.Hour
+	}
+	if c.Audience == nil {
+		c.Audience = []string{testAudience}
+	}
+	tok, err := f.Mint(c)
+	if err != nil {
+		t.Fatalf("Mint: %v", err)
+	}
+	return tok
+}
+
+func (f *fixture) get(path string, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	rec := httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func bearer(token string) http.Header {
+	return http.Header{"Authorization": {"Bearer " + token}}
+}
+
+// tamper changes one character in the middle of the signature.
+func tamper(token string) string {
+	i := len(token) - 20
+	c := byte('A')
+	if token[i] == 'A' {
+		c = 'B'
+	}
+	return token[:i] + string(c) + token[i+1:]
+}
+
+func TestHealthz(t *testing.T) {
+	f := newFixture(t)
+	rec := f.get("/healthz", nil)
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
+		t.Fatalf("got %d %q", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+func TestJWKS(t *testing.T) {
+	f := newFixture(t)
+	rec := f.get("/.well-known/jwks.json", nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if cc := rec.Header().Get("Cache-Control"); cc != "public, max-age=300" {
+		t.Errorf("Cache-Control %q", cc)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	set, err := jose.ParseKeySet(rec.Body.Bytes())
+	if err != nil {
+		t.Fatalf("ParseKeySet: %v", err)
+	}
+	k, err := set.ResolveKey(f.Thumbprint(), jose.ES256)
+	if err != nil {
+		t.Fatalf("signing key not in JWKS: %v", err)
+	}
+	if k.Thumbprint() != f.Thumbprint() {
+		t.Errorf("thumbprint %s, want %s", k.Thumbprint(), f.Thumbprint())
+	}
+	if strings.Contains(rec.Body.String(), `"d"`) {
+		t.Error("JWKS carries a private member")
+	}
+	// A token the server mints verifies against its published JWKS.
+	v, err := jose.NewVerifier(set, []jose.Alg{jose.ES256}, jose.Expected{}, jose.WithClock(func() time.Time { return f.now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(f.mint(t, mint.Claims{Subject: "x"})); err != nil {
+		t.Errorf("minted token does not verify against the JWKS: %v", err)
+	}
+}
+
+func TestAuthAccepts(t *testing.T) {
+	f := newFixture(t)
+	tok := f.mint(t, mint.Claims{Subject: "alice", Scope: "read write"})
+	for _, h := range []http.Header{bearer(tok), {"Authorization": {"bearer  " + tok}}} {
+		rec := f.get("/auth", h)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d, body %s", rec.Code, rec.Body)
+		}
+		if got := rec.Header().Get("X-Auth-Subject"); got != "alice" {
+			t.Errorf("X-Auth-Subject %q", got)
+		}
+		if got := rec.Header().Get("X-Auth-Scopes"); got != "read write" {
+			t.Errorf("X-Auth-Scopes %q", got)
+		}
+	}
+}
+
+func TestAuthAcceptsWithinLeeway(t *testing.T) {
+	f := newFixture(t)
+	tok := f.mint(t, mint.Claims{Subject: "alice"})
+	f.now = f.now.Add(time.Hour + 30*time.Second)
+	if rec := f.get("/auth", bearer(tok)); rec.Code != http.StatusOK {
+		t.Fatalf("status %d within leeway: %s", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+}
+
+func TestAuthMissingToken(t *testing.T) {
+	f := newFixture(t)
+	for name, h := range map[string]http.Header{
+		"none":  nil,
+		"basic": {"Authorization": {"Basic YWxhZGRpbjpvcGVuc2VzYW1l"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := f.get("/auth", h)
+			if rec.Code != http.StatusUnauthorized {
+				t.Fatalf("status %d", rec.Code)
+			}
+			if got := rec.Header().Get("WWW-Authenticate"); got != `Bearer realm="keygate"` {
+				t.Errorf("challenge %q", got)
+			}
+			var body map[string]string
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body["error"] == "" {
+				t.Errorf("body %q: %v", rec.Body, err)
+			}
+		})
+	}
+}
+
+func TestAuthRejects(t *testing.T) {
+	f := newFixture(t)
+	valid := f.mint(t, mint.Claims{Subject: "alice"})
+	expired := f.mint(t, mint.Claims{Subject: "alice", TTL: time.Minute})
+	f.now = f.now.Add(10 * time.Minute)
+	tests := []struct {
+		name   string
+		header http.Header
+		reason string
+	}{
+		{"bad signature", bearer(tamper(valid)), "bad_signature"},
+		{"expired", bearer(expired), "expired"},
+		{"wrong audience", bearer(f.mint(t, mint.Claims{Subject: "a", Audience: []string{"other"}})), "wrong_audience"},
+		{"wrong issuer", bearer(f.mint(t, mint.Claims{Issuer: "https://evil.test", Subject: "a"})), "wrong_issuer"},
+		{"garbage", bearer("not-a-token"), "malformed"},
+		{"empty bearer", http.Header{"Authorization": {"Bearer "}}, "malformed"},
+		{"two headers", http.Header{"Authorization": {"Bearer " + valid, "Bearer " + valid}}, "malformed"},
+		{"over the token size limit", bearer(strings.Repeat("a", jose.DefaultMaxTokenSize+1)), "too_large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := f.get("/auth", tt.header)
+			checkInvalidToken(t, rec.Code, rec.Header(), rec.Body.Bytes(), tt.reason)
+		})
+	}
+}
+
+func checkInvalidToken(t *testing.T, code int, h http.Header, body []byte, reason string) {
+	t.Helper()
+	if code != http.StatusUnauthorized {
+		t.Fatalf("status %d", code)
+	}
+	want := `Bearer realm="keygate", error="invalid_token", error_description="` + reason + `"`
+	if got := h.Get("WWW-Authenticate"); got != want {
+		t.Errorf("challenge %q\nwant      %q", got, want)
+	}
+	var raw map[string]string
+	if err := json.Unmarshal(body, &raw); err != nil {
+		t.Fatalf("body %q: %v", body, err)
+	}
+	if raw["error"] != "invalid_token" || raw["error_description"] != reason || len(raw) != 2 {
+		t.Errorf("body %s", body)
+	}
+}
+
+func TestAuthHeadersCannotBeSplit(t *testing.T) {
+	f := newFixture(t)
+	tok := f.mint(t, mint.Claims{Subject: "eve\r\nX-Admin: yes", Scope: "a\nb"})
+	rec := f.get("/auth", bearer(tok))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	if got := rec.Header().Get("X-Auth-Subject"); got != "eveX-Admin: yes" {
+		t.Errorf("X-Auth-Subject %q", got)
+	}
+	if got := rec.Header().Get("X-Auth-Scopes"); got != "ab" {
+		t.Errorf("X-Auth-Scopes %q", got)
+	}
+}
+
+func TestMethodNotAllowed(t *testing.T) {
+	f := newFixture(t)
+	req := httptest.NewRequest(http.MethodPost, "/auth", nil)
+	rec := httptest.NewRecorder()
+	f.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("status %d", rec.Code)
+	}
+}
+
+func TestSigningKeyReused(t *testing.T) {
+	f := newFixture(t)
+	again, err := New(f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Thumbprint() != f.Thumbprint() {
+		t.Fatalf("second New made a new key: %s != %s", again.Thumbprint(), f.Thumbprint())
+	}
+	tok := f.mint(t, mint.Claims{Subject: "alice"})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/auth", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	again.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("token from the first server refused by the second: %d", rec.Code)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, "signing key created") || !strings.Contains(logs, "signing key loaded") {
+		t.Errorf("logs do not record creation then reuse:\n%s", logs)
+	}
+}
+
+func TestConcurrentFirstStartsAgree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}
+	const n = 8
+	thumbs := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s, err := New(cfg)
+			if err == nil {
+				thumbs[i] = s.Thumbprint()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("New %d: %v", i, errs[i])
+		}
+		if thumbs[i] != thumbs[0] {
+			t.Fatalf("servers disagree on the key: %s != %s", thumbs[i], thumbs[0])
+		}
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".keygate-*"))
+	if len(leftovers) != 0 {
+		t.Errorf("temporary files left behind: %v", leftovers)
+	}
+}
+
+func TestDataDirPermissions(t *testing.T) {
+	f := newFixture(t)
+	for path, want := range map[string]os.FileMode{
+		f.dir:                                0o700,
+		filepath.Join(f.dir, SigningKeyFile): 0o600,
+	} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestExposedKeyWarns(t *testing.T) {
+	f := newFixture(t)
+	if err := os.Chmod(filepath.Join(f.dir, SigningKeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(f.config()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.logs.String(), "level=WARN") {
+		t.Errorf("no warning for a world-readable key:\n%s", f.logs)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, SigningKeyFile), []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no data dir", Config{Issuer: testIssuer, Audience: testAudience}},
+		{"no issuer", Config{DataDir: t.TempDir(), Audience: testAudience}},
+		{"no audience", Config{DataDir: t.TempDir(), Issuer: testIssuer}},
+		{"corrupt key", Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.cfg); err == nil {
+				t.Fatal("New succeeded")
+			}
+		})
+	}
+}
+
+// serve runs f on a real listener until the returned stop is called; stop
+// returns Serve's error.
+func (f *fixture) serve(t *testing.T) (base string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- f.Serve(ctx, ln) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(ShutdownTimeout + 5*time.Second):
+			return errors.New("Serve did not return after cancel")
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return "http://" + ln.Addr().String(), stop
+}
+
+func TestServeAndShutdown(t *testing.T) {
+	f := newFixture(t)
+	base, stop := f.serve(t)
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz %d", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := client.Get(base + "/healthz"); err == nil {
+		t.Error("server still answers after shutdown")
+	}
+	if !strings.Contains(f.logs.String(), "msg=stopped") {
+		t.Errorf("no stop logged:\n%s", f.logs)
+	}
+}
+
+func TestOversizedHeaders(t *testing.T) {
+	f := newFixture(t)
+	base, _ := f.serve(t)
+	tests := []struct {
+		name  string
+		token string
+		want  int
+	}{
+		// Under MaxHeaderBytes but over the token limit: a 401 naming the reason.
+		{"token over limit", strings.Repeat("a", jose.DefaultMaxTokenSize+1), http.StatusUnauthorized},
+		// Over MaxHeaderBytes: net/http refuses before the handler runs.
+		{"header over limit", strings.Repeat("a", 4*MaxHeaderBytes), http.StatusRequestHeaderFieldsTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, base+"/auth", nil)
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+			if tt.want == http.StatusUnauthorized {
+				checkInvalidToken(t, resp.StatusCode, resp.Header, body, "too_large")
+			}
+		})
+	}
+}
+
+func TestLogsHoldNoSecrets(t *testing.T) {
+	f := newFixture(t)
+	base, stop := f.serve(t)
+	valid := f.mint(t, mint.Claims{Subject: "alice"})
+	tokens := []string{valid, tamper(valid), f.mint(t, mint.Claims{Subject: "a", Audience: []string{"x"}})}
+	for _, tok := range tokens {
+		req, _ := http.NewRequest(http.MethodGet, base+"/auth", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	logs := f.logs.String()
+	pem, err := os.ReadFile(filepath.Join(f.dir, SigningKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{"-----BEGIN", "PRIVATE KEY", pemBody(pem)}
+	for _, tok := range tokens {
+		forbidden = append(forbidden, tok, signature(tok))
+	}
+	for _, s := range forbidden {
+		if strings.Contains(logs, s) {
+			t.Errorf("logs contain %.40q…:\n%s", s, logs)
+		}
+	}
+	if !strings.Contains(logs, "token="+fingerprint(tamper(valid))) {
+		t.Errorf("rejected token's fingerprint not logged:\n%s", logs)
+	}
+}
+
+// pemBody is the base64 of the PEM's key, without the armour lines.
+func pemBody(pem []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(pem)), "\n")
+	return strings.Join(lines[1:len(lines)-1], "")
+}
+
+func signature(token string) string { return token[strings.LastIndexByte(token, '.')+1:] }
+
+func TestFingerprint(t *testing.T) {
+	fp := fingerprint("a.b.c")
+	if len(fp) != 8 || strings.Trim(fp, "0123456789abcdef") != "" {
+		t.Fatalf("fingerprint %q is not 8 hex digits", fp)
+	}
+	if fp == fingerprint("a.b.d") {
+		t.Error("different tokens share a fingerprint")
+	}
+}
