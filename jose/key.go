@@ -142,7 +142,7 @@ func NewHMACKey(alg Alg, kid string, secret []byte) (*Key, error) {
 var (
 	errKeyAlg   = keyError("key type does not fit the algorithm")
 	errRSASize  = keyError("RSA modulus must be 2048 to 8192 bits")
-	errRSAExp   = keyError("RSA public exponent must be odd and at least 3")
+	errRSAExp   = keyError("RSA public exponent must be odd, at least 3 and below 2^31")
 	errECCurve  = keyError("EC key is not on the curve the algorithm names")
 	errEdSize   = keyError("Ed25519 public key must be 32 bytes")
 	errNoKeyAlg = keyError("algorithm is not supported")
@@ -193,7 +193,7 @@ func checkRSA(p *rsa.PublicKey) error {
 	if b := p.N.BitLen(); b < MinRSABits || b > MaxRSABits {
 		return errRSASize
 	}
-	if p.E < 3 || p.E&1 == 0 {
+	if p.E < 3 || p.E&1 == 0 || p.E > 1<<31-1 { // crypto/rsa refuses larger ones
 		return errRSAExp
 	}
 	if isROCA(p.N) {
