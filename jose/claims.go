@@ -24,8 +24,11 @@ type Claims struct {
 	payload  []byte
 	members  []member
 	escNames []string // names that had escapes, decoded
-	audBuf   [2]string
-	memBuf   [16]member
+	// nameFilter has a bit set for each (length, first, last byte) class of
+	// the names seen, to make duplicate detection cheap.
+	nameFilter uint64
+	audBuf     [2]string
+	memBuf     [16]member
 }
 
 // member is one top-level claim: where its name and its value's raw JSON lie
@@ -151,9 +154,18 @@ func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
 	return raw, m, nil
 }
 
-// duplicate reports whether name was seen already. Most names differ in
-// length or first byte, so those are compared before the whole name.
+// duplicate reports whether name was seen already. A 64-bit filter over
+// (length, first byte, last byte) rules out almost every name at once; only a
+// filter hit compares names.
 func (c *Claims) duplicate(name []byte) bool {
+	var bit uint64 = 1
+	if len(name) > 0 {
+		bit <<= (uint(len(name))*31 + uint(name[0])*7 + uint(name[len(name)-1])) & 63
+	}
+	if c.nameFilter&bit == 0 {
+		c.nameFilter |= bit
+		return false
+	}
 	for _, m := range c.members {
 		if m.nameStart >= 0 && int(m.nameEnd-m.nameStart) != len(name) {
 			continue
