@@ -1,0 +1,327 @@
+// Package config reads keygate's configuration: a YAML file, then KEYGATE_*
+// environment overrides, then command-line flags, validated as a whole with
+// errors that name the offending field. A Config is a plain value; the server
+// builds its runtime state from one and swaps it atomically on reload.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/keygate/keygate/jose"
+)
+
+// Default listen addresses. The admin listener (metrics, health, pprof) stays
+// on loopback unless configured otherwise.
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultAdminListen = "127.0.0.1:9090"
+)
+
+// Config is keygate's whole configuration.
+type Config struct {
+	Listen       string   `yaml:"listen"`
+	AdminListen  string   `yaml:"admin_listen"`
+	LogLevel     string   `yaml:"log_level"` // debug, info, warn, error
+	DataDir      string   `yaml:"data_dir"`
+	MaxTokenSize int      `yaml:"max_token_size"`
+	Cache        Cache    `yaml:"cache"`
+	Issuers      []Issuer `yaml:"issuers"`
+	ForwardAuth  Forward  `yaml:"forward_auth"`
+	Routes       []Route  `yaml:"routes"` // reverse proxy routes; none means no proxy
+}
+
+// Cache bounds the verified-token cache.
+type Cache struct {
+	MaxEntries int           `yaml:"max_entries"`
+	MaxBytes   int64         `yaml:"max_bytes"`
+	MaxTTL     time.Duration `yaml:"max_ttl"`
+	Disabled   bool          `yaml:"disabled"`
+}
+
+// Issuer is one trusted token issuer (one tenant) and the policy its tokens
+// must meet. Exactly one key source is set: JWKSURL, Discovery or KeyFiles.
+type Issuer struct {
+	Issuer       string            `yaml:"issuer"`
+	JWKSURL      string            `yaml:"jwks_url"`
+	Discovery    bool              `yaml:"discovery"` // find jwks_uri via OIDC discovery of Issuer
+	KeyFiles     []string          `yaml:"key_files"`
+	Algorithms   []string          `yaml:"algorithms"`
+	Audiences    []string          `yaml:"audiences"`
+	AllAudiences bool              `yaml:"all_audiences"`
+	Leeway       *time.Duration    `yaml:"leeway"`  // default 60s
+	Require      []string          `yaml:"require"` // default [exp]
+	Scopes       []string          `yaml:"scopes"`
+	Type         string            `yaml:"type"`
+	Headers      map[string]string `yaml:"headers"` // response header -> claim (dotted path)
+	JWKS         JWKS              `yaml:"jwks"`
+}
+
+// JWKS tunes remote key fetching; zero values take the keys package defaults.
+type JWKS struct {
+	MinRefresh      time.Duration `yaml:"min_refresh"`
+	MaxRefresh      time.Duration `yaml:"max_refresh"`
+	MaxStale        time.Duration `yaml:"max_stale"`
+	Timeout         time.Duration `yaml:"timeout"`
+	MaxBody         int64         `yaml:"max_body"`
+	RefetchInterval time.Duration `yaml:"refetch_interval"`
+}
+
+// Forward configures the forward-auth endpoint.
+type Forward struct {
+	Cookie string  `yaml:"cookie"` // also accept the token from this cookie
+	Rules  []Route `yaml:"rules"`  // route rules matched on X-Forwarded-Method/-Uri
+}
+
+// Route matches requests by host, path prefix and method, and says what they
+// need: anonymous access, or a token from some issuers with some scopes.
+type Route struct {
+	Host       string   `yaml:"host"`
+	PathPrefix string   `yaml:"path_prefix"`
+	Methods    []string `yaml:"methods"`
+	Upstream   string   `yaml:"upstream"` // reverse proxy only
+	Anonymous  bool     `yaml:"anonymous"`
+	Issuers    []string `yaml:"issuers"` // empty: any configured issuer
+	Scopes     []string `yaml:"scopes"`
+}
+
+// DefaultLeeway is the clock skew tolerated on exp, nbf and iat.
+const DefaultLeeway = 60 * time.Second
+
+// Load reads path, applies environment overrides from env (os.Environ form)
+// and defaults, and validates the result.
+func Load(path string, env []string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.ApplyEnv(env); err != nil {
+		return nil, err
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly: unknown fields and trailing documents are errors.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	c := new(Config)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); err == nil {
+		return nil, errors.New("more than one YAML document")
+	}
+	return c, nil
+}
+
+// ApplyEnv overrides top-level settings from KEYGATE_* variables.
+func (c *Config) ApplyEnv(env []string) error {
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "KEYGATE_") {
+			continue
+		}
+		switch k {
+		case "KEYGATE_LISTEN":
+			c.Listen = v
+		case "KEYGATE_ADMIN_LISTEN":
+			c.AdminListen = v
+		case "KEYGATE_LOG_LEVEL":
+			c.LogLevel = v
+		case "KEYGATE_DATA_DIR":
+			c.DataDir = v
+		case "KEYGATE_MAX_TOKEN_SIZE":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("config: %s: not a number: %q", k, v)
+			}
+			c.MaxTokenSize = n
+		}
+	}
+	return nil
+}
+
+// SetDefaults fills unset fields.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.AdminListen == "" {
+		c.AdminListen = DefaultAdminListen
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./keygate-data"
+	}
+	if c.MaxTokenSize == 0 {
+		c.MaxTokenSize = jose.DefaultMaxTokenSize
+	}
+	for i := range c.Issuers {
+		is := &c.Issuers[i]
+		if is.Leeway == nil {
+			d := DefaultLeeway
+			is.Leeway = &d
+		}
+		if is.Require == nil {
+			is.Require = []string{"exp"}
+		}
+	}
+}
+
+// Validate checks the whole configuration and reports every problem, each
+// naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	checkAddr := func(field, addr string) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(field, "not a host:port address: %q", addr)
+		}
+	}
+	checkAddr("listen", c.Listen)
+	if c.AdminListen != "off" {
+		checkAddr("admin_listen", c.AdminListen)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
+	}
+	if c.MaxTokenSize < 512 || c.MaxTokenSize > 1<<20 {
+		bad("max_token_size", "must be between 512 and 1048576 bytes, not %d", c.MaxTokenSize)
+	}
+	if c.Cache.MaxEntries < 0 || c.Cache.MaxBytes < 0 || c.Cache.MaxTTL < 0 {
+		bad("cache", "limits must not be negative")
+	}
+	seen := map[string]bool{}
+	for i := range c.Issuers {
+		c.Issuers[i].validate(fmt.Sprintf("issuers[%d]", i), bad)
+		if iss := c.Issuers[i].Issuer; seen[iss] {
+			bad(fmt.Sprintf("issuers[%d].issuer", i), "%q is configured twice", iss)
+		} else {
+			seen[iss] = true
+		}
+	}
+	for i, r := range c.ForwardAuth.Rules {
+		r.validate(fmt.Sprintf("forward_auth.rules[%d]", i), false, seen, bad)
+	}
+	for i, r := range c.Routes {
+		r.validate(fmt.Sprintf("routes[%d]", i), true, seen, bad)
+	}
+	return errors.Join(errs...)
+}
+
+func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {
+	if is.Issuer == "" {
+		bad(field+".issuer", "is required")
+	}
+	sources := 0
+	for _, set := range []bool{is.JWKSURL != "", is.Discovery, len(is.KeyFiles) > 0} {
+		if set {
+			sources++
+		}
+	}
+	if sources != 1 {
+		bad(field, "needs exactly one key source: jwks_url, discovery or key_files")
+	}
+	if is.JWKSURL != "" {
+		if u, err := url.Parse(is.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad(field+".jwks_url", "not an http(s) URL: %q", is.JWKSURL)
+		}
+	}
+	if is.Discovery {
+		if u, err := url.Parse(is.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad(field+".discovery", "needs an http(s) issuer URL, not %q", is.Issuer)
+		}
+	}
+	if len(is.Algorithms) == 0 {
+		bad(field+".algorithms", "list at least one algorithm (an explicit allow-list is required)")
+	}
+	for j, a := range is.Algorithms {
+		if _, err := jose.ParseAlg(a); err != nil {
+			bad(fmt.Sprintf("%s.algorithms[%d]", field, j), "unsupported algorithm %q", a)
+		}
+	}
+	if is.Leeway != nil && (*is.Leeway < 0 || *is.Leeway > time.Hour) {
+		bad(field+".leeway", "must be between 0 and 1h, not %v", *is.Leeway)
+	}
+	for h := range is.Headers {
+		if !validHeaderName(h) {
+			bad(field+".headers", "%q is not a valid header name", h)
+		}
+	}
+}
+
+func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad func(field, format string, args ...any)) {
+	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+		bad(field+".path_prefix", "must start with /: %q", r.PathPrefix)
+	}
+	if proxy {
+		if u, err := url.Parse(r.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(field+".upstream", "not an http(s) URL: %q", r.Upstream)
+		}
+	} else if r.Upstream != "" {
+		bad(field+".upstream", "forward-auth rules have no upstream")
+	}
+	for _, iss := range r.Issuers {
+		if !issuers[iss] {
+			bad(field+".issuers", "%q is not a configured issuer", iss)
+		}
+	}
+	if r.Anonymous && (len(r.Scopes) > 0 || len(r.Issuers) > 0) {
+		bad(field, "an anonymous route cannot require issuers or scopes")
+	}
+	for _, m := range r.Methods {
+		if m == "" || strings.ToUpper(m) != m {
+			bad(field+".methods", "methods are upper case, not %q", m)
+		}
+	}
+}
+
+// validHeaderName reports whether h is an RFC 9110 token.
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Algs returns the issuer's algorithms, parsed; Validate has checked them.
+func (is *Issuer) Algs() []jose.Alg {
+	out := make([]jose.Alg, 0, len(is.Algorithms))
+	for _, a := range is.Algorithms {
+		if alg, err := jose.ParseAlg(a); err == nil {
+			out = append(out, alg)
+		}
+	}
+	return out
+}

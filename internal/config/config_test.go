@@ -1,0 +1,135 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodYAML = `
+listen: 127.0.0.1:8081
+admin_listen: 127.0.0.1:0
+issuers:
+  - issuer: https://idp.example.com/
+    jwks_url: https://idp.example.com/jwks.json
+    algorithms: [RS256, ES256]
+    audiences: [api]
+    scopes: [read]
+    headers:
+      X-Auth-Subject: sub
+      X-Auth-Roles: realm_access.roles
+  - issuer: tenant-b
+    key_files: [b.pem]
+    algorithms: [EdDSA]
+    leeway: 5s
+    require: []
+routes:
+  - path_prefix: /public/
+    upstream: http://127.0.0.1:9000
+    anonymous: true
+  - host: api.example.com
+    path_prefix: /v1/
+    methods: [GET, POST]
+    upstream: http://127.0.0.1:9001
+    issuers: [tenant-b]
+    scopes: [write]
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "keygate.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadGood(t *testing.T) {
+	c, err := Load(writeConfig(t, goodYAML), []string{"KEYGATE_LOG_LEVEL=debug", "PATH=/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8081" || c.LogLevel != "debug" || c.MaxTokenSize != 8192 {
+		t.Errorf("top level: %+v", c)
+	}
+	a, b := c.Issuers[0], c.Issuers[1]
+	if *a.Leeway != DefaultLeeway || len(a.Require) != 1 || a.Require[0] != "exp" {
+		t.Errorf("issuer defaults not applied: leeway %v require %v", *a.Leeway, a.Require)
+	}
+	if *b.Leeway != 5*time.Second || b.Require == nil || len(b.Require) != 0 {
+		t.Errorf("explicit values overridden: leeway %v require %#v", *b.Leeway, b.Require)
+	}
+	if a.Headers["X-Auth-Roles"] != "realm_access.roles" || len(a.Algs()) != 2 {
+		t.Errorf("issuer a: %+v", a)
+	}
+}
+
+// TestLoadErrors checks that each mistake is reported with the field it is in.
+func TestLoadErrors(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "listen_addr"},
+		{"bad listen", "listen: nowhere\n", "listen: not a host:port"},
+		{"bad log level", "log_level: loud\n", "log_level"},
+		{"token size", "max_token_size: 10\n", "max_token_size"},
+		{"no key source", "issuers:\n  - issuer: a\n    algorithms: [ES256]\n", "issuers[0]: needs exactly one key source"},
+		{"two key sources", "issuers:\n  - issuer: https://a\n    discovery: true\n    key_files: [x]\n    algorithms: [ES256]\n", "issuers[0]: needs exactly one key source"},
+		{"no algorithms", "issuers:\n  - issuer: a\n    key_files: [x]\n", "issuers[0].algorithms: list at least one"},
+		{"bad algorithm", "issuers:\n  - issuer: a\n    key_files: [x]\n    algorithms: [none]\n", `issuers[0].algorithms[0]: unsupported algorithm "none"`},
+		{"bad jwks url", "issuers:\n  - issuer: a\n    jwks_url: ftp://x/\n    algorithms: [ES256]\n", "issuers[0].jwks_url"},
+		{"duplicate issuer", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256]}\n  - {issuer: a, key_files: [y], algorithms: [ES256]}\n", `issuers[1].issuer: "a" is configured twice`},
+		{"bad header", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256], headers: {\"X Bad\": sub}}\n", "issuers[0].headers"},
+		{"leeway", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256], leeway: 2h}\n", "issuers[0].leeway"},
+		{"route upstream", "routes:\n  - path_prefix: /x\n    upstream: nope\n", "routes[0].upstream"},
+		{"route prefix", "routes:\n  - path_prefix: x\n    upstream: http://u\n", "routes[0].path_prefix"},
+		{"route issuer", "routes:\n  - upstream: http://u\n    issuers: [ghost]\n", `routes[0].issuers: "ghost" is not a configured issuer`},
+		{"anonymous with scopes", "routes:\n  - upstream: http://u\n    anonymous: true\n    scopes: [x]\n", "routes[0]: an anonymous route"},
+		{"rule upstream", "forward_auth:\n  rules:\n    - upstream: http://u\n", "forward_auth.rules[0].upstream"},
+		{"lowercase method", "routes:\n  - upstream: http://u\n    methods: [get]\n", "routes[0].methods"},
+		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
+		{"not yaml", "listen: [unclosed\n", "yaml"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeConfig(t, tc.yaml), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	c, err := Load(writeConfig(t, "listen: 127.0.0.1:1\n"), []string{"KEYGATE_LISTEN=127.0.0.1:2", "KEYGATE_MAX_TOKEN_SIZE=4096", "KEYGATE_ADMIN_LISTEN=off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:2" || c.MaxTokenSize != 4096 || c.AdminListen != "off" {
+		t.Errorf("env not applied: %+v", c)
+	}
+	if _, err := Load(writeConfig(t, ""), []string{"KEYGATE_MAX_TOKEN_SIZE=big"}); err == nil || !strings.Contains(err.Error(), "KEYGATE_MAX_TOKEN_SIZE") {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "absent.yaml"), nil); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(goodYAML))
+	f.Add([]byte("issuers: [{issuer: a}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		c.SetDefaults()
+		_ = c.Validate() // must not panic on anything Parse accepts
+	})
+}
