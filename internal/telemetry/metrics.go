@@ -1,0 +1,172 @@
+// Package telemetry holds keygate's Prometheus metrics and log set-up. Hot
+// path counters are resolved to their label values once, up front, so that
+// counting a decision is one atomic add rather than a label lookup.
+package telemetry
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Front ends that make decisions.
+const (
+	FrontForwardAuth = "forward_auth"
+	FrontProxy       = "proxy"
+	FrontMiddleware  = "middleware"
+)
+
+// Metrics are keygate's metrics, registered in their own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions     *prometheus.CounterVec
+	verifySeconds *prometheus.HistogramVec
+	cacheLookups  *prometheus.CounterVec
+	jwksFetches   *prometheus.CounterVec
+	jwksKeys      *prometheus.GaugeVec
+	jwksAge       *prometheus.GaugeVec
+	inFlight      *prometheus.GaugeVec
+	reloads       *prometheus.CounterVec
+
+	cacheHit, cacheMiss prometheus.Counter
+}
+
+// New creates and registers every metric, with Go runtime and process
+// collectors beside them.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_decisions_total",
+			Help: "Authorization decisions by front end, result (allow, deny) and reason.",
+		}, []string{"frontend", "result", "reason"}),
+		verifySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "keygate_verify_seconds",
+			Help:    "Time to verify a token that missed the cache, by algorithm.",
+			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1},
+		}, []string{"alg"}),
+		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_cache_lookups_total",
+			Help: "Verified-token cache lookups by result (hit, miss).",
+		}, []string{"result"}),
+		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_jwks_fetches_total",
+			Help: "Remote JWKS fetches by issuer and result.",
+		}, []string{"issuer", "result"}),
+		jwksKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "keygate_jwks_keys",
+			Help: "Keys in each issuer's current key set.",
+		}, []string{"issuer"}),
+		jwksAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "keygate_jwks_last_success_timestamp_seconds",
+			Help: "When each issuer's keys were last loaded successfully (Unix time).",
+		}, []string{"issuer"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "keygate_in_flight_requests",
+			Help: "Requests being handled, by front end.",
+		}, []string{"frontend"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_config_reloads_total",
+			Help: "Configuration reloads by result (ok, error).",
+		}, []string{"result"}),
+	}
+	r.MustRegister(m.decisions, m.verifySeconds, m.cacheLookups, m.jwksFetches, m.jwksKeys,
+		m.jwksAge, m.inFlight, m.reloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.cacheHit = m.cacheLookups.WithLabelValues("hit")
+	m.cacheMiss = m.cacheLookups.WithLabelValues("miss")
+	return m
+}
+
+// Decisions returns counters for one front end, with every reason's label
+// resolved in advance.
+func (m *Metrics) Decisions(frontend string, reasons []string) *Decisions {
+	d := &Decisions{allow: m.decisions.WithLabelValues(frontend, "allow", ""),
+		deny: make(map[string]prometheus.Counter, len(reasons)), vec: m.decisions, frontend: frontend,
+		inFlight: m.inFlight.WithLabelValues(frontend)}
+	for _, r := range reasons {
+		d.deny[r] = m.decisions.WithLabelValues(frontend, "deny", r)
+	}
+	return d
+}
+
+// Decisions counts one front end's decisions.
+type Decisions struct {
+	allow    prometheus.Counter
+	deny     map[string]prometheus.Counter // read-only after construction
+	vec      *prometheus.CounterVec
+	frontend string
+	inFlight prometheus.Gauge
+}
+
+// Allow counts an allowed request.
+func (d *Decisions) Allow() { d.allow.Inc() }
+
+// Deny counts a refused request with its reason.
+func (d *Decisions) Deny(reason string) {
+	if c, ok := d.deny[reason]; ok {
+		c.Inc()
+		return
+	}
+	d.vec.WithLabelValues(d.frontend, "deny", reason).Inc()
+}
+
+// Begin marks a request in flight; call the returned func when it is done.
+func (d *Decisions) Begin() func() {
+	d.inFlight.Inc()
+	return d.inFlight.Dec
+}
+
+// ObserveVerify records the duration of one full verification.
+func (m *Metrics) ObserveVerify(alg string, d time.Duration) {
+	m.verifySeconds.WithLabelValues(alg).Observe(d.Seconds())
+}
+
+// CacheLookup counts a cache hit or miss.
+func (m *Metrics) CacheLookup(hit bool) {
+	if hit {
+		m.cacheHit.Inc()
+	} else {
+		m.cacheMiss.Inc()
+	}
+}
+
+// CacheSize registers a gauge reading the cache's entry count on scrape.
+func (m *Metrics) CacheSize(entries func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "keygate_cache_entries",
+		Help: "Entries in the verified-token cache.",
+	}, func() float64 { return float64(entries()) }))
+}
+
+// JWKSFetch records one remote key fetch.
+func (m *Metrics) JWKSFetch(issuer, result string, keys int, at time.Time) {
+	m.jwksFetches.WithLabelValues(issuer, result).Inc()
+	if result == "ok" {
+		m.jwksKeys.WithLabelValues(issuer).Set(float64(keys))
+		m.jwksAge.WithLabelValues(issuer).Set(float64(at.Unix()))
+	}
+}
+
+// Reload counts a configuration reload.
+func (m *Metrics) Reload(ok bool) {
+	if ok {
+		m.reloads.WithLabelValues("ok").Inc()
+	} else {
+		m.reloads.WithLabelValues("error").Inc()
+	}
+}
+
+// NewLogger returns a text slog.Logger on stderr at the given level name.
+func NewLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,89 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestMetrics(t *testing.T) {
+	m := New()
+	d := m.Decisions(FrontForwardAuth, []string{"expired", "bad_signature"})
+	d.Allow()
+	d.Allow()
+	d.Deny("expired")
+	d.Deny("novel_reason")
+	done := d.Begin()
+	m.CacheLookup(true)
+	m.CacheLookup(false)
+	m.CacheSize(func() int { return 7 })
+	m.JWKSFetch("https://idp", "ok", 3, time.Unix(1700000000, 0))
+	m.JWKSFetch("https://idp", "timeout", 0, time.Time{})
+	m.ObserveVerify("ES256", 50*time.Microsecond)
+	m.Reload(false)
+
+	want := map[string]float64{
+		`keygate_decisions_total{frontend="forward_auth",reason="",result="allow"}`:            2,
+		`keygate_decisions_total{frontend="forward_auth",reason="expired",result="deny"}`:      1,
+		`keygate_decisions_total{frontend="forward_auth",reason="novel_reason",result="deny"}`: 1,
+		`keygate_in_flight_requests{frontend="forward_auth"}`:                                  1,
+		`keygate_cache_lookups_total{result="hit"}`:                                            1,
+		`keygate_cache_entries`:                                             7,
+		`keygate_jwks_keys{issuer="https://idp"}`:                           3,
+		`keygate_jwks_fetches_total{issuer="https://idp",result="timeout"}`: 1,
+		`keygate_jwks_last_success_timestamp_seconds{issuer="https://idp"}`: 1700000000,
+		`keygate_config_reloads_total{result="error"}`:                      1,
+	}
+	got := gather(t, m)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	done()
+	if gather(t, m)[`keygate_in_flight_requests{frontend="forward_auth"}`] != 0 {
+		t.Error("in-flight not decremented")
+	}
+	if n := testutil.CollectAndCount(m.verifySeconds); n != 1 {
+		t.Errorf("verify histogram series = %d", n)
+	}
+}
+
+// gather flattens the registry into "name{labels}" -> value.
+func gather(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			var labels []string
+			for _, l := range metric.GetLabel() {
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			key := mf.GetName()
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case metric.Counter != nil:
+				out[key] = metric.Counter.GetValue()
+			case metric.Gauge != nil:
+				out[key] = metric.Gauge.GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func BenchmarkDeny(b *testing.B) {
+	d := New().Decisions(FrontForwardAuth, []string{"expired"})
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Deny("expired")
+	}
+}
