@@ -1,7 +1,40 @@
-// Package keys provides the verification keys of each trusted issuer: static
-// key files, remote JWKS documents refreshed in the background, and OIDC
-// discovery. Every source hands out immutable jose.KeySet snapshots swapped
-// atomically, so the request path reads keys without I/O or locks.
+// Package keys supplies the verification keys of each trusted issuer as
+// immutable [jose.KeySet] snapshots: a [Static] set read once from PEM, JWK
+// and JWKS files, and a [Remote] set fetched from a JWKS URL, configured or
+// found by OpenID Connect discovery ([Discover], [NewDiscovered]), and
+// refreshed in the background.
+//
+// # Guarantees
+//
+//   - Current never blocks, takes no lock and never returns nil. It loads an
+//     atomic pointer to a set that is never modified once published, so a
+//     request sees the old set or the new one, never a mix of the two.
+//   - A remote set is refreshed when the identity provider's Cache-Control
+//     max-age (or Expires) says it goes stale, clamped to [MinRefresh,
+//     MaxRefresh], so a key removed at the provider stops verifying within
+//     one refresh period.
+//   - A failed fetch (network error, timeout, status other than 200, body over
+//     MaxBody, invalid JSON, or not one usable key) never replaces the last
+//     good set; it is retried with jittered exponential backoff. The last good
+//     set serves until MaxStale past its refresh time; after that Current
+//     returns an empty set, so the source fails closed rather than trusting
+//     old keys for ever.
+//   - Unknown-kid refetches are collapsed: concurrent callers share one
+//     request, and at most one such request starts per RefetchInterval, so
+//     tokens with made-up kids cannot be turned against the provider.
+//   - Keys are fetched only over https, or plain http to a loopback host.
+//     Discovery insists that the document names the configured issuer
+//     exactly (OpenID Connect Discovery 1.0 §4.3). A remote JWKS may hold
+//     only public keys: secret (oct) keys in it are skipped.
+//   - Logs name URLs, kids and RFC 7638 thumbprints, never key material.
+//
+// # Errors
+//
+// A failed fetch is a [*FetchError] whose Result ("http_error", "timeout",
+// "too_large", "bad_json", "no_keys", "network", "bad_discovery") is also
+// what [FetchEvent] reports to metrics. Callers branch with errors.Is against
+// [ErrTooLarge], [ErrNoKeys], [ErrIssuerMismatch], [ErrInsecureURL] and
+// [ErrClosed].
 package keys
 
 import (
@@ -37,3 +70,12 @@ type Status struct {
 
 // Ready reports whether the source has keys to verify with.
 func (s Status) Ready() bool { return s.Keys > 0 }
+
+// emptySet is what Current returns when a source has no keys in force. A
+// KeySet is immutable, so one value serves every source.
+var emptySet = jose.NewKeySet()
+
+var (
+	_ Source = (*Static)(nil)
+	_ Source = (*Remote)(nil)
+)
