@@ -71,6 +71,7 @@ type Issuer struct {
 // JWKS tunes remote key fetching; zero values take the keys package defaults.
 type JWKS struct {
 	MinRefresh      time.Duration `yaml:"min_refresh"`
+	DefaultRefresh  time.Duration `yaml:"default_refresh"` // when the response has no max-age
 	MaxRefresh      time.Duration `yaml:"max_refresh"`
 	MaxStale        time.Duration `yaml:"max_stale"`
 	Timeout         time.Duration `yaml:"timeout"`
@@ -247,15 +248,11 @@ func (is *Issuer) validate(field string, bad func(field, format string, args ...
 	if sources != 1 {
 		bad(field, "needs exactly one key source: jwks_url, discovery or key_files")
 	}
-	if is.JWKSURL != "" {
-		if u, err := url.Parse(is.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad(field+".jwks_url", "not an http(s) URL: %q", is.JWKSURL)
-		}
+	if is.JWKSURL != "" && !secureURL(is.JWKSURL) {
+		bad(field+".jwks_url", "must be an https URL (http only for a loopback host): %q", is.JWKSURL)
 	}
-	if is.Discovery {
-		if u, err := url.Parse(is.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad(field+".discovery", "needs an http(s) issuer URL, not %q", is.Issuer)
-		}
+	if is.Discovery && !secureURL(is.Issuer) {
+		bad(field+".discovery", "needs an https issuer URL (http only for a loopback host), not %q", is.Issuer)
 	}
 	if len(is.Algorithms) == 0 {
 		bad(field+".algorithms", "list at least one algorithm (an explicit allow-list is required)")
@@ -299,6 +296,27 @@ func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad 
 			bad(field+".methods", "methods are upper case, not %q", m)
 		}
 	}
+}
+
+// secureURL accepts https, and http only to a loopback host: keys fetched
+// over plain HTTP from elsewhere could be replaced in transit.
+func secureURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		h := u.Hostname()
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
 }
 
 // validHeaderName reports whether h is an RFC 9110 token.

@@ -25,6 +25,9 @@ issuers:
     algorithms: [EdDSA]
     leeway: 5s
     require: []
+  - issuer: local
+    jwks_url: http://127.0.0.1:9999/jwks
+    algorithms: [ES256]
 routes:
   - path_prefix: /public/
     upstream: http://127.0.0.1:9000
@@ -80,6 +83,7 @@ func TestLoadErrors(t *testing.T) {
 		{"no algorithms", "issuers:\n  - issuer: a\n    key_files: [x]\n", "issuers[0].algorithms: list at least one"},
 		{"bad algorithm", "issuers:\n  - issuer: a\n    key_files: [x]\n    algorithms: [none]\n", `issuers[0].algorithms[0]: unsupported algorithm "none"`},
 		{"bad jwks url", "issuers:\n  - issuer: a\n    jwks_url: ftp://x/\n    algorithms: [ES256]\n", "issuers[0].jwks_url"},
+		{"plain http jwks url", "issuers:\n  - issuer: a\n    jwks_url: http://idp.example.com/jwks\n    algorithms: [ES256]\n", "issuers[0].jwks_url: must be an https URL"},
 		{"duplicate issuer", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256]}\n  - {issuer: a, key_files: [y], algorithms: [ES256]}\n", `issuers[1].issuer: "a" is configured twice`},
 		{"bad header", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256], headers: {\"X Bad\": sub}}\n", "issuers[0].headers"},
 		{"leeway", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256], leeway: 2h}\n", "issuers[0].leeway"},
