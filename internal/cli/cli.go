@@ -27,7 +27,7 @@ const (
 // and returns the exit code. Commands that block, such as serve, stop when
 // ctx is done.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, now: time.Now, random: rand.Reader}
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, now: time.Now, random: rand.Reader, env: os.Environ()}
 	return a.main(ctx, args)
 }
 
@@ -37,6 +37,7 @@ type app struct {
 	stdout, stderr io.Writer
 	now            func() time.Time
 	random         io.Reader
+	env            []string          // the environment, for KEYGATE_* overrides
 	ready          func(addr string) // test hook: serve is listening on addr
 }
 

@@ -5,72 +5,212 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/server"
+	"github.com/keygate/keygate/internal/telemetry"
 )
 
 // serveFlags are the flags of serve.
 type serveFlags struct {
-	listen, dataDir, issuer, audience string
-	level                             slog.Level
+	listen, adminListen, dataDir, issuer, audience string
+	configPath, jwksURL, upstream                  string
+	algs                                           stringList
+	level                                          slog.Level
 }
 
 func (f *serveFlags) register(fs *flagSet) {
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`address` to listen on (port 0 picks a free port)")
-	fs.StringVar(&f.dataDir, "data-dir", "./keygate-data", "`directory` holding the signing key (created 0700)")
-	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL` of tokens (default \"http://\" + the listen address)")
-	fs.StringVar(&f.audience, "audience", "keygate-demo", "`audience` /auth requires")
+	fs.StringVar(&f.configPath, "config", "", "YAML configuration `file` (reloaded on SIGHUP and when it changes)")
+	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the signing key (default ./keygate-data)")
+	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
+	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
+	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
+	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default RS256 and ES256)")
+	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := a.flags("keygate serve", "[flags]",
-		"Runs the HTTP service with an embedded signing key and no external services:\n"+
-			"  GET /healthz                 liveness\n"+
+		"Runs keygate. With no configuration it needs nothing else installed: it creates an ES256\n"+
+			"key in the data directory and trusts the tokens it signs (dev mode), printing a sample\n"+
+			"token. With --config (or the quick-start flags) it verifies tokens of the configured\n"+
+			"issuers. Traffic endpoints:\n"+
+			"  /auth                        forward-auth for nginx auth_request, Traefik, Caddy\n"+
 			"  GET /.well-known/jwks.json   the public signing key\n"+
-			"  GET /auth                    forward-auth: 200 with X-Auth-Subject and X-Auth-Scopes,\n"+
-			"                               or 401 with an RFC 6750 challenge\n"+
-			"On first start it creates an ES256 key in the data directory; it prints a sample\n"+
-			"token and a curl command, and stops gracefully on SIGINT or SIGTERM.")
+			"  GET /healthz                 liveness\n"+
+			"  everything else              the reverse proxy, when routes are configured\n"+
+			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.")
 	var f serveFlags
 	f.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", f.listen)
+	cfg, err := f.gatewayConfig(a.env)
+	if err != nil {
+		return err
+	}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv, err := a.newServer(f, ln.Addr().String(), log)
+	var admin net.Listener
+	if cfg.AdminListen != "off" {
+		if admin, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.AdminListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("admin listen: %w", err)
+		}
+	}
+	srv, err := a.newServer(ctx, f, cfg, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
+		if admin != nil {
+			admin.Close()
+		}
 		return err
 	}
-	if err := a.printSample(srv, f.audience, ln.Addr()); err != nil {
-		ln.Close()
-		return err
+	defer srv.Close()
+	if len(cfg.Issuers) == 0 {
+		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
-	return srv.Serve(ctx, ln)
+	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
+	defer stop()
+	return srv.Serve(ctx, ln, admin)
 }
 
-func (a *app) newServer(f serveFlags, addr string, log *slog.Logger) (*server.Server, error) {
-	if f.issuer == "" {
-		f.issuer = "http://" + addr
+// gatewayConfig assembles the configuration: the file if given, else the
+// quick-start flags, then the flags that override either.
+func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	switch {
+	case f.configPath != "" && f.jwksURL != "":
+		return nil, usageErrorf("keygate serve", "--config and --jwks-url cannot be combined: put the issuer in the file")
+	case f.configPath != "":
+		if cfg, err = config.Load(f.configPath, env); err != nil {
+			return nil, err
+		}
+	default:
+		if cfg, err = f.quickStart(); err != nil {
+			return nil, err
+		}
+		if err := cfg.ApplyEnv(env); err != nil {
+			return nil, err
+		}
 	}
-	return server.New(server.Config{
-		DataDir:  f.dataDir,
-		Issuer:   f.issuer,
-		Audience: f.audience,
-		Logger:   log,
-		Now:      a.now,
-		Rand:     a.random,
+	f.overrides().Apply(cfg)
+	cfg.SetDefaults()
+	if f.dataDir != "" {
+		cfg.DataDir = f.dataDir
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func (f *serveFlags) overrides() server.Overrides {
+	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen}
+}
+
+// quickStart turns --jwks-url, --issuer, --audience, --alg and --upstream
+// into a one-issuer configuration.
+func (f *serveFlags) quickStart() (*config.Config, error) {
+	cfg := &config.Config{}
+	if f.jwksURL == "" {
+		if f.upstream != "" || len(f.algs) > 0 {
+			return nil, usageErrorf("keygate serve", "--upstream and --alg need --jwks-url (or a --config file)")
+		}
+		return cfg, nil
+	}
+	if f.issuer == "" {
+		return nil, usageErrorf("keygate serve", "--jwks-url needs --issuer: the exact \"iss\" to trust")
+	}
+	algs := []string(f.algs)
+	if len(algs) == 0 {
+		algs = []string{"RS256", "ES256"}
+	}
+	is := config.Issuer{Issuer: f.issuer, JWKSURL: f.jwksURL, Algorithms: algs}
+	if f.audience != "" {
+		is.Audiences = []string{f.audience}
+	}
+	cfg.Issuers = []config.Issuer{is}
+	if f.upstream != "" {
+		cfg.Routes = []config.Route{{PathPrefix: "/", Upstream: f.upstream}}
+	}
+	return cfg, nil
+}
+
+func (f *serveFlags) audienceOrDefault() string {
+	if f.audience == "" || f.jwksURL != "" {
+		return "keygate-demo"
+	}
+	return f.audience
+}
+
+func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, addr string, log *slog.Logger) (*server.Server, error) {
+	issuer := f.issuer
+	if issuer == "" || len(cfg.Issuers) > 0 {
+		issuer = "http://" + addr
+	}
+	return server.New(ctx, server.Config{
+		DataDir:    cfg.DataDir,
+		Issuer:     issuer,
+		Audience:   f.audienceOrDefault(),
+		Logger:     log,
+		Now:        a.now,
+		Rand:       a.random,
+		Gateway:    cfg,
+		ConfigPath: f.configPath,
+		Env:        a.env,
+		Overrides:  f.overrides(),
+		Metrics:    telemetry.New(),
 	})
+}
+
+// reloadOnHangup reloads the configuration on SIGHUP until ctx is done or
+// the returned stop is called.
+func (a *app) reloadOnHangup(ctx context.Context, srv *server.Server, enabled bool) (stop func()) {
+	if !enabled {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+				srv.Reload(rctx) //nolint:errcheck // logged and counted by Reload
+				rcancel()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
 
 // printSample prints a demo token and a curl command that presents it.
@@ -98,4 +238,18 @@ func baseURL(addr net.Addr) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// stringList is a repeatable flag; commas also separate values.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ func (h *harness) serve(args ...string) *serving {
 	a.ready = func(addr string) { ready <- addr }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- a.main(ctx, append([]string{"serve"}, args...)) }()
+	go func() { done <- a.main(ctx, append([]string{"serve", "--admin-listen", "127.0.0.1:0"}, args...)) }()
 	select {
 	case s.addr = <-ready:
 	case code := <-done:

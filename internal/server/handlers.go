@@ -1,56 +1,24 @@
 package server
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
-	"strings"
+	"net/http/pprof"
+	"os"
+	"strconv"
 
-	"github.com/keygate/keygate/jose"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// realm is the RFC 6750 realm of the Bearer challenge.
-const realm = `Bearer realm="keygate"`
-
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", s.handle(s.healthz))
-	mux.Handle("GET /.well-known/jwks.json", s.handle(s.jwksDoc))
-	mux.Handle("GET /auth", s.handle(s.auth))
-	return mux
-}
-
-// apiError is a refusal with its status, the JSON error body, and for 401s
-// the WWW-Authenticate challenge.
+// apiError is a refusal with its status and JSON error body.
 type apiError struct {
 	Status      int
 	Code        string
 	Description string
-	Challenge   string
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Description }
-
-var errNoToken = &apiError{
-	Status:      http.StatusUnauthorized,
-	Code:        "unauthorized",
-	Description: "a bearer token is required",
-	Challenge:   realm,
-}
-
-// invalidToken is the RFC 6750 §3.1 invalid_token refusal; reason is a
-// jose.Reason name and never echoes the token.
-func invalidToken(reason string) *apiError {
-	return &apiError{
-		Status:      http.StatusUnauthorized,
-		Code:        "invalid_token",
-		Description: reason,
-		Challenge:   realm + `, error="invalid_token", error_description="` + reason + `"`,
-	}
-}
 
 // handle adapts a handler that returns an error, writing an *apiError as
 // its JSON body and anything else as a 500 that reveals nothing.
@@ -64,9 +32,6 @@ func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.
 		if !errors.As(err, &ae) {
 			s.log.Error("request failed", "path", r.URL.Path, "err", err)
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "server_error", Description: "internal error"}
-		}
-		if ae.Challenge != "" {
-			w.Header().Set("WWW-Authenticate", ae.Challenge)
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, ae.Status, map[string]string{"error": ae.Code, "error_description": ae.Description})
@@ -93,74 +58,45 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// readyz is ready when every issuer has keys to verify with.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
+	if missing := s.rt.Load().notReady(); len(missing) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
+		return nil
+	}
+	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+	return nil
+}
+
 func (s *Server) jwksDoc(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	writeBody(w, http.StatusOK, s.jwks)
 	return nil
 }
 
-// auth is the forward-auth decision: 200 with the subject and scopes in
-// headers for a valid bearer token, 401 with an RFC 6750 challenge
-// otherwise.
-func (s *Server) auth(w http.ResponseWriter, r *http.Request) error {
-	token, err := bearerToken(r.Header)
+// adminHandler serves the operations endpoints, on their own listener so
+// that they are never exposed with the traffic.
+func (s *Server) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", s.handle(s.healthz))
+	mux.Handle("GET /readyz", s.handle(s.readyz))
+	if s.metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// fileStamp identifies a version of a file by size and modification time.
+func fileStamp(path string) string {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return "missing"
 	}
-	t, err := s.verifier.Verify(token)
-	if err != nil {
-		reason := jose.ReasonOf(err).String()
-		s.log.Info("auth rejected", "reason", reason, "token", fingerprint(token))
-		return invalidToken(reason)
-	}
-	if s.log.Enabled(r.Context(), slog.LevelDebug) {
-		s.log.Debug("auth accepted", "sub", t.Claims.Subject, "token", fingerprint(token))
-	}
-	h := w.Header()
-	h.Set("X-Auth-Subject", headerSafe(t.Claims.Subject))
-	h.Set("X-Auth-Scopes", headerSafe(t.Claims.Scope))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-// bearerToken extracts an RFC 6750 §2.1 bearer token. No Authorization
-// header, or one with another scheme, is errNoToken; several headers or an
-// empty token are malformed.
-func bearerToken(h http.Header) (string, error) {
-	values := h.Values("Authorization")
-	switch len(values) {
-	case 0:
-		return "", errNoToken
-	case 1:
-	default:
-		return "", invalidToken(jose.ReasonMalformed.String())
-	}
-	scheme, token, _ := strings.Cut(strings.TrimSpace(values[0]), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return "", errNoToken
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return "", invalidToken(jose.ReasonMalformed.String())
-	}
-	return token, nil
-}
-
-// headerSafe drops control characters, so a claim cannot split or corrupt
-// the headers a proxy copies upstream.
-func headerSafe(v string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, v)
-}
-
-// fingerprint names a token in logs without revealing it: the first 8 hex
-// digits of its SHA-256.
-func fingerprint(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:4])
+	return strconv.FormatInt(fi.Size(), 10) + "@" + fi.ModTime().String()
 }

@@ -16,9 +16,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -36,11 +42,23 @@ const (
 // Config configures a Server.
 type Config struct {
 	DataDir  string           // holds the signing key; created (0700) if missing
-	Issuer   string           // the "iss" /auth demands and Mint writes
-	Audience string           // the "aud" /auth demands
+	Issuer   string           // the "iss" of the server's own tokens (Mint, and /auth in dev mode)
+	Audience string           // the "aud" /auth demands in dev mode
 	Logger   *slog.Logger     // nil discards logs
 	Now      func() time.Time // nil means time.Now
 	Rand     io.Reader        // source of jti values; nil means crypto/rand
+
+	// Gateway is the verification set-up: issuers, routes, cache. With no
+	// issuers, the server's own signing key is the one trusted issuer (dev
+	// mode). nil means an empty configuration.
+	Gateway *config.Config
+	// ConfigPath, if set, is where Gateway came from: Reload and the file
+	// watcher read it again. Env and Overrides are applied on every load.
+	ConfigPath string
+	Env        []string
+	Overrides  Overrides
+	// Metrics, if set, receives decisions, fetches and reloads.
+	Metrics *telemetry.Metrics
 }
 
 // Validate reports a missing required field.
@@ -58,22 +76,30 @@ func (c *Config) Validate() error {
 
 // Server is keygate's HTTP service. Create it with New.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	signer   *jose.Signer
-	verifier *jose.Verifier
-	jwks     []byte
+	cfg          Config
+	log          *slog.Logger
+	signer       *jose.Signer
+	jwks         []byte
+	metrics      *telemetry.Metrics
+	fwdMetrics   *telemetry.Decisions
+	proxyMetrics *telemetry.Decisions
+	revocation   revoke.Checker
+	transport    *http.Transport
+
+	rt       atomic.Pointer[runtime]
+	reloadMu sync.Mutex // one reload at a time
 	handler  http.Handler
 }
 
-// New loads or creates the signing key in cfg.DataDir and builds the
-// handlers. It does not listen.
-func New(cfg Config) (*Server, error) {
+// New loads or creates the signing key in cfg.DataDir, builds the runtime
+// from cfg.Gateway (starting remote key sources) and the handlers. It does
+// not listen. Close releases the key sources.
+func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -81,11 +107,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.Gateway == nil {
+		cfg.Gateway = &config.Config{}
+		cfg.Gateway.SetDefaults()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
+		transport: gateway.NewTransport()}
+	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
+	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
 	if err := s.loadKeys(); err != nil {
 		return nil, err
 	}
-	s.handler = s.routes()
+	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.rt.Store(rt)
+	if s.metrics != nil {
+		s.metrics.CacheSize(func() int { return s.rt.Load().pipeline.Stats().Entries })
+	}
+	s.handler = s.traffic()
 	return s, nil
 }
 
@@ -94,25 +135,23 @@ func (s *Server) loadKeys() error {
 	if err != nil {
 		return err
 	}
-	key := signer.Key()
 	s.signer = signer
-	s.verifier, err = jose.NewVerifier(key, []jose.Alg{jose.ES256}, jose.Expected{
-		Issuer:   s.cfg.Issuer,
-		Audience: []string{s.cfg.Audience},
-		Require:  []string{"exp"},
-		Leeway:   Leeway,
-	}, jose.WithClock(s.cfg.Now))
-	if err != nil {
-		return fmt.Errorf("server: verifier: %w", err)
-	}
-	if s.jwks, err = jose.NewKeySet(key).MarshalJSON(); err != nil {
+	if s.jwks, err = jose.NewKeySet(signer.Key()).MarshalJSON(); err != nil {
 		return fmt.Errorf("server: encode JWKS: %w", err)
 	}
 	s.jwks = append(s.jwks, '\n')
 	return nil
 }
 
-// Handler returns the HTTP handler, for tests and for embedding.
+// Close stops the key sources. Call it after Serve has returned.
+func (s *Server) Close() {
+	if rt := s.rt.Load(); rt != nil {
+		rt.closeSources(nil)
+	}
+	s.transport.CloseIdleConnections()
+}
+
+// Handler returns the traffic handler, for tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Thumbprint returns the RFC 7638 thumbprint of the signing key, which is
@@ -128,38 +167,65 @@ func (s *Server) Mint(c mint.Claims) (string, error) {
 	return mint.Sign(s.signer, c, s.cfg.Now(), s.cfg.Rand)
 }
 
-// Serve serves HTTP on ln until ctx is done, then stops accepting, waits up
-// to ShutdownTimeout for requests in flight, and returns. It closes ln.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := s.httpServer()
-	errc := make(chan error, 1)
+// Serve serves traffic on ln, and the admin endpoints on admin when it is
+// not nil, until ctx is done; then it stops accepting, waits up to
+// ShutdownTimeout for requests in flight, and returns. It closes both
+// listeners. With a configuration file it also reloads when the file
+// changes.
+func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
+	srv := s.httpServer(s.handler)
+	servers := []*http.Server{srv}
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("listening", "addr", ln.Addr().String(), "issuer", s.cfg.Issuer, "kid", s.Thumbprint())
+	attrs := []any{"addr", ln.Addr().String(), "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
+	if admin != nil {
+		asrv := s.httpServer(s.adminHandler())
+		servers = append(servers, asrv)
+		go func() { errc <- asrv.Serve(admin) }()
+		attrs = append(attrs, "admin", admin.Addr().String())
+	}
+	s.log.Info("listening", attrs...)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if s.cfg.ConfigPath != "" {
+		go s.watch(wctx, 2*time.Second)
+	}
 	select {
 	case err := <-errc:
+		for _, hs := range servers {
+			hs.Close()
+		}
 		return fmt.Errorf("server: serve: %w", err)
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "drain", ShutdownTimeout)
-	return s.shutdown(srv, errc)
+	return s.shutdown(servers, errc)
 }
 
-func (s *Server) shutdown(srv *http.Server, errc <-chan error) error {
+func (s *Server) shutdown(servers []*http.Server, errc <-chan error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		return errors.Join(fmt.Errorf("server: drain: %w", err), srv.Close())
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: drain: %w", err), srv.Close())
+		}
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("server: serve: %w", err)
+	for range servers {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("server: serve: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	s.log.Info("stopped")
 	return nil
 }
 
-func (s *Server) httpServer() *http.Server {
+func (s *Server) httpServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,

@@ -1,0 +1,274 @@
+// Package gateway holds keygate's HTTP front ends over the verification
+// pipeline: the forward-auth endpoint for nginx auth_request, Traefik
+// ForwardAuth and Caddy forward_auth, and (later) the reverse proxy. They
+// decide from the route a request targets and the bearer token it carries,
+// and answer in RFC 6750 terms that a proxy in front can act on.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/verify"
+)
+
+// Verifier is what a front end needs of the pipeline.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (*verify.Result, error)
+}
+
+// ForwardAuth answers "may this request through?" for a proxy in front: 200
+// with claim headers, 401 for a missing or invalid token, 403 for a valid
+// token that lacks a scope or matches no route. It answers 401 rather than
+// 400, 431 or 500 for every bad-token case, because nginx turns any status
+// other than 2xx, 401 and 403 from auth_request into a 500 for the client.
+type ForwardAuth struct {
+	verifier Verifier
+	routes   *Router
+	cookie   string
+	headers  []string // every configured claim header, canonical form
+	metrics  *telemetry.Decisions
+	log      *slog.Logger
+}
+
+// ForwardAuthConfig configures a ForwardAuth.
+type ForwardAuthConfig struct {
+	Verifier Verifier
+	// Routes, when not empty, must match every request; a request that
+	// matches none is refused with 403. With no routes, any token that
+	// the pipeline accepts is enough.
+	Routes []Route
+	// Cookie, if set, names a cookie to take the token from when there is
+	// no Authorization header.
+	Cookie string
+	// Headers lists every claim header any issuer maps. All of them are set
+	// on every 200, empty when the token lacks the claim, so that a proxy
+	// copying them always overwrites a value the client forged.
+	Headers []string
+	Metrics *telemetry.Decisions // optional
+	Logger  *slog.Logger         // optional
+}
+
+// NewForwardAuth builds the handler.
+func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
+	if cfg.Verifier == nil {
+		return nil, errors.New("gateway: forward-auth needs a verifier")
+	}
+	rt, err := NewRouter(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, headers: canonical(cfg.Headers),
+		metrics: cfg.Metrics, log: cfg.Logger}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	return f, nil
+}
+
+// ServeHTTP decides. It ignores the request's own path and query: proxies
+// append their own, and the decision depends only on the forwarded route.
+func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.metrics != nil {
+		defer f.metrics.Begin()()
+	}
+	method, host, path := forwardedTarget(r)
+	route, ok := f.routes.Match(host, method, path)
+	if !ok {
+		f.deny(w, http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
+		return
+	}
+	if route.Anonymous {
+		f.allow(w, nil)
+		return
+	}
+	if res, ok := f.authorize(w, r, route); ok {
+		f.allow(w, res)
+	}
+}
+
+// authorize takes the bearer token, verifies it and checks it against the
+// route. When it refuses, it has written the answer.
+func (f *ForwardAuth) authorize(w http.ResponseWriter, r *http.Request, route *Route) (*verify.Result, bool) {
+	token, problem := bearer(r, f.cookie)
+	switch problem {
+	case "":
+	case "missing":
+		f.challenge(w)
+		return nil, false
+	default:
+		f.deny(w, http.StatusUnauthorized, "invalid_request", problem, problemText[problem])
+		return nil, false
+	}
+	res, err := f.verifier.Verify(r.Context(), token)
+	if err != nil {
+		f.refuse(w, r, token, err)
+		return nil, false
+	}
+	if reason, status := route.Admits(res); reason != "" {
+		code := "invalid_token"
+		if status == http.StatusForbidden {
+			code = "insufficient_scope"
+		}
+		f.deny(w, status, code, reason, reason)
+		return nil, false
+	}
+	return res, true
+}
+
+func (f *ForwardAuth) refuse(w http.ResponseWriter, r *http.Request, token string, err error) {
+	reason := verify.ReasonOf(err)
+	switch {
+	case reason == "insufficient_scope":
+		f.deny(w, http.StatusForbidden, "insufficient_scope", reason, reason)
+	case reason != "":
+		f.log.Debug("token refused", "reason", reason, "token", Fingerprint(token))
+		f.deny(w, http.StatusUnauthorized, "invalid_token", reason, reason)
+	default: // not a verdict on the token: the client went away or the server is failing
+		f.log.Warn("verification failed", "err", err, "token", Fingerprint(token))
+		if f.metrics != nil {
+			f.metrics.Deny("internal")
+		}
+		http.Error(w, "verification unavailable", http.StatusServiceUnavailable)
+	}
+}
+
+// allow writes 200 with every configured claim header present.
+func (f *ForwardAuth) allow(w http.ResponseWriter, res *verify.Result) {
+	h := w.Header()
+	for _, name := range f.headers {
+		h[name] = []string{headerValue(res, name)}
+	}
+	if f.metrics != nil {
+		f.metrics.Allow()
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func headerValue(res *verify.Result, name string) string {
+	if res == nil {
+		return ""
+	}
+	for _, hv := range res.Headers {
+		if hv.Name == name {
+			return hv.Value
+		}
+	}
+	return ""
+}
+
+// challenge answers a request with no credentials: RFC 6750 §3.1 says the
+// challenge then carries no error code.
+func (f *ForwardAuth) challenge(w http.ResponseWriter) {
+	w.Header()["Www-Authenticate"] = []string{`Bearer realm="keygate"`}
+	if f.metrics != nil {
+		f.metrics.Deny("missing_token")
+	}
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
+}
+
+// deny answers with an RFC 6750 challenge. description is a reason name or a
+// fixed sentence: never the token or internal detail.
+func (f *ForwardAuth) deny(w http.ResponseWriter, status int, code, reason, description string) {
+	if status == http.StatusUnauthorized || code == "insufficient_scope" {
+		w.Header()["Www-Authenticate"] = []string{`Bearer realm="keygate", error="` + code + `", error_description="` + description + `"`}
+	}
+	if f.metrics != nil {
+		f.metrics.Deny(reason)
+	}
+	writeError(w, status, code, description)
+}
+
+func writeError(w http.ResponseWriter, status int, code, description string) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(status)
+	w.Write([]byte(`{"error":"` + code + `","error_description":"` + description + `"}`))
+}
+
+var problemText = map[string]string{
+	"duplicate_authorization": "more than one Authorization header",
+	"empty_token":             "the bearer token is empty",
+	"bad_token_syntax":        "the bearer token has characters a token cannot have",
+}
+
+// bearer extracts the token: exactly one Authorization header with the
+// Bearer scheme (RFC 6750 §2.1), or else the configured cookie.
+func bearer(r *http.Request, cookie string) (token, problem string) {
+	vals := r.Header["Authorization"]
+	switch len(vals) {
+	case 0:
+		if cookie != "" {
+			if c, err := r.Cookie(cookie); err == nil && c.Value != "" {
+				return c.Value, checkToken68(c.Value)
+			}
+		}
+		return "", "missing"
+	case 1:
+	default:
+		return "", "duplicate_authorization"
+	}
+	v := vals[0]
+	const scheme = "bearer "
+	if len(v) < len(scheme) || !strings.EqualFold(v[:len(scheme)], scheme) {
+		// Another scheme is no bearer credential at all: RFC 6750 §3.1
+		// answers that with the bare challenge.
+		return "", "missing"
+	}
+	token = strings.TrimLeft(v[len(scheme):], " ")
+	if token == "" {
+		return "", "empty_token"
+	}
+	return token, checkToken68(token)
+}
+
+// checkToken68 accepts the b64token syntax of RFC 6750 §2.1. The pipeline
+// is stricter still; this only keeps junk out of logs and caches.
+func checkToken68(t string) string {
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=') {
+			return "bad_token_syntax"
+		}
+	}
+	return ""
+}
+
+// forwardedTarget is the request the proxy is asking about: method and URI
+// from X-Forwarded-Method and X-Forwarded-Uri (Traefik, Caddy) or
+// X-Original-Method and X-Original-URI (the usual nginx set-up), host from
+// X-Forwarded-Host. Without them it falls back to the request itself.
+func forwardedTarget(r *http.Request) (method, host, path string) {
+	h := r.Header
+	method = first(h, "X-Forwarded-Method", "X-Original-Method")
+	if method == "" {
+		method = r.Method
+	}
+	host = first(h, "X-Forwarded-Host")
+	if host == "" {
+		host = r.Host
+	}
+	uri := first(h, "X-Forwarded-Uri", "X-Original-Uri")
+	if uri == "" {
+		return method, host, r.URL.Path
+	}
+	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	return method, host, uri
+}
+
+func first(h http.Header, names ...string) string {
+	for _, n := range names {
+		if v := h[n]; len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}

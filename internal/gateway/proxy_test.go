@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/telemetry"
+)
+
+// upstreamEcho reports what reached it: path, claim headers and whether an
+// Authorization header arrived.
+func upstreamEcho() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/stream":
+			fl := w.(http.Flusher)
+			for i := range 3 {
+				fmt.Fprintf(w, "chunk%d\n", i)
+				fl.Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
+			return
+		case "/ws":
+			upgradeEcho(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s sub=%q tenant=%q scopes=%q host=%s body=%s", r.Method, r.URL.Path,
+			r.Header.Values("X-Auth-Subject"), r.Header.Values("X-Auth-Tenant"), r.Header.Values("X-Auth-Scopes"),
+			r.Host, body)
+	}))
+}
+
+// upgradeEcho answers a WebSocket-style upgrade and echoes one line.
+func upgradeEcho(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "websocket" {
+		http.Error(w, "want upgrade", 400)
+		return
+	}
+	conn, rw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	line, _ := rw.ReadString('\n')
+	rw.WriteString("echo:" + line)
+	rw.Flush()
+}
+
+func newProxy(t *testing.T, f *fixture, upstream string) *httptest.Server {
+	t.Helper()
+	p, err := NewProxy(ProxyConfig{
+		Verifier: f.handler.verifier,
+		Routes: []Route{
+			{PathPrefix: "/public", Anonymous: true, Upstream: upstream},
+			{PathPrefix: "/admin", Scopes: []string{"admin"}, Upstream: upstream},
+			{PathPrefix: "/", Upstream: upstream},
+		},
+		Headers: []string{"X-Auth-Subject", "X-Auth-Tenant", "X-Auth-Scopes"},
+		Metrics: telemetry.New().Decisions(telemetry.FrontProxy, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestProxy(t *testing.T) {
+	f := newFixture(t, nil, "")
+	up := upstreamEcho()
+	defer up.Close()
+	px := newProxy(t, f, up.URL)
+	good := sign(t, f.signerA, map[string]any{"tenant": nil})
+	cases := []struct {
+		name, method, path, auth, body string
+		forge                          bool
+		status                         int
+		want                           string // substring of the upstream's echo, or of the error body
+	}{
+		{"claims injected, forged copies stripped", "GET", "/orders", good, "", true, 200,
+			`GET /orders sub=["alice"] tenant=[""] scopes=["read write"]`},
+		{"body streamed through", "POST", "/orders", good, "payload-123", false, 200, "body=payload-123"},
+		{"anonymous route: forged headers replaced by empty ones", "GET", "/public/a", "", "", true, 200,
+			`sub=[""] tenant=[""] scopes=[""]`},
+		{"missing token", "GET", "/orders", "", "", false, 401, "unauthorized"},
+		{"bad token", "GET", "/orders", good + "x", "", false, 401, "invalid_token"},
+		{"missing scope", "GET", "/admin/x", good, "", false, 403, "insufficient_scope"},
+		{"the upstream sees the host the client asked for", "GET", "/h", good, "", false, 200, "host=" + strings.TrimPrefix(px.URL, "http://") + " "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, px.URL+tc.path, strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.auth)
+			}
+			if tc.forge {
+				req.Header.Set("X-Auth-Subject", "mallory")
+				req.Header.Add("X-Auth-Tenant", "evil")
+				req.Header.Set("x-auth-scopes", "admin")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, b, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+func TestProxyStreamingAndUpgrade(t *testing.T) {
+	f := newFixture(t, nil, "")
+	up := upstreamEcho()
+	defer up.Close()
+	px := newProxy(t, f, up.URL)
+	good := sign(t, f.signerA, nil)
+
+	// Streaming: the first chunk arrives before the upstream has finished.
+	req, _ := http.NewRequest("GET", px.URL+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+good)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	start := time.Now()
+	first, _ := br.ReadString('\n')
+	if first != "chunk0\n" || time.Since(start) > 40*time.Millisecond {
+		t.Errorf("first chunk %q after %v: not streamed", first, time.Since(start))
+	}
+	rest, _ := io.ReadAll(br)
+	resp.Body.Close()
+	if string(rest) != "chunk1\nchunk2\n" {
+		t.Errorf("rest %q", rest)
+	}
+
+	// Upgrade: a raw connection speaks through the proxy after 101.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(px.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", good)
+	cr := bufio.NewReader(conn)
+	status, _ := cr.ReadString('\n')
+	if !strings.Contains(status, "101") {
+		t.Fatalf("upgrade answered %q", status)
+	}
+	for {
+		l, err := cr.ReadString('\n')
+		if err != nil || l == "\r\n" {
+			break
+		}
+	}
+	fmt.Fprintf(conn, "hello\n")
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if got, _ := cr.ReadString('\n'); got != "echo:hello\n" {
+		t.Errorf("through the upgraded connection: %q", got)
+	}
+
+	// Upgrade without a token is refused before reaching the upstream.
+	req, _ = http.NewRequest("GET", px.URL+"/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("tokenless upgrade: %d", resp.StatusCode)
+	}
+}
+
+func TestProxyFaults(t *testing.T) {
+	f := newFixture(t, nil, "")
+	// An upstream that is down answers 502, with no internals in the body.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	px := newProxy(t, f, deadURL)
+	req, _ := http.NewRequest("GET", px.URL+"/orders", nil)
+	req.Header.Set("Authorization", "Bearer "+sign(t, f.signerA, nil))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || strings.Contains(string(b), "127.0.0.1") {
+		t.Errorf("dead upstream: %d %q", resp.StatusCode, b)
+	}
+
+	// No route: 404 from keygate, not the upstream.
+	p2, err := NewProxy(ProxyConfig{Verifier: f.handler.verifier, Routes: []Route{{PathPrefix: "/only", Upstream: deadURL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	p2.ServeHTTP(w, httptest.NewRequest("GET", "/elsewhere", nil))
+	if w.Code != 404 {
+		t.Errorf("unknown route: %d", w.Code)
+	}
+
+	// Bad configuration is refused.
+	if _, err := NewProxy(ProxyConfig{Verifier: f.handler.verifier}); err == nil {
+		t.Error("no routes accepted")
+	}
+	if _, err := NewProxy(ProxyConfig{Verifier: f.handler.verifier, Routes: []Route{{Upstream: "ftp://x"}}}); err == nil {
+		t.Error("ftp upstream accepted")
+	}
+}

@@ -1,0 +1,179 @@
+package revoke
+
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Memory is a Checker holding revocations in memory. Readers answer from an
+// immutable snapshot loaded with one atomic read, so Revoked takes no lock
+// and allocates nothing; writers copy the map they change and swap the
+// snapshot (copy-on-write), serialised by a mutex readers never touch.
+//
+// The zero value is an empty checker ready for use. A Memory must not be
+// copied after first use.
+type Memory struct {
+	mu   sync.Mutex // serialises writers
+	snap atomic.Pointer[snapshot]
+}
+
+var _ Checker = (*Memory)(nil)
+
+// snapshot is never written after it is published.
+type snapshot struct {
+	ids      map[name]time.Time // (issuer, jti) → the token's expiry
+	subjects map[name]time.Time // (issuer, sub) → tokens issued before this are revoked
+}
+
+// name is an identifier scoped to its issuer, so that two tenants' jti or
+// sub values never collide.
+type name struct{ issuer, id string }
+
+var emptySnapshot = &snapshot{}
+
+// NewMemory returns an empty in-memory checker.
+func NewMemory() *Memory { return new(Memory) }
+
+func (m *Memory) load() *snapshot {
+	if s := m.snap.Load(); s != nil {
+		return s
+	}
+	return emptySnapshot
+}
+
+// Revoked reports whether the token with this jti was revoked, or whether
+// its subject was revoked at a time after the token was issued. A token
+// whose subject is revoked and whose issued-at time is unknown (zero) is
+// reported revoked: without iat there is no proof it came after the
+// revocation.
+func (m *Memory) Revoked(issuer, jti, subject string, issuedAt time.Time) bool {
+	s := m.load()
+	if jti != "" && len(s.ids) > 0 {
+		if _, ok := s.ids[name{issuer, jti}]; ok {
+			return true
+		}
+	}
+	if subject != "" && len(s.subjects) > 0 {
+		if before, ok := s.subjects[name{issuer, subject}]; ok {
+			return issuedAt.IsZero() || issuedAt.Before(before)
+		}
+	}
+	return false
+}
+
+// RevokeID revokes the token of issuer with this jti. until is the token's
+// expiry: after it the token is refused anyway, and Sweep drops the entry.
+// Revoking an ID again keeps the later until.
+func (m *Memory) RevokeID(issuer, jti string, until time.Time) {
+	m.Update(func(b *Batch) { b.RevokeID(issuer, jti, until) })
+}
+
+// RevokeSubject revokes every token of issuer issued to subject before the
+// given time; tokens issued at or after it stay valid. Revoking a subject
+// again keeps the later time.
+func (m *Memory) RevokeSubject(issuer, subject string, before time.Time) {
+	m.Update(func(b *Batch) { b.RevokeSubject(issuer, subject, before) })
+}
+
+// Update applies a batch of revocations with one copy of each map it
+// changes and publishes them together, so that loading many revocations
+// (a resync) costs O(n) rather than a copy per revocation. fn must not
+// retain b or call m's methods.
+func (m *Memory) Update(fn func(b *Batch)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := Batch{old: m.load()}
+	b.ids, b.subjects = b.old.ids, b.old.subjects
+	fn(&b)
+	if b.idsCopied || b.subjectsCopied {
+		m.snap.Store(&snapshot{ids: b.ids, subjects: b.subjects})
+	}
+}
+
+// Batch collects revocations for Update. Its methods behave as Memory's.
+type Batch struct {
+	old                       *snapshot
+	ids, subjects             map[name]time.Time
+	idsCopied, subjectsCopied bool
+}
+
+// RevokeID is Memory.RevokeID within a batch.
+func (b *Batch) RevokeID(issuer, jti string, until time.Time) {
+	k := name{issuer, jti}
+	if prev, ok := b.ids[k]; ok && !until.After(prev) {
+		return
+	}
+	if !b.idsCopied {
+		b.ids = maps.Clone(b.ids)
+		if b.ids == nil {
+			b.ids = make(map[name]time.Time)
+		}
+		b.idsCopied = true
+	}
+	b.ids[k] = until
+}
+
+// RevokeSubject is Memory.RevokeSubject within a batch.
+func (b *Batch) RevokeSubject(issuer, subject string, before time.Time) {
+	k := name{issuer, subject}
+	if prev, ok := b.subjects[k]; ok && !before.After(prev) {
+		return
+	}
+	if !b.subjectsCopied {
+		b.subjects = maps.Clone(b.subjects)
+		if b.subjects == nil {
+			b.subjects = make(map[name]time.Time)
+		}
+		b.subjectsCopied = true
+	}
+	b.subjects[k] = before
+}
+
+// Sweep drops the ID revocations whose token has expired by now, and
+// returns how many it dropped. Run it from whatever periodic work owns the
+// Memory; nothing inside Memory runs on its own.
+func (m *Memory) Sweep(now time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.load()
+	ids := make(map[name]time.Time, len(old.ids))
+	for k, until := range old.ids {
+		if until.After(now) {
+			ids[k] = until
+		}
+	}
+	dropped := len(old.ids) - len(ids)
+	if dropped > 0 {
+		m.snap.Store(&snapshot{ids: ids, subjects: old.subjects})
+	}
+	return dropped
+}
+
+// SweepSubjects drops the subject revocations whose time is before cutoff
+// and returns how many it dropped. With cutoff = now − the longest lifetime
+// any token of these issuers can have, every token such an entry refuses
+// has expired anyway.
+func (m *Memory) SweepSubjects(cutoff time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.load()
+	subjects := make(map[name]time.Time, len(old.subjects))
+	for k, before := range old.subjects {
+		if !before.Before(cutoff) {
+			subjects[k] = before
+		}
+	}
+	dropped := len(old.subjects) - len(subjects)
+	if dropped > 0 {
+		m.snap.Store(&snapshot{ids: old.ids, subjects: subjects})
+	}
+	return dropped
+}
+
+// Len returns the number of ID and subject revocations held.
+func (m *Memory) Len() (ids, subjects int) {
+	s := m.load()
+	return len(s.ids), len(s.subjects)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package revoke
+
+const raceEnabled = false

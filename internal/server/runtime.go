@@ -1,0 +1,324 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/jose"
+)
+
+// runtime is everything built from one configuration: key sources, the
+// pipeline and the front ends. The server holds it behind an atomic pointer
+// and swaps in a whole new one on reload, so a request sees one consistent
+// configuration from start to end and none is dropped.
+type runtime struct {
+	cfg      *config.Config
+	sources  map[string]*source // by issuer
+	pipeline *verify.Pipeline
+	forward  http.Handler
+	proxy    http.Handler // nil when no routes are configured
+}
+
+// source is one issuer's key source and the settings it was built from, so
+// that a reload keeps a source whose settings did not change (and its keys).
+type source struct {
+	keys.Source
+	spec  string
+	close func()
+}
+
+// DefaultHeaders are the claim headers an issuer gets when it maps none.
+var DefaultHeaders = map[string]string{"X-Auth-Subject": "sub", "X-Auth-Scopes": "scope", "X-Auth-Issuer": "iss"}
+
+// buildRuntime builds a runtime for cfg. Sources of prev whose settings are
+// unchanged are reused; new remote sources are started, bounded by their
+// fetch timeout, before the runtime is returned. A source that cannot fetch
+// yet does not fail the build: the issuer is simply not ready.
+func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *runtime) (*runtime, error) {
+	rt := &runtime{cfg: cfg, sources: map[string]*source{}}
+	ok := false
+	defer func() {
+		if !ok {
+			rt.closeSources(prev)
+		}
+	}()
+	var policies []verify.Policy
+	headerSet := map[string]bool{}
+	for i := range cfg.Issuers {
+		is := &cfg.Issuers[i]
+		src, err := s.issuerSource(ctx, is, prev)
+		if err != nil {
+			return nil, fmt.Errorf("issuers[%d] (%s): %w", i, is.Issuer, err)
+		}
+		rt.sources[is.Issuer] = src
+		p := policyFor(is, src)
+		for _, h := range p.Headers {
+			headerSet[h.Header] = true
+		}
+		policies = append(policies, p)
+	}
+	if len(policies) == 0 {
+		p, src := s.devPolicy()
+		rt.sources[p.Issuer] = src
+		for _, h := range p.Headers {
+			headerSet[h.Header] = true
+		}
+		policies = append(policies, p)
+	}
+	pipe, err := verify.New(verify.Config{
+		Policies:     policies,
+		Revocation:   s.revocation,
+		Cache:        verify.CacheConfig{Disabled: cfg.Cache.Disabled, MaxEntries: cfg.Cache.MaxEntries, MaxBytes: cfg.Cache.MaxBytes, MaxTTL: cfg.Cache.MaxTTL},
+		MaxTokenSize: cfg.MaxTokenSize,
+		Now:          s.cfg.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.pipeline = pipe
+	headers := make([]string, 0, len(headerSet))
+	for h := range headerSet {
+		headers = append(headers, h)
+	}
+	sort.Strings(headers)
+	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
+		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Headers: headers,
+		Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if len(cfg.Routes) > 0 {
+		if rt.proxy, err = gateway.NewProxy(gateway.ProxyConfig{Verifier: pipe, Routes: gatewayRoutes(cfg.Routes),
+			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.transport, Metrics: s.proxyMetrics, Logger: s.log}); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return rt, nil
+}
+
+func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
+	mapping := is.Headers
+	if len(mapping) == 0 {
+		mapping = DefaultHeaders
+	}
+	var hm []verify.HeaderMapping
+	for h, c := range mapping {
+		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
+	}
+	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
+	leeway := config.DefaultLeeway
+	if is.Leeway != nil {
+		leeway = *is.Leeway
+		if leeway == 0 {
+			leeway = -1 // verify: negative means none, zero means the default
+		}
+	}
+	return verify.Policy{Issuer: is.Issuer, Keys: src, Algorithms: is.Algs(), Audiences: is.Audiences,
+		AllAudiences: is.AllAudiences, Leeway: leeway, Require: is.Require, Scopes: is.Scopes, Type: is.Type, Headers: hm}
+}
+
+// issuerSource returns the issuer's key source, reusing prev's when its
+// settings are the same.
+func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runtime) (*source, error) {
+	spec := fmt.Sprintf("%q %q %v %q %v %+v", is.JWKSURL, is.Issuer, is.Discovery, is.KeyFiles, is.Algorithms, is.JWKS)
+	if prev != nil {
+		if old, ok := prev.sources[is.Issuer]; ok && old.spec == spec {
+			return old, nil
+		}
+	}
+	if len(is.KeyFiles) > 0 {
+		st, err := keys.LoadStatic(is.KeyFiles, is.Algs())
+		if err != nil {
+			return nil, err
+		}
+		return &source{Source: st, spec: spec, close: func() {}}, nil
+	}
+	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
+		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
+		Timeout: is.JWKS.Timeout, MaxBody: is.JWKS.MaxBody, RefetchInterval: is.JWKS.RefetchInterval,
+		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer)}
+	var r *keys.Remote
+	var err error
+	if is.Discovery {
+		r, err = keys.NewDiscovered(is.Issuer, rc)
+	} else {
+		r, err = keys.NewRemote(rc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The first fetch is bounded by the source's own timeout; on failure the
+	// source keeps trying in the background and /readyz reports it.
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.Start(startCtx); err != nil {
+		if errors.Is(err, keys.ErrClosed) {
+			return nil, err
+		}
+		s.log.Warn("issuer keys not loaded yet; retrying in the background", "issuer", is.Issuer, "err", err)
+	}
+	return &source{Source: r, spec: spec, close: r.Close}, nil
+}
+
+func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
+	return func(ev keys.FetchEvent) {
+		if s.metrics != nil {
+			s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+		}
+	}
+}
+
+// devPolicy trusts the server's own signing key when no issuer is
+// configured, so that `keygate serve` works with nothing else installed.
+func (s *Server) devPolicy() (verify.Policy, *source) {
+	src := &source{Source: keys.NewStatic(jose.NewKeySet(s.signer.Key())), spec: "dev", close: func() {}}
+	var hm []verify.HeaderMapping
+	for h, c := range DefaultHeaders {
+		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
+	}
+	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
+	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: []jose.Alg{s.signer.Alg()},
+		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: hm}, src
+}
+
+func gatewayRoutes(rs []config.Route) []gateway.Route {
+	out := make([]gateway.Route, len(rs))
+	for i, r := range rs {
+		out[i] = gateway.Route{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Anonymous: r.Anonymous,
+			Issuers: r.Issuers, Scopes: r.Scopes, Upstream: r.Upstream}
+	}
+	return out
+}
+
+// closeSources closes the sources of rt that keep is not also using.
+func (rt *runtime) closeSources(keep *runtime) {
+	for iss, src := range rt.sources {
+		if keep != nil && keep.sources[iss] == src {
+			continue
+		}
+		src.close()
+	}
+}
+
+// notReady lists the issuers that have no keys yet.
+func (rt *runtime) notReady() []string {
+	var out []string
+	for iss, src := range rt.sources {
+		if !src.Status().Ready() {
+			out = append(out, iss)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Reload reads the configuration file again and swaps in a runtime built
+// from it. A configuration that does not load or build is refused and the
+// running one keeps serving.
+func (s *Server) Reload(ctx context.Context) error {
+	if s.cfg.ConfigPath == "" {
+		return errors.New("server: no configuration file to reload")
+	}
+	err := s.reload(ctx)
+	if s.metrics != nil {
+		s.metrics.Reload(err == nil)
+	}
+	if err != nil {
+		s.log.Error("configuration reload refused; the previous configuration keeps serving", "err", err)
+		return err
+	}
+	s.log.Info("configuration reloaded", "path", s.cfg.ConfigPath)
+	return nil
+}
+
+func (s *Server) reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	cfg, err := config.Load(s.cfg.ConfigPath, s.cfg.Env)
+	if err != nil {
+		return err
+	}
+	s.cfg.Overrides.Apply(cfg)
+	prev := s.rt.Load()
+	rt, err := s.buildRuntime(ctx, cfg, prev)
+	if err != nil {
+		return err
+	}
+	s.rt.Store(rt)
+	prev.closeSources(rt)
+	return nil
+}
+
+// Overrides are command-line settings that win over the file on every load.
+type Overrides struct {
+	Listen, AdminListen string
+}
+
+func (o Overrides) Apply(c *config.Config) {
+	if o.Listen != "" {
+		c.Listen = o.Listen
+	}
+	if o.AdminListen != "" {
+		c.AdminListen = o.AdminListen
+	}
+}
+
+// traffic routes the traffic listener: keygate's own endpoints, then the
+// reverse proxy for everything else when routes are configured.
+func (s *Server) traffic() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", s.handle(s.healthz))
+	mux.Handle("GET /.well-known/jwks.json", s.handle(s.jwksDoc))
+	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
+	mux.Handle("/auth", forward)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := s.rt.Load().proxy; p != nil {
+			p.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	return mux
+}
+
+// watch reloads when the configuration file changes, polling its size and
+// modification time, until ctx is done.
+func (s *Server) watch(ctx context.Context, every time.Duration) {
+	last := fileStamp(s.cfg.ConfigPath)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if cur := fileStamp(s.cfg.ConfigPath); cur != last {
+			last = cur
+			s.Reload(ctx) //nolint:errcheck // logged and counted by Reload
+		}
+	}
+}
+
+// decisionReasons are the reasons counted per front end from the start, so
+// that every series exists at zero before the first refusal.
+var decisionReasons = []string{"missing_token", "no_route", "malformed", "too_large", "unsupported_alg",
+	"unknown_kid", "bad_signature", "expired", "not_yet_valid", "wrong_issuer", "wrong_audience", "revoked",
+	"missing_claim", "insufficient_scope", "invalid_request", "internal"}
+
+func newDecisions(m *telemetry.Metrics, front string) *telemetry.Decisions {
+	if m == nil {
+		return nil
+	}
+	return m.Decisions(front, decisionReasons)
+}

@@ -1,0 +1,331 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/jose"
+)
+
+// idp is a real JWKS endpoint whose key set can change under load.
+type idp struct {
+	srv     *httptest.Server
+	jwks    atomic.Pointer[[]byte]
+	fetches atomic.Int64
+}
+
+func newIDP(t *testing.T) *idp {
+	t.Helper()
+	i := &idp{}
+	i.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i.fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "max-age=1")
+		w.Write(*i.jwks.Load())
+	}))
+	t.Cleanup(i.srv.Close)
+	return i
+}
+
+func (i *idp) publish(t *testing.T, signers ...*jose.Signer) {
+	t.Helper()
+	var ks []*jose.Key
+	for _, s := range signers {
+		ks = append(ks, s.Key())
+	}
+	b, err := jose.NewKeySet(ks...).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.jwks.Store(&b)
+}
+
+func ecSigner(t *testing.T, kid string) *jose.Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jose.NewSigner(jose.ES256, kid, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const idpIssuer = "https://idp.test/"
+
+func idpToken(t *testing.T, s *jose.Signer, extra map[string]any) string {
+	t.Helper()
+	c := map[string]any{"iss": idpIssuer, "sub": "alice", "aud": "api", "exp": time.Now().Add(time.Hour).Unix(), "scope": "read"}
+	for k, v := range extra {
+		c[k] = v
+	}
+	tok, err := s.SignClaims(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func configYAML(jwksURL, extra string) string {
+	return fmt.Sprintf(`
+issuers:
+  - issuer: %s
+    jwks_url: %s
+    algorithms: [ES256]
+    audiences: [api]
+    headers: {X-Auth-Subject: sub, X-Auth-Scopes: scope}
+    jwks: {min_refresh: 200ms, refetch_interval: 100ms}
+%s`, idpIssuer, jwksURL, extra)
+}
+
+type configured struct {
+	*Server
+	path    string
+	metrics *telemetry.Metrics
+	url     string // traffic
+	admin   string
+}
+
+// startConfigured runs a server from a configuration file on real listeners.
+func startConfigured(t *testing.T, yaml string) *configured {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keygate.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := telemetry.New()
+	s, err := New(context.Background(), Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x",
+		Gateway: cfg, ConfigPath: path, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	admin, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, admin) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		s.Close()
+	})
+	return &configured{Server: s, path: path, metrics: m, url: "http://" + ln.Addr().String(), admin: "http://" + admin.Addr().String()}
+}
+
+func get(t *testing.T, url, token string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestConfiguredIssuer(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	c := startConfigured(t, configYAML(p.srv.URL, ""))
+
+	code, h, _ := get(t, c.url+"/auth", idpToken(t, k1, nil))
+	if code != 200 || h.Get("X-Auth-Subject") != "alice" || h.Get("X-Auth-Scopes") != "read" {
+		t.Fatalf("valid token: %d %v", code, h)
+	}
+	// The dev key is not trusted once issuers are configured.
+	devTok, _ := c.Mint(mint.Claims{Subject: "alice", Audience: []string{"x"}, TTL: time.Hour})
+	if code, _, _ := get(t, c.url+"/auth", devTok); code != 401 {
+		t.Errorf("dev token accepted with issuers configured: %d", code)
+	}
+	if code, _, body := get(t, c.admin+"/readyz", ""); code != 200 {
+		t.Errorf("readyz %d %s", code, body)
+	}
+	code, _, body := get(t, c.admin+"/metrics", "")
+	for _, want := range []string{`keygate_decisions_total{frontend="forward_auth",reason="",result="allow"} 1`,
+		`keygate_jwks_fetches_total{issuer="https://idp.test/",result="ok"}`, `keygate_cache_entries`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if code, _, _ := get(t, c.admin+"/debug/pprof/", ""); code != 200 {
+		t.Errorf("pprof index %d", code)
+	}
+	// Admin endpoints are not on the traffic listener.
+	if code, _, _ := get(t, c.url+"/metrics", ""); code != 404 {
+		t.Errorf("/metrics on the traffic listener: %d", code)
+	}
+}
+
+func TestReadyzWithoutKeys(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	c := startConfigured(t, configYAML(dead.URL, ""))
+	code, _, body := get(t, c.admin+"/readyz", "")
+	if code != 503 || !strings.Contains(body, idpIssuer) {
+		t.Errorf("readyz with an unreachable JWKS: %d %s", code, body)
+	}
+	if code, _, _ := get(t, c.admin+"/healthz", ""); code != 200 {
+		t.Errorf("healthz %d: liveness must not depend on the IdP", code)
+	}
+}
+
+func TestReload(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	c := startConfigured(t, configYAML(p.srv.URL, ""))
+	tok := idpToken(t, k1, nil)
+	if code, _, _ := get(t, c.url+"/auth", tok); code != 200 {
+		t.Fatal("before reload")
+	}
+
+	// A broken file is refused; the running configuration keeps serving.
+	os.WriteFile(c.path, []byte("issuers: [{issuer: x}]\n"), 0o600)
+	if err := c.Reload(context.Background()); err == nil {
+		t.Fatal("broken configuration accepted")
+	}
+	if code, _, _ := get(t, c.url+"/auth", tok); code != 200 {
+		t.Fatal("old configuration stopped serving after a refused reload")
+	}
+
+	// A good file takes effect: the audience changes, a route appears.
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream sub=%s", r.Header.Get("X-Auth-Subject"))
+	}))
+	defer up.Close()
+	next := strings.Replace(configYAML(p.srv.URL, "routes:\n  - {path_prefix: /app, upstream: "+up.URL+"}\n"), "audiences: [api]", "audiences: [api2]", 1)
+	os.WriteFile(c.path, []byte(next), 0o600)
+	if err := c.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := get(t, c.url+"/auth", tok); code != 401 {
+		t.Errorf("token for the old audience still accepted after reload: %d", code)
+	}
+	tok2 := idpToken(t, k1, map[string]any{"aud": "api2"})
+	if code, _, body := get(t, c.url+"/app/x", tok2); code != 200 || body != "upstream sub=alice" {
+		t.Errorf("proxy route after reload: %d %q", code, body)
+	}
+	if !strings.Contains(scrape(t, c), `keygate_config_reloads_total{result="error"} 1`) {
+		t.Error("refused reload not counted")
+	}
+}
+
+// TestReloadOnFileChange: the watcher picks the new file up by itself.
+func TestReloadOnFileChange(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	c := startConfigured(t, configYAML(p.srv.URL, ""))
+	tok2 := idpToken(t, k1, map[string]any{"aud": "api2"})
+	time.Sleep(10 * time.Millisecond) // a different modification time
+	os.WriteFile(c.path, []byte(strings.Replace(configYAML(p.srv.URL, ""), "audiences: [api]", "audiences: [api2]", 1)), 0o600)
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if code, _, _ := get(t, c.url+"/auth", tok2); code == 200 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("file change not applied within 8s")
+}
+
+// TestRotationUnderLoad rotates the IdP's signing key while clients send a
+// steady stream of requests, each token signed by whichever key the IdP
+// currently signs with. The new key is published before it signs anything
+// (as every real IdP does), and the old key stays published until its
+// tokens are gone. No valid request may be refused.
+func TestRotationUnderLoad(t *testing.T) {
+	p := newIDP(t)
+	k1, k2 := ecSigner(t, "k1"), ecSigner(t, "k2")
+	p.publish(t, k1)
+	c := startConfigured(t, configYAML(p.srv.URL, ""))
+
+	var current atomic.Pointer[jose.Signer]
+	current.Store(k1)
+	var ok, refused atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				tok := idpToken(t, current.Load(), map[string]any{"jti": fmt.Sprintf("%d-%d", w, n)})
+				req, _ := http.NewRequest("GET", c.url+"/auth", nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok.Add(1)
+				} else {
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	p.publish(t, k1, k2) // pre-publish the new key
+	time.Sleep(300 * time.Millisecond)
+	current.Store(k2) // the IdP signs with k2; some gateways may not have refreshed yet
+	time.Sleep(600 * time.Millisecond)
+	p.publish(t, k2) // retire k1 once no k1 token is being sent
+	time.Sleep(600 * time.Millisecond)
+	stop()
+	wg.Wait()
+	if refused.Load() != 0 || ok.Load() < 100 {
+		t.Fatalf("across the rotation: %d accepted, %d refused", ok.Load(), refused.Load())
+	}
+	t.Logf("across the rotation: %d accepted, 0 refused, %d JWKS fetches", ok.Load(), p.fetches.Load())
+	// After retirement, a k1 token is refused even though k1 tokens were cached.
+	deadline := time.Now().Add(5 * time.Second)
+	old := idpToken(t, k1, nil)
+	for time.Now().Before(deadline) {
+		if code, _, _ := get(t, c.url+"/auth", old); code == 401 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Error("a token of the retired key is still accepted 5s after retirement")
+}
+
+func scrape(t *testing.T, c *configured) string {
+	t.Helper()
+	_, _, body := get(t, c.admin+"/metrics", "")
+	return body
+}

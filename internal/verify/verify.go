@@ -1,0 +1,342 @@
+// Package verify is the token check every keygate front end shares
+// (forward-auth, reverse proxy, Go middleware): it picks the issuer's
+// policy by the token's "iss" in one map lookup, verifies the signature
+// with that issuer's keys only, applies the policy's claim, scope and
+// revocation checks, and caches the verified result until the token
+// expires, so a repeated token costs a map lookup instead of a signature.
+//
+// Security properties: a token is accepted only if its exact bytes passed
+// every check; an issuer's tokens are verified only with that issuer's keys
+// and algorithms; a cached token is refused from the next request on once
+// its key leaves the issuer's key set or it is revoked; refusals are never
+// cached. The request path does no I/O (apart from the key source's
+// rate-limited refetch on an unknown kid), takes no global lock and parses
+// no key; a cache hit allocates nothing.
+package verify
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/jose"
+)
+
+// Config configures a Pipeline.
+type Config struct {
+	// Policies, one per trusted issuer; issuers must be distinct.
+	Policies []Policy
+	// Revocation is consulted on every accepted token, cached or not
+	// (default revoke.Nop).
+	Revocation revoke.Checker
+	// Cache bounds the verified-token cache.
+	Cache CacheConfig
+	// MaxTokenSize is checked before anything else (default
+	// jose.DefaultMaxTokenSize).
+	MaxTokenSize int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Result is an accepted token. It is immutable and shared between all the
+// requests that present the same token while it is cached: callers must not
+// modify it or anything it points to.
+type Result struct {
+	Issuer  string
+	Subject string
+	ID      string    // "jti"
+	Scope   string    // space-separated, from "scope" and "scp"
+	Expiry  time.Time // zero when the token has no exp
+	// Headers are the policy's header mappings, in policy order.
+	Headers []HeaderValue
+	// Token is the verified token, for middleware that reads other claims
+	// (Token.Claims.Raw, Token.Claims.Decode).
+	Token *jose.Token
+	// KeyID and KeyThumbprint (RFC 7638) identify the key that verified it.
+	KeyID         string
+	KeyThumbprint string
+}
+
+// Pipeline verifies tokens against per-issuer policies. It is safe for
+// concurrent use and starts no goroutines: there is nothing to stop.
+type Pipeline struct {
+	policies map[string]*policy
+	revoke   revoke.Checker
+	cache    *cache
+	maxSize  int
+	now      func() time.Time
+
+	onVerify func() // test hook: called once per full verification
+}
+
+// New validates cfg and builds a Pipeline.
+func New(cfg Config) (*Pipeline, error) {
+	if len(cfg.Policies) == 0 {
+		return nil, &PolicyError{Field: "Policies", Msg: "at least one issuer policy is needed"}
+	}
+	p := &Pipeline{
+		policies: make(map[string]*policy, len(cfg.Policies)),
+		revoke:   cfg.Revocation,
+		maxSize:  cfg.MaxTokenSize,
+		now:      cfg.Now,
+	}
+	for i := range cfg.Policies {
+		c, err := compile(&cfg.Policies[i])
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := p.policies[c.issuer]; dup {
+			return nil, &PolicyError{Issuer: c.issuer, Field: "Issuer", Msg: "has more than one policy"}
+		}
+		p.policies[c.issuer] = c
+	}
+	if p.revoke == nil {
+		p.revoke = revoke.Nop{}
+	}
+	if p.maxSize < 0 {
+		return nil, &PolicyError{Field: "MaxTokenSize", Msg: "must not be negative"}
+	}
+	if p.maxSize == 0 {
+		p.maxSize = jose.DefaultMaxTokenSize
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	var err error
+	if p.cache, err = newCache(cfg.Cache); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Verify checks token and returns what it proves, or why it is refused:
+// a *jose.Error, or an *Error such as ErrInsufficientScope (see ReasonOf).
+// It returns ctx's error if ctx ends while it waits for another request's
+// verification of the same token.
+func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
+	if len(token) > p.maxSize {
+		return nil, errTooLarge
+	}
+	s, h := p.cache.locate(token)
+	now := p.now().UnixNano()
+	if e := s.get(h, token); e != nil {
+		if res, err, ok := p.hit(s, e, now); ok {
+			return res, err
+		}
+	}
+	return p.miss(ctx, s, h, token, now)
+}
+
+// hit answers from a cached entry. It reports ok false when the entry no
+// longer stands (expired, or its key left the issuer's set) and has been
+// dropped, so the token must be verified again.
+func (p *Pipeline) hit(s *shard, e *entry, now int64) (res *Result, err error, ok bool) {
+	if now >= e.expires || !e.keyCurrent() {
+		s.drop(e)
+		return nil, nil, false
+	}
+	s.hits.Add(1)
+	r := &e.res
+	// A revoked token stays cached: refusing it again costs this check
+	// rather than a signature verification.
+	if p.revoke.Revoked(r.Issuer, r.ID, r.Subject, e.iat) {
+		return nil, errRevoked, true
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true)
+	}
+	return r, nil, true
+}
+
+// keyCurrent reports whether the issuer's current key set still maps the
+// entry's (kid, alg) to the key that verified it.
+func (e *entry) keyCurrent() bool {
+	set := e.pol.keys.Current()
+	if set == nil {
+		return false
+	}
+	k, err := set.ResolveKey(e.kid, e.alg)
+	return err == nil && (k == e.key || k.Thumbprint() == e.key.Thumbprint())
+}
+
+// miss verifies token in full, once however many requests present it at
+// the same time: the first registers its entry as a flight in the token's
+// shard, the others wait for its outcome.
+func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
+	s.misses.Add(1)
+	s.mu.Lock()
+	// Between the lookup and this lock another request may have finished
+	// verifying the token; use its entry rather than verify again.
+	if e := s.entries[h]; e != nil && e.token == token {
+		s.mu.Unlock()
+		if res, err, ok := p.hit(s, e, now); ok {
+			return res, err
+		}
+		s.mu.Lock()
+	}
+	f := s.flights[h]
+	if f != nil && f.token == token {
+		if f.done == nil {
+			f.done = make(chan struct{})
+		}
+		s.mu.Unlock()
+		f.waiters.Add(1)
+		select {
+		case <-f.done:
+			if f.err != nil {
+				return nil, f.err
+			}
+			return &f.res, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if !p.cache.disabled {
+		// The cache keys on, and the result points into, a copy the
+		// pipeline owns, so a caller that reuses its buffer cannot change
+		// a cached token.
+		token = strings.Clone(token)
+	}
+	e := &entry{token: token, hash: h}
+	registered := f == nil // another token with the same hash in flight: verify without sharing
+	if registered {
+		s.flights[h] = e
+	}
+	s.mu.Unlock()
+
+	// Whatever happens, even a panic in a key source, the flight ends and
+	// its waiters are released.
+	defer func() {
+		if !e.finished {
+			e.err = errIncomplete
+			s.mu.Lock()
+			s.land(e, registered)
+			s.mu.Unlock()
+		}
+	}()
+
+	e.err = p.verify(ctx, e, now)
+	s.mu.Lock()
+	if e.err == nil && !p.cache.disabled {
+		p.cache.insert(s, e, now)
+	}
+	s.land(e, registered)
+	s.mu.Unlock()
+	if e.err != nil {
+		return nil, e.err
+	}
+	return &e.res, nil
+}
+
+// land ends e's flight and releases its waiters. Caller holds s.mu.
+func (s *shard) land(e *entry, registered bool) {
+	if registered {
+		delete(s.flights, e.hash)
+	}
+	e.finished = true
+	if e.done != nil {
+		close(e.done)
+	}
+}
+
+var errIncomplete = errors.New("verify: verification did not complete")
+
+// verify runs every check on e.token at time now and fills e.
+func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) error {
+	if p.onVerify != nil {
+		p.onVerify()
+	}
+	t := new(jose.Token)
+	if err := jose.ParseInto(t, e.token, p.maxSize); err != nil {
+		return err
+	}
+	iss := t.Claims.Issuer
+	if iss == "" {
+		return errNoIssuer
+	}
+	pol := p.policies[iss]
+	if pol == nil {
+		return errUnknownIssuer
+	}
+	alg, kid := t.Header.Alg, t.Header.KeyID
+	if pol.algs&(1<<alg) == 0 {
+		return errAlgNotAllowed
+	}
+	key, err := resolve(pol.keys.Current(), kid, alg)
+	if errors.Is(err, jose.ErrUnknownKID) {
+		key, err = resolve(pol.keys.Refetch(ctx), kid, alg)
+	}
+	if err != nil {
+		return err
+	}
+	if err := key.Verify(t); err != nil {
+		return err
+	}
+	if pol.typ != "" && !typeMatches(t.Header.Type, pol.typ) {
+		return errType
+	}
+	c := &t.Claims
+	if err := c.Validate(&pol.expected, time.Unix(0, now)); err != nil {
+		return err
+	}
+	for i, sc := range pol.scopes {
+		if !c.HasScope(sc) {
+			return pol.scopeErr[i]
+		}
+	}
+	var iat time.Time
+	if c.IssuedAt.Valid {
+		iat = time.Unix(c.IssuedAt.Unix, 0)
+	}
+	if p.revoke.Revoked(iss, c.ID, c.Subject, iat) {
+		return errRevoked
+	}
+	e.res = Result{
+		Issuer:        iss,
+		Subject:       c.Subject,
+		ID:            c.ID,
+		Scope:         c.Scope,
+		Headers:       headerValues(c, pol.headers, e.hdrBuf[:]),
+		Token:         t,
+		KeyID:         key.KeyID(),
+		KeyThumbprint: key.Thumbprint(),
+	}
+	e.pol, e.key, e.kid, e.alg, e.iat = pol, key, kid, alg, iat
+	e.expires = now + int64(p.cache.maxTTL)
+	if c.Expiry.Valid {
+		e.res.Expiry = time.Unix(c.Expiry.Unix, 0)
+		if exp := e.res.Expiry.UnixNano(); exp < e.expires {
+			e.expires = exp
+		}
+	}
+	e.size = entrySize(e)
+	return nil
+}
+
+func resolve(set *jose.KeySet, kid string, alg jose.Alg) (*jose.Key, error) {
+	if set == nil {
+		return nil, errNoKeys
+	}
+	return set.ResolveKey(kid, alg)
+}
+
+// Stats returns the cache's counters.
+func (p *Pipeline) Stats() CacheStats { return p.cache.stats() }
+
+// Evict drops every cached result match accepts and returns how many. Hits
+// check revocation anyway; Evict returns the memory at once, for example
+// when a revocation event arrives. match runs under a shard lock and must
+// not call the Pipeline.
+func (p *Pipeline) Evict(match func(*Result) bool) int { return p.cache.evict(match) }
+
+// EvictSubject drops the cached tokens of issuer issued to subject.
+func (p *Pipeline) EvictSubject(issuer, subject string) int {
+	return p.Evict(func(r *Result) bool { return r.Issuer == issuer && r.Subject == subject })
+}
+
+// EvictID drops the cached token of issuer with this jti.
+func (p *Pipeline) EvictID(issuer, jti string) int {
+	return p.Evict(func(r *Result) bool { return r.Issuer == issuer && r.ID == jti })
+}
