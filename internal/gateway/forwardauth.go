@@ -272,3 +272,32 @@ func first(h http.Header, names ...string) string {
 	}
 	return ""
 }
+
+// Wrap is the decision as Go middleware: a request that carries an
+// acceptable token (holding every scope in scopes) reaches next with the
+// verified result in its context (see ResultFrom); any other is answered
+// as forward-auth would answer it.
+func (f *ForwardAuth) Wrap(next http.Handler, scopes []string) http.Handler {
+	route := &Route{Scopes: scopes}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.metrics != nil {
+			defer f.metrics.Begin()()
+		}
+		res, ok := f.authorize(w, r, route)
+		if !ok {
+			return
+		}
+		if f.metrics != nil {
+			f.metrics.Allow()
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
+	})
+}
+
+type resultKey struct{}
+
+// ResultFrom returns the verified token Wrap put in the request context.
+func ResultFrom(ctx context.Context) (*verify.Result, bool) {
+	res, ok := ctx.Value(resultKey{}).(*verify.Result)
+	return res, ok
+}
