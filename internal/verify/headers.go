@@ -22,7 +22,7 @@ func headerValues(c *jose.Claims, maps []HeaderMapping, buf []HeaderValue) []Hea
 	if len(maps) == 0 {
 		return nil
 	}
-	out := buf[:0:0]
+	var out []HeaderValue
 	if len(maps) <= len(buf) {
 		out = buf[:len(maps):len(maps)]
 	} else {

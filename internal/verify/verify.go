@@ -17,7 +17,6 @@ package verify
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/revoke"
@@ -114,7 +113,9 @@ func New(cfg Config) (*Pipeline, error) {
 // Verify checks token and returns what it proves, or why it is refused:
 // a *jose.Error, or an *Error such as ErrInsufficientScope (see ReasonOf).
 // It returns ctx's error if ctx ends while it waits for another request's
-// verification of the same token.
+// verification of the same token; a request that verifies on behalf of
+// others uses its own ctx for the key refetch, and they share its outcome.
+// A cached token is kept as given, not copied.
 func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	if len(token) > p.maxSize {
 		return nil, errTooLarge
@@ -122,32 +123,32 @@ func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	s, h := p.cache.locate(token)
 	now := p.now().UnixNano()
 	if e := s.get(h, token); e != nil {
-		if res, err, ok := p.hit(s, e, now); ok {
+		if res, err := p.hit(s, e, now); res != nil || err != nil {
 			return res, err
 		}
 	}
 	return p.miss(ctx, s, h, token, now)
 }
 
-// hit answers from a cached entry. It reports ok false when the entry no
-// longer stands (expired, or its key left the issuer's set) and has been
-// dropped, so the token must be verified again.
-func (p *Pipeline) hit(s *shard, e *entry, now int64) (res *Result, err error, ok bool) {
+// hit answers from a cached entry. It returns neither a result nor an
+// error when the entry no longer stands (expired, or its key left the
+// issuer's set) and has been dropped, so the token must be verified again.
+func (p *Pipeline) hit(s *shard, e *entry, now int64) (*Result, error) {
 	if now >= e.expires || !e.keyCurrent() {
 		s.drop(e)
-		return nil, nil, false
+		return nil, nil
 	}
 	s.hits.Add(1)
 	r := &e.res
 	// A revoked token stays cached: refusing it again costs this check
 	// rather than a signature verification.
 	if p.revoke.Revoked(r.Issuer, r.ID, r.Subject, e.iat) {
-		return nil, errRevoked, true
+		return nil, errRevoked
 	}
 	if !e.ref.Load() {
 		e.ref.Store(true)
 	}
-	return r, nil, true
+	return r, nil
 }
 
 // keyCurrent reports whether the issuer's current key set still maps the
@@ -165,17 +166,17 @@ func (e *entry) keyCurrent() bool {
 // the same time: the first registers its entry as a flight in the token's
 // shard, the others wait for its outcome.
 func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
-	s.misses.Add(1)
 	s.mu.Lock()
 	// Between the lookup and this lock another request may have finished
 	// verifying the token; use its entry rather than verify again.
 	if e := s.entries[h]; e != nil && e.token == token {
 		s.mu.Unlock()
-		if res, err, ok := p.hit(s, e, now); ok {
+		if res, err := p.hit(s, e, now); res != nil || err != nil {
 			return res, err
 		}
 		s.mu.Lock()
 	}
+	s.misses.Add(1)
 	f := s.flights[h]
 	if f != nil && f.token == token {
 		if f.done == nil {
@@ -193,12 +194,12 @@ func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, n
 			return nil, ctx.Err()
 		}
 	}
-	if !p.cache.disabled {
-		// The cache keys on, and the result points into, a copy the
-		// pipeline owns, so a caller that reuses its buffer cannot change
-		// a cached token.
-		token = strings.Clone(token)
-	}
+	// The entry keeps token itself rather than a copy: a copy of a 1 KB
+	// token costs as much as everything else the pipeline adds to a
+	// verification. Go strings are immutable; and should a caller break
+	// that with unsafe and reuse the memory, a hit still needs the seeded
+	// hash of the bytes that were verified as well as byte equality, so a
+	// rewritten token cannot match the entry.
 	e := &entry{token: token, hash: h}
 	registered := f == nil // another token with the same hash in flight: verify without sharing
 	if registered {
