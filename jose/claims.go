@@ -382,8 +382,9 @@ var (
 	errMissingJti = reject(ReasonMissingClaim, "jti is missing")
 )
 
-// typeMatches compares a "typ" header with an expected media type.
-func typeMatches(have, want string) bool {
+// TypeMatches compares a "typ" header with an expected media type, ignoring
+// case and an "application/" prefix (RFC 7515 §4.1.9).
+func TypeMatches(have, want string) bool {
 	const prefix = "application/"
 	if len(have) > len(prefix) && strings.EqualFold(have[:len(prefix)], prefix) {
 		have = have[len(prefix):]

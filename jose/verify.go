@@ -10,12 +10,11 @@ import (
 // allow-list, the signature with a key found by kid and alg, then the
 // claims. It is immutable and safe for concurrent use.
 type Verifier struct {
-	keys    KeyResolver
-	algs    uint32 // bit a set when Alg a is allowed
-	exp     Expected
-	maxSize int
-	now     func() time.Time
-	headers headerCache
+	keys   KeyResolver
+	algs   uint32 // bit a set when Alg a is allowed
+	exp    Expected
+	now    func() time.Time
+	parser Parser
 }
 
 // Option configures a Verifier.
@@ -23,7 +22,7 @@ type Option func(*Verifier)
 
 // WithMaxTokenSize sets the size limit checked before any decoding
 // (default DefaultMaxTokenSize).
-func WithMaxTokenSize(n int) Option { return func(v *Verifier) { v.maxSize = n } }
+func WithMaxTokenSize(n int) Option { return func(v *Verifier) { v.parser.maxSize = n } }
 
 // WithClock sets the clock claims are checked against (default time.Now).
 func WithClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
@@ -33,7 +32,7 @@ var errNoAlgs = keyError("a verifier needs at least one allowed algorithm")
 // NewVerifier returns a Verifier that accepts only algs, resolves keys with
 // keys, and demands exp of the claims.
 func NewVerifier(keys KeyResolver, algs []Alg, exp Expected, opts ...Option) (*Verifier, error) {
-	v := &Verifier{keys: keys, exp: exp, maxSize: DefaultMaxTokenSize, now: time.Now}
+	v := &Verifier{keys: keys, exp: exp, parser: Parser{maxSize: DefaultMaxTokenSize}, now: time.Now}
 	for _, a := range algs {
 		if a.family() == 0 {
 			return nil, errNoKeyAlg
@@ -68,7 +67,7 @@ func (v *Verifier) VerifyInto(t *Token, token string) error {
 }
 
 func (v *Verifier) verify(t *Token, token string) error {
-	if err := parse(t, token, v.maxSize, true, &v.headers); err != nil {
+	if err := v.parser.parse(t, token); err != nil {
 		return err
 	}
 	if v.algs&(1<<t.Header.Alg) == 0 {
@@ -81,19 +80,49 @@ func (v *Verifier) verify(t *Token, token string) error {
 	if err := k.Verify(t); err != nil {
 		return err
 	}
-	if !t.headerCached {
-		v.headers.put(t.SigningInput()[:strings.IndexByte(t.raw, '.')], &t.Header)
-	}
+	v.parser.Verified(t)
 	return v.Check(t)
 }
 
 // Check validates the header type and claims of a token whose signature has
 // been verified.
 func (v *Verifier) Check(t *Token) error {
-	if v.exp.Type != "" && !typeMatches(t.Header.Type, v.exp.Type) {
+	if v.exp.Type != "" && !TypeMatches(t.Header.Type, v.exp.Type) {
 		return errType
 	}
 	return t.Claims.Validate(&v.exp, v.now())
+}
+
+// Parser parses compact JWTs under a size limit, like ParseInto, and keeps a
+// small cache of the protected headers of tokens whose signature verified:
+// an issuer signs all its tokens under a few fixed headers, so later tokens
+// skip decoding and parsing theirs. It is safe for concurrent use.
+type Parser struct {
+	maxSize int
+	headers headerCache
+}
+
+// NewParser returns a Parser with the given size limit (0 means
+// DefaultMaxTokenSize).
+func NewParser(maxSize int) *Parser { return &Parser{maxSize: maxSize} }
+
+// ParseInto parses token into t, as the package-level ParseInto does.
+func (p *Parser) ParseInto(t *Token, token string) error {
+	*t = Token{}
+	return p.parse(t, token)
+}
+
+func (p *Parser) parse(t *Token, token string) error {
+	return parse(t, token, p.maxSize, true, &p.headers)
+}
+
+// Verified tells the parser that t's signature verified, so that its header
+// may be remembered. Never call it for a token that has not verified: only
+// then can a cached header not be an attacker's choice.
+func (p *Parser) Verified(t *Token) {
+	if !t.headerCached {
+		p.headers.put(t.raw[:strings.IndexByte(t.raw, '.')], &t.Header)
+	}
 }
 
 // headerCache remembers the protected headers of recently verified tokens.

@@ -81,6 +81,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		Cache:        verify.CacheConfig{Disabled: cfg.Cache.Disabled, MaxEntries: cfg.Cache.MaxEntries, MaxBytes: cfg.Cache.MaxBytes, MaxTTL: cfg.Cache.MaxTTL},
 		MaxTokenSize: cfg.MaxTokenSize,
 		Now:          s.cfg.Now,
+		Observe:      s.observe,
 	})
 	if err != nil {
 		return nil, err

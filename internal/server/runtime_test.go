@@ -173,7 +173,8 @@ func TestConfiguredIssuer(t *testing.T) {
 	}
 	code, _, body := get(t, c.admin+"/metrics", "")
 	for _, want := range []string{`keygate_decisions_total{frontend="forward_auth",reason="",result="allow"} 1`,
-		`keygate_jwks_fetches_total{issuer="https://idp.test/",result="ok"}`, `keygate_cache_entries`} {
+		`keygate_jwks_fetches_total{issuer="https://idp.test/",result="ok"}`, "keygate_cache_entries 1",
+		"keygate_cache_misses_total 2", `keygate_verify_seconds_count{alg="ES256"} 2`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}

@@ -84,6 +84,7 @@ type Server struct {
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
 	revocation   revoke.Checker
+	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
 
 	rt       atomic.Pointer[runtime]
@@ -113,6 +114,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
 		transport: gateway.NewTransport()}
+	if s.metrics != nil {
+		s.observe = s.metrics.VerifyObserver()
+	}
 	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
 	if err := s.loadKeys(); err != nil {
@@ -124,7 +128,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.rt.Store(rt)
 	if s.metrics != nil {
-		s.metrics.CacheSize(func() int { return s.rt.Load().pipeline.Stats().Entries })
+		s.metrics.Cache(func() (int, uint64, uint64) {
+			st := s.rt.Load().pipeline.Stats()
+			return st.Entries, st.Hits, st.Misses
+		})
 	}
 	s.handler = s.traffic()
 	return s, nil

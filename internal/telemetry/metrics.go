@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/keygate/keygate/jose"
 )
 
 // Front ends that make decisions.
@@ -25,14 +27,11 @@ type Metrics struct {
 
 	decisions     *prometheus.CounterVec
 	verifySeconds *prometheus.HistogramVec
-	cacheLookups  *prometheus.CounterVec
 	jwksFetches   *prometheus.CounterVec
 	jwksKeys      *prometheus.GaugeVec
 	jwksAge       *prometheus.GaugeVec
 	inFlight      *prometheus.GaugeVec
 	reloads       *prometheus.CounterVec
-
-	cacheHit, cacheMiss prometheus.Counter
 }
 
 // New creates and registers every metric, with Go runtime and process
@@ -50,10 +49,6 @@ func New() *Metrics {
 			Help:    "Time to verify a token that missed the cache, by algorithm.",
 			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1},
 		}, []string{"alg"}),
-		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "keygate_cache_lookups_total",
-			Help: "Verified-token cache lookups by result (hit, miss).",
-		}, []string{"result"}),
 		jwksFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keygate_jwks_fetches_total",
 			Help: "Remote JWKS fetches by issuer and result.",
@@ -75,11 +70,9 @@ func New() *Metrics {
 			Help: "Configuration reloads by result (ok, error).",
 		}, []string{"result"}),
 	}
-	r.MustRegister(m.decisions, m.verifySeconds, m.cacheLookups, m.jwksFetches, m.jwksKeys,
+	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys,
 		m.jwksAge, m.inFlight, m.reloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.cacheHit = m.cacheLookups.WithLabelValues("hit")
-	m.cacheMiss = m.cacheLookups.WithLabelValues("miss")
 	return m
 }
 
@@ -127,21 +120,36 @@ func (m *Metrics) ObserveVerify(alg string, d time.Duration) {
 	m.verifySeconds.WithLabelValues(alg).Observe(d.Seconds())
 }
 
-// CacheLookup counts a cache hit or miss.
-func (m *Metrics) CacheLookup(hit bool) {
-	if hit {
-		m.cacheHit.Inc()
-	} else {
-		m.cacheMiss.Inc()
+// VerifyObserver returns a function for verify.Config.Observe with every
+// algorithm's histogram resolved in advance.
+func (m *Metrics) VerifyObserver() func(jose.Alg, time.Duration, bool) {
+	var obs [32]prometheus.Observer
+	for _, a := range jose.Algorithms() {
+		obs[a] = m.verifySeconds.WithLabelValues(a.String())
+	}
+	return func(a jose.Alg, d time.Duration, _ bool) {
+		if int(a) < len(obs) && obs[a] != nil {
+			obs[a].Observe(d.Seconds())
+		}
 	}
 }
 
-// CacheSize registers a gauge reading the cache's entry count on scrape.
-func (m *Metrics) CacheSize(entries func() int) {
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "keygate_cache_entries",
-		Help: "Entries in the verified-token cache.",
-	}, func() float64 { return float64(entries()) }))
+// CacheStats reads the verified-token cache's figures at scrape time, so
+// that counting costs the request path nothing.
+type CacheStats func() (entries int, hits, misses uint64)
+
+// Cache registers the cache's entry gauge and lookup counters, read from
+// stats on every scrape. Counters restart from zero when a reload replaces
+// the cache, which Prometheus treats as a counter reset.
+func (m *Metrics) Cache(stats CacheStats) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_cache_entries", Help: "Entries in the verified-token cache."},
+			func() float64 { e, _, _ := stats(); return float64(e) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_cache_hits_total", Help: "Verified-token cache hits."},
+			func() float64 { _, h, _ := stats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_cache_misses_total", Help: "Verified-token cache misses."},
+			func() float64 { _, _, ms := stats(); return float64(ms) }),
+	)
 }
 
 // JWKSFetch records one remote key fetch.

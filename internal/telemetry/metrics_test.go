@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/keygate/keygate/jose"
 )
 
 func TestMetrics(t *testing.T) {
@@ -16,9 +18,8 @@ func TestMetrics(t *testing.T) {
 	d.Deny("expired")
 	d.Deny("novel_reason")
 	done := d.Begin()
-	m.CacheLookup(true)
-	m.CacheLookup(false)
-	m.CacheSize(func() int { return 7 })
+	m.Cache(func() (int, uint64, uint64) { return 7, 5, 2 })
+	m.VerifyObserver()(jose.ES256, 40*time.Microsecond, true)
 	m.JWKSFetch("https://idp", "ok", 3, time.Unix(1700000000, 0))
 	m.JWKSFetch("https://idp", "timeout", 0, time.Time{})
 	m.ObserveVerify("ES256", 50*time.Microsecond)
@@ -29,7 +30,8 @@ func TestMetrics(t *testing.T) {
 		`keygate_decisions_total{frontend="forward_auth",reason="expired",result="deny"}`:      1,
 		`keygate_decisions_total{frontend="forward_auth",reason="novel_reason",result="deny"}`: 1,
 		`keygate_in_flight_requests{frontend="forward_auth"}`:                                  1,
-		`keygate_cache_lookups_total{result="hit"}`:                                            1,
+		`keygate_cache_hits_total`:                                          5,
+		`keygate_cache_misses_total`:                                        2,
 		`keygate_cache_entries`:                                             7,
 		`keygate_jwks_keys{issuer="https://idp"}`:                           3,
 		`keygate_jwks_fetches_total{issuer="https://idp",result="timeout"}`: 1,
@@ -46,7 +48,7 @@ func TestMetrics(t *testing.T) {
 	if gather(t, m)[`keygate_in_flight_requests{frontend="forward_auth"}`] != 0 {
 		t.Error("in-flight not decremented")
 	}
-	if n := testutil.CollectAndCount(m.verifySeconds); n != 1 {
+	if n := testutil.CollectAndCount(m.verifySeconds); n != len(jose.Algorithms()) {
 		t.Errorf("verify histogram series = %d", n)
 	}
 }

@@ -194,16 +194,3 @@ func compile(p *Policy) (*policy, error) {
 	}
 	return c, nil
 }
-
-// typeMatches compares a "typ" header with an expected media type as jose
-// does (RFC 7515 §4.1.9): ignoring case and an "application/" prefix.
-func typeMatches(have, want string) bool {
-	const prefix = "application/"
-	if len(have) > len(prefix) && strings.EqualFold(have[:len(prefix)], prefix) {
-		have = have[len(prefix):]
-	}
-	if len(want) > len(prefix) && strings.EqualFold(want[:len(prefix)], prefix) {
-		want = want[len(prefix):]
-	}
-	return strings.EqualFold(have, want)
-}
