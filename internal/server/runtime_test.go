@@ -330,3 +330,54 @@ func scrape(t *testing.T, c *configured) string {
 	_, _, body := get(t, c.admin+"/metrics", "")
 	return body
 }
+
+// TestReloadUnderLoad reloads the configuration again and again while
+// clients send requests: none may fail or be refused.
+func TestReloadUnderLoad(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	c := startConfigured(t, configYAML(p.srv.URL, ""))
+	tok := idpToken(t, k1, nil)
+	var ok, bad atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				req, _ := http.NewRequest("GET", c.url+"/auth", nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				resp, err := client.Do(req)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok.Add(1)
+				} else {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		// Alternate between two equivalent files so every reload builds
+		// a new runtime (the cache size differs).
+		os.WriteFile(c.path, []byte(configYAML(p.srv.URL, fmt.Sprintf("cache: {max_entries: %d}\n", 1000+i))), 0o600)
+		if err := c.Reload(context.Background()); err != nil {
+			t.Errorf("reload %d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	if bad.Load() != 0 || ok.Load() < 100 {
+		t.Fatalf("during 20 reloads: %d answered 200, %d failed or refused", ok.Load(), bad.Load())
+	}
+	t.Logf("during 20 reloads: %d answered 200, none failed", ok.Load())
+}
