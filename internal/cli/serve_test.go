@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -179,3 +180,66 @@ type fakeAddr string
 
 func (a fakeAddr) Network() string { return "tcp" }
 func (a fakeAddr) String() string  { return string(a) }
+
+// TestServeQuickStart runs the one-issuer quick start against a real JWKS
+// endpoint and upstream: forward-auth and the reverse proxy both check
+// tokens of that issuer, and the dev key is not trusted.
+func TestServeQuickStart(t *testing.T) {
+	h := newHarness(t)
+	keyPath := h.path("idp.pem")
+	h.must("keys", "generate", "--alg", "ES256", "--out", keyPath)
+	jwks := h.must("keys", "jwks", keyPath)
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	defer idp.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream saw "+r.Header.Get("X-Auth-Subject"))
+	}))
+	defer up.Close()
+
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--issuer", "https://idp.test/",
+		"--jwks-url", idp.URL, "--audience", "api", "--alg", "ES256", "--upstream", up.URL)
+	defer s.stop()
+	if tokenLine.MatchString(s.stdout.String()) {
+		t.Errorf("a dev sample token was printed with an issuer configured:\n%s", s.stdout)
+	}
+	tok := strings.TrimSpace(h.must("token", "sign", "--key", keyPath, "--iss", "https://idp.test/", "--sub", "bob", "--aud", "api"))
+	if resp := get(t, "http://"+s.addr+"/auth", tok); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != "bob" {
+		t.Errorf("forward-auth: %d %v", resp.StatusCode, resp.Header)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/orders", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "upstream saw bob" {
+		t.Errorf("proxy: %d %q", resp.StatusCode, body)
+	}
+	wrongAud := strings.TrimSpace(h.must("token", "sign", "--key", keyPath, "--iss", "https://idp.test/", "--sub", "bob", "--aud", "other"))
+	if resp := get(t, "http://"+s.addr+"/orders", wrongAud); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong audience through the proxy: %d", resp.StatusCode)
+	}
+	if resp := get(t, "http://"+s.addr+"/orders", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token through the proxy: %d", resp.StatusCode)
+	}
+}
+
+func TestServeFlagErrors(t *testing.T) {
+	h := newHarness(t)
+	for name, args := range map[string][]string{
+		"jwks without issuer":   {"--jwks-url", "https://idp.example.com/jwks"},
+		"upstream without jwks": {"--upstream", "http://127.0.0.1:1"},
+		"config and jwks":       {"--config", "x.yaml", "--jwks-url", "https://idp.example.com/jwks"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if code := h.run(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...); code.code != ExitUsage {
+				t.Errorf("exit %d, want %d: %s", code.code, ExitUsage, code.stderr)
+			}
+		})
+	}
+	if r := h.run("serve", "--listen", "127.0.0.1:0", "--config", h.path("absent.yaml")); r.code != ExitFail || !strings.Contains(r.stderr, "absent.yaml") {
+		t.Errorf("missing config file: %d %s", r.code, r.stderr)
+	}
+}
