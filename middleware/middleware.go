@@ -128,18 +128,9 @@ func source(ctx context.Context, is Issuer, log *slog.Logger) (keys.Source, func
 		return keys.NewStatic(is.Keys), func() {}, nil
 	}
 	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algorithms, Logger: log.With("issuer", is.Issuer)}
-	var r *keys.Remote
-	var err error
-	if is.Discovery {
-		r, err = keys.NewDiscovered(is.Issuer, rc)
-	} else {
-		r, err = keys.NewRemote(rc)
-	}
+	r, err := keys.Open(ctx, is.Issuer, is.Discovery, rc)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := r.Start(ctx); err != nil {
-		log.Warn("issuer keys not loaded yet; retrying in the background", "issuer", is.Issuer, "err", err)
 	}
 	return r, r.Close, nil
 }

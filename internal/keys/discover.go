@@ -87,3 +87,29 @@ func NewDiscovered(issuer string, cfg RemoteConfig) (*Remote, error) {
 	}
 	return newRemote(cfg, issuer)
 }
+
+// Open makes and starts an issuer's remote source: by OIDC discovery of
+// issuer when discovery is set, else from cfg.URL. It waits for the first
+// fetch (bounded by the fetch timeout and ctx); if that fails the source
+// keeps trying in the background, and the failure is only logged, since
+// the source reports itself not ready until it has keys. It fails only
+// when the configuration is refused or the source was closed.
+func Open(ctx context.Context, issuer string, discovery bool, cfg RemoteConfig) (*Remote, error) {
+	var r *Remote
+	var err error
+	if discovery {
+		r, err = NewDiscovered(issuer, cfg)
+	} else {
+		r, err = NewRemote(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Start(ctx); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		r.log.Warn("issuer keys not loaded yet; retrying in the background", "issuer", issuer, "err", err)
+	}
+	return r, nil
+}

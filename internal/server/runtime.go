@@ -148,25 +148,13 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
 		Timeout: is.JWKS.Timeout, MaxBody: is.JWKS.MaxBody, RefetchInterval: is.JWKS.RefetchInterval,
 		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer)}
-	var r *keys.Remote
-	var err error
-	if is.Discovery {
-		r, err = keys.NewDiscovered(is.Issuer, rc)
-	} else {
-		r, err = keys.NewRemote(rc)
-	}
-	if err != nil {
-		return nil, err
-	}
 	// The first fetch is bounded by the source's own timeout; on failure the
 	// source keeps trying in the background and /readyz reports it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := r.Start(startCtx); err != nil {
-		if errors.Is(err, keys.ErrClosed) {
-			return nil, err
-		}
-		s.log.Warn("issuer keys not loaded yet; retrying in the background", "issuer", is.Issuer, "err", err)
+	r, err := keys.Open(startCtx, is.Issuer, is.Discovery, rc)
+	if err != nil {
+		return nil, err
 	}
 	return &source{Source: r, spec: spec, close: r.Close}, nil
 }
