@@ -1,11 +1,16 @@
 // Package bench measures keygate's own throughput in process: how many
 // tokens per second package jose signs or verifies per algorithm, with a
-// fresh key and realistic claims, across several goroutines. It is a
-// measuring tool; nothing on the serve path imports it.
+// fresh key and realistic claims, across several goroutines. It also holds
+// what the loopback load test (scripts/loadtest.sh) needs besides keygate
+// itself: reference servers on the same HTTP stack (a no-op, and a no-op
+// plus one raw ES256 verification per request), the raw primitive's rate,
+// and bulk minting of distinct tokens. It is a measuring tool; nothing on
+// the serve path imports it.
 package bench
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -179,6 +184,7 @@ func signOp(f *fixture) (func() error, error) {
 // fixture is a fresh key and one token of realistic size for an algorithm.
 type fixture struct {
 	signer  *jose.Signer
+	priv    crypto.Signer // nil for HMAC
 	payload []byte
 	token   string
 }
@@ -189,7 +195,7 @@ const (
 )
 
 func newFixture(alg jose.Alg) (*fixture, error) {
-	signer, err := newSigner(alg)
+	signer, priv, err := newSigner(alg)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s key: %w", alg, err)
 	}
@@ -201,26 +207,28 @@ func newFixture(alg jose.Alg) (*fixture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s sign: %w", alg, err)
 	}
-	return &fixture{signer: signer, payload: payload, token: token}, nil
+	return &fixture{signer: signer, priv: priv, payload: payload, token: token}, nil
 }
 
 func (f *fixture) expected() jose.Expected {
 	return jose.Expected{Issuer: issuer, Audience: []string{audience}, Require: []string{"exp", "sub"}, Leeway: time.Minute}
 }
 
-func newSigner(alg jose.Alg) (*jose.Signer, error) {
+func newSigner(alg jose.Alg) (*jose.Signer, crypto.Signer, error) {
 	if keyfile.IsHMAC(alg) {
 		secret, err := keyfile.GenerateSecret(alg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return jose.NewSigner(alg, "bench-hmac", secret)
+		s, err := jose.NewSigner(alg, "bench-hmac", secret)
+		return s, nil, err
 	}
 	priv, err := keyfile.Generate(alg, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return jose.NewSigner(alg, "bench-"+alg.String(), priv)
+	s, err := jose.NewSigner(alg, "bench-"+alg.String(), priv)
+	return s, priv, err
 }
 
 // realisticClaims are about 300 bytes of JSON, like an access token from a

@@ -1,24 +1,60 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/bench"
+	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/jose"
 )
 
 func (a *app) benchVerify(ctx context.Context, args []string) error {
-	return a.runBench(ctx, args, "verify", bench.Verify)
+	var raw bool
+	extra := func(fs *flagSet) {
+		fs.BoolVar(&raw, "raw", false, "measure the standard-library primitive alone instead of jose (ES256 only:\n"+
+			"crypto/ecdsa.VerifyASN1 over a fixed signing input with a pre-parsed key, the\n"+
+			"per-request work of 'keygate bench server --mode es256')")
+	}
+	run := func(ctx context.Context, cfg bench.Config) ([]bench.Result, error) {
+		if raw {
+			return bench.VerifyRaw(ctx, cfg)
+		}
+		return bench.Verify(ctx, cfg)
+	}
+	check := func(fs *flagSet, cfg *bench.Config) error {
+		if !raw {
+			return nil
+		}
+		if len(cfg.Algs) == 0 {
+			cfg.Algs = []jose.Alg{jose.ES256}
+		}
+		for _, alg := range cfg.Algs {
+			if alg != jose.ES256 {
+				return usageErrorf(fs.Name(), "--raw measures ES256 only, not %s", alg)
+			}
+		}
+		return nil
+	}
+	return a.runBench(ctx, args, "verify", extra, check, run)
 }
 
 func (a *app) benchSign(ctx context.Context, args []string) error {
-	return a.runBench(ctx, args, "sign", bench.Sign)
+	return a.runBench(ctx, args, "sign", nil, nil, bench.Sign)
 }
 
 type benchFunc func(context.Context, bench.Config) ([]bench.Result, error)
 
-func (a *app) runBench(ctx context.Context, args []string, op string, run benchFunc) error {
+func (a *app) runBench(ctx context.Context, args []string, op string,
+	extra func(*flagSet), check func(*flagSet, *bench.Config) error, run benchFunc) error {
 	fs := a.flags("keygate bench "+op, "[--alg ALG]... [--duration D] [--goroutines N]",
 		"Measures jose's "+op+" throughput in this process, per algorithm, with a fresh key and\n"+
 			"a token of about 300 bytes of claims. ns/op is the time one goroutine spends per\n"+
@@ -28,15 +64,131 @@ func (a *app) runBench(ctx context.Context, args []string, op string, run benchF
 	fs.Var(algs, "alg", "`ALG` to measure (repeatable; default HS256,RS256,PS256,ES256,EdDSA)")
 	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "how long to run each algorithm")
 	fs.IntVar(&cfg.Goroutines, "goroutines", runtime.GOMAXPROCS(0), "concurrent goroutines")
+	if extra != nil {
+		extra(fs)
+	}
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
 	if cfg.Duration <= 0 || cfg.Goroutines <= 0 {
 		return usageErrorf(fs.Name(), "--duration and --goroutines must be positive")
 	}
+	if check != nil {
+		if err := check(fs, &cfg); err != nil {
+			return err
+		}
+	}
 	results, err := run(ctx, cfg)
 	if werr := bench.WriteTable(a.stdout, op, cfg, results); werr != nil && err == nil {
 		err = werr
 	}
 	return err
+}
+
+// benchServer runs a reference server for load tests (scripts/loadtest.sh).
+func (a *app) benchServer(ctx context.Context, args []string) error {
+	fs := a.flags("keygate bench server", "--mode MODE [--listen ADDR]",
+		"Runs a reference HTTP server to load-test keygate against, on the same net/http\n"+
+			"settings as keygate's traffic listener, until interrupted. Every request, whatever\n"+
+			"its method, path and headers, gets 200 with an empty body; mode es256 first does\n"+
+			"one raw ES256 verification (crypto/ecdsa.VerifyASN1 over a fixed signing input\n"+
+			"with a pre-parsed key; see 'keygate bench verify --raw'). It is a measuring tool,\n"+
+			"not a service: it checks no token.")
+	mode := fs.String("mode", "", "`MODE`: "+strings.Join(bench.Modes, " or ")+" (required)")
+	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if !slices.Contains(bench.Modes, *mode) {
+		return usageErrorf(fs.Name(), "--mode must be one of %s", strings.Join(bench.Modes, ", "))
+	}
+	h, err := bench.Handler(*mode)
+	if err != nil {
+		return err
+	}
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "bench server (mode %s) listening on http://%s\n", *mode, ln.Addr())
+	if a.ready != nil {
+		a.ready(ln.Addr().String())
+	}
+	return bench.Serve(ctx, ln, h)
+}
+
+// benchTokens mints distinct tokens for load tests.
+func (a *app) benchTokens(ctx context.Context, args []string) error {
+	fs := a.flags("keygate bench tokens", "--key FILE --n N [--out FILE] [flags]",
+		"Mints N distinct signed JWTs, one per line, for load tests that need a token the\n"+
+			"server has not seen on every request. Every token carries the same realistic claims\n"+
+			"(about 300 bytes, as 'keygate bench verify' uses) and its own random 128-bit jti.\n"+
+			"Tokens are signed on all cores and written in no particular order, to stdout or to\n"+
+			"a new FILE created with mode 0600 (an existing file is never overwritten).")
+	key := fs.String("key", "", "private key `FILE` (PEM or private JWK; required)")
+	var alg algFlag
+	fs.Var(&alg, "alg", "signing `ALG` (default: the one the key implies)")
+	kid := fs.String("kid", "", "header `KID` (default: the JWK's kid, else the key's thumbprint)")
+	n := fs.Int("n", 0, "how many tokens (required)")
+	out := fs.String("out", "", "write to this new `FILE` instead of stdout")
+	claims := bench.RealisticClaims()
+	fs.StringVar(&claims.Issuer, "iss", claims.Issuer, "issuer claim")
+	var aud stringsFlag
+	fs.Var(&aud, "aud", "audience claim (repeatable; default "+bench.DefaultAudience+")")
+	fs.StringVar(&claims.Subject, "sub", claims.Subject, "subject claim")
+	fs.StringVar(&claims.Scope, "scope", claims.Scope, "space-separated scope claim")
+	fs.DurationVar(&claims.TTL, "ttl", claims.TTL, "lifetime: exp is now+ttl")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "signing goroutines")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	switch {
+	case *key == "":
+		return usageErrorf(fs.Name(), "--key is required")
+	case *n <= 0:
+		return usageErrorf(fs.Name(), "--n must be positive")
+	case *workers <= 0:
+		return usageErrorf(fs.Name(), "--workers must be positive")
+	case claims.TTL <= 0:
+		return usageErrorf(fs.Name(), "--ttl must be positive")
+	}
+	if len(aud) > 0 {
+		claims.Audience = aud
+	}
+	signer, err := keyfile.LoadSigner(*key, jose.Alg(alg), *kid)
+	if err != nil {
+		return err
+	}
+	cfg := bench.TokensConfig{Signer: signer, Claims: claims, N: *n, Workers: *workers, Now: a.now(), Random: a.random}
+	if *out == "" {
+		bw := bufio.NewWriterSize(a.stdout, 1<<16)
+		return errors.Join(bench.WriteTokens(ctx, bw, cfg), bw.Flush())
+	}
+	return a.writeTokensFile(ctx, *out, cfg)
+}
+
+func (a *app) writeTokensFile(ctx context.Context, path string, cfg bench.TokensConfig) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("tokens: %w", cerr)
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	start := time.Now()
+	bw := bufio.NewWriterSize(f, 1<<16)
+	if err := bench.WriteTokens(ctx, bw, cfg); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "wrote %d %s tokens (kid %s) to %s in %s\n",
+		cfg.N, cfg.Signer.Alg(), cfg.Signer.KeyID(), path, time.Since(start).Round(time.Millisecond))
+	return nil
 }

@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"context"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBench(t *testing.T) {
@@ -45,5 +50,109 @@ func TestBenchUsage(t *testing.T) {
 		{"extra"},
 	} {
 		expect(t, h.run(append([]string{"bench", "verify"}, args...)...), ExitUsage, "", "")
+	}
+}
+
+func TestBenchVerifyRaw(t *testing.T) {
+	h := newHarness(t)
+	out := h.must("bench", "verify", "--raw", "--duration", "30ms", "--goroutines", "1")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want a heading, a header and one row:\n%s", out)
+	}
+	if f := strings.Fields(lines[2]); len(f) != 4 || f[0] != "ES256" || f[1] == "0" {
+		t.Errorf("row %q", lines[2])
+	}
+	expect(t, h.run("bench", "verify", "--raw", "--alg", "HS256"), ExitUsage, "", "ES256 only")
+}
+
+// background runs a command that listens (and reports it through the
+// ready hook) until the returned stop is called.
+func (h *harness) background(args ...string) (addr string, stop func() result) {
+	h.t.Helper()
+	var stdout, stderr syncBuffer
+	a := h.app(&stdout, &stderr)
+	ready := make(chan string, 1)
+	a.ready = func(addr string) { ready <- addr }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- a.main(ctx, args) }()
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		cancel()
+		h.t.Fatalf("%v exited %d before listening:\n%s", args, code, stderr.String())
+	case <-time.After(10 * time.Second):
+		cancel()
+		h.t.Fatalf("%v did not start listening", args)
+	}
+	return addr, func() result {
+		cancel()
+		select {
+		case code := <-done:
+			return result{code, stdout.String(), stderr.String()}
+		case <-time.After(15 * time.Second):
+			h.t.Fatalf("%v did not stop after cancel", args)
+			return result{}
+		}
+	}
+}
+
+func TestBenchServer(t *testing.T) {
+	for _, mode := range []string{"noop", "es256"} {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarness(t)
+			addr, stop := h.background("bench", "server", "--mode", mode, "--listen", "127.0.0.1:0")
+			for range 3 {
+				if resp := get(t, "http://"+addr+"/auth", "not-checked"); resp.StatusCode != http.StatusOK || resp.ContentLength != 0 {
+					t.Errorf("status %d, length %d", resp.StatusCode, resp.ContentLength)
+				}
+			}
+			expect(t, stop(), ExitOK, "listening on http://"+addr, "")
+		})
+	}
+	h := newHarness(t)
+	expect(t, h.run("bench", "server", "--mode", "nope"), ExitUsage, "", "--mode must be one of noop, es256")
+	expect(t, h.run("bench", "server"), ExitUsage, "", "--mode must be one of")
+}
+
+func TestBenchTokens(t *testing.T) {
+	h := newHarness(t)
+	key := h.path("key.pem")
+	h.must("keys", "generate", "--alg", "ES256", "--out", key)
+	out := h.path("tokens.txt")
+	const n = 50
+	msg := h.must("bench", "tokens", "--key", key, "--n", strconv.Itoa(n), "--out", out, "--aud", "api-1", "--ttl", "10m")
+	if !strings.Contains(msg, "wrote 50 ES256 tokens") {
+		t.Errorf("stdout %q", msg)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		seen[tok] = true
+	}
+	if len(tokens) != n || len(seen) != n {
+		t.Fatalf("%d lines, %d distinct; want %d", len(tokens), len(seen), n)
+	}
+	claims := decodeClaims(t, h.must("token", "verify", "--key", key, "--alg", "ES256",
+		"--iss", "https://auth.example.com/", "--aud", "api-1", tokens[n-1]))
+	if claims["sub"] == nil || claims["jti"] == nil || claims["tenant"] != "acme-eu-west" {
+		t.Errorf("claims %v", claims)
+	}
+	if stdout := h.must("bench", "tokens", "--key", key, "--n", "2"); strings.Count(stdout, "\n") != 2 || !tokenLine.MatchString(stdout) {
+		t.Errorf("stdout tokens %q", stdout)
+	}
+	expect(t, h.run("bench", "tokens", "--key", key, "--n", "1", "--out", out), ExitFail, "", "exists")
+	for _, args := range [][]string{
+		{"--n", "1"},
+		{"--key", key},
+		{"--key", key, "--n", "1", "--workers", "0"},
+		{"--key", key, "--n", "1", "--ttl", "0s"},
+	} {
+		expect(t, h.run(append([]string{"bench", "tokens"}, args...)...), ExitUsage, "", "")
 	}
 }

@@ -80,9 +80,11 @@ func commands() []*command {
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
 		}},
 		{name: "serve", summary: "run the HTTP service: JWKS and /auth forward-auth", run: (*app).serve},
-		{name: "bench", summary: "measure signing and verification throughput in process", subs: []*command{
+		{name: "bench", summary: "measure signing and verification throughput; load-test helpers", subs: []*command{
 			{name: "verify", summary: "verifications per second by algorithm", run: (*app).benchVerify},
 			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},
+			{name: "server", summary: "reference server (no-op, raw ES256) to load-test keygate against", run: (*app).benchServer},
+			{name: "tokens", summary: "mint N distinct tokens, one per line, for load tests", run: (*app).benchTokens},
 		}},
 	}
 }

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/server"
+	"github.com/keygate/keygate/jose"
+)
+
+// Modes of the reference servers a load test compares keygate with.
+const (
+	// ModeNoop answers every request with 200 and an empty body: the
+	// ceiling of the HTTP stack alone.
+	ModeNoop = "noop"
+	// ModeES256 does one raw ES256 verification (see RawES256) per
+	// request, then answers like ModeNoop: the ceiling of a server whose
+	// only work per request is the signature check.
+	ModeES256 = "es256"
+)
+
+// Modes lists the reference server modes.
+var Modes = []string{ModeNoop, ModeES256}
+
+// Handler returns the handler of a reference server in mode. Both modes
+// ignore the request (method, path, headers) beyond what net/http itself
+// parses.
+func Handler(mode string) (http.Handler, error) {
+	switch mode {
+	case ModeNoop:
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusOK)
+		}), nil
+	case ModeES256:
+		raw, err := NewRawES256()
+		if err != nil {
+			return nil, err
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if !raw.Verify() {
+				http.Error(w, "raw ES256 verification failed", http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		}), nil
+	}
+	return nil, fmt.Errorf("bench: unknown server mode %q (one of %s)", mode, strings.Join(Modes, ", "))
+}
+
+// ShutdownTimeout bounds how long Serve waits for requests in flight.
+const ShutdownTimeout = 5 * time.Second
+
+// Serve serves h on ln with the same net/http settings as keygate's
+// traffic listener (timeouts and header limit), so that a reference server
+// differs from keygate only in its handler. It returns when ctx is done
+// and the server has shut down, closing ln.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: server.ReadHeaderTimeout,
+		ReadTimeout:       server.ReadTimeout,
+		WriteTimeout:      server.WriteTimeout,
+		IdleTimeout:       server.IdleTimeout,
+		MaxHeaderBytes:    server.MaxHeaderBytes,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("bench: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(err, srv.Close())
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// RawES256 is the ES256 verification primitive alone, as a careful caller
+// uses it: a pre-parsed P-256 public key, a fixed signing input (the
+// header and claims of a realistic token) and its signature, already in
+// ASN.1 DER form. Verify hashes the signing input with SHA-256 and calls
+// crypto/ecdsa.VerifyASN1, which is the whole cost of an ES256 check that
+// keygate's own work is compared with.
+type RawES256 struct {
+	pub *ecdsa.PublicKey
+	msg []byte // signing input: base64url(header) "." base64url(claims)
+	der []byte // ASN.1 DER signature over SHA-256(msg)
+}
+
+// NewRawES256 creates a fresh key and signs the signing input of a token of
+// realistic size with it.
+func NewRawES256() (*RawES256, error) {
+	f, err := newFixture(jose.ES256)
+	if err != nil {
+		return nil, err
+	}
+	return newRawES256(f)
+}
+
+func newRawES256(f *fixture) (*RawES256, error) {
+	priv, ok := f.priv.(*ecdsa.PrivateKey)
+	if !ok || f.signer.Alg() != jose.ES256 {
+		return nil, fmt.Errorf("bench: raw verification measures ES256 only, not %s", f.signer.Alg())
+	}
+	dot := strings.LastIndexByte(f.token, '.')
+	if dot < 0 {
+		return nil, errors.New("bench: fixture token has no signature")
+	}
+	msg := []byte(f.token[:dot])
+	digest := sha256.Sum256(msg)
+	der, err := ecdsa.SignASN1(rand.Reader, priv, digest[:])
+	if err != nil {
+		return nil, fmt.Errorf("bench: sign: %w", err)
+	}
+	r := &RawES256{pub: &priv.PublicKey, msg: msg, der: der}
+	if !r.Verify() {
+		return nil, errors.New("bench: raw ES256 signature does not verify")
+	}
+	return r, nil
+}
+
+// Verify reports whether the signature verifies; it always should.
+func (r *RawES256) Verify() bool {
+	digest := sha256.Sum256(r.msg)
+	return ecdsa.VerifyASN1(r.pub, digest[:], r.der)
+}
+
+// VerifyRaw measures RawES256.Verify, the primitive alone, for each
+// algorithm of cfg; only ES256 is supported.
+func VerifyRaw(ctx context.Context, cfg Config) ([]Result, error) {
+	return each(ctx, cfg, rawOp)
+}
+
+func rawOp(f *fixture) (func() error, error) {
+	r, err := newRawES256(f)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if !r.Verify() {
+			return errors.New("raw ES256 signature does not verify")
+		}
+		return nil
+	}, nil
+}

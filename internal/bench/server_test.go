@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/jose"
+)
+
+func TestHandlerModes(t *testing.T) {
+	for _, mode := range Modes {
+		t.Run(mode, func(t *testing.T) {
+			h, err := Handler(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodGet, "/auth", nil)
+			req.Header.Set("Authorization", "Bearer whatever")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK || rec.Body.Len() != 0 {
+				t.Errorf("status %d, body %q", rec.Code, rec.Body)
+			}
+		})
+	}
+	if _, err := Handler("nope"); err == nil || !strings.Contains(err.Error(), "noop, es256") {
+		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	h, err := Handler(ModeES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, h) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + ln.Addr().String() + "/auth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || len(body) != 0 || resp.ContentLength != 0 {
+		t.Errorf("status %d, length %d, body %q", resp.StatusCode, resp.ContentLength, body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+}
+
+func TestRawES256(t *testing.T) {
+	r, err := NewRawES256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Verify() {
+		t.Fatal("signature does not verify")
+	}
+	r.msg = append([]byte(nil), r.msg...)
+	r.msg[0] ^= 1
+	if r.Verify() {
+		t.Error("a changed signing input verifies")
+	}
+	rs, err := VerifyRaw(context.Background(), Config{Algs: []jose.Alg{jose.ES256}, Duration: 20 * time.Millisecond, Goroutines: 1})
+	if err != nil || len(rs) != 1 || rs[0].Ops == 0 {
+		t.Fatalf("VerifyRaw: %+v, %v", rs, err)
+	}
+	if _, err := VerifyRaw(context.Background(), Config{Algs: []jose.Alg{jose.HS256}, Duration: time.Millisecond}); err == nil {
+		t.Error("VerifyRaw accepted HS256")
+	}
+}
+
+func TestWriteTokens(t *testing.T) {
+	priv, err := keyfile.Generate(jose.ES256, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.ES256, "k1", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jose.NewVerifier(jose.NewKeySet(signer.Key()), []jose.Alg{jose.ES256},
+		jose.Expected{Issuer: DefaultIssuer, Audience: []string{DefaultAudience}, Require: []string{"exp", "jti"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = tokenBatch + 100 // more than one batch, the last one partial
+	var buf bytes.Buffer
+	if err := WriteTokens(context.Background(), &buf, TokensConfig{Signer: signer, Claims: RealisticClaims(), N: n, Workers: 3}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	jtis := map[string]bool{}
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		tok := sc.Text()
+		if seen[tok] {
+			t.Fatalf("token written twice")
+		}
+		seen[tok] = true
+		if len(seen) > 20 { // verifying every one is slow under -race
+			continue
+		}
+		res, err := v.Verify(tok)
+		if err != nil {
+			t.Fatalf("token %d does not verify: %v", len(seen), err)
+		}
+		jtis[res.Claims.ID] = true
+	}
+	if len(seen) != n || len(jtis) != 20 {
+		t.Errorf("%d distinct tokens, %d distinct jti among the first 20; want %d", len(seen), len(jtis), n)
+	}
+
+	bad := RealisticClaims()
+	bad.TTL = 0
+	if err := WriteTokens(context.Background(), io.Discard, TokensConfig{Signer: signer, Claims: bad, N: 1}); err == nil {
+		t.Error("a zero TTL was accepted")
+	}
+	if err := WriteTokens(context.Background(), io.Discard, TokensConfig{Claims: RealisticClaims(), N: 1}); err == nil {
+		t.Error("no signer was accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WriteTokens(ctx, io.Discard, TokensConfig{Signer: signer, Claims: RealisticClaims(), N: 1 << 20}); err == nil {
+		t.Error("a cancelled context was ignored")
+	}
+}
