@@ -135,7 +135,7 @@ func TestForwardAuthDecisions(t *testing.T) {
 		{"empty bearer", request{auth: []string{"Bearer "}}, 401, `Bearer realm="keygate", error="invalid_request", error_description="the bearer token is empty"`, nil},
 		{"basic scheme is no bearer credential", request{auth: []string{"Basic YTpi"}}, 401, `Bearer realm="keygate"`, nil},
 		{"duplicate authorization", request{auth: []string{"Bearer " + good, "Bearer " + good}}, 401, `Bearer realm="keygate", error="invalid_request", error_description="more than one Authorization header"`, nil},
-		{"junk characters", request{auth: []string{"Bearer a\"b"}}, 401, `Bearer realm="keygate", error="invalid_request", error_description="the bearer token has characters a token cannot have"`, nil},
+		{"junk characters", request{auth: []string{"Bearer a\"b.c.d"}}, 401, `Bearer realm="keygate", error="invalid_token", error_description="malformed"`, nil},
 		{"bad signature", request{auth: []string{"Bearer " + good[:len(good)-4] + "AAAA"}}, 401, `Bearer realm="keygate", error="invalid_token", error_description="bad_signature"`, nil},
 		{"expired", request{auth: []string{"Bearer " + sign(t, f.signerA, map[string]any{"exp": testNow.Add(-time.Hour).Unix()})}}, 401, `Bearer realm="keygate", error="invalid_token", error_description="expired"`, nil},
 		{"wrong audience", request{auth: []string{"Bearer " + sign(t, f.signerA, map[string]any{"aud": "other"})}}, 401, `Bearer realm="keygate", error="invalid_token", error_description="wrong_audience"`, nil},
