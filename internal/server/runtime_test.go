@@ -381,3 +381,65 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	t.Logf("during 20 reloads: %d answered 200, none failed", ok.Load())
 }
+
+// TestShutdownDrains: a request in flight when shutdown begins still gets
+// its answer, and new connections are refused afterwards.
+func TestShutdownDrains(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	started, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer up.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keygate.yaml")
+	os.WriteFile(path, []byte(configYAML(p.srv.URL, "routes:\n  - {path_prefix: /, upstream: "+up.URL+"}\n")), 0o600)
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x", Gateway: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, nil) }()
+
+	type answer struct {
+		code int
+		body string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/slow", nil)
+		req.Header.Set("Authorization", "Bearer "+idpToken(t, k1, nil))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, string(b)}
+	}()
+	<-started
+	cancel() // shutdown begins with the request in flight
+	time.Sleep(100 * time.Millisecond)
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		t.Error("new connections still accepted during shutdown")
+	}
+	close(release)
+	if a := <-got; a.code != 200 || a.body != "finished" {
+		t.Errorf("in-flight request: %d %q", a.code, a.body)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
