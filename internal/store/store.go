@@ -1,0 +1,134 @@
+// Package store is keygate's durable state behind one interface: OAuth
+// clients, users, signing keys, refresh tokens and revocations. Two backends
+// implement it and pass one shared test suite: SQLite (the embedded default,
+// one file in the data directory) and PostgreSQL (a fleet). Secrets never
+// reach the store in the clear: signing keys arrive already sealed by the
+// keyring, client secrets and refresh tokens only as digests, passwords only
+// as Argon2id hashes.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	ErrNotFound = errors.New("store: not found")
+	ErrConflict = errors.New("store: already exists")
+	// ErrReused: a refresh token that was already spent was presented
+	// again. The store has revoked its whole family by the time it says so.
+	ErrReused = errors.New("store: refresh token reused")
+	// ErrRevoked: the refresh token, or its family, is revoked.
+	ErrRevoked = errors.New("store: refresh token revoked")
+	// ErrExpired: the refresh token is past its expiry.
+	ErrExpired = errors.New("store: refresh token expired")
+)
+
+// Client is an OAuth 2.0 client (RFC 6749 §2).
+type Client struct {
+	ID           string
+	Name         string
+	SecretDigest []byte   // SHA-256 of a high-entropy secret; compared in constant time
+	Scopes       []string // scopes it may be granted
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// User is an account that logs in with a password.
+type User struct {
+	ID           string
+	Username     string // unique
+	PasswordHash string // PHC-format Argon2id hash
+	Scopes       []string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// SigningKey is a token-signing key. Sealed is the private key encrypted by
+// the keyring; the store never sees it in the clear. A key is published in
+// the JWKS from PublishAt, signs from ActiveAt, and is dropped from the JWKS
+// after RetireAt (when every token it signed has expired).
+type SigningKey struct {
+	KID       string
+	Alg       string
+	Sealed    []byte
+	PublicJWK []byte // the public JWK, for the JWKS without unsealing
+	PublishAt time.Time
+	ActiveAt  time.Time
+	RetireAt  time.Time // zero: not scheduled for retirement
+	CreatedAt time.Time
+}
+
+// RefreshToken is the stored form of an opaque refresh token: only its
+// digest is kept. Tokens rotated from one another share a FamilyID.
+type RefreshToken struct {
+	Digest    []byte // SHA-256 of the token
+	FamilyID  string
+	ClientID  string
+	Subject   string
+	Scopes    []string
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	UsedAt    time.Time // zero until rotated
+	Revoked   bool
+}
+
+// Revocation revokes one access token by jti (Subject empty, Until = its
+// exp), or everything issued to Subject before Before (JTI empty).
+type Revocation struct {
+	Issuer    string
+	JTI       string
+	Subject   string
+	Until     time.Time // jti revocations: when the token expires anyway
+	Before    time.Time // subject revocations: tokens issued before this are revoked
+	CreatedAt time.Time
+}
+
+// Store is the durable state. Every method is safe for concurrent use and
+// either completes or leaves nothing half-written; a write that returned nil
+// is durable (it survives kill -9).
+type Store interface {
+	CreateClient(ctx context.Context, c Client) error
+	GetClient(ctx context.Context, id string) (Client, error)
+	ListClients(ctx context.Context) ([]Client, error)
+	// UpdateClientSecret replaces the secret digest (rotation).
+	UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error
+	DeleteClient(ctx context.Context, id string) error
+
+	CreateUser(ctx context.Context, u User) error
+	GetUserByName(ctx context.Context, username string) (User, error)
+	ListUsers(ctx context.Context) ([]User, error)
+	UpdateUser(ctx context.Context, u User) error
+	DeleteUser(ctx context.Context, id string) error
+
+	PutSigningKey(ctx context.Context, k SigningKey) error
+	ListSigningKeys(ctx context.Context) ([]SigningKey, error)
+	// RetireSigningKey sets RetireAt on a key.
+	RetireSigningKey(ctx context.Context, kid string, at time.Time) error
+	// DeleteSigningKey removes a key (after retirement has passed).
+	DeleteSigningKey(ctx context.Context, kid string) error
+
+	CreateRefreshToken(ctx context.Context, t RefreshToken) error
+	// RotateRefreshToken spends the token with digest old and stores next
+	// in the same family, atomically, at time now. If old was already
+	// spent, it revokes the whole family and returns ErrReused; a revoked
+	// or expired old gives ErrRevoked or ErrExpired; an unknown one
+	// ErrNotFound. It returns old's record as it was before spending.
+	RotateRefreshToken(ctx context.Context, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
+	GetRefreshToken(ctx context.Context, digest []byte) (RefreshToken, error)
+	// RevokeRefreshFamily revokes every token of the family of digest.
+	RevokeRefreshFamily(ctx context.Context, digest []byte) error
+	// DeleteExpiredRefreshTokens removes tokens expired before now and
+	// returns how many.
+	DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (int, error)
+
+	AddRevocation(ctx context.Context, r Revocation) error
+	// Revocations lists revocations still in force at now (jti revocations
+	// whose Until has not passed, and every subject revocation).
+	Revocations(ctx context.Context, now time.Time) ([]Revocation, error)
+
+	Close() error
+}
