@@ -1,0 +1,345 @@
+// Package issuer is keygate's token service: it signs tokens with managed,
+// scheduled-rotation signing keys and answers the OAuth 2.0 endpoints.
+// Private keys exist in the clear only in memory; in the store they are
+// sealed by the keyring.
+package issuer
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/jose"
+)
+
+// Sealer encrypts private keys for the store; the keyring implements it.
+// aad binds a ciphertext to its record, so a sealed key cannot be moved.
+type Sealer interface {
+	Encrypt(plaintext, aad []byte) ([]byte, error)
+	Decrypt(ciphertext, aad []byte) ([]byte, error)
+}
+
+// KeyPolicy schedules signing keys.
+type KeyPolicy struct {
+	Alg jose.Alg // ES256 by default; RS256, PS256 and EdDSA by configuration
+	// RotateEvery is how long a key signs before its successor takes over
+	// (default 30 days; 0 with Manual set disables scheduled rotation).
+	RotateEvery time.Duration
+	Manual      bool
+	// PrePublish is how long a new key sits in the JWKS before it signs
+	// anything, so that every gateway's cache has it first (default 1 h;
+	// keep it above the gateways' JWKS refresh interval).
+	PrePublish time.Duration
+	// MaxTokenTTL is the longest lifetime of a token the key signs; a
+	// retired key stays in the JWKS this long after it stops signing, plus
+	// RetireSlack for clock skew (default 1 h and 5 min).
+	MaxTokenTTL time.Duration
+	RetireSlack time.Duration
+}
+
+func (p *KeyPolicy) defaults() {
+	if p.Alg == 0 {
+		p.Alg = jose.ES256
+	}
+	if p.RotateEvery == 0 && !p.Manual {
+		p.RotateEvery = 30 * 24 * time.Hour
+	}
+	if p.PrePublish == 0 {
+		p.PrePublish = time.Hour
+	}
+	if p.MaxTokenTTL == 0 {
+		p.MaxTokenTTL = time.Hour
+	}
+	if p.RetireSlack == 0 {
+		p.RetireSlack = 5 * time.Minute
+	}
+}
+
+// KeyManager owns the signing keys: it creates, seals, stores, schedules and
+// retires them, and hands out the signer in force and the JWKS to publish as
+// one immutable snapshot.
+type KeyManager struct {
+	store  store.Store
+	sealer Sealer
+	policy KeyPolicy
+	now    func() time.Time
+	rand   io.Reader
+
+	mu    sync.Mutex // one rotation or reload at a time
+	state atomic.Pointer[keyState]
+}
+
+type keyState struct {
+	signer *jose.Signer // the key in force
+	jwks   []byte       // the published public keys
+	keys   []store.SigningKey
+}
+
+// ErrNoActiveKey means no stored key is active yet (all pre-published).
+var ErrNoActiveKey = errors.New("issuer: no signing key is active")
+
+// NewKeyManager returns a manager; call Load before use.
+func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() time.Time, random io.Reader) *KeyManager {
+	policy.defaults()
+	if now == nil {
+		now = time.Now
+	}
+	if random == nil {
+		random = rand.Reader
+	}
+	return &KeyManager{store: st, sealer: sealer, policy: policy, now: now, rand: random}
+}
+
+// Signer returns the signer in force, or nil before Load.
+func (m *KeyManager) Signer() *jose.Signer {
+	if s := m.state.Load(); s != nil {
+		return s.signer
+	}
+	return nil
+}
+
+// JWKS returns the published key set document.
+func (m *KeyManager) JWKS() []byte {
+	if s := m.state.Load(); s != nil {
+		return s.jwks
+	}
+	return []byte(`{"keys":[]}`)
+}
+
+// Load reads the keys from the store, creating the first one if there is
+// none, and builds the snapshot for now.
+func (m *KeyManager) Load(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	if len(keys) == 0 {
+		now := m.now()
+		k, err := m.create(ctx, now, now)
+		if err != nil {
+			return err
+		}
+		keys = []store.SigningKey{k}
+	}
+	return m.build(keys, m.now())
+}
+
+// Tick runs the schedule at now: it creates the next key PrePublish before
+// the current one's term ends, retires the key it replaces, deletes keys
+// whose retirement has passed, and rebuilds the snapshot. Run it
+// periodically (every minute is plenty) and after another node's rotation
+// notice.
+func (m *KeyManager) Tick(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	if !m.policy.Manual && len(keys) > 0 {
+		newest := newestKey(keys)
+		if !newest.ActiveAt.Add(m.policy.RotateEvery).After(now.Add(m.policy.PrePublish)) {
+			next, err := m.create(ctx, now, newest.ActiveAt.Add(m.policy.RotateEvery))
+			if err != nil {
+				return err
+			}
+			keys = append(keys, next)
+		}
+	}
+	if keys, err = m.retire(ctx, keys, now); err != nil {
+		return err
+	}
+	return m.build(keys, now)
+}
+
+// Rotate creates a new key now, published at once and signing after
+// PrePublish (or at once with immediate set, for a compromised key), and
+// schedules the retirement of the keys it replaces. It returns the new kid.
+func (m *KeyManager) Rotate(ctx context.Context, immediate bool) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	active := now.Add(m.policy.PrePublish)
+	if immediate {
+		active = now
+	}
+	k, err := m.create(ctx, now, active)
+	if err != nil {
+		return "", err
+	}
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return "", fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	if keys, err = m.retire(ctx, keys, now); err != nil {
+		return "", err
+	}
+	return k.KID, m.build(keys, now)
+}
+
+// retire schedules retirement for every key superseded by a newer active
+// one, and deletes keys whose retirement has passed.
+func (m *KeyManager) retire(ctx context.Context, keys []store.SigningKey, now time.Time) ([]store.SigningKey, error) {
+	var kept []store.SigningKey
+	for _, k := range keys {
+		if succ, ok := successor(keys, k); ok && k.RetireAt.IsZero() {
+			k.RetireAt = succ.ActiveAt.Add(m.policy.MaxTokenTTL + m.policy.RetireSlack)
+			if err := m.store.RetireSigningKey(ctx, k.KID, k.RetireAt); err != nil {
+				return nil, fmt.Errorf("issuer: retire %s: %w", k.KID, err)
+			}
+		}
+		if !k.RetireAt.IsZero() && !now.Before(k.RetireAt) {
+			if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("issuer: delete %s: %w", k.KID, err)
+			}
+			continue
+		}
+		kept = append(kept, k)
+	}
+	return kept, nil
+}
+
+// successor is the key that activates next after k, if any.
+func successor(keys []store.SigningKey, k store.SigningKey) (store.SigningKey, bool) {
+	var best store.SigningKey
+	found := false
+	for _, o := range keys {
+		if o.ActiveAt.After(k.ActiveAt) && (!found || o.ActiveAt.Before(best.ActiveAt)) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+func newestKey(keys []store.SigningKey) store.SigningKey {
+	n := keys[0]
+	for _, k := range keys[1:] {
+		if k.ActiveAt.After(n.ActiveAt) {
+			n = k
+		}
+	}
+	return n
+}
+
+// create generates, seals and stores a key published at publish and
+// active from active.
+func (m *KeyManager) create(ctx context.Context, publish, active time.Time) (store.SigningKey, error) {
+	priv, err := generate(m.policy.Alg, m.rand)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	pk, err := jose.NewKey(m.policy.Alg, "", priv.Public())
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	kid := pk.Thumbprint()
+	pub, err := pk.WithKeyID(kid).MarshalJSON()
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	sealed, err := m.sealer.Encrypt(der, aad(kid))
+	clear(der)
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("issuer: seal signing key: %w", err)
+	}
+	k := store.SigningKey{KID: kid, Alg: m.policy.Alg.String(), Sealed: sealed, PublicJWK: pub,
+		PublishAt: publish.UTC(), ActiveAt: active.UTC(), CreatedAt: publish.UTC()}
+	if err := m.store.PutSigningKey(ctx, k); err != nil {
+		return store.SigningKey{}, fmt.Errorf("issuer: store signing key: %w", err)
+	}
+	return k, nil
+}
+
+func aad(kid string) []byte { return []byte("keygate signing-key " + kid) }
+
+func generate(alg jose.Alg, r io.Reader) (crypto.Signer, error) {
+	switch alg {
+	case jose.ES256:
+		return ecdsa.GenerateKey(elliptic.P256(), r)
+	case jose.ES384:
+		return ecdsa.GenerateKey(elliptic.P384(), r)
+	case jose.ES512:
+		return ecdsa.GenerateKey(elliptic.P521(), r)
+	case jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512:
+		return rsa.GenerateKey(r, 2048)
+	case jose.EdDSA:
+		_, k, err := ed25519.GenerateKey(r)
+		return k, err
+	}
+	return nil, fmt.Errorf("issuer: cannot manage %v keys", alg)
+}
+
+// build unseals the key in force and assembles the published set: every
+// key whose PublishAt has come and whose RetireAt has not.
+func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
+	slices.SortFunc(keys, func(a, b store.SigningKey) int { return a.ActiveAt.Compare(b.ActiveAt) })
+	var active *store.SigningKey
+	var pubs [][]byte
+	for i := range keys {
+		k := &keys[i]
+		if now.Before(k.PublishAt) || (!k.RetireAt.IsZero() && !now.Before(k.RetireAt)) {
+			continue
+		}
+		pubs = append(pubs, k.PublicJWK)
+		if !now.Before(k.ActiveAt) {
+			active = k // the latest active wins
+		}
+	}
+	if active == nil {
+		return ErrNoActiveKey
+	}
+	signer, err := m.unseal(active)
+	if err != nil {
+		return err
+	}
+	jwks := []byte(`{"keys":[`)
+	for i, p := range pubs {
+		if i > 0 {
+			jwks = append(jwks, ',')
+		}
+		jwks = append(jwks, p...)
+	}
+	jwks = append(jwks, "]}"...)
+	m.state.Store(&keyState{signer: signer, jwks: jwks, keys: keys})
+	return nil
+}
+
+func (m *KeyManager) unseal(k *store.SigningKey) (*jose.Signer, error) {
+	if cur := m.state.Load(); cur != nil && cur.signer.KeyID() == k.KID {
+		return cur.signer, nil // already unsealed
+	}
+	der, err := m.sealer.Decrypt(k.Sealed, aad(k.KID))
+	if err != nil {
+		return nil, fmt.Errorf("issuer: unseal signing key %s: %w", k.KID, err)
+	}
+	defer clear(der)
+	priv, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+	}
+	alg, err := jose.ParseAlg(k.Alg)
+	if err != nil {
+		return nil, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+	}
+	return jose.NewSigner(alg, k.KID, priv)
+}

@@ -1,0 +1,248 @@
+package issuer
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/jose"
+)
+
+// keyStore keeps signing keys in memory; the other store methods are not
+// used by the key manager (the embedded nil interface panics if they are).
+type keyStore struct {
+	store.Store
+	mu   sync.Mutex
+	keys map[string]store.SigningKey
+}
+
+func newKeyStore() *keyStore { return &keyStore{keys: map[string]store.SigningKey{}} }
+
+func (s *keyStore) PutSigningKey(_ context.Context, k store.SigningKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[k.KID]; ok {
+		return store.ErrConflict
+	}
+	s.keys[k.KID] = k
+	return nil
+}
+
+func (s *keyStore) ListSigningKeys(context.Context) ([]store.SigningKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.SigningKey
+	for _, k := range s.keys {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b store.SigningKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+func (s *keyStore) RetireSigningKey(_ context.Context, kid string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[kid]
+	if !ok {
+		return store.ErrNotFound
+	}
+	k.RetireAt = at
+	s.keys[kid] = k
+	return nil
+}
+
+func (s *keyStore) DeleteSigningKey(_ context.Context, kid string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[kid]; !ok {
+		return store.ErrNotFound
+	}
+	delete(s.keys, kid)
+	return nil
+}
+
+// gcmSealer is a one-layer AES-256-GCM sealer standing in for the keyring.
+type gcmSealer struct{ aead cipher.AEAD }
+
+func newSealer(t *testing.T) *gcmSealer {
+	key := make([]byte, 32)
+	rand.Read(key)
+	b, _ := aes.NewCipher(key)
+	a, err := cipher.NewGCM(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gcmSealer{a}
+}
+
+func (g *gcmSealer) Encrypt(pt, aad []byte) ([]byte, error) {
+	nonce := make([]byte, g.aead.NonceSize())
+	rand.Read(nonce)
+	return g.aead.Seal(nonce, nonce, pt, aad), nil
+}
+
+func (g *gcmSealer) Decrypt(ct, aad []byte) ([]byte, error) {
+	n := g.aead.NonceSize()
+	if len(ct) < n {
+		return nil, errors.New("short")
+	}
+	return g.aead.Open(nil, ct[:n], ct[n:], aad)
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func published(t *testing.T, m *KeyManager) []string {
+	t.Helper()
+	set, err := jose.ParseKeySet(m.JWKS(), jose.ES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []string
+	for _, k := range set.Keys() {
+		kids = append(kids, k.KeyID())
+	}
+	slices.Sort(kids)
+	return kids
+}
+
+// signsVerifiably checks that the signer's tokens verify against the JWKS.
+func signsVerifiably(t *testing.T, m *KeyManager) {
+	t.Helper()
+	tok, err := m.Signer().Sign([]byte(`{"sub":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := jose.ParseKeySet(m.JWKS(), jose.ES256)
+	parsed, err := jose.ParseJWS(tok, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := set.ResolveKey(parsed.Header.KeyID, parsed.Header.Alg)
+	if err != nil {
+		t.Fatalf("signer's kid not in the JWKS: %v", err)
+	}
+	if err := k.Verify(parsed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeyManagerManualRotation(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true, PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
+		RetireSlack: time.Minute}, c.now, nil)
+	ctx := context.Background()
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := m.Signer().KeyID()
+	if got := published(t, m); len(got) != 1 || got[0] != first {
+		t.Fatalf("after first load: %v", got)
+	}
+	signsVerifiably(t, m)
+
+	second, err := m.Rotate(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Signer().KeyID() != first || len(published(t, m)) != 2 {
+		t.Fatalf("pre-publication: signer %s, published %v", m.Signer().KeyID(), published(t, m))
+	}
+	c.t = c.t.Add(time.Hour) // the new key's term begins
+	if err := m.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.Signer().KeyID() != second || len(published(t, m)) != 2 {
+		t.Fatalf("after activation: signer %s, published %v", m.Signer().KeyID(), published(t, m))
+	}
+	signsVerifiably(t, m)
+	c.t = c.t.Add(30*time.Minute + time.Minute - time.Second) // old tokens may still be alive
+	m.Tick(ctx)
+	if len(published(t, m)) != 2 {
+		t.Fatal("old key dropped while its tokens can still be alive")
+	}
+	c.t = c.t.Add(time.Second)
+	if err := m.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := published(t, m); len(got) != 1 || got[0] != second {
+		t.Fatalf("after retirement: %v", got)
+	}
+	if _, ok := st.keys[first]; ok {
+		t.Error("retired key not deleted from the store")
+	}
+
+	// A restart loads the same key in force.
+	again := NewKeyManager(st, m.sealer, m.policy, c.now, nil)
+	if err := again.Load(ctx); err != nil || again.Signer().KeyID() != second {
+		t.Fatalf("reload: %v, signer %v", err, again.Signer())
+	}
+}
+
+func TestKeyManagerScheduledRotation(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now, nil)
+	ctx := context.Background()
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := m.Signer().KeyID()
+	steps := []struct {
+		at        time.Duration
+		published int
+		newSigner bool
+	}{
+		{8 * time.Hour, 1, false},
+		{9 * time.Hour, 2, false}, // next key pre-published an hour before its term
+		{9*time.Hour + 59*time.Minute, 2, false},
+		{10 * time.Hour, 2, true}, // it signs; the old one stays for its tokens
+		{11*time.Hour + 5*time.Minute, 1, true},
+	}
+	start := c.t
+	for _, s := range steps {
+		c.t = start.Add(s.at)
+		if err := m.Tick(ctx); err != nil {
+			t.Fatalf("at +%v: %v", s.at, err)
+		}
+		if n := len(published(t, m)); n != s.published || (m.Signer().KeyID() != first) != s.newSigner {
+			t.Fatalf("at +%v: %d published, signer changed %v; want %d, %v", s.at, n, m.Signer().KeyID() != first, s.published, s.newSigner)
+		}
+		signsVerifiably(t, m)
+	}
+}
+
+func TestKeyManagerSealing(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Now()}
+	seal := newSealer(t)
+	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now, nil)
+	ctx := context.Background()
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kid := m.Signer().KeyID()
+	k := st.keys[kid]
+	if bytes.Contains(k.Sealed, []byte("PRIVATE")) || len(k.Sealed) < 48 {
+		t.Fatal("stored key does not look sealed")
+	}
+	if !strings.Contains(string(k.PublicJWK), `"crv":"Ed25519"`) || strings.Contains(string(k.PublicJWK), `"d"`) {
+		t.Fatalf("public JWK: %s", k.PublicJWK)
+	}
+	// A sealed key moved to another record does not unseal.
+	moved := k
+	moved.KID = "other"
+	st.keys = map[string]store.SigningKey{"other": moved}
+	fresh := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now, nil)
+	if err := fresh.Load(ctx); err == nil {
+		t.Fatal("a sealed key unsealed under another kid")
+	}
+}
