@@ -85,6 +85,7 @@ type KeyManager struct {
 type keyState struct {
 	signer *jose.Signer // the key in force
 	jwks   []byte       // the published public keys
+	set    *jose.KeySet // the same, parsed, for verifying own tokens
 	keys   []store.SigningKey
 }
 
@@ -117,6 +118,14 @@ func (m *KeyManager) JWKS() []byte {
 		return s.jwks
 	}
 	return []byte(`{"keys":[]}`)
+}
+
+// KeySet returns the published keys, parsed.
+func (m *KeyManager) KeySet() *jose.KeySet {
+	if s := m.state.Load(); s != nil {
+		return s.set
+	}
+	return jose.NewKeySet()
 }
 
 // Load reads the keys from the store, creating the first one if there is
@@ -320,7 +329,11 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 		jwks = append(jwks, p...)
 	}
 	jwks = append(jwks, "]}"...)
-	m.state.Store(&keyState{signer: signer, jwks: jwks, keys: keys})
+	set, err := jose.ParseKeySet(jwks)
+	if err != nil {
+		return fmt.Errorf("issuer: published key set: %w", err)
+	}
+	m.state.Store(&keyState{signer: signer, jwks: jwks, set: set, keys: keys})
 	return nil
 }
 

@@ -1,0 +1,408 @@
+package issuer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/jose"
+)
+
+// Config configures the token service.
+type Config struct {
+	Issuer         string        // the "iss" of every token, and the discovery base URL
+	Audience       []string      // the "aud" of access tokens (optional)
+	AccessTokenTTL time.Duration // default 15 min; keep ≤ the key policy's MaxTokenTTL
+	Store          store.Store
+	Keys           *KeyManager
+	// Revoked, if set, is told of every access token revoked here so that
+	// local verification refuses it at once.
+	Revoked func(issuer, jti string, until time.Time)
+	Now     func() time.Time
+	Rand    io.Reader
+	Logger  *slog.Logger
+}
+
+// Service answers the OAuth 2.0 endpoints.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and returns the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Issuer == "" || cfg.Store == nil || cfg.Keys == nil {
+		return nil, errors.New("issuer: Issuer, Store and Keys are required")
+	}
+	if cfg.AccessTokenTTL == 0 {
+		cfg.AccessTokenTTL = 15 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Handler routes the token service's endpoints.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /oauth2/token", s.token)
+	mux.HandleFunc("POST /oauth2/revoke", s.revoke)
+	mux.HandleFunc("POST /oauth2/introspect", s.introspect)
+	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
+	mux.HandleFunc("GET /.well-known/openid-configuration", s.discovery)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.discovery)
+	return mux
+}
+
+// oauthError is an RFC 6749 §5.2 error response.
+type oauthError struct {
+	status      int
+	code        string
+	description string
+}
+
+func (e *oauthError) Error() string { return e.code + ": " + e.description }
+
+var (
+	errInvalidClient   = &oauthError{http.StatusUnauthorized, "invalid_client", "client authentication failed"}
+	errUnsupportedType = &oauthError{http.StatusBadRequest, "unsupported_grant_type", "grant_type is not supported"}
+	errInvalidScope    = &oauthError{http.StatusBadRequest, "invalid_scope", "a requested scope is not allowed for this client"}
+	errBadContentType  = &oauthError{http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded"}
+	errTwoAuthMethods  = &oauthError{http.StatusBadRequest, "invalid_request", "use one client authentication method"}
+	errBadForm         = &oauthError{http.StatusBadRequest, "invalid_request", "the form body is malformed or too large"}
+	errRepeated        = &oauthError{http.StatusBadRequest, "invalid_request", "a parameter is repeated"}
+	errNoToken         = &oauthError{http.StatusBadRequest, "invalid_request", "token is required"}
+	errServer          = &oauthError{http.StatusInternalServerError, "server_error", "internal error"}
+)
+
+func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
+	var oe *oauthError
+	if !errors.As(err, &oe) {
+		oe = errServer
+	}
+	if oe.code == "invalid_client" && basic {
+		w.Header().Set("WWW-Authenticate", `Basic realm="keygate"`)
+	}
+	writeJSON(w, oe.status, map[string]string{"error": oe.code, "error_description": oe.description})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
+
+// maxForm caps a request body: every endpoint takes a handful of short fields.
+const maxForm = 16 << 10
+
+// form parses a strict form body: the right content type, bounded size,
+// no repeated parameters (RFC 6749 §3.2).
+func form(w http.ResponseWriter, r *http.Request) (url.Values, error) {
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || ct != "application/x-www-form-urlencoded" {
+		return nil, errBadContentType
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForm))
+	if err != nil {
+		return nil, errBadForm
+	}
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, errBadForm
+	}
+	for _, vals := range v {
+		if len(vals) > 1 {
+			return nil, errRepeated
+		}
+	}
+	return v, nil
+}
+
+// authenticate checks client_secret_basic or client_secret_post. It
+// compares digests in constant time and does the same work for an unknown
+// client, so response timing does not reveal which client IDs exist.
+func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (store.Client, bool, error) {
+	id, secret, basic := r.BasicAuth()
+	if basic {
+		if v.Get("client_secret") != "" {
+			return store.Client{}, true, errTwoAuthMethods
+		}
+		var err1, err2 error
+		if id, err1 = url.QueryUnescape(id); err1 == nil {
+			secret, err2 = url.QueryUnescape(secret)
+		}
+		if err1 != nil || err2 != nil {
+			return store.Client{}, true, errInvalidClient
+		}
+	} else {
+		id, secret = v.Get("client_id"), v.Get("client_secret")
+	}
+	if id == "" || secret == "" {
+		return store.Client{}, basic, errInvalidClient
+	}
+	c, err := s.cfg.Store.GetClient(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Client{}, basic, err
+	}
+	want := c.SecretDigest
+	if len(want) != sha256.Size {
+		want = make([]byte, sha256.Size) // unknown client: compare against zeros anyway
+	}
+	got := SecretDigest(secret)
+	if subtle.ConstantTimeCompare(got[:], want) != 1 || err != nil {
+		return store.Client{}, basic, errInvalidClient
+	}
+	return c, basic, nil
+}
+
+// SecretDigest is how a client secret is stored: SHA-256, which is enough
+// for a 256-bit random secret and costs a microsecond to check.
+func SecretDigest(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
+
+// NewSecret returns a fresh client secret (256 bits, base64url).
+func NewSecret(r io.Reader) (string, error) {
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return "kgs_" + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func (s *Service) token(w http.ResponseWriter, r *http.Request) {
+	v, err := form(w, r)
+	if err != nil {
+		writeOAuthError(w, err, false)
+		return
+	}
+	c, basic, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		writeOAuthError(w, err, basic)
+		return
+	}
+	switch v.Get("grant_type") {
+	case "client_credentials":
+		s.clientCredentials(w, r, c, v)
+	case "":
+		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "grant_type is required"}, false)
+	default:
+		writeOAuthError(w, errUnsupportedType, false)
+	}
+}
+
+func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c store.Client, v url.Values) {
+	scopes := c.Scopes
+	if req := strings.Fields(v.Get("scope")); len(req) > 0 {
+		for _, sc := range req {
+			if !slices.Contains(c.Scopes, sc) {
+				writeOAuthError(w, errInvalidScope, false)
+				return
+			}
+		}
+		scopes = req
+	}
+	tok, exp, err := s.accessToken(c.ID, c.ID, scopes)
+	if err != nil {
+		s.log.Error("issuing an access token failed", "client", c.ID, "err", err)
+		writeOAuthError(w, errServer, false)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(exp.Seconds()), "scope": strings.Join(scopes, " ")})
+}
+
+// accessClaims is an RFC 9068 access token.
+type accessClaims struct {
+	Iss      string   `json:"iss"`
+	Sub      string   `json:"sub"`
+	Aud      []string `json:"aud,omitempty"`
+	Exp      int64    `json:"exp"`
+	Iat      int64    `json:"iat"`
+	Jti      string   `json:"jti"`
+	ClientID string   `json:"client_id"`
+	Scope    string   `json:"scope,omitempty"`
+}
+
+func (s *Service) accessToken(sub, clientID string, scopes []string) (string, time.Duration, error) {
+	signer := s.cfg.Keys.Signer()
+	if signer == nil {
+		return "", 0, ErrNoActiveKey
+	}
+	jti := make([]byte, 16)
+	if _, err := io.ReadFull(s.cfg.Rand, jti); err != nil {
+		return "", 0, err
+	}
+	now := s.cfg.Now()
+	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: now.Unix(),
+		Exp: now.Add(s.cfg.AccessTokenTTL).Unix(), Jti: base64.RawURLEncoding.EncodeToString(jti),
+		ClientID: clientID, Scope: strings.Join(scopes, " ")}
+	tok, err := signer.WithType("at+jwt").SignClaims(&c)
+	return tok, s.cfg.AccessTokenTTL, err
+}
+
+// verifyOwn verifies an access token this service issued, against its own
+// published keys.
+func (s *Service) verifyOwn(token string) (*jose.Token, error) {
+	v, err := jose.NewVerifier(s.cfg.Keys.KeySet(), []jose.Alg{s.cfg.Keys.policy.Alg}, jose.Expected{Issuer: s.cfg.Issuer,
+		Require: []string{"exp", "jti"}}, jose.WithClock(s.cfg.Now))
+	if err != nil {
+		return nil, err
+	}
+	return v.Verify(token)
+}
+
+// revoke is RFC 7009: a client revokes an access token it was issued. The
+// answer is 200 for any well-formed request, whether or not the token was
+// valid, so it reveals nothing about tokens.
+func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
+	v, err := form(w, r)
+	if err != nil {
+		writeOAuthError(w, err, false)
+		return
+	}
+	c, basic, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		writeOAuthError(w, err, basic)
+		return
+	}
+	token := v.Get("token")
+	if token == "" {
+		writeOAuthError(w, errNoToken, false)
+		return
+	}
+	if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
+		exp := time.Unix(t.Claims.Expiry.Unix, 0)
+		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: exp, CreatedAt: s.cfg.Now()}
+		if err := s.cfg.Store.AddRevocation(r.Context(), rev); err != nil {
+			s.log.Error("storing a revocation failed", "client", c.ID, "err", err)
+			writeOAuthError(w, errServer, false)
+			return
+		}
+		if s.cfg.Revoked != nil {
+			s.cfg.Revoked(s.cfg.Issuer, t.Claims.ID, exp)
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
+
+func clientOf(t *jose.Token) string {
+	raw, ok := t.Claims.Raw("client_id")
+	if !ok {
+		return ""
+	}
+	var id string
+	if json.Unmarshal(raw, &id) != nil {
+		return ""
+	}
+	return id
+}
+
+// introspect is RFC 7662 for access tokens: an authenticated client learns
+// whether a token it was issued (or any token, with the "introspect"
+// scope) is active, and its claims.
+func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
+	v, err := form(w, r)
+	if err != nil {
+		writeOAuthError(w, err, false)
+		return
+	}
+	c, basic, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		writeOAuthError(w, err, basic)
+		return
+	}
+	token := v.Get("token")
+	if token == "" {
+		writeOAuthError(w, errNoToken, false)
+		return
+	}
+	t, err := s.verifyOwn(token)
+	if err != nil || (clientOf(t) != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), t) {
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	cl := &t.Claims
+	resp := map[string]any{"active": true, "token_type": "Bearer", "iss": cl.Issuer, "sub": cl.Subject,
+		"exp": cl.Expiry.Unix, "iat": cl.IssuedAt.Unix, "jti": cl.ID, "client_id": clientOf(t)}
+	if cl.Scope != "" {
+		resp["scope"] = cl.Scope
+	}
+	if len(cl.Audience) > 0 {
+		resp["aud"] = cl.Audience
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Service) revoked(ctx context.Context, t *jose.Token) bool {
+	revs, err := s.cfg.Store.Revocations(ctx, s.cfg.Now())
+	if err != nil {
+		return true // fail closed
+	}
+	iat := time.Unix(t.Claims.IssuedAt.Unix, 0)
+	for _, rv := range revs {
+		if rv.Issuer != s.cfg.Issuer {
+			continue
+		}
+		if rv.JTI != "" && rv.JTI == t.Claims.ID {
+			return true
+		}
+		if rv.Subject != "" && rv.Subject == t.Claims.Subject && iat.Before(rv.Before) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) jwks(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/jwk-set+json")
+	// Short enough that a rotation's pre-publication reaches every cache.
+	h.Set("Cache-Control", "public, max-age=300")
+	w.Write(s.cfg.Keys.JWKS()) //nolint:errcheck // the client went away
+}
+
+func (s *Service) discovery(w http.ResponseWriter, _ *http.Request) {
+	base := strings.TrimSuffix(s.cfg.Issuer, "/")
+	doc := map[string]any{
+		"issuer":                                s.cfg.Issuer,
+		"token_endpoint":                        base + "/oauth2/token",
+		"revocation_endpoint":                   base + "/oauth2/revoke",
+		"introspection_endpoint":                base + "/oauth2/introspect",
+		"jwks_uri":                              base + "/.well-known/jwks.json",
+		"grant_types_supported":                 []string{"client_credentials"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
+		"id_token_signing_alg_values_supported": []string{s.cfg.Keys.policy.Alg.String()},
+		"response_types_supported":              []string{"token"},
+		"subject_types_supported":               []string{"public"},
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSONCached(w, doc)
+}
+
+func writeJSONCached(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
