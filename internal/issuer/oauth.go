@@ -26,8 +26,12 @@ type Config struct {
 	Issuer         string        // the "iss" of every token, and the discovery base URL
 	Audience       []string      // the "aud" of access tokens (optional)
 	AccessTokenTTL time.Duration // default 15 min; keep ≤ the key policy's MaxTokenTTL
-	Store          store.Store
-	Keys           *KeyManager
+	// RefreshTokenTTL bounds an unused refresh token (default 30 days).
+	RefreshTokenTTL time.Duration
+	// Limiter, if set, bounds login attempts per account and per address.
+	Limiter Limiter
+	Store   store.Store
+	Keys    *KeyManager
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
@@ -67,6 +71,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /oauth2/token", s.token)
 	mux.HandleFunc("POST /oauth2/revoke", s.revoke)
+	mux.HandleFunc("POST /v1/login", s.login)
 	mux.HandleFunc("POST /oauth2/introspect", s.introspect)
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.discovery)
@@ -205,6 +210,8 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 	switch v.Get("grant_type") {
 	case "client_credentials":
 		s.clientCredentials(w, r, c, v)
+	case "refresh_token":
+		s.refreshGrant(w, r, c, v)
 	case "":
 		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "grant_type is required"}, false)
 	default:
@@ -292,7 +299,15 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, errNoToken, false)
 		return
 	}
-	if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
+	if strings.HasPrefix(token, "kgr_") {
+		d := sha256.Sum256([]byte(token))
+		if rt, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:]); err == nil && rt.ClientID == c.ID {
+			if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil {
+				s.fail(w, "revoking a refresh token", err)
+				return
+			}
+		}
+	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
 		exp := time.Unix(t.Claims.Expiry.Unix, 0)
 		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: exp, CreatedAt: s.cfg.Now()}
 		if err := s.cfg.Store.AddRevocation(r.Context(), rev); err != nil {
@@ -392,7 +407,7 @@ func (s *Service) discovery(w http.ResponseWriter, _ *http.Request) {
 		"revocation_endpoint":                   base + "/oauth2/revoke",
 		"introspection_endpoint":                base + "/oauth2/introspect",
 		"jwks_uri":                              base + "/.well-known/jwks.json",
-		"grant_types_supported":                 []string{"client_credentials"},
+		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 		"id_token_signing_alg_values_supported": []string{s.cfg.Keys.policy.Alg.String()},
 		"response_types_supported":              []string{"token"},

@@ -1,0 +1,210 @@
+package issuer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// Limiter bounds attempts per key (an account, an address); the ratelimit
+// package's limiters implement it.
+type Limiter interface {
+	Allow(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error)
+}
+
+// DefaultRefreshTTL is how long a refresh token lives unless used.
+const DefaultRefreshTTL = 30 * 24 * time.Hour
+
+var (
+	errInvalidGrant = &oauthError{http.StatusBadRequest, "invalid_grant", "the grant is invalid, expired, revoked or was issued to another client"}
+	errBadLogin     = &oauthError{http.StatusUnauthorized, "invalid_grant", "unknown user or wrong password"}
+	errTooMany      = &oauthError{http.StatusTooManyRequests, "slow_down", "too many attempts; retry later"}
+)
+
+// login is POST /v1/login: a user's password, for a client, buys an
+// access token and a refresh token. Attempts are limited per account and
+// per client address; the client authenticates as at the token endpoint.
+func (s *Service) login(w http.ResponseWriter, r *http.Request) {
+	v, err := form(w, r)
+	if err != nil {
+		writeOAuthError(w, err, false)
+		return
+	}
+	c, basic, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		writeOAuthError(w, err, basic)
+		return
+	}
+	username, password := v.Get("username"), v.Get("password")
+	if username == "" || password == "" {
+		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "username and password are required"}, false)
+		return
+	}
+	if wait, ok := s.allow(r, username); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+		writeOAuthError(w, errTooMany, false)
+		return
+	}
+	u, err := s.cfg.Store.GetUserByName(r.Context(), username)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.fail(w, "looking up a user", err)
+		return
+	}
+	hash := u.PasswordHash
+	if err != nil || u.Disabled {
+		hash = dummyHash // the same work whether or not the account exists
+	}
+	ok, herr := CheckPassword(hash, password)
+	if err != nil || u.Disabled || herr != nil || !ok {
+		s.log.Info("login refused", "client", c.ID)
+		writeOAuthError(w, errBadLogin, false)
+		return
+	}
+	scopes := intersect(u.Scopes, c.Scopes)
+	s.grant(w, r, c, u.ID, scopes, newFamily(s))
+}
+
+// allow applies the per-account and per-address limits; without a
+// Limiter every attempt is allowed.
+func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) {
+	if s.cfg.Limiter == nil {
+		return 0, true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	for _, key := range []string{"login:user:" + username, "login:ip:" + host} {
+		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
+		if err != nil {
+			s.log.Warn("rate limiter failed; refusing the attempt", "err", err)
+			return time.Second, false
+		}
+		if !ok {
+			return wait, false
+		}
+	}
+	return 0, true
+}
+
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func newFamily(s *Service) string {
+	b := make([]byte, 16)
+	io.ReadFull(s.cfg.Rand, b) //nolint:errcheck // a short read leaves zeros; the id is still unique enough with the digest
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// grant issues an access token and a new refresh token in family.
+func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, sub string, scopes []string, family string) {
+	refresh, rt, err := s.newRefresh(c.ID, sub, scopes, family)
+	if err != nil {
+		s.fail(w, "making a refresh token", err)
+		return
+	}
+	if err := s.cfg.Store.CreateRefreshToken(r.Context(), rt); err != nil {
+		s.fail(w, "storing a refresh token", err)
+		return
+	}
+	s.respondTokens(w, c, sub, scopes, refresh)
+}
+
+func (s *Service) respondTokens(w http.ResponseWriter, c store.Client, sub string, scopes []string, refresh string) {
+	tok, exp, err := s.accessToken(sub, c.ID, scopes)
+	if err != nil {
+		s.fail(w, "issuing an access token", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
+		"expires_in": int(exp.Seconds()), "refresh_token": refresh, "scope": strings.Join(scopes, " ")})
+}
+
+func (s *Service) newRefresh(clientID, sub string, scopes []string, family string) (string, store.RefreshToken, error) {
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
+		return "", store.RefreshToken{}, err
+	}
+	token := "kgr_" + base64.RawURLEncoding.EncodeToString(b)
+	d := sha256.Sum256([]byte(token))
+	now := s.cfg.Now().UTC()
+	ttl := s.cfg.RefreshTokenTTL
+	if ttl == 0 {
+		ttl = DefaultRefreshTTL
+	}
+	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
+		IssuedAt: now, ExpiresAt: now.Add(ttl)}, nil
+}
+
+// refreshGrant is grant_type=refresh_token: the presented token is spent
+// and a new one issued in its family. Presenting a spent token again
+// revokes the whole family (the store does that atomically), since one of
+// its holders must be a thief.
+func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.Client, v url.Values) {
+	presented := v.Get("refresh_token")
+	if presented == "" {
+		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}, false)
+		return
+	}
+	d := sha256.Sum256([]byte(presented))
+	old, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:])
+	if err != nil || old.ClientID != c.ID {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.fail(w, "reading a refresh token", err)
+			return
+		}
+		writeOAuthError(w, errInvalidGrant, false)
+		return
+	}
+	scopes := old.Scopes
+	if req := strings.Fields(v.Get("scope")); len(req) > 0 {
+		for _, sc := range req {
+			if !slices.Contains(old.Scopes, sc) {
+				writeOAuthError(w, errInvalidScope, false)
+				return
+			}
+		}
+		scopes = req
+	}
+	next, rt, err := s.newRefresh(c.ID, old.Subject, old.Scopes, old.FamilyID)
+	if err != nil {
+		s.fail(w, "making a refresh token", err)
+		return
+	}
+	if _, err := s.cfg.Store.RotateRefreshToken(r.Context(), d[:], rt, s.cfg.Now().UTC()); err != nil {
+		switch {
+		case errors.Is(err, store.ErrReused):
+			s.log.Warn("a spent refresh token was presented again; its family is revoked", "client", c.ID)
+			writeOAuthError(w, errInvalidGrant, false)
+		case errors.Is(err, store.ErrRevoked), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrNotFound):
+			writeOAuthError(w, errInvalidGrant, false)
+		default:
+			s.fail(w, "rotating a refresh token", err)
+		}
+		return
+	}
+	s.respondTokens(w, c, old.Subject, scopes, next)
+}
+
+func (s *Service) fail(w http.ResponseWriter, what string, err error) {
+	s.log.Error(what+" failed", "err", err)
+	writeOAuthError(w, errServer, false)
+}

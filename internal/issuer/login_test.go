@@ -1,0 +1,220 @@
+package issuer
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// userStore adds users and refresh tokens, with the store contract's
+// rotation semantics, to memStore.
+type userStore struct {
+	*memStore
+	users   map[string]store.User
+	refresh map[string]store.RefreshToken
+}
+
+func (s *userStore) GetUserByName(_ context.Context, name string) (store.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[name]
+	if !ok {
+		return store.User{}, store.ErrNotFound
+	}
+	return u, nil
+}
+
+func (s *userStore) CreateRefreshToken(_ context.Context, t store.RefreshToken) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh[string(t.Digest)] = t
+	return nil
+}
+
+func (s *userStore) GetRefreshToken(_ context.Context, d []byte) (store.RefreshToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[string(d)]
+	if !ok {
+		return t, store.ErrNotFound
+	}
+	return t, nil
+}
+
+func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[string(old)]
+	switch {
+	case !ok:
+		return t, store.ErrNotFound
+	case !t.UsedAt.IsZero():
+		s.revokeFamily(t.FamilyID)
+		return t, store.ErrReused
+	case t.Revoked:
+		return t, store.ErrRevoked
+	case !now.Before(t.ExpiresAt):
+		return t, store.ErrExpired
+	}
+	spent := t
+	spent.UsedAt = now
+	s.refresh[string(old)] = spent
+	s.refresh[string(next.Digest)] = next
+	return t, nil
+}
+
+func (s *userStore) RevokeRefreshFamily(_ context.Context, d []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[string(d)]
+	if !ok {
+		return store.ErrNotFound
+	}
+	s.revokeFamily(t.FamilyID)
+	return nil
+}
+
+func (s *userStore) revokeFamily(f string) {
+	for k, t := range s.refresh {
+		if t.FamilyID == f {
+			t.Revoked = true
+			s.refresh[k] = t
+		}
+	}
+}
+
+// fixedLimiter allows n attempts per key.
+type fixedLimiter struct {
+	n    int
+	seen map[string]int
+}
+
+func (l *fixedLimiter) Allow(_ context.Context, key string) (bool, time.Duration, error) {
+	l.seen[key]++
+	return l.seen[key] <= l.n, time.Minute, nil
+}
+
+func newLoginFixture(t *testing.T, limit int) (*oauthFixture, *userStore) {
+	t.Helper()
+	f := newOAuthFixture(t)
+	us := &userStore{memStore: f.st, users: map[string]store.User{}, refresh: map[string]store.RefreshToken{}}
+	hash, err := HashPassword("correct horse battery", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us.users["alice"] = store.User{ID: "u-alice", Username: "alice", PasswordHash: hash, Scopes: []string{"orders:read", "admin"}}
+	us.users["mallory"] = store.User{ID: "u-m", Username: "mallory", PasswordHash: hash, Disabled: true}
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow },
+		Limiter: &fixedLimiter{n: limit, seen: map[string]int{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	return f, us
+}
+
+func TestLoginAndRefreshRotation(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	login := func(user, pw string) reply {
+		return f.post(t, "/v1/login", url.Values{"username": {user}, "password": {pw}}, cl, "")
+	}
+	for name, tc := range map[string]struct {
+		user, pw string
+		status   int
+	}{
+		"wrong password": {"alice", "wrong password!", 401},
+		"unknown user":   {"nobody", "correct horse battery", 401},
+		"disabled user":  {"mallory", "correct horse battery", 401},
+		"empty password": {"alice", "", 400},
+	} {
+		if r := login(tc.user, tc.pw); r.status != tc.status || (tc.status == 401 && r.body["error"] != "invalid_grant") {
+			t.Errorf("%s: %d %v", name, r.status, r.body)
+		}
+	}
+	r := login("alice", "correct horse battery")
+	if r.status != 200 || r.body["scope"] != "orders:read" || !strings.HasPrefix(r.body["refresh_token"].(string), "kgr_") {
+		t.Fatalf("login: %d %v", r.status, r.body)
+	}
+	for _, rt := range us.refresh {
+		if bytes.Contains(rt.Digest, []byte("kgr_")) {
+			t.Fatal("refresh token stored in the clear")
+		}
+	}
+	refresh := func(tok string, client [2]string) reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}, client, "")
+	}
+	first := r.body["refresh_token"].(string)
+	r2 := refresh(first, cl)
+	if r2.status != 200 || r2.body["refresh_token"] == first {
+		t.Fatalf("rotation: %d %v", r2.status, r2.body)
+	}
+	second := r2.body["refresh_token"].(string)
+	if r := refresh(second, [2]string{"svc-b", f.secrets["svc-b"]}); r.status != 400 {
+		t.Errorf("another client used the refresh token: %d", r.status)
+	}
+	// Replaying the spent token revokes the family: the second one dies too.
+	if r := refresh(first, cl); r.status != 400 || r.body["error"] != "invalid_grant" {
+		t.Fatalf("replay: %d %v", r.status, r.body)
+	}
+	if r := refresh(second, cl); r.status != 400 {
+		t.Errorf("family not revoked after replay: %d %v", r.status, r.body)
+	}
+	// A fresh login, then RFC 7009 revocation of its refresh token.
+	third := login("alice", "correct horse battery").body["refresh_token"].(string)
+	if r := f.post(t, "/oauth2/revoke", url.Values{"token": {third}, "token_type_hint": {"refresh_token"}}, cl, ""); r.status != 200 {
+		t.Fatal(r.status)
+	}
+	if r := refresh(third, cl); r.status != 400 {
+		t.Errorf("revoked refresh token still works: %d", r.status)
+	}
+	// Expiry.
+	fourth := login("alice", "correct horse battery").body["refresh_token"].(string)
+	f.clockNow = f.clockNow.Add(DefaultRefreshTTL)
+	if r := refresh(fourth, cl); r.status != 400 {
+		t.Errorf("expired refresh token works: %d", r.status)
+	}
+}
+
+func TestLoginAttemptLimit(t *testing.T) {
+	f, _ := newLoginFixture(t, 3)
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	for i := range 3 {
+		if r := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"guess-" + string(rune('a'+i)) + "xxxxxx"}}, cl, ""); r.status != 401 {
+			t.Fatalf("attempt %d: %d", i, r.status)
+		}
+	}
+	r := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	if r.status != 429 || r.header.Get("Retry-After") != "60" {
+		t.Fatalf("fourth attempt: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+}
+
+func TestPasswordHash(t *testing.T) {
+	h, err := HashPassword("correct horse battery", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %s", h)
+	}
+	for pw, want := range map[string]bool{"correct horse battery": true, "correct horse batterY": false, "": false} {
+		if ok, err := CheckPassword(h, pw); err != nil || ok != want {
+			t.Errorf("%q: %v %v", pw, ok, err)
+		}
+	}
+	if _, err := HashPassword("short", rand.Reader); err == nil {
+		t.Error("short password accepted")
+	}
+	for _, bad := range []string{"", "$argon2i$v=19$m=1,t=1,p=1$AAAA$AAAA", "$argon2id$v=19$m=99999999,t=1,p=1$c2FsdHNhbHQ$" + strings.Repeat("A", 43), dummyHash[:20]} {
+		if _, err := CheckPassword(bad, "x"); err == nil {
+			t.Errorf("malformed hash %q accepted", bad)
+		}
+	}
+}

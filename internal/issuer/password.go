@@ -1,0 +1,73 @@
+package issuer
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// Password hashing parameters: OWASP's first Argon2id recommendation
+// (m=19 MiB, t=2, p=1), which costs about 20–40 ms here and makes offline
+// guessing expensive. Hashes carry their parameters (PHC string format), so
+// raising them later leaves old hashes verifiable.
+const (
+	argonMemory  = 19 * 1024 // KiB
+	argonTime    = 2
+	argonThreads = 1
+	argonKeyLen  = 32
+	argonSaltLen = 16
+	// MinPasswordLen is the shortest password accepted (NIST SP 800-63B).
+	MinPasswordLen = 8
+)
+
+var errBadHash = errors.New("issuer: malformed password hash")
+
+// HashPassword returns a PHC-format Argon2id hash of password.
+func HashPassword(password string, r io.Reader) (string, error) {
+	if len(password) < MinPasswordLen {
+		return "", fmt.Errorf("issuer: passwords need at least %d characters", MinPasswordLen)
+	}
+	salt := make([]byte, argonSaltLen)
+	if _, err := io.ReadFull(r, salt); err != nil {
+		return "", err
+	}
+	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
+		b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+}
+
+// CheckPassword reports whether password matches hash, in constant time
+// with respect to the hash's value.
+func CheckPassword(hash, password string) (bool, error) {
+	parts := strings.Split(hash, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" {
+		return false, errBadHash
+	}
+	var version int
+	var m, t uint32
+	var p uint8
+	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
+		return false, errBadHash
+	}
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil || m == 0 || t == 0 || p == 0 || m > 1<<22 || t > 64 {
+		return false, errBadHash
+	}
+	b64 := base64.RawStdEncoding
+	salt, err1 := b64.DecodeString(parts[4])
+	want, err2 := b64.DecodeString(parts[5])
+	if err1 != nil || err2 != nil || len(salt) < 8 || len(want) < 16 || len(want) > 64 {
+		return false, errBadHash
+	}
+	got := argon2.IDKey([]byte(password), salt, t, m, p, uint32(len(want)))
+	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}
+
+// dummyHash is checked when a login names no such user, so that the
+// answer takes as long as for a real account.
+var dummyHash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$8fA3YwSLCQkF7ZSt3qyhfw0JZ4/yYhYzGz1vMvjH1bY"
