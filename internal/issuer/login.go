@@ -71,8 +71,12 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, errBadLogin, false)
 		return
 	}
-	scopes := intersect(u.Scopes, c.Scopes)
-	s.grant(w, r, c, u.ID, scopes, newFamily(s))
+	family, err := randomID(s.cfg.Rand, "")
+	if err != nil {
+		s.fail(w, "making a token family", err)
+		return
+	}
+	s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family)
 }
 
 // allow applies the per-account and per-address limits; without a
@@ -108,10 +112,13 @@ func intersect(a, b []string) []string {
 	return out
 }
 
-func newFamily(s *Service) string {
+// randomID returns prefix followed by 128 random bits, base64url.
+func randomID(r io.Reader, prefix string) (string, error) {
 	b := make([]byte, 16)
-	io.ReadFull(s.cfg.Rand, b) //nolint:errcheck // a short read leaves zeros; the id is still unique enough with the digest
-	return base64.RawURLEncoding.EncodeToString(b)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // grant issues an access token and a new refresh token in family.

@@ -35,9 +35,12 @@ type Config struct {
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
-	Now     func() time.Time
-	Rand    io.Reader
-	Logger  *slog.Logger
+	// RevokedSubject, if set, is told of every "everything issued to
+	// subject before" revocation.
+	RevokedSubject func(issuer, subject string, before time.Time)
+	Now            func() time.Time
+	Rand           io.Reader
+	Logger         *slog.Logger
 }
 
 // Service answers the OAuth 2.0 endpoints.

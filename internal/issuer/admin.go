@@ -1,0 +1,320 @@
+package issuer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// Admin is the management API: clients, users, signing keys and
+// revocations. It belongs on the admin listener, and every request must
+// carry the admin token as a bearer token.
+type Admin struct {
+	svc   *Service
+	token [sha256.Size]byte // digest of the admin token
+}
+
+// NewAdmin returns the admin API guarded by adminToken (compared by digest
+// in constant time).
+func NewAdmin(svc *Service, adminToken string) (*Admin, error) {
+	if len(adminToken) < 32 {
+		return nil, errors.New("issuer: the admin token must be at least 32 characters")
+	}
+	return &Admin{svc: svc, token: sha256.Sum256([]byte(adminToken))}, nil
+}
+
+// Handler routes the admin API.
+func (a *Admin) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/admin/clients", a.createClient)
+	mux.HandleFunc("GET /v1/admin/clients", a.listClients)
+	mux.HandleFunc("POST /v1/admin/clients/{id}/secret", a.rotateSecret)
+	mux.HandleFunc("DELETE /v1/admin/clients/{id}", a.deleteClient)
+	mux.HandleFunc("POST /v1/admin/users", a.createUser)
+	mux.HandleFunc("GET /v1/admin/users", a.listUsers)
+	mux.HandleFunc("DELETE /v1/admin/users/{id}", a.deleteUser)
+	mux.HandleFunc("POST /v1/admin/keys/rotate", a.rotateKey)
+	mux.HandleFunc("GET /v1/admin/keys", a.listKeys)
+	mux.HandleFunc("POST /v1/admin/revocations", a.revoke)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "the admin token is required"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (a *Admin) authorized(r *http.Request) bool {
+	v := r.Header.Get("Authorization")
+	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
+		return false
+	}
+	got := sha256.Sum256([]byte(v[7:]))
+	return subtle.ConstantTimeCompare(got[:], a.token[:]) == 1
+}
+
+// decode reads a bounded JSON body strictly.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.Decode(&struct{}{}) != io.EOF {
+		adminError(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object with known fields")
+		return false
+	}
+	return true
+}
+
+func adminError(w http.ResponseWriter, status int, code, desc string) {
+	writeJSON(w, status, map[string]string{"error": code, "error_description": desc})
+}
+
+func (a *Admin) storeError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		adminError(w, http.StatusNotFound, "not_found", what+" does not exist")
+	case errors.Is(err, store.ErrConflict):
+		adminError(w, http.StatusConflict, "conflict", what+" already exists")
+	default:
+		a.svc.fail(w, what, err)
+	}
+}
+
+type clientView struct {
+	ID        string    `json:"client_id"`
+	Name      string    `json:"name"`
+	Scopes    []string  `json:"scopes"`
+	Secret    string    `json:"client_secret,omitempty"` // only when just created or rotated
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Name   string   `json:"name"`
+		Scopes []string `json:"scopes"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Name == "" || len(in.Name) > 200 {
+		adminError(w, http.StatusBadRequest, "invalid_request", "name is required (at most 200 characters)")
+		return
+	}
+	for _, s := range in.Scopes {
+		if s == "" || strings.ContainsAny(s, " \"\\") {
+			adminError(w, http.StatusBadRequest, "invalid_scope", "scopes are non-empty and contain no space, quote or backslash")
+			return
+		}
+	}
+	id, err := randomID(a.svc.cfg.Rand, "kgc_")
+	if err != nil {
+		a.svc.fail(w, "making a client id", err)
+		return
+	}
+	secret, err := NewSecret(a.svc.cfg.Rand)
+	if err != nil {
+		a.svc.fail(w, "making a client secret", err)
+		return
+	}
+	now := a.svc.cfg.Now().UTC()
+	d := SecretDigest(secret)
+	c := store.Client{ID: id, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
+	if err := a.svc.cfg.Store.CreateClient(r.Context(), c); err != nil {
+		a.storeError(w, "client", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, clientView{ID: id, Name: c.Name, Scopes: c.Scopes, Secret: secret, CreatedAt: now})
+}
+
+func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) {
+	cs, err := a.svc.cfg.Store.ListClients(r.Context())
+	if err != nil {
+		a.storeError(w, "clients", err)
+		return
+	}
+	out := make([]clientView, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"clients": out})
+}
+
+func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	secret, err := NewSecret(a.svc.cfg.Rand)
+	if err != nil {
+		a.svc.fail(w, "making a client secret", err)
+		return
+	}
+	d := SecretDigest(secret)
+	if err := a.svc.cfg.Store.UpdateClientSecret(r.Context(), id, d[:], a.svc.cfg.Now().UTC()); err != nil {
+		a.storeError(w, "client", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"client_id": id, "client_secret": secret})
+}
+
+func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.cfg.Store.DeleteClient(r.Context(), r.PathValue("id")); err != nil {
+		a.storeError(w, "client", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type userView struct {
+	ID        string    `json:"id"`
+	Username  string    `json:"username"`
+	Scopes    []string  `json:"scopes"`
+	Disabled  bool      `json:"disabled"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Username string   `json:"username"`
+		Password string   `json:"password"`
+		Scopes   []string `json:"scopes"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	if in.Username == "" || len(in.Username) > 200 {
+		adminError(w, http.StatusBadRequest, "invalid_request", "username is required (at most 200 characters)")
+		return
+	}
+	hash, err := HashPassword(in.Password, a.svc.cfg.Rand)
+	if err != nil {
+		adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	id, err := randomID(a.svc.cfg.Rand, "kgu_")
+	if err != nil {
+		a.svc.fail(w, "making a user id", err)
+		return
+	}
+	now := a.svc.cfg.Now().UTC()
+	u := store.User{ID: id, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
+	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
+		a.storeError(w, "user", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, userView{ID: id, Username: u.Username, Scopes: u.Scopes, CreatedAt: now})
+}
+
+func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) {
+	us, err := a.svc.cfg.Store.ListUsers(r.Context())
+	if err != nil {
+		a.storeError(w, "users", err)
+		return
+	}
+	out := make([]userView, 0, len(us))
+	for _, u := range us {
+		out = append(out, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"users": out})
+}
+
+func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
+	if err := a.svc.cfg.Store.DeleteUser(r.Context(), r.PathValue("id")); err != nil {
+		a.storeError(w, "user", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Immediate bool `json:"immediate"`
+	}
+	if r.ContentLength != 0 && !decode(w, r, &in) {
+		return
+	}
+	kid, err := a.svc.cfg.Keys.Rotate(r.Context(), in.Immediate)
+	if err != nil {
+		a.svc.fail(w, "rotating the signing key", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"kid": kid})
+}
+
+func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := a.svc.cfg.Store.ListSigningKeys(r.Context())
+	if err != nil {
+		a.storeError(w, "signing keys", err)
+		return
+	}
+	type keyView struct {
+		KID       string     `json:"kid"`
+		Alg       string     `json:"alg"`
+		PublishAt time.Time  `json:"publish_at"`
+		ActiveAt  time.Time  `json:"active_at"`
+		RetireAt  *time.Time `json:"retire_at,omitempty"`
+		Signing   bool       `json:"signing"`
+	}
+	signing := ""
+	if s := a.svc.cfg.Keys.Signer(); s != nil {
+		signing = s.KeyID()
+	}
+	out := make([]keyView, 0, len(ks))
+	for _, k := range ks {
+		v := keyView{KID: k.KID, Alg: k.Alg, PublishAt: k.PublishAt, ActiveAt: k.ActiveAt, Signing: k.KID == signing}
+		if !k.RetireAt.IsZero() {
+			t := k.RetireAt
+			v.RetireAt = &t
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+// revoke records a revocation by jti (until the token's expiry) or of
+// everything issued to a subject before a time (default now).
+func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		JTI     string    `json:"jti"`
+		Until   time.Time `json:"until"`
+		Subject string    `json:"subject"`
+		Before  time.Time `json:"before"`
+	}
+	if !decode(w, r, &in) {
+		return
+	}
+	now := a.svc.cfg.Now().UTC()
+	rv := store.Revocation{Issuer: a.svc.cfg.Issuer, CreatedAt: now}
+	switch {
+	case in.JTI != "" && in.Subject == "":
+		if in.Until.IsZero() {
+			in.Until = now.Add(a.svc.cfg.AccessTokenTTL)
+		}
+		rv.JTI, rv.Until = in.JTI, in.Until.UTC()
+	case in.Subject != "" && in.JTI == "":
+		if in.Before.IsZero() {
+			in.Before = now
+		}
+		rv.Subject, rv.Before = in.Subject, in.Before.UTC()
+	default:
+		adminError(w, http.StatusBadRequest, "invalid_request", "give either jti or subject")
+		return
+	}
+	if err := a.svc.cfg.Store.AddRevocation(r.Context(), rv); err != nil {
+		a.storeError(w, "revocation", err)
+		return
+	}
+	if rv.JTI != "" && a.svc.cfg.Revoked != nil {
+		a.svc.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
+	}
+	if rv.Subject != "" && a.svc.cfg.RevokedSubject != nil {
+		a.svc.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before)
+	}
+	writeJSON(w, http.StatusCreated, rv)
+}

@@ -1,0 +1,149 @@
+// Package postgres is keygate's fleet store: PostgreSQL through a pgx
+// connection pool, implementing [store.Store] for every node of a fleet.
+// Each write commits before it returns and is one statement or one
+// transaction; rotations and revocations of a refresh family are
+// serialized (an advisory lock on the family, then SELECT ... FOR UPDATE on
+// the token), so of two concurrent rotations of one token exactly one
+// succeeds and the other revokes the family. Open migrates the schema under
+// an advisory lock, so nodes starting together apply each migration once.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/migration"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Advisory lock class ids (the first key of the two-int4 form); the
+// second key is a hash of the schema or of the refresh family.
+const (
+	lockMigrate = 0x6b67_0001 // "kg" 1
+	lockFamily  = 0x6b67_0002 // "kg" 2
+)
+
+// Store is the PostgreSQL implementation of [store.Store]. It is safe for
+// concurrent use.
+//
+// Times are kept as timestamptz: a time.Time comes back in UTC, truncated
+// to the microsecond. Empty scope lists come back nil. Lists are ordered
+// by creation time, then by id. A refresh family is started only by
+// CreateRefreshToken (an existing FamilyID is a conflict) and extended
+// only by RotateRefreshToken.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (a postgres:// URL or key=value
+// connection string; pgxpool's pool_* parameters size the pool), checks
+// the connection and applies pending migrations. The tables live in the
+// first schema of the connection's search_path (a search_path parameter in
+// url selects it). It fails if the schema was written by a newer keygate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, wrap(ctx, "connect", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes every connection of the pool, waiting for those in use.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) (err error) {
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return wrap(ctx, "migrate", err)
+	}
+	defer conn.Release()
+	// A session lock per schema: other nodes migrating the same schema
+	// wait here, then find the work done.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(coalesce(current_schema(), '')))`, lockMigrate); err != nil {
+		// The lock may or may not have been taken; drop the connection.
+		conn.Conn().Close(context.Background())
+		return wrap(ctx, "migrate: lock", err)
+	}
+	defer func() {
+		_, uerr := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, hashtext(coalesce(current_schema(), '')))`, lockMigrate)
+		if uerr != nil {
+			conn.Conn().Close(context.Background())
+			err = errors.Join(err, fmt.Errorf("postgres: migrate: unlock: %w", uerr))
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer     NOT NULL PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return wrap(ctx, "migrate", err)
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return wrap(ctx, "migrate", err)
+	}
+	if have > len(ms) {
+		return fmt.Errorf("postgres: database schema version %d is newer than this keygate's %d", have, len(ms))
+	}
+	for _, m := range ms[have:] {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return wrap(ctx, fmt.Sprintf("migration %d (%s)", m.Version, m.Name), err)
+		}
+	}
+	return nil
+}
+
+// wrap classifies a driver error: no rows is store.ErrNotFound, a unique
+// violation store.ErrConflict, and an error after ctx ended wraps
+// ctx.Err().
+func wrap(ctx context.Context, op string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: %s: %w", op, store.ErrNotFound)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return fmt.Errorf("postgres: %s: %w: %v", op, store.ErrConflict, err)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("postgres: %s: %w: %v", op, cerr, err)
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}

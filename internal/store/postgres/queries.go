@@ -1,0 +1,485 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// ts is a time as stored: UTC, truncated to the microsecond (what
+// timestamptz keeps).
+func ts(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// nullTS stores a zero time as NULL.
+func nullTS(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	v := ts(t)
+	return &v
+}
+
+func fromNullTS(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func encodeScopes(s []string) (string, error) {
+	if len(s) == 0 {
+		return "[]", nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("postgres: scopes: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeScopes(b []byte) ([]string, error) {
+	var out []string
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("postgres: scopes: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// nonNil keeps a nil []byte from being stored as NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// affected turns "no row matched" into store.ErrNotFound.
+func affected(ctx context.Context, op string, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: %s: %w", op, store.ErrNotFound)
+	}
+	return nil
+}
+
+// collect reads every row with scan.
+func collect[T any](ctx context.Context, op string, rows pgx.Rows, err error, scan func(pgx.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, wrap(ctx, op, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	return out, nil
+}
+
+// Clients.
+
+const selectClient = `SELECT id, name, secret_digest, scopes, created_at, updated_at FROM clients`
+
+func scanClient(row pgx.Row) (store.Client, error) {
+	var (
+		c      store.Client
+		scopes []byte
+	)
+	if err := row.Scan(&c.ID, &c.Name, &c.SecretDigest, &scopes, &c.CreatedAt, &c.UpdatedAt); err != nil {
+		return store.Client{}, err
+	}
+	var err error
+	if c.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.Client{}, err
+	}
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	return c, nil
+}
+
+// CreateClient stores a new client; an existing ID is store.ErrConflict.
+func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
+	scopes, err := encodeScopes(c.Scopes)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.ID, c.Name, nonNil(c.SecretDigest), scopes, ts(c.CreatedAt), ts(c.UpdatedAt))
+	if err != nil {
+		return wrap(ctx, "create client", err)
+	}
+	return nil
+}
+
+// GetClient returns the client with id, or store.ErrNotFound.
+func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) {
+	c, err := scanClient(s.pool.QueryRow(ctx, selectClient+` WHERE id = $1`, id))
+	if err != nil {
+		return store.Client{}, wrap(ctx, "get client", err)
+	}
+	return c, nil
+}
+
+// ListClients returns every client, ordered by CreatedAt, then ID.
+func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
+	rows, err := s.pool.Query(ctx, selectClient+` ORDER BY created_at, id`)
+	return collect(ctx, "list clients", rows, err, func(r pgx.Rows) (store.Client, error) { return scanClient(r) })
+}
+
+// UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
+func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE clients SET secret_digest = $1, updated_at = $2 WHERE id = $3`,
+		nonNil(digest), ts(at), id)
+	return affected(ctx, "update client secret", tag, err)
+}
+
+// DeleteClient removes a client, or returns store.ErrNotFound.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM clients WHERE id = $1`, id)
+	return affected(ctx, "delete client", tag, err)
+}
+
+// Users.
+
+const selectUser = `SELECT id, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
+
+func scanUser(row pgx.Row) (store.User, error) {
+	var (
+		u      store.User
+		scopes []byte
+	)
+	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &scopes, &u.Disabled, &u.CreatedAt, &u.UpdatedAt); err != nil {
+		return store.User{}, err
+	}
+	var err error
+	if u.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.User{}, err
+	}
+	u.CreatedAt, u.UpdatedAt = u.CreatedAt.UTC(), u.UpdatedAt.UTC()
+	return u, nil
+}
+
+// CreateUser stores a new user; an existing ID or Username is
+// store.ErrConflict. Usernames are compared byte for byte.
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	scopes, err := encodeScopes(u.Scopes)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		u.ID, u.Username, u.PasswordHash, scopes, u.Disabled, ts(u.CreatedAt), ts(u.UpdatedAt))
+	if err != nil {
+		return wrap(ctx, "create user", err)
+	}
+	return nil
+}
+
+// GetUserByName returns the user with username, or store.ErrNotFound.
+func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
+	u, err := scanUser(s.pool.QueryRow(ctx, selectUser+` WHERE username = $1`, username))
+	if err != nil {
+		return store.User{}, wrap(ctx, "get user", err)
+	}
+	return u, nil
+}
+
+// ListUsers returns every user, ordered by CreatedAt, then ID.
+func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
+	rows, err := s.pool.Query(ctx, selectUser+` ORDER BY created_at, id`)
+	return collect(ctx, "list users", rows, err, func(r pgx.Rows) (store.User, error) { return scanUser(r) })
+}
+
+// UpdateUser replaces the Username, PasswordHash, Scopes, Disabled and
+// UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
+// another user is store.ErrConflict.
+func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
+	scopes, err := encodeScopes(u.Scopes)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET username = $1, password_hash = $2, scopes = $3, disabled = $4, updated_at = $5
+		WHERE id = $6`,
+		u.Username, u.PasswordHash, scopes, u.Disabled, ts(u.UpdatedAt), u.ID)
+	return affected(ctx, "update user", tag, err)
+}
+
+// DeleteUser removes a user, or returns store.ErrNotFound.
+func (s *Store) DeleteUser(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
+	return affected(ctx, "delete user", tag, err)
+}
+
+// Signing keys.
+
+// PutSigningKey stores a new key; an existing KID is store.ErrConflict (a
+// key is never overwritten).
+func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO signing_keys (kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		k.KID, k.Alg, nonNil(k.Sealed), nonNil(k.PublicJWK), ts(k.PublishAt), ts(k.ActiveAt),
+		nullTS(k.RetireAt), ts(k.CreatedAt))
+	if err != nil {
+		return wrap(ctx, "put signing key", err)
+	}
+	return nil
+}
+
+// ListSigningKeys returns every key, ordered by CreatedAt, then KID.
+func (s *Store) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at
+		FROM signing_keys ORDER BY created_at, kid`)
+	return collect(ctx, "list signing keys", rows, err, func(r pgx.Rows) (store.SigningKey, error) {
+		var (
+			k      store.SigningKey
+			retire *time.Time
+		)
+		if err := r.Scan(&k.KID, &k.Alg, &k.Sealed, &k.PublicJWK, &k.PublishAt, &k.ActiveAt, &retire, &k.CreatedAt); err != nil {
+			return store.SigningKey{}, err
+		}
+		k.PublishAt, k.ActiveAt, k.CreatedAt = k.PublishAt.UTC(), k.ActiveAt.UTC(), k.CreatedAt.UTC()
+		k.RetireAt = fromNullTS(retire)
+		return k, nil
+	})
+}
+
+// RetireSigningKey sets RetireAt of the key kid; a zero at clears it.
+func (s *Store) RetireSigningKey(ctx context.Context, kid string, at time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE signing_keys SET retire_at = $1 WHERE kid = $2`, nullTS(at), kid)
+	return affected(ctx, "retire signing key", tag, err)
+}
+
+// DeleteSigningKey removes a key, or returns store.ErrNotFound.
+func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM signing_keys WHERE kid = $1`, kid)
+	return affected(ctx, "delete signing key", tag, err)
+}
+
+// Refresh tokens.
+
+const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked
+	FROM refresh_tokens`
+
+func scanRefresh(row pgx.Row) (store.RefreshToken, int32, error) {
+	var (
+		t      store.RefreshToken
+		gen    int32
+		scopes []byte
+		used   *time.Time
+	)
+	if err := row.Scan(&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &t.IssuedAt, &t.ExpiresAt, &used, &t.Revoked); err != nil {
+		return store.RefreshToken{}, 0, err
+	}
+	var err error
+	if t.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.RefreshToken{}, 0, err
+	}
+	t.IssuedAt, t.ExpiresAt, t.UsedAt = t.IssuedAt.UTC(), t.ExpiresAt.UTC(), fromNullTS(used)
+	return t, gen, nil
+}
+
+const insertRefresh = `INSERT INTO refresh_tokens
+	(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+func insertRefreshArgs(t store.RefreshToken, gen int32) ([]any, error) {
+	scopes, err := encodeScopes(t.Scopes)
+	if err != nil {
+		return nil, err
+	}
+	return []any{nonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
+		ts(t.IssuedAt), ts(t.ExpiresAt), nullTS(t.UsedAt), t.Revoked}, nil
+}
+
+// CreateRefreshToken stores the first token of a new family. An existing
+// Digest, or a FamilyID already in use, is store.ErrConflict.
+func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
+	args, err := insertRefreshArgs(t, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, insertRefresh, args...); err != nil {
+		return wrap(ctx, "create refresh token", err)
+	}
+	return nil
+}
+
+// lockFamilyOf takes the transaction-scoped lock on the family of digest
+// and returns the family; rotation and family revocation take it first, so
+// a revocation sees every token a rotation added.
+const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(family_id))
+	FROM refresh_tokens WHERE digest = $1`
+
+// RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
+// transaction, holding the family's lock and the token's row lock, it
+// marks old used at now and stores next in old's family (next.FamilyID is
+// ignored). It returns old as it was before, also with ErrReused,
+// ErrRevoked and ErrExpired; a spent old is checked first, so a replay is
+// always reported and always revokes the family. old is expired when now
+// is at or past its ExpiresAt. If next's Digest exists it returns
+// store.ErrConflict and spends nothing.
+func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+	const op = "rotate refresh token"
+	args, err := insertRefreshArgs(next, 0)
+	if err != nil {
+		return store.RefreshToken{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	defer tx.Rollback(context.Background())
+	// One round trip: the family lock, then (a new statement, so a fresh
+	// look at the row) the row lock.
+	var b pgx.Batch
+	b.Queue(lockFamilyOf, old, lockFamily)
+	b.Queue(selectRefresh+` WHERE digest = $1 FOR UPDATE`, old)
+	br := tx.SendBatch(ctx, &b)
+	_, err = br.Exec()
+	var (
+		cur store.RefreshToken
+		gen int32
+	)
+	if err == nil {
+		cur, gen, err = scanRefresh(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	switch {
+	case !cur.UsedAt.IsZero():
+		if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked = true WHERE family_id = $1`, cur.FamilyID); err != nil {
+			return store.RefreshToken{}, wrap(ctx, op, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return store.RefreshToken{}, wrap(ctx, op, err)
+		}
+		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrReused)
+	case cur.Revoked:
+		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrRevoked)
+	case !ts(now).Before(cur.ExpiresAt):
+		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrExpired)
+	}
+	// Spend old and store next in one statement.
+	args[1], args[2] = cur.FamilyID, gen+1
+	args = append(args, ts(now), old)
+	if _, err := tx.Exec(ctx, `WITH spent AS (UPDATE refresh_tokens SET used_at = $11 WHERE digest = $12) `+insertRefresh, args...); err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	return cur, nil
+}
+
+// GetRefreshToken returns the token with digest, or store.ErrNotFound.
+func (s *Store) GetRefreshToken(ctx context.Context, digest []byte) (store.RefreshToken, error) {
+	t, _, err := scanRefresh(s.pool.QueryRow(ctx, selectRefresh+` WHERE digest = $1`, digest))
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, "get refresh token", err)
+	}
+	return t, nil
+}
+
+// RevokeRefreshFamily revokes every token of digest's family, or returns
+// store.ErrNotFound.
+func (s *Store) RevokeRefreshFamily(ctx context.Context, digest []byte) error {
+	const op = "revoke refresh family"
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var family string
+		if err := tx.QueryRow(ctx, lockFamilyOf, digest, lockFamily).Scan(&family, nil); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked = true WHERE family_id = $1`, family)
+		return err
+	})
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// DeleteExpiredRefreshTokens removes the tokens whose ExpiresAt is at or
+// before now and returns how many.
+func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM refresh_tokens WHERE expires_at <= $1`, ts(now))
+	if err != nil {
+		return 0, wrap(ctx, "delete expired refresh tokens", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Revocations.
+
+// AddRevocation records r, which names exactly one of JTI (with Until) and
+// Subject (with Before). It is idempotent: adding the same issuer and jti
+// or subject again keeps one record, with the later Until or Before and
+// the first CreatedAt.
+func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
+	if err := validRevocation(r); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (issuer, jti, subject) DO UPDATE SET
+			until_at = greatest(revocations.until_at, excluded.until_at),
+			before_at = greatest(revocations.before_at, excluded.before_at)`,
+		r.Issuer, r.JTI, r.Subject, nullTS(r.Until), nullTS(r.Before), ts(r.CreatedAt))
+	if err != nil {
+		return wrap(ctx, "add revocation", err)
+	}
+	return nil
+}
+
+func validRevocation(r store.Revocation) error {
+	switch {
+	case (r.JTI == "") == (r.Subject == ""):
+		return errors.New("postgres: add revocation: exactly one of JTI and Subject must be set")
+	case r.JTI != "" && r.Until.IsZero():
+		return errors.New("postgres: add revocation: a jti revocation needs Until")
+	case r.Subject != "" && r.Before.IsZero():
+		return errors.New("postgres: add revocation: a subject revocation needs Before")
+	}
+	return nil
+}
+
+// Revocations returns the revocations in force at now: jti revocations
+// whose Until is after now, and every subject revocation; ordered by
+// CreatedAt, then Issuer, JTI and Subject.
+func (s *Store) Revocations(ctx context.Context, now time.Time) ([]store.Revocation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT issuer, jti, subject, until_at, before_at, created_at FROM revocations
+		WHERE subject <> '' OR until_at > $1
+		ORDER BY created_at, issuer, jti, subject`, ts(now))
+	return collect(ctx, "revocations", rows, err, func(row pgx.Rows) (store.Revocation, error) {
+		var (
+			r             store.Revocation
+			until, before *time.Time
+		)
+		if err := row.Scan(&r.Issuer, &r.JTI, &r.Subject, &until, &before, &r.CreatedAt); err != nil {
+			return store.Revocation{}, err
+		}
+		r.Until, r.Before, r.CreatedAt = fromNullTS(until), fromNullTS(before), r.CreatedAt.UTC()
+		return r, nil
+	})
+}

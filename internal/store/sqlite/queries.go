@@ -1,0 +1,504 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// Times are stored as microseconds since the Unix epoch.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+func encodeScopes(s []string) (string, error) {
+	if len(s) == 0 {
+		return "[]", nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: scopes: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeScopes(s string) ([]string, error) {
+	var out []string
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("sqlite: scopes: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// affected turns "no row matched" into store.ErrNotFound.
+func affected(ctx context.Context, op string, res sql.Result, err error) error {
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: %s: %w", op, store.ErrNotFound)
+	}
+	return nil
+}
+
+// Clients.
+
+const selectClient = `SELECT id, name, secret_digest, scopes, created_at, updated_at FROM clients`
+
+func scanClient(row scanner) (store.Client, error) {
+	var (
+		c              store.Client
+		scopes         string
+		created, updat int64
+	)
+	if err := row.Scan(&c.ID, &c.Name, &c.SecretDigest, &scopes, &created, &updat); err != nil {
+		return store.Client{}, err
+	}
+	var err error
+	if c.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.Client{}, err
+	}
+	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updat)
+	return c, nil
+}
+
+// CreateClient stores a new client; an existing ID is store.ErrConflict.
+func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
+	scopes, err := encodeScopes(c.Scopes)
+	if err != nil {
+		return err
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		c.ID, c.Name, nonNil(c.SecretDigest), scopes, micros(c.CreatedAt), micros(c.UpdatedAt))
+	if err != nil {
+		return wrap(ctx, "create client", err)
+	}
+	return nil
+}
+
+// GetClient returns the client with id, or store.ErrNotFound.
+func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) {
+	c, err := scanClient(s.getClient.QueryRowContext(ctx, id))
+	if err != nil {
+		return store.Client{}, wrap(ctx, "get client", err)
+	}
+	return c, nil
+}
+
+// ListClients returns every client, ordered by CreatedAt, then ID.
+func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
+	rows, err := s.r.QueryContext(ctx, selectClient+` ORDER BY created_at, id`)
+	if err != nil {
+		return nil, wrap(ctx, "list clients", err)
+	}
+	defer rows.Close()
+	var out []store.Client
+	for rows.Next() {
+		c, err := scanClient(rows)
+		if err != nil {
+			return nil, wrap(ctx, "list clients", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "list clients", err)
+	}
+	return out, nil
+}
+
+// UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
+func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE clients SET secret_digest = ?, updated_at = ? WHERE id = ?`,
+		nonNil(digest), micros(at), id)
+	return affected(ctx, "update client secret", res, err)
+}
+
+// DeleteClient removes a client, or returns store.ErrNotFound.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM clients WHERE id = ?`, id)
+	return affected(ctx, "delete client", res, err)
+}
+
+// Users.
+
+const selectUser = `SELECT id, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
+
+func scanUser(row scanner) (store.User, error) {
+	var (
+		u              store.User
+		scopes         string
+		disabled       int
+		created, updat int64
+	)
+	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &scopes, &disabled, &created, &updat); err != nil {
+		return store.User{}, err
+	}
+	var err error
+	if u.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.User{}, err
+	}
+	u.Disabled = disabled != 0
+	u.CreatedAt, u.UpdatedAt = fromMicros(created), fromMicros(updat)
+	return u, nil
+}
+
+// CreateUser stores a new user; an existing ID or Username is
+// store.ErrConflict. Usernames are compared byte for byte.
+func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	scopes, err := encodeScopes(u.Scopes)
+	if err != nil {
+		return err
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		u.ID, u.Username, u.PasswordHash, scopes, boolInt(u.Disabled), micros(u.CreatedAt), micros(u.UpdatedAt))
+	if err != nil {
+		return wrap(ctx, "create user", err)
+	}
+	return nil
+}
+
+// GetUserByName returns the user with username, or store.ErrNotFound.
+func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
+	u, err := scanUser(s.getUser.QueryRowContext(ctx, username))
+	if err != nil {
+		return store.User{}, wrap(ctx, "get user", err)
+	}
+	return u, nil
+}
+
+// ListUsers returns every user, ordered by CreatedAt, then ID.
+func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
+	rows, err := s.r.QueryContext(ctx, selectUser+` ORDER BY created_at, id`)
+	if err != nil {
+		return nil, wrap(ctx, "list users", err)
+	}
+	defer rows.Close()
+	var out []store.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, wrap(ctx, "list users", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "list users", err)
+	}
+	return out, nil
+}
+
+// UpdateUser replaces the Username, PasswordHash, Scopes, Disabled and
+// UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
+// another user is store.ErrConflict.
+func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
+	scopes, err := encodeScopes(u.Scopes)
+	if err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE users SET username = ?, password_hash = ?, scopes = ?, disabled = ?, updated_at = ?
+		WHERE id = ?`,
+		u.Username, u.PasswordHash, scopes, boolInt(u.Disabled), micros(u.UpdatedAt), u.ID)
+	return affected(ctx, "update user", res, err)
+}
+
+// DeleteUser removes a user, or returns store.ErrNotFound.
+func (s *Store) DeleteUser(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id)
+	return affected(ctx, "delete user", res, err)
+}
+
+// Signing keys.
+
+// PutSigningKey stores a new key; an existing KID is store.ErrConflict (a
+// key is never overwritten).
+func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO signing_keys (kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.KID, k.Alg, nonNil(k.Sealed), nonNil(k.PublicJWK), micros(k.PublishAt), micros(k.ActiveAt),
+		nullMicros(k.RetireAt), micros(k.CreatedAt))
+	if err != nil {
+		return wrap(ctx, "put signing key", err)
+	}
+	return nil
+}
+
+// ListSigningKeys returns every key, ordered by CreatedAt, then KID.
+func (s *Store) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at
+		FROM signing_keys ORDER BY created_at, kid`)
+	if err != nil {
+		return nil, wrap(ctx, "list signing keys", err)
+	}
+	defer rows.Close()
+	var out []store.SigningKey
+	for rows.Next() {
+		var (
+			k                         store.SigningKey
+			publish, active, creation int64
+			retire                    sql.NullInt64
+		)
+		if err := rows.Scan(&k.KID, &k.Alg, &k.Sealed, &k.PublicJWK, &publish, &active, &retire, &creation); err != nil {
+			return nil, wrap(ctx, "list signing keys", err)
+		}
+		k.PublishAt, k.ActiveAt, k.CreatedAt = fromMicros(publish), fromMicros(active), fromMicros(creation)
+		k.RetireAt = fromNullMicros(retire)
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "list signing keys", err)
+	}
+	return out, nil
+}
+
+// RetireSigningKey sets RetireAt of the key kid; a zero at clears it.
+func (s *Store) RetireSigningKey(ctx context.Context, kid string, at time.Time) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE signing_keys SET retire_at = ? WHERE kid = ?`, nullMicros(at), kid)
+	return affected(ctx, "retire signing key", res, err)
+}
+
+// DeleteSigningKey removes a key, or returns store.ErrNotFound.
+func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM signing_keys WHERE kid = ?`, kid)
+	return affected(ctx, "delete signing key", res, err)
+}
+
+// Refresh tokens.
+
+const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked
+	FROM refresh_tokens`
+
+func scanRefresh(row scanner) (store.RefreshToken, int64, error) {
+	var (
+		t               store.RefreshToken
+		gen             int64
+		scopes          string
+		issued, expires int64
+		used            sql.NullInt64
+		revoked         int
+	)
+	if err := row.Scan(&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &issued, &expires, &used, &revoked); err != nil {
+		return store.RefreshToken{}, 0, err
+	}
+	var err error
+	if t.Scopes, err = decodeScopes(scopes); err != nil {
+		return store.RefreshToken{}, 0, err
+	}
+	t.IssuedAt, t.ExpiresAt, t.UsedAt = fromMicros(issued), fromMicros(expires), fromNullMicros(used)
+	t.Revoked = revoked != 0
+	return t, gen, nil
+}
+
+const insertRefresh = `INSERT INTO refresh_tokens
+	(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func insertRefreshArgs(t store.RefreshToken, gen int64) ([]any, error) {
+	scopes, err := encodeScopes(t.Scopes)
+	if err != nil {
+		return nil, err
+	}
+	return []any{nonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
+		micros(t.IssuedAt), micros(t.ExpiresAt), nullMicros(t.UsedAt), boolInt(t.Revoked)}, nil
+}
+
+// CreateRefreshToken stores the first token of a new family. An existing
+// Digest, or a FamilyID already in use, is store.ErrConflict.
+func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
+	args, err := insertRefreshArgs(t, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := s.w.ExecContext(ctx, insertRefresh, args...); err != nil {
+		return wrap(ctx, "create refresh token", err)
+	}
+	return nil
+}
+
+// RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
+// transaction it marks old used at now and stores next in old's family
+// (next.FamilyID is ignored). It returns old as it was before, also with
+// ErrReused, ErrRevoked and ErrExpired; a spent old is checked first, so a
+// replay is always reported and always revokes the family. old is expired
+// when now is at or past its ExpiresAt. If next's Digest exists it returns
+// store.ErrConflict and spends nothing.
+func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+	const op = "rotate refresh token"
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	defer tx.Rollback()
+	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRefresh+` WHERE digest = ?`, old))
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	switch {
+	case !cur.UsedAt.IsZero():
+		if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked = 1 WHERE family_id = ?`, cur.FamilyID); err != nil {
+			return store.RefreshToken{}, wrap(ctx, op, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return store.RefreshToken{}, wrap(ctx, op, err)
+		}
+		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrReused)
+	case cur.Revoked:
+		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrRevoked)
+	case !fromMicros(micros(now)).Before(cur.ExpiresAt):
+		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrExpired)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE digest = ?`, micros(now), old); err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	next.FamilyID = cur.FamilyID
+	args, err := insertRefreshArgs(next, gen+1)
+	if err != nil {
+		return store.RefreshToken{}, err
+	}
+	if _, err := tx.ExecContext(ctx, insertRefresh, args...); err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.RefreshToken{}, wrap(ctx, op, err)
+	}
+	return cur, nil
+}
+
+// GetRefreshToken returns the token with digest, or store.ErrNotFound.
+func (s *Store) GetRefreshToken(ctx context.Context, digest []byte) (store.RefreshToken, error) {
+	t, _, err := scanRefresh(s.getRefresh.QueryRowContext(ctx, digest))
+	if err != nil {
+		return store.RefreshToken{}, wrap(ctx, "get refresh token", err)
+	}
+	return t, nil
+}
+
+// RevokeRefreshFamily revokes every token of digest's family, or returns
+// store.ErrNotFound.
+func (s *Store) RevokeRefreshFamily(ctx context.Context, digest []byte) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE refresh_tokens SET revoked = 1
+		WHERE family_id = (SELECT family_id FROM refresh_tokens WHERE digest = ?)`, digest)
+	return affected(ctx, "revoke refresh family", res, err)
+}
+
+// DeleteExpiredRefreshTokens removes the tokens whose ExpiresAt is at or
+// before now and returns how many.
+func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM refresh_tokens WHERE expires_at <= ?`, micros(now))
+	if err != nil {
+		return 0, wrap(ctx, "delete expired refresh tokens", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, wrap(ctx, "delete expired refresh tokens", err)
+	}
+	return int(n), nil
+}
+
+// Revocations.
+
+// AddRevocation records r, which names exactly one of JTI (with Until) and
+// Subject (with Before). It is idempotent: adding the same issuer and jti
+// or subject again keeps one record, with the later Until or Before and
+// the first CreatedAt.
+func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
+	if err := validRevocation(r); err != nil {
+		return err
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (issuer, jti, subject) DO UPDATE SET
+			until_at = max(until_at, excluded.until_at),
+			before_at = max(before_at, excluded.before_at)`,
+		r.Issuer, r.JTI, r.Subject, nullMicros(r.Until), nullMicros(r.Before), micros(r.CreatedAt))
+	if err != nil {
+		return wrap(ctx, "add revocation", err)
+	}
+	return nil
+}
+
+func validRevocation(r store.Revocation) error {
+	switch {
+	case (r.JTI == "") == (r.Subject == ""):
+		return errors.New("sqlite: add revocation: exactly one of JTI and Subject must be set")
+	case r.JTI != "" && r.Until.IsZero():
+		return errors.New("sqlite: add revocation: a jti revocation needs Until")
+	case r.Subject != "" && r.Before.IsZero():
+		return errors.New("sqlite: add revocation: a subject revocation needs Before")
+	}
+	return nil
+}
+
+// Revocations returns the revocations in force at now: jti revocations
+// whose Until is after now, and every subject revocation; ordered by
+// CreatedAt, then Issuer, JTI and Subject.
+func (s *Store) Revocations(ctx context.Context, now time.Time) ([]store.Revocation, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT issuer, jti, subject, until_at, before_at, created_at FROM revocations
+		WHERE subject <> '' OR until_at > ?
+		ORDER BY created_at, issuer, jti, subject`, micros(now))
+	if err != nil {
+		return nil, wrap(ctx, "revocations", err)
+	}
+	defer rows.Close()
+	var out []store.Revocation
+	for rows.Next() {
+		var (
+			r             store.Revocation
+			until, before sql.NullInt64
+			created       int64
+		)
+		if err := rows.Scan(&r.Issuer, &r.JTI, &r.Subject, &until, &before, &created); err != nil {
+			return nil, wrap(ctx, "revocations", err)
+		}
+		r.Until, r.Before, r.CreatedAt = fromNullMicros(until), fromNullMicros(before), fromMicros(created)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, "revocations", err)
+	}
+	return out, nil
+}
+
+// nonNil keeps a nil []byte from being stored as NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

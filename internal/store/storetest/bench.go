@@ -1,0 +1,60 @@
+package storetest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+)
+
+// BenchGetClient measures GetClient of one client among 1,000 on s, an
+// empty store.
+func BenchGetClient(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	for i := range 1000 {
+		if err := s.CreateClient(ctx, client(clientID(i), t0)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	id := clientID(500)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.GetClient(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func clientID(i int) string { return fmt.Sprintf("client-%04d", i) }
+
+// BenchRotateRefreshToken measures RotateRefreshToken on s, an empty
+// store: each iteration spends the token the previous one stored.
+func BenchRotateRefreshToken(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	digest := func(i uint64) []byte {
+		var buf [8]byte
+		binary.BigEndian.PutUint64(buf[:], i)
+		return Digest(string(buf[:]))
+	}
+	first := refresh("", "bench", t0)
+	first.Digest = digest(0)
+	first.ExpiresAt = t0.Add(1000 * time.Hour)
+	if err := s.CreateRefreshToken(ctx, first); err != nil {
+		b.Fatal(err)
+	}
+	next := first
+	now := t0
+	var i uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		next.Digest = digest(i)
+		now = now.Add(time.Millisecond)
+		next.IssuedAt = now
+		if _, err := s.RotateRefreshToken(ctx, digest(i-1), next, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
