@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,22 +185,34 @@ func (m *KeyManager) Rotate(ctx context.Context, immediate bool) (string, error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return "", fmt.Errorf("issuer: list signing keys: %w", err)
+	}
 	active := now.Add(m.policy.PrePublish)
 	if immediate {
 		active = now
+	}
+	// The new key must be strictly newer than every other, or two keys
+	// would tie for "in force" (the store keeps microseconds).
+	if len(keys) > 0 {
+		if newest := newestKey(keys).ActiveAt; !active.After(newest) {
+			active = newest.Add(time.Millisecond)
+		}
 	}
 	k, err := m.create(ctx, now, active)
 	if err != nil {
 		return "", err
 	}
-	keys, err := m.store.ListSigningKeys(ctx)
-	if err != nil {
-		return "", fmt.Errorf("issuer: list signing keys: %w", err)
-	}
+	keys = append(keys, k)
 	if keys, err = m.retire(ctx, keys, now); err != nil {
 		return "", err
 	}
-	return k.KID, m.build(keys, now)
+	at := now
+	if immediate && active.After(now) {
+		at = active // at most a millisecond ahead: the new key signs at once
+	}
+	return k.KID, m.build(keys, at)
 }
 
 // retire schedules retirement for every key superseded by a newer active
@@ -301,7 +314,12 @@ func generate(alg jose.Alg, r io.Reader) (crypto.Signer, error) {
 // build unseals the key in force and assembles the published set: every
 // key whose PublishAt has come and whose RetireAt has not.
 func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
-	slices.SortFunc(keys, func(a, b store.SigningKey) int { return a.ActiveAt.Compare(b.ActiveAt) })
+	slices.SortFunc(keys, func(a, b store.SigningKey) int {
+		if c := a.ActiveAt.Compare(b.ActiveAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.KID, b.KID) // a deterministic order for ties
+	})
 	var active *store.SigningKey
 	var pubs [][]byte
 	for i := range keys {

@@ -246,3 +246,24 @@ func TestKeyManagerSealing(t *testing.T) {
 		t.Fatal("a sealed key unsealed under another kid")
 	}
 }
+
+// TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
+// with the new key at once even when the clock has not moved since the
+// previous key was made (the keys must not tie).
+func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true}, c.now, nil)
+	ctx := context.Background()
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		kid, err := m.Rotate(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Signer().KeyID() != kid {
+			t.Fatalf("rotation %d: signer %s, want the new key %s", i, m.Signer().KeyID(), kid)
+		}
+	}
+}
