@@ -1,7 +1,8 @@
 // Package revoke decides whether a verified token has been revoked, by its
 // jti or by its subject ("everything issued to sub before T"). Checkers
-// answer from memory; shared state arrives in the background (Redis fan-out
-// comes with the token service), so a check never waits on the network.
+// answer from memory; shared state arrives in the background (package
+// redisfanout: Redis pub/sub plus periodic resync), so a check never waits on
+// the network.
 package revoke
 
 import "time"

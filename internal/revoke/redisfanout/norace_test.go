@@ -1,0 +1,5 @@
+//go:build !race
+
+package redisfanout
+
+const raceEnabled = false

@@ -1,0 +1,180 @@
+package redisfanout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Redis tests need a server: REDIS_URL=redis://127.0.0.1:6379/0. With
+// REDIS_URL set they never skip; a server that does not answer fails them.
+
+const skipMessage = "Redis tests skipped: set REDIS_URL (e.g. REDIS_URL=redis://127.0.0.1:6379/0 go test ./internal/revoke) to run them"
+
+// redisOptions returns the options REDIS_URL names, or skips the test.
+func redisOptions(t testing.TB) *redis.Options {
+	t.Helper()
+	u := os.Getenv("REDIS_URL")
+	if u == "" {
+		t.Skip(skipMessage)
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatalf("REDIS_URL: %v", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.DialTimeout = time.Second
+	opt.DialerRetries = 1
+	opt.ReadTimeout = 2 * time.Second
+	opt.WriteTimeout = 2 * time.Second
+	return opt
+}
+
+// newRedisClient connects to REDIS_URL, with mod applied to the options,
+// and fails the test if the server does not answer.
+func newRedisClient(t testing.TB, mod func(*redis.Options)) *redis.Client {
+	t.Helper()
+	opt := redisOptions(t)
+	if mod != nil {
+		mod(opt)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// mustPing fails the test unless c reaches Redis.
+func mustPing(t testing.TB, c redis.UniversalClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("REDIS_URL is set but Redis does not answer: %v", err)
+	}
+}
+
+// testPrefix returns a key prefix of the test's own, and deletes its keys
+// when the test ends.
+func testPrefix(t testing.TB, c redis.UniversalClient) string {
+	t.Helper()
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	p := "keygate-test:" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		tag := "{" + p + "}"
+		_ = c.Del(context.Background(), tag+":jti", tag+":sub").Err()
+	})
+	return p
+}
+
+// netSwitch is a dialer whose network can be cut: Down closes every
+// connection it made and refuses new ones until Up.
+type netSwitch struct {
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+var errNetDown = errors.New("test: network is down")
+
+func (s *netSwitch) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, errNetDown
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	return c, nil
+}
+
+func (s *netSwitch) Down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = true
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	clear(s.conns)
+}
+
+func (s *netSwitch) Up() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = false
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// eventually polls cond every millisecond until it holds or d passes, and
+// returns how long it took.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// checkNoFanoutGoroutines fails the test if a goroutine of a Fanout is
+// still running.
+func checkNoFanoutGoroutines(t testing.TB) {
+	t.Helper()
+	var stacks string
+	for range 100 {
+		buf := make([]byte, 1<<20)
+		stacks = string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "revoke.(*Fanout)") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var leaked []string
+	for g := range strings.SplitSeq(stacks, "\n\n") {
+		if strings.Contains(g, "revoke.(*Fanout)") {
+			leaked = append(leaked, g)
+		}
+	}
+	t.Fatalf("Fanout goroutines still running after Close:\n%s", strings.Join(leaked, "\n\n"))
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+// t0 is a fixed instant for revocations in tests.
+var t0 = time.Unix(1_800_000_000, 0)
