@@ -156,7 +156,9 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := SecretDigest(secret)
-	if err := a.svc.cfg.Store.UpdateClientSecret(r.Context(), id, d[:], a.svc.cfg.Now().UTC()); err != nil {
+	err = a.svc.cfg.Store.UpdateClientSecret(r.Context(), id, d[:], a.svc.cfg.Now().UTC())
+	a.svc.clients.forget(id)
+	if err != nil {
 		a.storeError(w, "client", err)
 		return
 	}
@@ -164,7 +166,9 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
-	if err := a.svc.cfg.Store.DeleteClient(r.Context(), r.PathValue("id")); err != nil {
+	err := a.svc.cfg.Store.DeleteClient(r.Context(), r.PathValue("id"))
+	a.svc.clients.forget(r.PathValue("id"))
+	if err != nil {
 		a.storeError(w, "client", err)
 		return
 	}

@@ -85,6 +85,7 @@ type KeyManager struct {
 
 type keyState struct {
 	signer *jose.Signer // the key in force
+	access *jose.Signer // the same, writing "typ":"at+jwt" (RFC 9068)
 	jwks   []byte       // the published public keys
 	set    *jose.KeySet // the same, parsed, for verifying own tokens
 	keys   []store.SigningKey
@@ -109,6 +110,15 @@ func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() t
 func (m *KeyManager) Signer() *jose.Signer {
 	if s := m.state.Load(); s != nil {
 		return s.signer
+	}
+	return nil
+}
+
+// AccessSigner returns the signer in force for RFC 9068 access tokens, whose
+// header says "typ":"at+jwt", or nil before Load.
+func (m *KeyManager) AccessSigner() *jose.Signer {
+	if s := m.state.Load(); s != nil {
+		return s.access
 	}
 	return nil
 }
@@ -351,7 +361,7 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("issuer: published key set: %w", err)
 	}
-	m.state.Store(&keyState{signer: signer, jwks: jwks, set: set, keys: keys})
+	m.state.Store(&keyState{signer: signer, access: signer.WithType("at+jwt"), jwks: jwks, set: set, keys: keys})
 	return nil
 }
 

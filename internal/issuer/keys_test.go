@@ -73,7 +73,7 @@ func (s *keyStore) DeleteSigningKey(_ context.Context, kid string) error {
 // gcmSealer is a one-layer AES-256-GCM sealer standing in for the keyring.
 type gcmSealer struct{ aead cipher.AEAD }
 
-func newSealer(t *testing.T) *gcmSealer {
+func newSealer(t testing.TB) *gcmSealer {
 	key := make([]byte, 32)
 	rand.Read(key)
 	b, _ := aes.NewCipher(key)

@@ -45,8 +45,9 @@ type Config struct {
 
 // Service answers the OAuth 2.0 endpoints.
 type Service struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	clients clientCache
 }
 
 // New checks cfg and returns the service.
@@ -171,7 +172,7 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	if id == "" || secret == "" {
 		return store.Client{}, basic, errInvalidClient
 	}
-	c, err := s.cfg.Store.GetClient(ctx, id)
+	c, err := s.clients.get(ctx, s.cfg.Store, id, s.cfg.Now())
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.Client{}, basic, err
 	}
@@ -256,7 +257,7 @@ type accessClaims struct {
 }
 
 func (s *Service) accessToken(sub, clientID string, scopes []string) (string, time.Duration, error) {
-	signer := s.cfg.Keys.Signer()
+	signer := s.cfg.Keys.AccessSigner()
 	if signer == nil {
 		return "", 0, ErrNoActiveKey
 	}
@@ -268,7 +269,7 @@ func (s *Service) accessToken(sub, clientID string, scopes []string) (string, ti
 	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: now.Unix(),
 		Exp: now.Add(s.cfg.AccessTokenTTL).Unix(), Jti: base64.RawURLEncoding.EncodeToString(jti),
 		ClientID: clientID, Scope: strings.Join(scopes, " ")}
-	tok, err := signer.WithType("at+jwt").SignClaims(&c)
+	tok, err := signer.SignClaims(&c)
 	return tok, s.cfg.AccessTokenTTL, err
 }
 
