@@ -21,6 +21,8 @@ import (
 type serveFlags struct {
 	listen, adminListen, dataDir, issuer, audience string
 	configPath, jwksURL, upstream                  string
+	databaseURL, rootKeyFile, adminTokenFile       string
+	dev                                            bool
 	algs                                           stringList
 	level                                          slog.Level
 }
@@ -29,7 +31,11 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration `file` (reloaded on SIGHUP and when it changes)")
 	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the signing key (default ./keygate-data)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
+	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
+	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the admin API token (or KEYGATE_ADMIN_TOKEN; at least 32 characters)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
@@ -40,12 +46,15 @@ func (f *serveFlags) register(fs *flagSet) {
 
 func (a *app) serve(ctx context.Context, args []string) error {
 	fs := a.flags("keygate serve", "[flags]",
-		"Runs keygate. With no configuration it needs nothing else installed: it creates an ES256\n"+
-			"key in the data directory and trusts the tokens it signs (dev mode), printing a sample\n"+
-			"token. With --config (or the quick-start flags) it verifies tokens of the configured\n"+
-			"issuers. Traffic endpoints:\n"+
+		"Runs keygate: the token service and the gateway. With no configuration it needs nothing\n"+
+			"else installed (dev mode): it creates a root key, an admin token and a SQLite store in the\n"+
+			"data directory, a demo client, and trusts the tokens its own signing keys sign, printing\n"+
+			"the demo client and a sample token. With --config (or the quick-start flags) it verifies\n"+
+			"tokens of the configured issuers. Traffic endpoints:\n"+
 			"  /auth                        forward-auth for nginx auth_request, Traefik, Caddy\n"+
-			"  GET /.well-known/jwks.json   the public signing key\n"+
+			"  POST /oauth2/token, /oauth2/revoke, /oauth2/introspect, /v1/login   the token service\n"+
+			"  GET /.well-known/jwks.json   the public signing keys\n"+
+			"  GET /.well-known/openid-configuration, /.well-known/oauth-authorization-server\n"+
 			"  GET /healthz                 liveness\n"+
 			"  everything else              the reverse proxy, when routes are configured\n"+
 			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.")
@@ -79,6 +88,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	a.printBootstrap(srv.Bootstrap(), ln.Addr())
 	if len(cfg.Issuers) == 0 {
 		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
 			ln.Close()
@@ -180,6 +190,17 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		Env:        a.env,
 		Overrides:  f.overrides(),
 		Metrics:    telemetry.New(),
+
+		Dev:            f.dev,
+		DatabaseURL:    f.databaseURL,
+		RootKeyFile:    f.rootKeyFile,
+		RootKeyEnv:     "KEYGATE_ROOT_KEY",
+		AdminTokenFile: f.adminTokenFile,
+		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		LookupEnv: func(name string) (string, bool) {
+			v := a.lookupEnv(name)
+			return v, v != ""
+		},
 	})
 }
 
@@ -210,6 +231,27 @@ func (a *app) reloadOnHangup(ctx context.Context, srv *server.Server, enabled bo
 		signal.Stop(hup)
 		cancel()
 		<-done
+	}
+}
+
+// lookupEnv returns the value of name in the app's environment.
+func (a *app) lookupEnv(name string) string {
+	for _, kv := range a.env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// printBootstrap prints, once, the secrets dev mode created on this start.
+func (a *app) printBootstrap(b server.Bootstrap, addr net.Addr) {
+	if b.AdminToken != "" {
+		fmt.Fprintf(a.stdout, "Admin token (saved in %s, shown once; the admin API is under /v1/admin/ on the admin listener):\n%s\n\n", b.AdminTokenPath, b.AdminToken)
+	}
+	if b.DemoClientID != "" {
+		fmt.Fprintf(a.stdout, "Demo client (scope \"demo\", shown once):\nclient_id=%s\nclient_secret=%s\n\n", b.DemoClientID, b.DemoClientSecret)
+		fmt.Fprintf(a.stdout, "Get a token:\ncurl -s -u '%s:%s' -d grant_type=client_credentials %s/oauth2/token\n\n", b.DemoClientID, b.DemoClientSecret, baseURL(addr))
 	}
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,48 +75,74 @@ func TestServe(t *testing.T) {
 	if resp := get(t, "http://"+s.addr+"/auth", tamper(token)); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("tampered token: %d", resp.StatusCode)
 	}
+	jwk := h.write("server.jwk", serverKey(t, "http://"+s.addr))
 	if code := s.stop(); code != ExitOK {
 		t.Fatalf("serve exit %d:\n%s", code, s.stderr)
 	}
 	logs := s.stderr.String()
-	for _, want := range []string{"addr=" + s.addr, "issuer=http://" + s.addr, "signing key created", "msg=stopped"} {
+	for _, want := range []string{"addr=" + s.addr, "issuer=http://" + s.addr, "signing key created", "generated a dev root key", "msg=stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
-	checkNoSecrets(t, logs, filepath.Join(data, "signing-key.pem"), token, tamper(token))
-	checkSample(t, h, data, token, s.addr)
+	checkNoSecrets(t, logs, data, token, tamper(token))
+	checkSample(t, h, data, jwk, token, s.addr)
+}
+
+// serverKey fetches the server's JWKS and returns its one key as a JWK.
+func serverKey(t *testing.T, base string) []byte {
+	t.Helper()
+	resp, err := http.Get(base + "/.well-known/jwks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || len(set.Keys) != 1 {
+		t.Fatalf("JWKS: %v, %d keys", err, len(set.Keys))
+	}
+	return set.Keys[0]
 }
 
 // checkSample verifies the sample token with the CLI against the server's
-// key, and checks a second run reuses that key.
-func checkSample(t *testing.T, h *harness, data, token, addr string) {
+// published key, and checks a second run reuses that key and creates no
+// secrets again.
+func checkSample(t *testing.T, h *harness, data, jwk, token, addr string) {
 	t.Helper()
-	claims := decodeClaims(t, h.must("token", "verify", "--key", filepath.Join(data, "signing-key.pem"), "--alg", "ES256",
+	claims := decodeClaims(t, h.must("token", "verify", "--key", jwk, "--alg", "ES256",
 		"--iss", "http://"+addr, "--aud", "keygate-demo", token))
 	checkMinted(t, claims, h.now, time.Hour)
 	again := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://fixed.test", "--audience", "other")
 	if code := again.stop(); code != ExitOK {
 		t.Fatalf("second serve exit %d", code)
 	}
-	kid := h.must("keys", "thumbprint", filepath.Join(data, "signing-key.pem"))
+	kid := h.must("keys", "thumbprint", jwk)
 	logs := again.stderr.String()
-	if !strings.Contains(logs, "signing key loaded") || !strings.Contains(logs, "thumbprint="+strings.TrimSpace(kid)) {
+	if !strings.Contains(logs, "signing keys loaded") || !strings.Contains(logs, "thumbprint="+strings.TrimSpace(kid)) {
 		t.Errorf("second run did not reuse the key:\n%s", logs)
 	}
 	if !strings.Contains(logs, "issuer=https://fixed.test") || !strings.Contains(again.stdout.String(), `aud "other"`) {
 		t.Errorf("--issuer/--audience not used:\n%s\n%s", logs, again.stdout)
 	}
+	if out := again.stdout.String(); strings.Contains(out, "client_secret=") || strings.Contains(out, "Admin token") {
+		t.Errorf("second run printed the demo client or admin token again:\n%s", out)
+	}
 }
 
-func checkNoSecrets(t *testing.T, logs, keyPath string, tokens ...string) {
+// checkNoSecrets checks the logs hold none of the tokens and none of the
+// secrets in the data directory.
+func checkNoSecrets(t *testing.T, logs, data string, tokens ...string) {
 	t.Helper()
-	pem, err := os.ReadFile(keyPath)
-	if err != nil {
-		t.Fatal(err)
+	forbidden := []string{"-----BEGIN", "PRIVATE KEY"}
+	for _, name := range []string{"root.key", "admin.token"} {
+		b, err := os.ReadFile(filepath.Join(data, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forbidden = append(forbidden, strings.TrimSpace(string(b)))
 	}
-	lines := strings.Split(strings.TrimSpace(string(pem)), "\n")
-	forbidden := []string{"-----BEGIN", "PRIVATE KEY", strings.Join(lines[1:len(lines)-1], "")}
 	for _, tok := range tokens {
 		forbidden = append(forbidden, tok, tok[strings.LastIndexByte(tok, '.')+1:])
 	}

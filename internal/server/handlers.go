@@ -71,7 +71,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *Server) jwksDoc(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeBody(w, http.StatusOK, s.jwks)
+	writeBody(w, http.StatusOK, s.keys.JWKS())
 	return nil
 }
 
@@ -83,6 +83,9 @@ func (s *Server) adminHandler() http.Handler {
 	mux.Handle("GET /readyz", s.handle(s.readyz))
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	}
+	if s.admin != nil {
+		mux.Handle("/v1/admin/", s.admin.Handler())
 	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -170,13 +170,13 @@ func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 // devPolicy trusts the server's own signing key when no issuer is
 // configured, so that `keygate serve` works with nothing else installed.
 func (s *Server) devPolicy() (verify.Policy, *source) {
-	src := &source{Source: keys.NewStatic(jose.NewKeySet(s.signer.Key())), spec: "dev", close: func() {}}
+	src := &source{Source: managedKeys{s.keys}, spec: "dev", close: func() {}}
 	var hm []verify.HeaderMapping
 	for h, c := range DefaultHeaders {
 		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
 	}
 	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
-	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: []jose.Alg{s.signer.Alg()},
+	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: []jose.Alg{jose.ES256},
 		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: hm}, src
 }
 
@@ -268,6 +268,11 @@ func (s *Server) traffic() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
 	mux.Handle("GET /.well-known/jwks.json", s.handle(s.jwksDoc))
+	tokens := s.tokens.Handler()
+	for _, p := range []string{"POST /oauth2/token", "POST /oauth2/revoke", "POST /oauth2/introspect", "POST /v1/login",
+		"GET /.well-known/openid-configuration", "GET /.well-known/oauth-authorization-server"} {
+		mux.Handle(p, tokens)
+	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle("/auth", forward)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

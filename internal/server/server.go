@@ -2,9 +2,11 @@
 // JWKS and the /auth forward-auth decision, behind the timeouts, header
 // limits and graceful shutdown a public listener needs.
 //
-// Its ES256 signing key lives in the data directory, created on first start
-// with mode 0600 and reused afterwards. Key material and whole tokens never
-// reach its logs: a token appears only as an 8-hex-digit SHA-256 fingerprint.
+// It also runs the token service (package issuer): its signing keys are
+// managed by an issuer.KeyManager, sealed under the root key and kept in the
+// store (SQLite in the data directory, or PostgreSQL). Key material and whole
+// tokens never reach its logs: a token appears only as an 8-hex-digit SHA-256
+// fingerprint.
 package server
 
 import (
@@ -16,14 +18,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
@@ -41,7 +46,7 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	DataDir  string           // holds the signing key; created (0700) if missing
+	DataDir  string           // holds the SQLite store and dev files; created (0700) if missing
 	Issuer   string           // the "iss" of the server's own tokens (Mint, and /auth in dev mode)
 	Audience string           // the "aud" /auth demands in dev mode
 	Logger   *slog.Logger     // nil discards logs
@@ -59,6 +64,22 @@ type Config struct {
 	Overrides  Overrides
 	// Metrics, if set, receives decisions, fetches and reloads.
 	Metrics *telemetry.Metrics
+
+	// Dev generates what is missing in the data directory: a root key
+	// (root.key), an admin token (admin.token) and a demo client. Without
+	// a root key and a database URL, the server runs in dev mode anyway.
+	Dev bool
+	// DatabaseURL selects PostgreSQL; empty means SQLite in DataDir.
+	DatabaseURL string
+	// RootKeyFile or RootKeyEnv (the name of an environment variable read
+	// through LookupEnv) holds the root key that seals the signing keys.
+	RootKeyFile string
+	RootKeyEnv  string
+	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/).
+	AdminTokenFile string
+	AdminToken     string
+	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // Validate reports a missing required field.
@@ -78,8 +99,12 @@ func (c *Config) Validate() error {
 type Server struct {
 	cfg          Config
 	log          *slog.Logger
-	signer       *jose.Signer
-	jwks         []byte
+	keys         *issuer.KeyManager
+	store        store.Store
+	tokens       *issuer.Service
+	admin        *issuer.Admin
+	revoked      *revoke.Memory
+	boot         Bootstrap
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
@@ -92,9 +117,10 @@ type Server struct {
 	handler  http.Handler
 }
 
-// New loads or creates the signing key in cfg.DataDir, builds the runtime
+// New opens the token service (root key, store, signing keys, revocations;
+// see Bootstrap for what dev mode creates), builds the runtime
 // from cfg.Gateway (starting remote key sources) and the handlers. It does
-// not listen. Close releases the key sources.
+// not listen. Close releases the key sources and the store.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -119,11 +145,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
-	if err := s.loadKeys(); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: data directory: %w", err)
+	}
+	if err := s.openTokenService(ctx); err != nil {
 		return nil, err
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
+		s.store.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
@@ -137,41 +167,37 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) loadKeys() error {
-	signer, err := loadOrCreateSigner(s.cfg.DataDir, s.log)
-	if err != nil {
-		return err
-	}
-	s.signer = signer
-	if s.jwks, err = jose.NewKeySet(signer.Key()).MarshalJSON(); err != nil {
-		return fmt.Errorf("server: encode JWKS: %w", err)
-	}
-	s.jwks = append(s.jwks, '\n')
-	return nil
-}
-
 // Close stops the key sources. Call it after Serve has returned.
 func (s *Server) Close() {
 	if rt := s.rt.Load(); rt != nil {
 		rt.closeSources(nil)
 	}
 	s.transport.CloseIdleConnections()
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			s.log.Warn("closing the store", "err", err)
+		}
+	}
 }
+
+// Bootstrap reports what New created in dev mode, with the secrets to show
+// once.
+func (s *Server) Bootstrap() Bootstrap { return s.boot }
 
 // Handler returns the traffic handler, for tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Thumbprint returns the RFC 7638 thumbprint of the signing key, which is
-// also its kid.
-func (s *Server) Thumbprint() string { return s.signer.Key().Thumbprint() }
+// Thumbprint returns the RFC 7638 thumbprint of the signing key in force,
+// which is also its kid.
+func (s *Server) Thumbprint() string { return s.keys.Signer().Key().Thumbprint() }
 
-// Mint signs claims with the server's key; an empty Issuer becomes the
-// server's own.
+// Mint signs claims with the signing key in force; an empty Issuer becomes
+// the server's own.
 func (s *Server) Mint(c mint.Claims) (string, error) {
 	if c.Issuer == "" {
 		c.Issuer = s.cfg.Issuer
 	}
-	return mint.Sign(s.signer, c, s.cfg.Now(), s.cfg.Rand)
+	return mint.Sign(s.keys.Signer(), c, s.cfg.Now(), s.cfg.Rand)
 }
 
 // Serve serves traffic on ln, and the admin endpoints on admin when it is
@@ -197,6 +223,9 @@ func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 	if s.cfg.ConfigPath != "" {
 		go s.watch(wctx, 2*time.Second)
 	}
+	tickDone := make(chan struct{})
+	go func() { defer close(tickDone); s.tick(wctx, TickInterval) }()
+	defer func() { stopWatch(); <-tickDone }()
 	select {
 	case err := <-errc:
 		for _, hs := range servers {

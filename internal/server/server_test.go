@@ -61,6 +61,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("New: %v", err)
 	}
 	f.Server = s
+	t.Cleanup(s.Close)
 	return f
 }
 
@@ -305,6 +306,7 @@ func TestSigningKeyReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer again.Close()
 	if again.Thumbprint() != f.Thumbprint() {
 		t.Fatalf("second New made a new key: %s != %s", again.Thumbprint(), f.Thumbprint())
 	}
@@ -317,7 +319,7 @@ func TestSigningKeyReused(t *testing.T) {
 		t.Errorf("token from the first server refused by the second: %d", rec.Code)
 	}
 	logs := f.logs.String()
-	if !strings.Contains(logs, "signing key created") || !strings.Contains(logs, "signing key loaded") {
+	if !strings.Contains(logs, "generated a dev root key") || !strings.Contains(logs, "dev root key loaded") {
 		t.Errorf("logs do not record creation then reuse:\n%s", logs)
 	}
 }
@@ -334,6 +336,7 @@ func TestConcurrentFirstStartsAgree(t *testing.T) {
 			s, err := New(context.Background(), cfg)
 			if err == nil {
 				thumbs[i] = s.Thumbprint()
+				s.Close()
 			}
 			errs[i] = err
 		})
@@ -357,7 +360,9 @@ func TestDataDirPermissions(t *testing.T) {
 	f := newFixture(t)
 	for path, want := range map[string]os.FileMode{
 		f.dir:                                0o700,
-		filepath.Join(f.dir, SigningKeyFile): 0o600,
+		filepath.Join(f.dir, RootKeyFile):    0o600,
+		filepath.Join(f.dir, AdminTokenFile): 0o600,
+		filepath.Join(f.dir, StoreFile):      0o600,
 	} {
 		info, err := os.Stat(path)
 		if err != nil {
@@ -369,22 +374,20 @@ func TestDataDirPermissions(t *testing.T) {
 	}
 }
 
-func TestExposedKeyWarns(t *testing.T) {
+func TestExposedRootKeyRefused(t *testing.T) {
 	f := newFixture(t)
-	if err := os.Chmod(filepath.Join(f.dir, SigningKeyFile), 0o644); err != nil {
+	if err := os.Chmod(filepath.Join(f.dir, RootKeyFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(context.Background(), f.config()); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(f.logs.String(), "level=WARN") {
-		t.Errorf("no warning for a world-readable key:\n%s", f.logs)
+	if s, err := New(context.Background(), f.config()); err == nil {
+		s.Close()
+		t.Fatal("New accepted a world-readable root key")
 	}
 }
 
 func TestNewRefuses(t *testing.T) {
 	bad := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bad, SigningKeyFile), []byte("not a key"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, RootKeyFile), []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -394,11 +397,14 @@ func TestNewRefuses(t *testing.T) {
 		{"no data dir", Config{Issuer: testIssuer, Audience: testAudience}},
 		{"no issuer", Config{DataDir: t.TempDir(), Audience: testAudience}},
 		{"no audience", Config{DataDir: t.TempDir(), Issuer: testIssuer}},
-		{"corrupt key", Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}},
+		{"corrupt root key", Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}},
+		{"database without root key", Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
+			DatabaseURL: "postgres://127.0.0.1:1/none"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := New(context.Background(), tt.cfg); err == nil {
+			if s, err := New(context.Background(), tt.cfg); err == nil {
+				s.Close()
 				t.Fatal("New succeeded")
 			}
 		})
@@ -509,11 +515,16 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := f.logs.String()
-	pem, err := os.ReadFile(filepath.Join(f.dir, SigningKeyFile))
+	root, err := os.ReadFile(filepath.Join(f.dir, RootKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	forbidden := []string{"-----BEGIN", "PRIVATE KEY", pemBody(pem)}
+	admin, err := os.ReadFile(filepath.Join(f.dir, AdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := []string{"-----BEGIN", "PRIVATE KEY", strings.TrimSpace(string(root)), strings.TrimSpace(string(admin)),
+		f.Bootstrap().DemoClientSecret}
 	for _, tok := range tokens {
 		forbidden = append(forbidden, tok, signature(tok))
 	}
@@ -525,12 +536,6 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	if !strings.Contains(logs, "token="+gateway.Fingerprint(tamper(valid))) {
 		t.Errorf("rejected token's fingerprint not logged:\n%s", logs)
 	}
-}
-
-// pemBody is the base64 of the PEM's key, without the armour lines.
-func pemBody(pem []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(pem)), "\n")
-	return strings.Join(lines[1:len(lines)-1], "")
 }
 
 func signature(token string) string { return token[strings.LastIndexByte(token, '.')+1:] }

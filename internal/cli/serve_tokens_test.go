@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keygate/keygate/internal/keyring"
+)
+
+var (
+	clientIDLine     = regexp.MustCompile(`(?m)^client_id=(\S+)$`)
+	clientSecretLine = regexp.MustCompile(`(?m)^client_secret=(\S+)$`)
+	adminAddrLog     = regexp.MustCompile(`admin=(\S+)`)
+)
+
+// post sends a form (or JSON when body starts with "{") and returns the
+// status and body.
+func post(t *testing.T, url, body string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func basic(id, secret string) http.Header {
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+	return http.Header{"Authorization": {req.Header.Get("Authorization")}}
+}
+
+// serveTokenFlow runs `serve` with args twice on one store: the first run
+// prints the demo client, whose token /auth accepts until it is revoked;
+// the admin API needs the admin token; the second run keeps the kid and
+// prints no demo client.
+func serveTokenFlow(t *testing.T, h *harness, adminToken func(stdout string) string, args ...string) {
+	s := h.serve(append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	out := s.stdout.String()
+	idm, secm := clientIDLine.FindStringSubmatch(out), clientSecretLine.FindStringSubmatch(out)
+	if idm == nil || secm == nil {
+		s.stop()
+		t.Fatalf("no demo client on stdout:\n%s", out)
+	}
+	id, secret := idm[1], secm[1]
+	if want := "curl -s -u '" + id + ":" + secret + "' -d grant_type=client_credentials http://" + s.addr + "/oauth2/token"; !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, out)
+	}
+	base := "http://" + s.addr
+	code, body := post(t, base+"/oauth2/token", "grant_type=client_credentials", basic(id, secret))
+	if code != http.StatusOK {
+		t.Fatalf("token: %d %s", code, body)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal([]byte(body), &tr); err != nil || tr.AccessToken == "" {
+		t.Fatalf("token response %s: %v", body, err)
+	}
+	resp := get(t, base+"/auth", tr.AccessToken)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != id {
+		t.Fatalf("/auth with the issued token: %d %v", resp.StatusCode, resp.Header)
+	}
+	if code, body := post(t, base+"/oauth2/revoke", "token="+url.QueryEscape(tr.AccessToken), basic(id, secret)); code != http.StatusOK {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	resp = get(t, base+"/auth", tr.AccessToken)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "revoked") {
+		t.Errorf("/auth after revoke: %d %v", resp.StatusCode, resp.Header)
+	}
+	am := adminAddrLog.FindStringSubmatch(s.stderr.String())
+	if am == nil {
+		t.Fatalf("no admin address logged:\n%s", s.stderr)
+	}
+	admin := "http://" + am[1] + "/v1/admin/clients"
+	if code, _ := post(t, admin, `{"name":"x","scopes":["demo"]}`, nil); code != http.StatusUnauthorized {
+		t.Errorf("admin API without the token: %d", code)
+	}
+	tok := adminToken(out)
+	if code, body := post(t, admin, `{"name":"x","scopes":["demo"]}`, http.Header{"Authorization": {"Bearer " + tok}}); code != http.StatusCreated {
+		t.Errorf("admin API with the token: %d %s", code, body)
+	}
+	if code := s.stop(); code != ExitOK {
+		t.Fatalf("serve exit %d:\n%s", code, s.stderr)
+	}
+	kid := regexp.MustCompile(`kid=(\S+)`).FindStringSubmatch(s.stderr.String())
+
+	again := h.serve(append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	if code := again.stop(); code != ExitOK {
+		t.Fatalf("second serve exit %d:\n%s", code, again.stderr)
+	}
+	if o := again.stdout.String(); strings.Contains(o, "client_secret=") || strings.Contains(o, "Admin token") {
+		t.Errorf("second run printed secrets again:\n%s", o)
+	}
+	if kid == nil || !strings.Contains(again.stderr.String(), "kid="+kid[1]) {
+		t.Errorf("second run changed the signing kid (%v):\n%s", kid, again.stderr)
+	}
+}
+
+func TestServeDevTokenService(t *testing.T) {
+	h := newHarness(t)
+	data := h.path("data")
+	serveTokenFlow(t, h, func(stdout string) string {
+		b, err := os.ReadFile(data + "/admin.token")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if len(tok) < 32 || !strings.Contains(stdout, tok) || !strings.Contains(stdout, data+"/admin.token") {
+			t.Errorf("admin token (%d chars) or its path not printed:\n%s", len(tok), stdout)
+		}
+		return tok
+	}, "--dev", "--data-dir", data)
+}
+
+func TestServePostgresTokenService(t *testing.T) {
+	base := os.Getenv("DATABASE_URL")
+	if base == "" {
+		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	dbURL := cliSchema(t, base)
+	h := newHarness(t)
+	if r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d0"), "--database-url", dbURL); r.code != ExitFail || !strings.Contains(r.stderr, "root key") {
+		t.Errorf("--database-url without a root key: %d %s", r.code, r.stderr)
+	}
+	rootKey := h.path("root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))
+	serveTokenFlow(t, h, func(string) string { return strings.Repeat("a", 40) },
+		"--dev", "--data-dir", h.path("data"), "--database-url", dbURL, "--root-key-file", rootKey, "--admin-token-file", adminFile)
+}
+
+func cliSchema(t *testing.T, base string) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "kg_cli_" + hex.EncodeToString(b[:])
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/postgres"
+	"github.com/keygate/keygate/internal/store/sqlite"
+	"github.com/keygate/keygate/jose"
+)
+
+// Files the token service keeps in the data directory.
+const (
+	RootKeyFile    = "root.key"     // dev-mode root key (0600)
+	AdminTokenFile = "admin.token"  // dev-mode admin token (0600)
+	StoreFile      = "keygate.db"   // the SQLite store (0600)
+	LockFile       = "keygate.lock" // serializes set-up by servers starting at once
+)
+
+// DemoClientID is the id of the client dev mode creates on first start.
+const DemoClientID = "kgc_demo"
+
+// TickInterval is how often Serve runs the signing-key schedule.
+const TickInterval = time.Minute
+
+// Bootstrap reports what New created on this start; the secrets in it are
+// set only when they were created now, so that they are shown once.
+type Bootstrap struct {
+	Dev              bool   // dev mode: generated root key, admin token and demo client
+	RootKeyPath      string // where the root key came from when it is a file
+	RootKeyCreated   bool
+	AdminTokenPath   string // the dev admin token file
+	AdminToken       string // set only when the admin token file was created now
+	DemoClientID     string // set only when the demo client was created now
+	DemoClientSecret string
+}
+
+// openTokenService sets up the keyring, store, signing keys, revocations,
+// the token service and its admin API.
+func (s *Server) openTokenService(ctx context.Context) (err error) {
+	cfg := &s.cfg
+	dev := cfg.Dev
+	unlock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("server: lock data directory: %w", err)
+	}
+	defer unlock()
+	kopts := keyring.Options{Rand: cfg.Rand, LookupEnv: cfg.LookupEnv}
+	lookup := cfg.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	envSet := false
+	if cfg.RootKeyEnv != "" {
+		_, envSet = lookup(cfg.RootKeyEnv)
+	}
+	switch {
+	case cfg.RootKeyFile != "":
+		kopts.KeyFile = cfg.RootKeyFile
+		s.boot.RootKeyPath = cfg.RootKeyFile
+	case envSet:
+		kopts.KeyEnv = cfg.RootKeyEnv
+	case cfg.DatabaseURL != "" && !dev:
+		return errors.New("server: a database URL needs a root key: set --root-key-file or KEYGATE_ROOT_KEY (or --dev for a generated one)")
+	default:
+		dev = true
+		path := filepath.Join(cfg.DataDir, RootKeyFile)
+		switch err := keyring.GenerateKeyFile(path, cfg.Rand); {
+		case err == nil:
+			s.boot.RootKeyCreated = true
+			s.log.Warn("generated a dev root key; use --root-key-file or KEYGATE_ROOT_KEY in production", "path", path)
+		case errors.Is(err, fs.ErrExist):
+			s.log.Info("dev root key loaded", "path", path)
+		default:
+			return fmt.Errorf("server: dev root key: %w", err)
+		}
+		kopts.KeyFile = path
+		s.boot.RootKeyPath = path
+	}
+	s.boot.Dev = dev
+	kr, err := keyring.New(kopts)
+	if err != nil {
+		return fmt.Errorf("server: root key: %w", err)
+	}
+
+	var st store.Store
+	if cfg.DatabaseURL != "" {
+		st, err = postgres.Open(ctx, cfg.DatabaseURL)
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, StoreFile))
+	}
+	if err != nil {
+		return fmt.Errorf("server: store: %w", err)
+	}
+	s.store = st
+	defer func() {
+		if err != nil {
+			st.Close()
+			s.store = nil
+		}
+	}()
+
+	stored, err := st.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("server: signing keys: %w", err)
+	}
+	km := issuer.NewKeyManager(st, kr, issuer.KeyPolicy{Alg: jose.ES256}, cfg.Now, cfg.Rand)
+	if err := km.Load(ctx); err != nil {
+		return fmt.Errorf("server: signing keys: %w", err)
+	}
+	if km.Signer() == nil {
+		return fmt.Errorf("server: %w", issuer.ErrNoActiveKey)
+	}
+	msg := "signing keys loaded"
+	if len(stored) == 0 {
+		msg = "signing key created"
+	}
+	s.log.Info(msg, "alg", km.Signer().Alg().String(), "thumbprint", km.Signer().Key().Thumbprint(), "published", km.KeySet().Len())
+	s.keys = km
+
+	revs, err := st.Revocations(ctx, cfg.Now())
+	if err != nil {
+		return fmt.Errorf("server: revocations: %w", err)
+	}
+	mem := revoke.NewMemory()
+	mem.Update(func(b *revoke.Batch) {
+		for _, r := range revs {
+			if r.JTI != "" {
+				b.RevokeID(r.Issuer, r.JTI, r.Until)
+			} else if r.Subject != "" {
+				b.RevokeSubject(r.Issuer, r.Subject, r.Before)
+			}
+		}
+	})
+	s.revoked = mem
+	s.revocation = mem
+
+	svc, err := issuer.New(issuer.Config{
+		Issuer:         cfg.Issuer,
+		Audience:       []string{cfg.Audience},
+		Store:          st,
+		Keys:           km,
+		Revoked:        mem.RevokeID,
+		RevokedSubject: mem.RevokeSubject,
+		Now:            cfg.Now,
+		Rand:           cfg.Rand,
+		Logger:         s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("server: token service: %w", err)
+	}
+	s.tokens = svc
+
+	token, err := s.adminToken(dev)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		if s.admin, err = issuer.NewAdmin(svc, token); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+	} else {
+		s.log.Warn("no admin token configured: the admin API (/v1/admin/) is off")
+	}
+	if dev {
+		if err := s.demoClient(ctx); err != nil {
+			return err
+		}
+	}
+	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev,
+		"kid", km.Signer().Key().Thumbprint(), "revocations", len(revs))
+	return nil
+}
+
+func storeKind(url string) string {
+	if url != "" {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// adminToken returns the configured admin token, creating the dev one in
+// the data directory if needed; "" means none.
+func (s *Server) adminToken(dev bool) (string, error) {
+	cfg := &s.cfg
+	switch {
+	case cfg.AdminTokenFile != "":
+		b, err := os.ReadFile(cfg.AdminTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("server: admin token: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case cfg.AdminToken != "":
+		return cfg.AdminToken, nil
+	case !dev:
+		return "", nil
+	}
+	path := filepath.Join(cfg.DataDir, AdminTokenFile)
+	s.boot.AdminTokenPath = path
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(cfg.Rand, b); err != nil {
+		return "", fmt.Errorf("server: admin token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("server: admin token: %w", err)
+		}
+		s.log.Info("dev admin token loaded", "path", path)
+		return strings.TrimSpace(string(b)), nil
+	case err != nil:
+		return "", fmt.Errorf("server: admin token: %w", err)
+	}
+	_, werr := f.WriteString(token + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path)
+		return "", fmt.Errorf("server: admin token: %w", werr)
+	}
+	s.boot.AdminToken = token
+	s.log.Info("dev admin token created", "path", path)
+	return token, nil
+}
+
+// demoClient creates the dev demo client unless it exists.
+func (s *Server) demoClient(ctx context.Context) error {
+	secret, err := issuer.NewSecret(s.cfg.Rand)
+	if err != nil {
+		return fmt.Errorf("server: demo client: %w", err)
+	}
+	now := s.cfg.Now().UTC()
+	d := issuer.SecretDigest(secret)
+	err = s.store.CreateClient(ctx, store.Client{ID: DemoClientID, Name: "demo", SecretDigest: d[:],
+		Scopes: []string{"demo"}, CreatedAt: now, UpdatedAt: now})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return nil
+	case err != nil:
+		return fmt.Errorf("server: demo client: %w", err)
+	}
+	s.boot.DemoClientID, s.boot.DemoClientSecret = DemoClientID, secret
+	s.log.Info("demo client created", "client_id", DemoClientID)
+	return nil
+}
+
+// tick runs the signing-key schedule and sweeps expired revocations every
+// interval until ctx is done.
+func (s *Server) tick(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.keys.Tick(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("signing key schedule failed", "err", err)
+			}
+			s.revoked.Sweep(s.cfg.Now())
+		}
+	}
+}
+
+// managedKeys is the keys.Source of the dev-mode policy: the token
+// service's published signing keys.
+type managedKeys struct{ km *issuer.KeyManager }
+
+func (m managedKeys) Current() *jose.KeySet {
+	if ks := m.km.KeySet(); ks != nil {
+		return ks
+	}
+	return jose.NewKeySet()
+}
+
+func (m managedKeys) Refetch(context.Context) *jose.KeySet { return m.Current() }
+
+func (m managedKeys) Status() keys.Status {
+	st := keys.Status{}
+	if m.km.Signer() != nil {
+		st.Keys = m.Current().Len()
+		st.LastSuccess = time.Now()
+		st.LastAttempt = st.LastSuccess
+	} else {
+		st.LastError = issuer.ErrNoActiveKey
+	}
+	return st
+}

@@ -1,0 +1,336 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/keygate/keygate/internal/keyring"
+)
+
+// live is a Server serving traffic and admin listeners on loopback.
+type live struct {
+	*Server
+	base, admin string
+	stop        func() error
+}
+
+func startLive(t *testing.T, cfg Config) *live {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = "http://" + ln.Addr().String()
+	}
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		ln.Close()
+		adm.Close()
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, ln, adm) }()
+	l := &live{Server: s, base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+	stopped := false
+	l.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		defer s.Close()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(ShutdownTimeout + 5*time.Second):
+			return errors.New("Serve did not return")
+		}
+	}
+	t.Cleanup(func() { l.stop() })
+	return l
+}
+
+func do(t *testing.T, method, url string, body string, h http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func form() http.Header {
+	return http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+}
+
+// clientToken gets an access token with client_credentials and
+// client_secret_basic.
+func clientToken(t *testing.T, base, id, secret string) string {
+	t.Helper()
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	resp, body := do(t, http.MethodPost, base+"/oauth2/token", "grant_type=client_credentials", h)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("token: %d %s", resp.StatusCode, body)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		TokenType   string `json:"token_type"`
+	}
+	if err := json.Unmarshal(body, &tr); err != nil || tr.AccessToken == "" {
+		t.Fatalf("token response %s: %v", body, err)
+	}
+	return tr.AccessToken
+}
+
+// tokenServiceFlow is the dev-mode flow against cfg's store: demo client,
+// token, /auth, revocation, admin API, restart.
+func tokenServiceFlow(t *testing.T, cfg Config) {
+	l := startLive(t, cfg)
+	b := l.Bootstrap()
+	if !b.Dev || b.DemoClientID == "" || b.DemoClientSecret == "" || b.AdminToken == "" {
+		t.Fatalf("first dev start created no demo client or admin token: %+v", b)
+	}
+	kid := l.Thumbprint()
+	tok := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+
+	resp, body := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != b.DemoClientID {
+		t.Fatalf("/auth with an issued token: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if resp, body := do(t, http.MethodGet, l.base+"/.well-known/jwks.json", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), kid) {
+		t.Errorf("JWKS lacks kid %s: %d %s", kid, resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodGet, l.base+"/.well-known/openid-configuration", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), cfg.Issuer+"/oauth2/token") {
+		t.Errorf("discovery: %d %s", resp.StatusCode, body)
+	}
+
+	// Revoke the access token: the next /auth refuses it.
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	if resp, body := do(t, http.MethodPost, l.base+"/oauth2/revoke", "token="+url.QueryEscape(tok), h); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = do(t, http.MethodGet, l.base+"/auth", "", bearer(tok))
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "revoked") {
+		t.Fatalf("/auth after revocation: %d %v", resp.StatusCode, resp.Header)
+	}
+
+	// Admin API: a client created with the admin token gets tokens that
+	// /auth accepts; without the token the API refuses.
+	jh := http.Header{"Content-Type": {"application/json"}}
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/admin/clients", `{"name":"x","scopes":["demo"]}`, jh); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("admin API without the token: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodPost, l.base+"/v1/admin/clients", `{"name":"x","scopes":["demo"]}`, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("admin API on the traffic listener: %d", resp.StatusCode)
+	}
+	jh.Set("Authorization", "Bearer "+b.AdminToken)
+	resp, body = do(t, http.MethodPost, l.admin+"/v1/admin/clients", `{"name":"x","scopes":["demo"]}`, jh)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("admin create client: %d %s", resp.StatusCode, body)
+	}
+	var created struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal(body, &created); err != nil || created.ID == "" || created.Secret == "" {
+		t.Fatalf("admin create client answered %s: %v", body, err)
+	}
+	tok2 := clientToken(t, l.base, created.ID, created.Secret)
+
+	// Revoke by jti through the admin API: the next /auth refuses it.
+	tok3 := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok3)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/auth with a fresh token: %d", resp.StatusCode)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.Split(tok3, ".")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
+		t.Fatalf("token claims %s: %v", payload, err)
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/revocations", `{"jti":"`+claims.JTI+`"}`, jh); resp.StatusCode/100 != 2 {
+		t.Fatalf("admin revoke: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = do(t, http.MethodGet, l.base+"/auth", "", bearer(tok3))
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "revoked") {
+		t.Fatalf("/auth after admin revocation: %d %v", resp.StatusCode, resp.Header)
+	}
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok2)); resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth with the new client's token: %d", resp.StatusCode)
+	}
+	if err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart: same signing key, no new demo client or admin token, the
+	// revocation still in force, the second client's token still valid.
+	again := startLive(t, cfg)
+	if got := again.Bootstrap(); got.DemoClientID != "" || got.DemoClientSecret != "" || got.AdminToken != "" {
+		t.Errorf("restart created secrets again: %+v", got)
+	}
+	if again.Thumbprint() != kid {
+		t.Errorf("restart changed the signing kid: %s != %s", again.Thumbprint(), kid)
+	}
+	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("revoked token after restart: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(tok2)); resp.StatusCode != http.StatusOK {
+		t.Errorf("valid token after restart: %d", resp.StatusCode)
+	}
+	if _, err := clientToken2(again.base, b.DemoClientID, b.DemoClientSecret); err != nil {
+		t.Errorf("demo client's secret after restart: %v", err)
+	}
+}
+
+func clientToken2(base, id, secret string) (string, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/oauth2/token", strings.NewReader("grant_type=client_credentials"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(id, secret)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", errors.New(resp.Status + " " + string(b))
+	}
+	return string(b), nil
+}
+
+func TestTokenServiceSQLite(t *testing.T) {
+	logs := &syncBuffer{}
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	tokenServiceFlow(t, cfg)
+	for _, name := range []string{RootKeyFile, AdminTokenFile, StoreFile} {
+		if info, err := os.Stat(filepath.Join(cfg.DataDir, name)); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", name, info, err)
+		}
+	}
+}
+
+func TestTokenServicePostgres(t *testing.T) {
+	dbURL := newSchema(t)
+	dir := t.TempDir()
+	rootKey := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		DatabaseURL: dbURL, RootKeyFile: rootKey}
+	tokenServiceFlow(t, cfg)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, StoreFile)); err == nil {
+		t.Error("a SQLite store was created with a database URL")
+	}
+}
+
+func TestTokenServiceRootKeyFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "k")
+	if err := keyring.GenerateKeyFile(path, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+		RootKeyEnv: "KG_ROOT", LookupEnv: func(n string) (string, bool) {
+			if n == "KG_ROOT" {
+				return strings.TrimSpace(string(key)), true
+			}
+			return "", false
+		}}
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if b := s.Bootstrap(); b.Dev || b.DemoClientID != "" {
+		t.Errorf("dev set-up with a root key and no --dev: %+v", b)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, RootKeyFile)); err == nil {
+		t.Error("a dev root key was generated although one was configured")
+	}
+}
+
+// newSchema creates an empty schema on DATABASE_URL for t, dropped when t
+// ends, and returns a URL that uses it; without DATABASE_URL it skips.
+func newSchema(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("DATABASE_URL")
+	if base == "" {
+		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "kg_server_" + hex.EncodeToString(b[:])
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
