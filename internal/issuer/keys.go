@@ -150,11 +150,16 @@ func (m *KeyManager) Load(ctx context.Context) error {
 	}
 	if len(keys) == 0 {
 		now := m.now()
-		k, err := m.create(ctx, now, now)
-		if err != nil {
+		if _, err := m.create(ctx, now, now); err != nil {
 			return err
 		}
-		keys = []store.SigningKey{k}
+		// Read back rather than use the key just made: nodes of a fleet
+		// starting together on an empty store may each have made one, and
+		// building from the full list makes them all pick the same signer
+		// (the ordering of build is deterministic) and publish every key.
+		if keys, err = m.store.ListSigningKeys(ctx); err != nil {
+			return fmt.Errorf("issuer: list signing keys: %w", err)
+		}
 	}
 	return m.build(keys, m.now())
 }

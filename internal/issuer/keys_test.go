@@ -267,3 +267,34 @@ func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyManagerConcurrentFirstLoad: nodes that start together on an empty
+// store agree on the signer and publish every key any of them made.
+func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	seal := newSealer(t)
+	ms := make([]*KeyManager, 4)
+	var wg sync.WaitGroup
+	for i := range ms {
+		ms[i] = NewKeyManager(st, seal, KeyPolicy{Manual: true}, c.now, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ms[i].Load(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// Each sees the keys that existed when it listed; after a Tick all agree.
+	for _, m := range ms {
+		if err := m.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms[1:] {
+		if m.Signer().KeyID() != ms[0].Signer().KeyID() || len(published(t, m)) != len(st.keys) {
+			t.Fatalf("nodes disagree: %s vs %s, %d published of %d", m.Signer().KeyID(), ms[0].Signer().KeyID(), len(published(t, m)), len(st.keys))
+		}
+	}
+}
