@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -74,7 +75,13 @@ func commands() []*command {
 			{name: "jwks", summary: "print the public JWKS of PEM or JWK key files", run: (*app).keysJWKS},
 			{name: "thumbprint", summary: "print a key's RFC 7638 thumbprint", run: (*app).keysThumbprint},
 		}},
-		{name: "token", summary: "sign, verify and inspect JWTs", subs: []*command{
+		{name: "clients", summary: "manage OAuth clients on a running node", subs: []*command{
+			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
+			{name: "list", summary: "list clients", run: (*app).clientsList},
+			{name: "rotate", summary: "replace a client's secret", run: (*app).clientsRotate},
+			{name: "delete", summary: "delete a client", run: (*app).clientsDelete},
+		}},
+		{name: "token", summary: "get a token from a node (token --client ID --secret S); sign, verify, inspect JWTs", run: (*app).tokenRequest, subs: []*command{
 			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
 			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
@@ -105,6 +112,11 @@ func (a *app) dispatch(ctx context.Context, path string, cmds []*command, args [
 	if c == nil {
 		return usageErrorf(path, "unknown command %q", name)
 	}
+	// A group that also runs on its own (token --client ...) takes flags
+	// directly after its name.
+	if c.subs != nil && c.run != nil && len(args) > 1 && strings.HasPrefix(args[1], "-") && !isHelp(args[1]) {
+		return c.run(a, ctx, args[1:])
+	}
 	if c.subs != nil {
 		return a.dispatch(ctx, path+" "+name, c.subs, args[1:])
 	}
@@ -125,6 +137,14 @@ func (a *app) help(path string, cmds []*command, args []string) error {
 	}
 	a.printCommands(a.stdout, path, cmds)
 	return errHelpShown
+}
+
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 func find(cmds []*command, name string) *command {

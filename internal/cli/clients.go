@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// The commands that talk to a running node: client management through the
+// admin API, and fetching a token from the token endpoint.
+
+type adminFlags struct {
+	url, tokenFile string
+}
+
+func (f *adminFlags) register(fs *flagSet) {
+	fs.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "the node's admin listener `URL`")
+	fs.StringVar(&f.tokenFile, "admin-token-file", "", "`file` holding the admin token (default $KEYGATE_ADMIN_TOKEN, else ./keygate-data/admin.token)")
+}
+
+func (f *adminFlags) token(a *app) (string, error) {
+	if f.tokenFile == "" {
+		if t := a.lookupEnv("KEYGATE_ADMIN_TOKEN"); t != "" {
+			return t, nil
+		}
+		f.tokenFile = "./keygate-data/admin.token"
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// call sends one admin API request and decodes the JSON answer into out.
+func (f *adminFlags) call(ctx context.Context, a *app, method, path string, body any, out any) error {
+	tok, err := f.token(a)
+	if err != nil {
+		return err
+	}
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(f.url, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return doJSON(req, out)
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+// doJSON sends req and decodes a 2xx JSON answer into out, or turns an
+// error answer into an error naming its code.
+func doJSON(req *http.Request, out any) error {
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		json.Unmarshal(b, &e)
+		return fmt.Errorf("%s: %d %s: %s", req.URL.Path, resp.StatusCode, e.Error, e.Description)
+	}
+	if out == nil || len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (a *app) clientsCreate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate clients create", "--name NAME [--scopes a,b] [flags]",
+		"Creates an OAuth client on a running node and prints its id and secret. The secret is shown once.")
+	var af adminFlags
+	af.register(fs)
+	name := fs.String("name", "", "the client's `name`")
+	var scopes stringList
+	fs.Var(&scopes, "scopes", "`scopes` the client may be granted (comma-separated or repeated)")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *name == "" {
+		return usageErrorf(fs.Name(), "--name is required")
+	}
+	var out struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/clients", map[string]any{"name": *name, "scopes": []string(scopes)}, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "client_id=%s\nclient_secret=%s\n", out.ID, out.Secret)
+	return nil
+}
+
+func (a *app) clientsList(ctx context.Context, args []string) error {
+	fs := a.flags("keygate clients list", "[flags]", "Lists the OAuth clients of a running node (never their secrets).")
+	var af adminFlags
+	af.register(fs)
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		Clients []struct {
+			ID     string   `json:"client_id"`
+			Name   string   `json:"name"`
+			Scopes []string `json:"scopes"`
+		} `json:"clients"`
+	}
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/clients", nil, &out); err != nil {
+		return err
+	}
+	for _, c := range out.Clients {
+		fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", c.ID, c.Name, strings.Join(c.Scopes, " "))
+	}
+	return nil
+}
+
+func (a *app) clientsRotate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate clients rotate", "[flags] CLIENT_ID", "Replaces a client's secret and prints the new one, once.")
+	var af adminFlags
+	af.register(fs)
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Secret string `json:"client_secret"`
+	}
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/clients/"+url.PathEscape(pos[0])+"/secret", nil, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "client_secret=%s\n", out.Secret)
+	return nil
+}
+
+func (a *app) clientsDelete(ctx context.Context, args []string) error {
+	fs := a.flags("keygate clients delete", "[flags] CLIENT_ID", "Deletes a client; its secret stops working at once.")
+	var af adminFlags
+	af.register(fs)
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return af.call(ctx, a, http.MethodDelete, "/v1/admin/clients/"+url.PathEscape(pos[0]), nil, nil)
+}
+
+// tokenRequest is `keygate token --client ID --secret S`: the client
+// credentials grant against a running node.
+func (a *app) tokenRequest(ctx context.Context, args []string) error {
+	fs := a.flags("keygate token", "--client ID --secret SECRET [--scope S] [--url URL]",
+		"Gets an access token from a running node with the client credentials grant and prints it.")
+	client := fs.String("client", "", "client `id`")
+	secret := fs.String("secret", "", "client `secret` (default $KEYGATE_CLIENT_SECRET)")
+	scope := fs.String("scope", "", "space-separated `scopes` to ask for (default: all the client's)")
+	base := fs.String("url", "http://127.0.0.1:8080", "the node's traffic `URL`")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *secret == "" {
+		*secret = a.lookupEnv("KEYGATE_CLIENT_SECRET")
+	}
+	if *client == "" || *secret == "" {
+		return usageErrorf(fs.Name(), "--client and --secret are required")
+	}
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if *scope != "" {
+		form.Set("scope", *scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(*base, "/")+"/oauth2/token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(*client), url.QueryEscape(*secret))
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := doJSON(req, &out); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, out.AccessToken)
+	return nil
+}
