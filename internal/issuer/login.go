@@ -36,14 +36,8 @@ var (
 // access token and a refresh token. Attempts are limited per account and
 // per client address; the client authenticates as at the token endpoint.
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
-	v, err := form(w, r)
-	if err != nil {
-		writeOAuthError(w, err, false)
-		return
-	}
-	c, basic, err := s.authenticate(r.Context(), r, v)
-	if err != nil {
-		writeOAuthError(w, err, basic)
+	v, c, ok := s.clientRequest(w, r)
+	if !ok {
 		return
 	}
 	username, password := v.Get("username"), v.Get("password")

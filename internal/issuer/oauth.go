@@ -150,6 +150,22 @@ func form(w http.ResponseWriter, r *http.Request) (url.Values, error) {
 	return v, nil
 }
 
+// clientRequest reads an endpoint's form and authenticates the client
+// sending it. When it fails it has written the error answer.
+func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Values, store.Client, bool) {
+	v, err := form(w, r)
+	if err != nil {
+		writeOAuthError(w, err, false)
+		return nil, store.Client{}, false
+	}
+	c, basic, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		writeOAuthError(w, err, basic)
+		return nil, store.Client{}, false
+	}
+	return v, c, true
+}
+
 // authenticate checks client_secret_basic or client_secret_post. It
 // compares digests in constant time and does the same work for an unknown
 // client, so response timing does not reveal which client IDs exist.
@@ -201,14 +217,8 @@ func NewSecret(r io.Reader) (string, error) {
 }
 
 func (s *Service) token(w http.ResponseWriter, r *http.Request) {
-	v, err := form(w, r)
-	if err != nil {
-		writeOAuthError(w, err, false)
-		return
-	}
-	c, basic, err := s.authenticate(r.Context(), r, v)
-	if err != nil {
-		writeOAuthError(w, err, basic)
+	v, c, ok := s.clientRequest(w, r)
+	if !ok {
 		return
 	}
 	switch v.Get("grant_type") {
@@ -288,14 +298,8 @@ func (s *Service) verifyOwn(token string) (*jose.Token, error) {
 // answer is 200 for any well-formed request, whether or not the token was
 // valid, so it reveals nothing about tokens.
 func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
-	v, err := form(w, r)
-	if err != nil {
-		writeOAuthError(w, err, false)
-		return
-	}
-	c, basic, err := s.authenticate(r.Context(), r, v)
-	if err != nil {
-		writeOAuthError(w, err, basic)
+	v, c, ok := s.clientRequest(w, r)
+	if !ok {
 		return
 	}
 	token := v.Get("token")
@@ -343,14 +347,8 @@ func clientOf(t *jose.Token) string {
 // whether a token it was issued (or any token, with the "introspect"
 // scope) is active, and its claims.
 func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
-	v, err := form(w, r)
-	if err != nil {
-		writeOAuthError(w, err, false)
-		return
-	}
-	c, basic, err := s.authenticate(r.Context(), r, v)
-	if err != nil {
-		writeOAuthError(w, err, basic)
+	v, c, ok := s.clientRequest(w, r)
+	if !ok {
 		return
 	}
 	token := v.Get("token")
