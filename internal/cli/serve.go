@@ -22,6 +22,8 @@ type serveFlags struct {
 	listen, adminListen, dataDir, issuer, audience string
 	configPath, jwksURL, upstream                  string
 	databaseURL, rootKeyFile, adminTokenFile       string
+	redisURL                                       string
+	maxStaleness                                   time.Duration
 	dev                                            bool
 	algs                                           stringList
 	level                                          slog.Level
@@ -34,6 +36,8 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis `URL` (redis://...) shared by a fleet: revocations, login rate limits, key-rotation notices (or KEYGATE_REDIS_URL)")
+	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
 	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the admin API token (or KEYGATE_ADMIN_TOKEN; at least 32 characters)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
@@ -178,6 +182,10 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 	if issuer == "" || len(cfg.Issuers) > 0 {
 		issuer = "http://" + addr
 	}
+	redisURL := f.redisURL
+	if redisURL == "" {
+		redisURL = a.lookupEnv("KEYGATE_REDIS_URL")
+	}
 	return server.New(ctx, server.Config{
 		DataDir:    cfg.DataDir,
 		Issuer:     issuer,
@@ -201,6 +209,9 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 			v := a.lookupEnv(name)
 			return v, v != ""
 		},
+
+		RedisURL:               redisURL,
+		RevocationMaxStaleness: f.maxStaleness,
 	})
 }
 

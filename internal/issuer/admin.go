@@ -248,6 +248,9 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 		a.svc.fail(w, "rotating the signing key", err)
 		return
 	}
+	if a.svc.cfg.Rotated != nil {
+		a.svc.cfg.Rotated(kid)
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"kid": kid})
 }
 

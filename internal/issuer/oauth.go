@@ -38,9 +38,12 @@ type Config struct {
 	// RevokedSubject, if set, is told of every "everything issued to
 	// subject before" revocation.
 	RevokedSubject func(issuer, subject string, before time.Time)
-	Now            func() time.Time
-	Rand           io.Reader
-	Logger         *slog.Logger
+	// Rotated, if set, is told of every rotation made through the admin
+	// API (the new kid), so that other nodes can be told to reload.
+	Rotated func(kid string)
+	Now     func() time.Time
+	Rand    io.Reader
+	Logger  *slog.Logger
 }
 
 // Service answers the OAuth 2.0 endpoints.

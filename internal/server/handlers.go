@@ -7,6 +7,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -64,6 +65,19 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	if missing := s.rt.Load().notReady(); len(missing) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
 		return nil
+	}
+	if f := s.fleet; f != nil {
+		if st := f.fanout.Status(); st.FailClosed {
+			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
+			if st.LastCurrent.IsZero() {
+				reason = "revocation set never loaded from Redis; every token is refused"
+			}
+			if st.LastError != nil {
+				reason += ": " + st.LastError.Error()
+			}
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "revocations": "fail_closed", "reason": reason})
+			return nil
+		}
 	}
 	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
 	return nil

@@ -170,7 +170,7 @@ func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 // devPolicy trusts the server's own signing key when no issuer is
 // configured, so that `keygate serve` works with nothing else installed.
 func (s *Server) devPolicy() (verify.Policy, *source) {
-	src := &source{Source: managedKeys{s.keys}, spec: "dev", close: func() {}}
+	src := &source{Source: managedKeys{km: s.keys, last: &s.refetchAt}, spec: "dev", close: func() {}}
 	var hm []verify.HeaderMapping
 	for h, c := range DefaultHeaders {
 		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})

@@ -80,6 +80,17 @@ type Config struct {
 	AdminToken     string
 	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+
+	// RedisURL (redis://...) joins the node to a fleet: revocations are
+	// shared through Redis, /v1/login attempts are limited there, and key
+	// rotations made here are announced so that other nodes reload at once.
+	RedisURL string
+	// RedisPrefix names the keys and channels in Redis (default "keygate").
+	RedisPrefix string
+	// RevocationMaxStaleness, when positive, makes /auth refuse every token
+	// once the shared revocation set has not been known current for that
+	// long; zero never fails closed.
+	RevocationMaxStaleness time.Duration
 }
 
 // Validate reports a missing required field.
@@ -111,6 +122,8 @@ type Server struct {
 	revocation   revoke.Checker
 	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
+	fleet        *fleet       // nil without Redis
+	refetchAt    atomic.Int64 // last re-read of the signing keys for an unknown kid
 
 	rt       atomic.Pointer[runtime]
 	reloadMu sync.Mutex // one reload at a time
@@ -153,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
+		s.closeFleet()
 		s.store.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -173,6 +187,7 @@ func (s *Server) Close() {
 		rt.closeSources(nil)
 	}
 	s.transport.CloseIdleConnections()
+	s.closeFleet()
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {
 			s.log.Warn("closing the store", "err", err)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/postgres"
@@ -147,8 +146,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	})
 	s.revoked = mem
 	s.revocation = mem
-
-	svc, err := issuer.New(issuer.Config{
+	icfg := issuer.Config{
 		Issuer:         cfg.Issuer,
 		Audience:       []string{cfg.Audience},
 		Store:          st,
@@ -158,7 +156,24 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
 		Logger:         s.log,
-	})
+	}
+	if err := s.openFleet(ctx, mem); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.closeFleet()
+		}
+	}()
+	if s.fleet != nil {
+		s.revocation = s.fleet.fanout
+		icfg.Revoked, icfg.RevokedSubject, icfg.Rotated = s.revokeID, s.revokeSubject, s.rotated
+	}
+	if icfg.Limiter, err = s.loginLimiter(); err != nil {
+		return fmt.Errorf("server: login rate limit: %w", err)
+	}
+
+	svc, err := issuer.New(icfg)
 	if err != nil {
 		return fmt.Errorf("server: token service: %w", err)
 	}
@@ -181,7 +196,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		}
 	}
 	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev,
-		"kid", km.Signer().Key().Thumbprint(), "revocations", len(revs))
+		"kid", km.Signer().Key().Thumbprint(), "revocations", len(revs), "redis", s.fleet != nil)
 	return nil
 }
 
@@ -277,29 +292,4 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 			s.revoked.Sweep(s.cfg.Now())
 		}
 	}
-}
-
-// managedKeys is the keys.Source of the dev-mode policy: the token
-// service's published signing keys.
-type managedKeys struct{ km *issuer.KeyManager }
-
-func (m managedKeys) Current() *jose.KeySet {
-	if ks := m.km.KeySet(); ks != nil {
-		return ks
-	}
-	return jose.NewKeySet()
-}
-
-func (m managedKeys) Refetch(context.Context) *jose.KeySet { return m.Current() }
-
-func (m managedKeys) Status() keys.Status {
-	st := keys.Status{}
-	if m.km.Signer() != nil {
-		st.Keys = m.Current().Len()
-		st.LastSuccess = time.Now()
-		st.LastAttempt = st.LastSuccess
-	} else {
-		st.LastError = issuer.ErrNoActiveKey
-	}
-	return st
 }

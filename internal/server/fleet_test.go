@@ -1,0 +1,252 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/mint"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisPrefix returns a fresh Redis prefix on REDIS_URL for t, whose keys
+// are deleted when t ends; without REDIS_URL it skips.
+func redisPrefix(t *testing.T) (redisURL, prefix string) {
+	t.Helper()
+	redisURL = os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		t.Skip("needs Redis: REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	prefix = "kgtest_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return
+		}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, pattern := range []string{prefix + ":*", "{" + prefix + ":*"} {
+			iter := c.Scan(ctx, 0, pattern, 100).Iterator()
+			for iter.Next(ctx) {
+				c.Del(ctx, iter.Val())
+			}
+		}
+	})
+	return redisURL, prefix
+}
+
+// TestFleet runs three nodes on one PostgreSQL schema and one Redis prefix:
+// a token of one is accepted by the others, a revocation at one reaches the
+// others within a second, and a key rotated at one is published and
+// trusted by the others at once.
+func TestFleet(t *testing.T) {
+	if os.Getenv("REDIS_URL") == "" || os.Getenv("DATABASE_URL") == "" {
+		t.Skip("needs PostgreSQL and Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	redisURL, prefix := redisPrefix(t)
+	dbURL := newSchema(t)
+	dir := t.TempDir()
+	rootKey := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	adminToken := strings.Repeat("a", 16) + hex.EncodeToString([]byte(prefix))
+	const iss = "https://keygate.fleet.test"
+	var nodes []*live
+	for i := range 3 {
+		nodes = append(nodes, startLive(t, Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))),
+			Issuer: iss, Audience: testAudience, DatabaseURL: dbURL, RootKeyFile: rootKey,
+			AdminToken: adminToken, RedisURL: redisURL, RedisPrefix: prefix}))
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	hc := &http.Client{Timeout: 5 * time.Second}
+	authStatus := func(base, tok string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/auth", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	// A client created at A gets a token from A that B accepts.
+	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
+	resp, body := do(t, http.MethodPost, a.admin+"/v1/admin/clients", `{"name":"fleet","scopes":["demo"]}`, jh)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("admin create client at A: %d %s", resp.StatusCode, body)
+	}
+	var cl struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal(body, &cl); err != nil || cl.ID == "" {
+		t.Fatalf("admin create client answered %s: %v", body, err)
+	}
+	tok := clientToken(t, a.base, cl.ID, cl.Secret)
+	for _, n := range nodes {
+		if st := authStatus(n.base, tok); st != http.StatusOK {
+			t.Fatalf("/auth at %s with A's token: %d", n.base, st)
+		}
+	}
+
+	// Revoked at B, refused at C within a second.
+	basic := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(url.QueryEscape(cl.ID), url.QueryEscape(cl.Secret))
+	basic.Set("Authorization", req.Header.Get("Authorization"))
+	const rounds = 50
+	var lat []time.Duration
+	for i := range rounds {
+		tok := clientToken(t, a.base, cl.ID, cl.Secret)
+		if st := authStatus(c.base, tok); st != http.StatusOK { // also caches it at C
+			t.Fatalf("round %d: /auth at C before revocation: %d", i, st)
+		}
+		start := time.Now()
+		if resp, body := do(t, http.MethodPost, b.base+"/oauth2/revoke", "token="+url.QueryEscape(tok), basic); resp.StatusCode != http.StatusOK {
+			t.Fatalf("round %d: revoke at B: %d %s", i, resp.StatusCode, body)
+		}
+		for authStatus(c.base, tok) != http.StatusUnauthorized {
+			if time.Since(start) > time.Second {
+				t.Fatalf("round %d: C still accepts a token revoked at B after %v", i, time.Since(start))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	t.Logf("revocation propagation B -> C over %d revocations (revoke request start to C's first refusal): p50 %v, p99 %v, max %v",
+		rounds, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+
+	// An immediate rotation at A: B and C trust the new key at once and
+	// publish it within 2 s.
+	resp, body = do(t, http.MethodPost, a.admin+"/v1/admin/keys/rotate", `{"immediate":true}`, jh)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("rotate at A: %d %s", resp.StatusCode, body)
+	}
+	rotated := time.Now()
+	var rot struct {
+		KID string `json:"kid"`
+	}
+	if err := json.Unmarshal(body, &rot); err != nil || rot.KID == "" {
+		t.Fatalf("rotate answered %s: %v", body, err)
+	}
+	for _, n := range []*live{b, c} {
+		for {
+			resp, body := do(t, http.MethodGet, n.base+"/.well-known/jwks.json", "", nil)
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), rot.KID) {
+				break
+			}
+			if time.Since(rotated) > 2*time.Second {
+				t.Fatalf("%s does not publish the new kid %s 2 s after the rotation: %s", n.base, rot.KID, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("new key published by B and C %v after the rotation", time.Since(rotated))
+	for i := range 20 {
+		tok := clientToken(t, a.base, cl.ID, cl.Secret)
+		if kid := tokenKID(t, tok); kid != rot.KID {
+			t.Fatalf("token %d from A after the rotation has kid %s, want %s", i, kid, rot.KID)
+		}
+		for _, n := range []*live{b, c} {
+			if st := authStatus(n.base, tok); st != http.StatusOK {
+				t.Fatalf("token %d signed by the new key refused at %s: %d", i, n.base, st)
+			}
+		}
+	}
+	for _, n := range nodes {
+		if resp, body := do(t, http.MethodGet, n.admin+"/readyz", "", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("/readyz at %s: %d %s", n.admin, resp.StatusCode, body)
+		}
+	}
+
+	// Login attempts are limited fleet-wide: the burst spent across the
+	// nodes, the next attempt at any node is refused.
+	for i := range LoginLimit.Burst {
+		if st := login(t, nodes[i%3].base, basic, "nobody"); st != http.StatusBadRequest && st != http.StatusUnauthorized {
+			t.Fatalf("login attempt %d: %d", i, st)
+		}
+	}
+	if st := login(t, c.base, basic, "nobody"); st != http.StatusTooManyRequests {
+		t.Errorf("login attempt past the fleet's burst: %d, want 429", st)
+	}
+}
+
+// login makes one failed /v1/login attempt and returns its status.
+func login(t *testing.T, base string, h http.Header, user string) int {
+	t.Helper()
+	resp, _ := do(t, http.MethodPost, base+"/v1/login", "username="+user+"&password=wrong", h)
+	return resp.StatusCode
+}
+
+func TestLoginRateLimitLocal(t *testing.T) {
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true})
+	b := l.Bootstrap()
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	for i := range LoginLimit.Burst {
+		if st := login(t, l.base, h, "nobody"); st == http.StatusTooManyRequests {
+			t.Fatalf("login attempt %d refused by the limit", i)
+		}
+	}
+	if st := login(t, l.base, h, "nobody"); st != http.StatusTooManyRequests {
+		t.Errorf("login attempt past the burst: %d, want 429", st)
+	}
+}
+
+// TestRedisFailClosed: with MaxStaleness set and Redis unreachable, the node
+// refuses every token and /readyz says why.
+func TestRedisFailClosed(t *testing.T) {
+	defer func(d time.Duration) { redisStartWait = d }(redisStartWait)
+	redisStartWait = 200 * time.Millisecond
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second})
+	tok, err := l.Mint(mint.Claims{Subject: "x", Audience: []string{testAudience}, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/auth while the revocation set was never loaded: %d", resp.StatusCode)
+	}
+	resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "fail_closed") {
+		t.Errorf("/readyz while failing closed: %d %s", resp.StatusCode, body)
+	}
+}
+
+func tokenKID(t *testing.T, tok string) string {
+	t.Helper()
+	h, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr struct {
+		KID string `json:"kid"`
+	}
+	if err := json.Unmarshal(h, &hdr); err != nil {
+		t.Fatal(err)
+	}
+	return hdr.KID
+}
