@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/jose"
 )
 
 // serveFlags are the flags of serve.
@@ -24,6 +26,9 @@ type serveFlags struct {
 	databaseURL, rootKeyFile, adminTokenFile       string
 	redisURL                                       string
 	maxStaleness                                   time.Duration
+	signingAlg                                     string
+	alg                                            jose.Alg // parsed --signing-alg
+	keyRotation, keyPrePublish, accessTTL          time.Duration
 	dev                                            bool
 	algs                                           stringList
 	level                                          slog.Level
@@ -45,6 +50,10 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default RS256 and ES256)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
+	fs.StringVar(&f.signingAlg, "signing-alg", "ES256", "`algorithm` of the signing keys the token service creates: ES256, ES384, ES512, RS256, PS256 or EdDSA")
+	fs.DurationVar(&f.keyRotation, "key-rotation", 720*time.Hour, "how long a signing key signs before its successor takes over (`duration`; 0: manual rotation only)")
+	fs.DurationVar(&f.keyPrePublish, "key-prepublish", time.Hour, "how long a new signing key is published before it signs (`duration`)")
+	fs.DurationVar(&f.accessTTL, "access-token-ttl", 15*time.Minute, "lifetime of the access tokens the token service issues (`duration`)")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 }
 
@@ -65,6 +74,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	var f serveFlags
 	f.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if err := f.checkKeyPolicy(); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
@@ -136,6 +148,34 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// checkKeyPolicy validates the signing-key and token-lifetime flags.
+func (f *serveFlags) checkKeyPolicy() error {
+	alg, err := jose.ParseAlg(f.signingAlg)
+	if err != nil || !slices.Contains(server.SigningAlgs, alg) {
+		return usageErrorf("keygate serve", "--signing-alg %q: want one of ES256, ES384, ES512, RS256, PS256, EdDSA", f.signingAlg)
+	}
+	f.alg = alg
+	switch {
+	case f.keyRotation < 0:
+		return usageErrorf("keygate serve", "--key-rotation must not be negative")
+	case f.keyPrePublish <= 0:
+		return usageErrorf("keygate serve", "--key-prepublish must be positive")
+	case f.accessTTL <= 0:
+		return usageErrorf("keygate serve", "--access-token-ttl must be positive")
+	case f.keyRotation > 0 && f.keyRotation <= f.keyPrePublish:
+		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
+	}
+	return nil
+}
+
+// rotation maps --key-rotation to server.Config.KeyRotation (0: manual).
+func (f *serveFlags) rotation() time.Duration {
+	if f.keyRotation == 0 {
+		return -1
+	}
+	return f.keyRotation
 }
 
 func (f *serveFlags) overrides() server.Overrides {
@@ -212,6 +252,11 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 
 		RedisURL:               redisURL,
 		RevocationMaxStaleness: f.maxStaleness,
+
+		SigningAlg:     f.alg,
+		KeyRotation:    f.rotation(),
+		KeyPrePublish:  f.keyPrePublish,
+		AccessTokenTTL: f.accessTTL,
 	})
 }
 

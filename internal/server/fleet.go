@@ -12,6 +12,7 @@ import (
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/revoke/redisfanout"
+	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,6 +34,18 @@ type fleet struct {
 	channel string // key-rotation notices
 	cancel  context.CancelFunc
 	done    chan struct{}
+	limiter atomic.Pointer[ratelimit.Redis] // the login limiter, once made
+}
+
+// stats reads the fleet's state for the metrics at scrape time.
+func (f *fleet) stats() telemetry.FleetStats {
+	st := f.fanout.Status()
+	fs := telemetry.FleetStats{Staleness: st.Staleness, FailClosed: st.FailClosed}
+	if l := f.limiter.Load(); l != nil {
+		ls := l.Stats()
+		fs.Limiter, fs.LimiterRedis, fs.LimiterFallback, fs.LimiterDegraded = true, ls.RedisDecisions, ls.FallbackDecisions, ls.Degraded
+	}
+	return fs
 }
 
 // openFleet connects to Redis: the revocation fan-out around mem, and the
@@ -72,6 +85,9 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 	ps := client.Subscribe(nctx, f.channel)
 	go s.keyNotices(nctx, ps, f.done)
 	s.fleet = f
+	if s.metrics != nil {
+		s.metrics.Fleet(f.stats)
+	}
 	return nil
 }
 
@@ -140,8 +156,13 @@ func (s *Server) loginLimiter() (issuer.Limiter, error) {
 		if prefix == "" {
 			prefix = DefaultRedisPrefix
 		}
-		return ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: LoginLimit,
+		l, err := ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: LoginLimit,
 			Prefix: prefix + ":ratelimit:", Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
+		s.fleet.limiter.Store(l)
+		return l, nil
 	}
 	return ratelimit.NewLocal(ratelimit.LocalConfig{Limit: LoginLimit, Now: s.cfg.Now})
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
-	"github.com/keygate/keygate/jose"
 )
 
 // runtime is everything built from one configuration: key sources, the
@@ -176,7 +175,7 @@ func (s *Server) devPolicy() (verify.Policy, *source) {
 		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
 	}
 	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
-	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: []jose.Alg{jose.ES256},
+	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: s.devAlgs(),
 		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: hm}, src
 }
 

@@ -91,6 +91,22 @@ type Config struct {
 	// once the shared revocation set has not been known current for that
 	// long; zero never fails closed.
 	RevocationMaxStaleness time.Duration
+
+	// SigningAlg is the algorithm of the signing keys the server creates
+	// (ES256 by default; ES384, ES512, RS256, PS256 or EdDSA). Keys already
+	// in the store keep their algorithm until they are rotated out.
+	SigningAlg jose.Alg
+	// KeyRotation is how long a signing key signs before its successor
+	// takes over: 0 means the default (30 days), negative means manual
+	// rotation only (through the admin API).
+	KeyRotation time.Duration
+	// KeyPrePublish is how long a new key is published before it signs
+	// (default 1 h).
+	KeyPrePublish time.Duration
+	// AccessTokenTTL is the lifetime of the access tokens the server issues
+	// (default 15 min); the signing-key policy keeps retired keys published
+	// at least this long.
+	AccessTokenTTL time.Duration
 }
 
 // Validate reports a missing required field.

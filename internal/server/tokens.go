@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +117,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
-	km := issuer.NewKeyManager(st, kr, issuer.KeyPolicy{Alg: jose.ES256}, cfg.Now, cfg.Rand)
+	km := issuer.NewKeyManager(st, kr, s.keyPolicy(), cfg.Now, cfg.Rand)
 	if err := km.Load(ctx); err != nil {
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
@@ -156,6 +157,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
 		Logger:         s.log,
+		AccessTokenTTL: cfg.AccessTokenTTL,
 	}
 	if err := s.openFleet(ctx, mem); err != nil {
 		return err
@@ -198,6 +200,41 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev,
 		"kid", km.Signer().Key().Thumbprint(), "revocations", len(revs), "redis", s.fleet != nil)
 	return nil
+}
+
+// SigningAlgs are the algorithms Config.SigningAlg may name.
+var SigningAlgs = []jose.Alg{jose.ES256, jose.ES384, jose.ES512, jose.RS256, jose.PS256, jose.EdDSA}
+
+// keyPolicy is the signing-key schedule the configuration asks for.
+func (s *Server) keyPolicy() issuer.KeyPolicy {
+	cfg := &s.cfg
+	p := issuer.KeyPolicy{Alg: cfg.SigningAlg, RotateEvery: cfg.KeyRotation, PrePublish: cfg.KeyPrePublish}
+	if p.Alg == 0 {
+		p.Alg = jose.ES256
+	}
+	if cfg.KeyRotation < 0 {
+		p.RotateEvery, p.Manual = 0, true
+	}
+	ttl := cfg.AccessTokenTTL
+	if ttl <= 0 {
+		ttl = 15 * time.Minute
+	}
+	p.MaxTokenTTL = max(time.Hour, ttl)
+	return p
+}
+
+// devAlgs are the algorithms /auth accepts in dev mode: the configured
+// signing algorithm and those of the keys already published.
+func (s *Server) devAlgs() []jose.Alg {
+	algs := []jose.Alg{s.keyPolicy().Alg}
+	if s.keys != nil {
+		for _, k := range s.keys.KeySet().Keys() {
+			if !slices.Contains(algs, k.Alg()) {
+				algs = append(algs, k.Alg())
+			}
+		}
+	}
+	return algs
 }
 
 func storeKind(url string) string {

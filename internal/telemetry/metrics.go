@@ -5,7 +5,10 @@ package telemetry
 
 import (
 	"log/slog"
+	"math"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +35,9 @@ type Metrics struct {
 	jwksAge       *prometheus.GaugeVec
 	inFlight      *prometheus.GaugeVec
 	reloads       *prometheus.CounterVec
+
+	fleet     atomic.Pointer[func() FleetStats] // set by Fleet
+	fleetOnce sync.Once
 }
 
 // New creates and registers every metric, with Go runtime and process
@@ -177,4 +183,72 @@ func NewLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// FleetStats is the state a node shares with the others through Redis, read
+// at scrape time.
+type FleetStats struct {
+	// Staleness is how long ago the revocation set was last known current
+	// (math.MaxInt64 before the first sync).
+	Staleness time.Duration
+	// FailClosed: the set is older than the allowed staleness and every
+	// token is refused.
+	FailClosed bool
+	// Limiter reports the login limiter's figures; false without a Redis
+	// limiter.
+	Limiter bool
+	// LimiterRedis and LimiterFallback count login-limit decisions made in
+	// Redis and by the local fallback; LimiterDegraded: Redis failed and the
+	// fallback decides.
+	LimiterRedis, LimiterFallback uint64
+	LimiterDegraded               bool
+}
+
+// Fleet registers the shared-state metrics, read from stats on every
+// scrape, so that the request path pays nothing. Only nodes with Redis
+// register them. A later call (a second server on the same Metrics)
+// replaces stats.
+func (m *Metrics) Fleet(stats func() FleetStats) {
+	m.fleet.Store(&stats)
+	m.fleetOnce.Do(func() {
+		read := func() (FleetStats, bool) {
+			p := m.fleet.Load()
+			if p == nil || *p == nil {
+				return FleetStats{}, false
+			}
+			return (*p)(), true
+		}
+		b2f := func(b bool) float64 {
+			if b {
+				return 1
+			}
+			return 0
+		}
+		m.Registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_revocations_staleness_seconds",
+				Help: "Seconds since the shared revocation set was last known current (+Inf before the first sync from Redis)."},
+				func() float64 {
+					st, ok := read()
+					if !ok {
+						return 0
+					}
+					if st.Staleness == math.MaxInt64 {
+						return math.Inf(1)
+					}
+					return st.Staleness.Seconds()
+				}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_revocations_fail_closed",
+				Help: "1 while the revocation set is older than the allowed staleness and every token is refused."},
+				func() float64 { st, _ := read(); return b2f(st.FailClosed) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_login_limit_redis_decisions_total",
+				Help: "Login rate-limit decisions made in Redis."},
+				func() float64 { st, _ := read(); return float64(st.LimiterRedis) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_login_limit_fallback_decisions_total",
+				Help: "Login rate-limit decisions made by the local fallback because Redis failed."},
+				func() float64 { st, _ := read(); return float64(st.LimiterFallback) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_login_limit_degraded",
+				Help: "1 while Redis is failing and the login limiter's local fallback decides."},
+				func() float64 { st, _ := read(); return b2f(st.LimiterDegraded) }),
+		)
+	})
 }

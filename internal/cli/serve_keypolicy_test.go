@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestServeSigningAlg(t *testing.T) {
+	h := newHarness(t)
+	data := h.path("data")
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data, "--signing-alg", "EdDSA",
+		"--key-rotation", "0", "--key-prepublish", "30m", "--access-token-ttl", "5m")
+	stopped := false
+	defer func() {
+		if !stopped {
+			s.stop()
+		}
+	}()
+	out := s.stdout.String()
+	idm, secm := clientIDLine.FindStringSubmatch(out), clientSecretLine.FindStringSubmatch(out)
+	if idm == nil || secm == nil {
+		t.Fatalf("no demo client on stdout:\n%s", out)
+	}
+	base := "http://" + s.addr
+	code, body := post(t, base+"/oauth2/token", "grant_type=client_credentials", basic(idm[1], secm[1]))
+	if code != http.StatusOK {
+		t.Fatalf("token: %d %s", code, body)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	if err := json.Unmarshal([]byte(body), &tr); err != nil || tr.AccessToken == "" {
+		t.Fatalf("token response %s: %v", body, err)
+	}
+	if tr.ExpiresIn != 300 {
+		t.Errorf("expires_in = %d, want 300 (--access-token-ttl 5m)", tr.ExpiresIn)
+	}
+	hdr, err := base64.RawURLEncoding.DecodeString(strings.SplitN(tr.AccessToken, ".", 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jh struct {
+		Alg string `json:"alg"`
+	}
+	if err := json.Unmarshal(hdr, &jh); err != nil || jh.Alg != "EdDSA" {
+		t.Fatalf("token header %s: alg %q, want EdDSA (%v)", hdr, jh.Alg, err)
+	}
+	if resp := get(t, base+"/auth", tr.AccessToken); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/auth with the EdDSA token: %d %v", resp.StatusCode, resp.Header)
+	}
+	stopped = true
+	if code := s.stop(); code != ExitOK {
+		t.Fatalf("serve exit %d:\n%s", code, s.stderr)
+	}
+
+	// Back to the default algorithm on the same store: the stored EdDSA key
+	// keeps signing until it is rotated out, and /auth still accepts it.
+	again := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
+	defer again.stop()
+	code, body = post(t, "http://"+again.addr+"/oauth2/token", "grant_type=client_credentials", basic(idm[1], secm[1]))
+	if code != http.StatusOK {
+		t.Fatalf("token after restart: %d %s", code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mustB64(t, strings.SplitN(tr.AccessToken, ".", 2)[0])), `"EdDSA"`) {
+		t.Errorf("token after restart is not signed by the stored EdDSA key: %s", mustB64(t, strings.SplitN(tr.AccessToken, ".", 2)[0]))
+	}
+	if resp := get(t, "http://"+again.addr+"/auth", tr.AccessToken); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/auth after restart with the default --signing-alg: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func mustB64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestServeKeyPolicyFlagErrors(t *testing.T) {
+	h := newHarness(t)
+	for name, args := range map[string][]string{
+		"HS256":             {"--signing-alg", "HS256"},
+		"unknown alg":       {"--signing-alg", "ES257"},
+		"lower case":        {"--signing-alg", "es256"},
+		"negative rotation": {"--key-rotation", "-1h"},
+		"zero ttl":          {"--access-token-ttl", "0"},
+		"zero prepublish":   {"--key-prepublish", "0"},
+		"rotation <= pre":   {"--key-rotation", "1h", "--key-prepublish", "2h"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := h.run(append([]string{"serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir", h.path("d")}, args...)...)
+			if r.code != ExitUsage {
+				t.Errorf("exit %d, want %d: %s", r.code, ExitUsage, r.stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/telemetry"
+)
+
+// metricValue returns the value of an unlabelled metric in a /metrics body.
+func metricValue(t *testing.T, body, name string) (float64, bool) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v, true
+}
+
+// TestFleetMetrics: with Redis, /metrics on the admin listener shows the
+// revocation set's staleness, not failing closed, and the login limiter's
+// decisions.
+func TestFleetMetrics(t *testing.T) {
+	redisURL, prefix := redisPrefix(t)
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, Metrics: telemetry.New()})
+	b := l.Bootstrap()
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	login(t, l.base, h, "nobody")
+
+	resp, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	text := string(body)
+	if v, ok := metricValue(t, text, "keygate_revocations_staleness_seconds"); !ok || v < 0 || v > 30 {
+		t.Errorf("keygate_revocations_staleness_seconds = %v (present %v), want a few seconds at most", v, ok)
+	}
+	if v, ok := metricValue(t, text, "keygate_revocations_fail_closed"); !ok || v != 0 {
+		t.Errorf("keygate_revocations_fail_closed = %v (present %v), want 0", v, ok)
+	}
+	if v, ok := metricValue(t, text, "keygate_login_limit_redis_decisions_total"); !ok || v < 1 {
+		t.Errorf("keygate_login_limit_redis_decisions_total = %v (present %v), want >= 1", v, ok)
+	}
+}
+
+// TestFleetMetricsFailClosed: with Redis unreachable and MaxStaleness set,
+// /metrics shows the node failing closed.
+func TestFleetMetricsFailClosed(t *testing.T) {
+	defer func(d time.Duration) { redisStartWait = d }(redisStartWait)
+	redisStartWait = 200 * time.Millisecond
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second, Metrics: telemetry.New()})
+	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
+	text := string(body)
+	if v, ok := metricValue(t, text, "keygate_revocations_fail_closed"); !ok || v != 1 {
+		t.Errorf("keygate_revocations_fail_closed = %v (present %v), want 1", v, ok)
+	}
+	if !strings.Contains(text, "keygate_revocations_staleness_seconds +Inf") {
+		t.Errorf("staleness before any sync is not +Inf:\n%s", grepLines(text, "keygate_revocations"))
+	}
+}
+
+// TestFleetMetricsAbsentWithoutRedis: a node without Redis has no
+// shared-state metrics.
+func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		Metrics: telemetry.New()})
+	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
+	if strings.Contains(string(body), "keygate_revocations_") {
+		t.Errorf("shared-state metrics without Redis:\n%s", grepLines(string(body), "keygate_revocations"))
+	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# Loopback load test of keygate's token service:
+#   - POST /oauth2/token, grant_type=client_credentials (an ES256 access
+#     token signed per request), against one core's ES256 sign rate measured
+#     in the same session (target: issuance / sign rate >= 0.70);
+#   - POST /oauth2/introspect of one fixed access token, both authenticated
+#     with the dev-mode demo client (HTTP Basic).
+#
+# Same pinning as scripts/loadtest.sh: keygate on CPU SERVER_CPU with
+# GOMAXPROCS=1, wrk on CPU CLIENT_CPU, loopback only. Each round starts a
+# fresh `keygate serve --dev` on a fresh data directory, measures the sign
+# rate (keygate bench sign --alg ES256 --goroutines 1, pinned like the
+# server), then issuance and introspection, each after a warm-up. The table
+# gives the median of RUNS rounds and the spread (max-min)/median.
+#
+#   scripts/loadtest-tokens.sh                              # full: 3 rounds of 10 s (~2 min)
+#   DURATION=3s WARMUP=1s RUNS=1 scripts/loadtest-tokens.sh # smoke (~20 s)
+#   PROFILE_SECONDS=5 scripts/loadtest-tokens.sh            # also profile keygate under issuance
+#
+# Settings (environment):
+#   DURATION=10s WARMUP=2s RUNS=3   measured run, warm-up and rounds
+#   CONNS=50 THREADS=1              wrk connections and threads
+#   SERVER_CPU=0 CLIENT_CPU=1       taskset CPUs
+#   WRK_TIMEOUT=2s                  wrk's per-request timeout
+#   SIGN_DURATION=3s                each in-process ES256 sign measurement
+#   PORT=18080 ADMIN_PORT=19090     loopback ports
+#   PROFILE_SECONDS=0               >0: CPU profile of keygate under issuance
+#   OUT=DIR                         keep results, wrk output, logs and the profile
+#   MAX_SECONDS=600                 refuse a configuration estimated to run longer
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+RUNS=${RUNS:-3}
+CONNS=${CONNS:-50}
+THREADS=${THREADS:-1}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
+SIGN_DURATION=${SIGN_DURATION:-3s}
+PORT=${PORT:-18080}
+ADMIN_PORT=${ADMIN_PORT:-19090}
+PROFILE_SECONDS=${PROFILE_SECONDS:-0}
+OUT=${OUT:-}
+MAX_SECONDS=${MAX_SECONDS:-600}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+secs() {
+	case $1 in
+	*[0-9]s) echo "${1%s}" ;;
+	*[0-9]m) echo $((${1%m} * 60)) ;;
+	*[0-9]) echo "$1" ;;
+	*) die "not a duration: $1 (use e.g. 10s or 1m)" ;;
+	esac
+}
+
+DUR_S=$(secs "$DURATION")
+WARM_S=$(secs "$WARMUP")
+SIGN_S=$(secs "$SIGN_DURATION")
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
+[[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
+((DUR_S > 0 && SIGN_S > 0)) || die "DURATION and SIGN_DURATION must be at least 1s"
+((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
+estimate=$((30 + RUNS * (SIGN_S + 5 + 2 * (WARM_S + DUR_S + 1))))
+((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
+((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
+
+for tool in go wrk taskset curl awk sort timeout base64; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
+done
+ncpu=$(getconf _NPROCESSORS_ONLN)
+((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
+[[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: server and wrk share CPU $SERVER_CPU"
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
+port_free "$ADMIN_PORT" || die "127.0.0.1:$ADMIN_PORT is in use (set ADMIN_PORT)"
+
+# --- clean-up --------------------------------------------------------------
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/keygate-loadtest-tokens.XXXXXX")
+SERVER_PID=""
+WRK_PID=""
+
+stop_server() {
+	local pid=$SERVER_PID
+	[[ -n $pid ]] || return 0
+	SERVER_PID=""
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 150); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		log "server $pid did not stop in 15s; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+	local code=$?
+	trap - EXIT INT TERM
+	if [[ -n $WRK_PID ]]; then
+		kill -TERM "$WRK_PID" 2>/dev/null || true
+		wait "$WRK_PID" 2>/dev/null || true
+	fi
+	stop_server
+	if [[ -n $OUT ]]; then
+		mkdir -p "$OUT"
+		for f in "$WORK"/*; do
+			case ${f##*/} in
+			data-* | keygate | auth.txt | *.body) ;;
+			*) cp -r "$f" "$OUT"/ ;;
+			esac
+		done
+		log "results kept in $OUT"
+	fi
+	rm -rf "$WORK"
+	exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- build -----------------------------------------------------------------
+
+log "building keygate"
+(cd "$ROOT" && go build -o "$WORK/keygate" ./cmd/keygate)
+KG=$WORK/keygate
+BASE=http://127.0.0.1:$PORT
+
+pinned() { taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@"; }
+
+# sign_rate prints one core's ES256 signs/s (jose, fresh key, ~300-byte
+# claims), measured in process on SERVER_CPU with one goroutine.
+sign_rate() {
+	pinned "$KG" bench sign --alg ES256 --goroutines 1 --duration "$1" | awk '$1 == "ES256" { print $2 }'
+}
+
+# start_server log: a fresh dev-mode keygate on a fresh data directory; sets
+# SERVER_PID and writes the demo client's Authorization header to auth.txt.
+start_server() {
+	local out=$1 data
+	data=$(mktemp -d "$WORK/data-XXXXXX")
+	# taskset directly, not the pinned function: $! must be keygate's pid.
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+		>"$out" 2>&1 &
+	SERVER_PID=$!
+	local id="" secret=""
+	for _ in $(seq 1 100); do
+		kill -0 "$SERVER_PID" 2>/dev/null || die "keygate exited at start: $(tail -5 "$out")"
+		id=$(sed -n 's/^client_id=//p' "$out" | head -n 1)
+		secret=$(sed -n 's/^client_secret=//p' "$out" | head -n 1)
+		if [[ -n $id && -n $secret ]] &&
+			[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$BASE/healthz") != 000 ]]; then
+			printf 'Basic %s\n' "$(printf '%s:%s' "$id" "$secret" | base64 -w0)" >"$WORK/auth.txt"
+			return 0
+		fi
+		sleep 0.1
+	done
+	die "keygate did not print a demo client and answer within 10s: $(tail -5 "$out")"
+}
+
+# fetch_token: one access token for the demo client, checked.
+fetch_token() {
+	local body
+	body=$(curl -sf --max-time 5 -H "Authorization: $(cat "$WORK/auth.txt")" \
+		-d grant_type=client_credentials "$BASE/oauth2/token") || die "POST /oauth2/token failed"
+	sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p' <<<"$body"
+}
+
+# run_wrk out path body_file duration
+run_wrk() {
+	local out=$1 path=$2 body=$3 duration=$4
+	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
+		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
+		-s "$ROOT/scripts/wrk/form.lua" "$BASE$path" -- "$WORK/auth.txt" "$body" >"$out" 2>&1 &
+	WRK_PID=$!
+	local code=0
+	wait "$WRK_PID" || code=$?
+	WRK_PID=""
+	((code == 0)) || die "wrk exited $code: $(tail -5 "$out")"
+	grep -q '^RESULT ' "$out" || die "wrk printed no RESULT line: $(tail -5 "$out")"
+}
+
+proc_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+
+RESULTS=$WORK/results.tsv
+printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"$RESULTS"
+
+measure() { # round name path body_file
+	local round=$1 name=$2 path=$3 body=$4
+	((WARM_S > 0)) && run_wrk "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
+	local p0 c0 p1 c1
+	p0=$(proc_ticks "$SERVER_PID") c0=$(cpu_ticks "$SERVER_CPU")
+	run_wrk "$WORK/$name-$round.wrk.txt" "$path" "$body" "$DURATION"
+	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
+	sed -n 's/^RESULT //p' "$WORK/$name-$round.wrk.txt" | awk -v name="$name" -v run="$round" \
+		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
+			v["connect"] + v["read"] + v["write"] + v["timeout"], v["status"], v["p50_us"], v["p99_us"],
+			(ct > 0 ? pt / ct * 100 : 0) }' >>"$RESULTS"
+	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-11s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8 }')"
+}
+
+# --- measure ---------------------------------------------------------------
+
+printf 'grant_type=client_credentials\n' >"$WORK/issue.body"
+UPTIME_BEFORE=$(uptime)
+log "load before: $UPTIME_BEFORE"
+log "$RUNS rounds: ${SIGN_DURATION} sign rate, then issuance and introspection, ${WARMUP} warm-up + ${DURATION} each (at most ~${estimate}s)"
+LOADS=()
+for round in $(seq 1 "$RUNS"); do
+	LOADS+=("$(cut -d' ' -f1-3 /proc/loadavg)")
+	r=$(sign_rate "$SIGN_DURATION")
+	[[ -n $r ]] || die "ES256 sign measurement failed"
+	printf 'sign\t%d\t%s\t0\t0\t0\t0\t0\n' "$round" "$r" >>"$RESULTS"
+	log "ES256 sign   run $round: $r signs/s (in process, 1 goroutine, CPU $SERVER_CPU)"
+	start_server "$WORK/server-$round.log"
+	tok=$(fetch_token)
+	[[ -n $tok ]] || die "no access_token in the token response"
+	printf 'token=%s\n' "$tok" >"$WORK/introspect.body"
+	active=$(curl -sf --max-time 5 -H "Authorization: $(cat "$WORK/auth.txt")" -d "token=$tok" "$BASE/oauth2/introspect") ||
+		die "POST /oauth2/introspect failed"
+	[[ $active == *'"active":true'* ]] || die "introspection of a fresh token: $active"
+	measure "$round" issue /oauth2/token "$WORK/issue.body"
+	measure "$round" introspect /oauth2/introspect "$WORK/introspect.body"
+	stop_server
+done
+UPTIME_AFTER=$(uptime)
+log "load after: $UPTIME_AFTER"
+
+# --- profile ---------------------------------------------------------------
+
+if ((PROFILE_SECONDS > 0)); then
+	log "profiling keygate under issuance for ${PROFILE_SECONDS}s"
+	start_server "$WORK/profile.log"
+	timeout $((PROFILE_SECONDS + 60)) taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" \
+		--timeout "$WRK_TIMEOUT" -s "$ROOT/scripts/wrk/form.lua" "$BASE/oauth2/token" -- "$WORK/auth.txt" "$WORK/issue.body" \
+		>"$WORK/profile.wrk.txt" 2>&1 &
+	WRK_PID=$!
+	sleep 2
+	curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
+		"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS" || die "could not fetch the CPU profile"
+	wait "$WRK_PID" || true
+	WRK_PID=""
+	stop_server
+	(cd "$ROOT" && go tool pprof -top -nodecount=25 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-top.txt" 2>&1 || true
+	(cd "$ROOT" && go tool pprof -top -cum -nodecount=30 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-cum.txt" 2>&1 || true
+fi
+
+# --- report ----------------------------------------------------------------
+
+stat() { # scenario column: "median min max sum n"
+	awk -F'\t' -v s="$1" -v c="$2" 'NR > 1 && $1 == s { print $c }' "$RESULTS" | sort -g |
+		awk '{ v[NR] = $1; sum += $1 } END {
+			if (NR == 0) { print "0 0 0 0 0"; exit }
+			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.3f %.3f %.3f %.3f %d\n", m, v[1], v[NR], sum, NR }'
+}
+med() { stat "$1" "${2:-3}" | cut -d' ' -f1; }
+sum() { stat "$1" "$2" | cut -d' ' -f4 | cut -d. -f1; }
+calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
+fmt_n() {
+	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
+}
+
+TABLE=$WORK/table.md
+{
+	commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+	dirty=$(cd "$ROOT" && git status --porcelain 2>/dev/null | grep -q . && echo "+changes" || true)
+	echo "### keygate token endpoints load test ($(date -u +%Y-%m-%d), keygate $commit$dirty)"
+	echo
+	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
+	echo "keygate serve --dev on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t$THREADS -c$CONNS on CPU $CLIENT_CPU, loopback; fresh server and data directory per round,"
+	echo "${WARMUP} warm-up + ${DURATION} measured; median of $RUNS rounds; spread = (max - min) / median. Load average at each round's start: ${LOADS[*]}."
+	echo
+	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU |"
+	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
+	for name in sign issue introspect; do
+		read -r m lo hi _ n < <(stat "$name" 3)
+		((n > 0)) || continue
+		spread=$(calc "($hi - $lo) / $m * 100" 1)
+		case $name in
+		sign)
+			echo "| ES256 sign, jose, in process, 1 goroutine (signs/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - |"
+			continue
+			;;
+		issue) desc="POST /oauth2/token, client_credentials, ES256" ;;
+		introspect) desc="POST /oauth2/introspect, one fixed access token" ;;
+		esac
+		echo "| $desc | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$(med "$name" 6) / 1000") / $(calc "$(med "$name" 7) / 1000") ms | $(($(sum "$name" 4) + $(sum "$name" 5))) | $(calc "$(med "$name" 8)" 0)% |"
+	done
+	echo
+	issue=$(med issue)
+	sign=$(med sign)
+	ratio=$(calc "$issue / $sign")
+	errs=$(($(sum issue 4) + $(sum issue 5)))
+	verdict=FAIL
+	[[ $(awk "BEGIN { print ($ratio >= 0.70 && $errs == 0) ? 1 : 0 }") == 1 ]] && verdict=PASS
+	echo "| target | measured | target | result |"
+	echo "| --- | ---: | ---: | --- |"
+	echo "| issuance / one core's ES256 sign rate ($(fmt_n "$issue") / $(fmt_n "$sign")) | **$ratio** | >= 0.70 | $verdict |"
+	echo "| introspections/s | $(fmt_n "$(med introspect)") | - | info |"
+	echo
+	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS THREADS=$THREADS scripts/loadtest-tokens.sh"
+} >"$TABLE"
+
+echo
+cat "$TABLE"
+echo
+echo "load before: $UPTIME_BEFORE"
+echo "load after:  $UPTIME_AFTER"
+if ((PROFILE_SECONDS > 0)); then
+	echo
+	echo "CPU profile of keygate under issuance, ${PROFILE_SECONDS}s ($(sed -n 's/^RESULT requests=\([0-9]*\) duration_us=\([0-9]*\).*/\1 \2/p' "$WORK/profile.wrk.txt" | awk '{ printf "%.0f req/s", $1 / ($2 / 1e6) }')):"
+	sed -n '1,35p' "$WORK/profile-top.txt"
+	echo
+	sed -n '1,40p' "$WORK/profile-cum.txt"
+fi
