@@ -28,6 +28,8 @@
 #   OUT=DIR                         keep results, wrk output, logs and the profile
 #   MAX_SECONDS=600                 refuse a configuration estimated to run longer
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${DURATION:-10s}
@@ -45,11 +47,6 @@ PROFILE_SECONDS=${PROFILE_SECONDS:-0}
 OUT=${OUT:-}
 MAX_SECONDS=${MAX_SECONDS:-600}
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
 
 secs() {
 	case $1 in
@@ -78,7 +75,6 @@ ncpu=$(getconf _NPROCESSORS_ONLN)
 ((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
 [[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: server and wrk share CPU $SERVER_CPU"
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
 port_free "$ADMIN_PORT" || die "127.0.0.1:$ADMIN_PORT is in use (set ADMIN_PORT)"
 
@@ -88,21 +84,6 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/keygate-loadtest-tokens.XXXXXX")
 SERVER_PID=""
 WRK_PID=""
 
-stop_server() {
-	local pid=$SERVER_PID
-	[[ -n $pid ]] || return 0
-	SERVER_PID=""
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 1 150); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		log "server $pid did not stop in 15s; killing it"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
 	local code=$?
@@ -136,7 +117,6 @@ log "building keygate"
 KG=$WORK/keygate
 BASE=http://127.0.0.1:$PORT
 
-pinned() { taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@"; }
 
 # sign_rate prints one core's ES256 signs/s (jose, fresh key, ~300-byte
 # claims), measured in process on SERVER_CPU with one goroutine.
@@ -190,7 +170,6 @@ run_wrk() {
 	grep -q '^RESULT ' "$out" || die "wrk printed no RESULT line: $(tail -5 "$out")"
 }
 
-proc_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
 RESULTS=$WORK/results.tsv
@@ -269,7 +248,6 @@ stat() { # scenario column: "median min max sum n"
 }
 med() { stat "$1" "${2:-3}" | cut -d' ' -f1; }
 sum() { stat "$1" "$2" | cut -d' ' -f4 | cut -d. -f1; }
-calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
 fmt_n() {
 	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
 }

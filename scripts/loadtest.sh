@@ -34,6 +34,8 @@
 #   OUT=DIR                           keep results, wrk output, logs and the profile
 #   MAX_SECONDS=720                   refuse a configuration estimated to run longer
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${DURATION:-10s}
@@ -52,11 +54,6 @@ PROFILE_SECONDS=${PROFILE_SECONDS:-0}
 OUT=${OUT:-}
 MAX_SECONDS=${MAX_SECONDS:-720}
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
 
 # secs converts a wrk duration (N, Ns, Nm, Nh) to whole seconds.
 secs() {
@@ -120,7 +117,6 @@ if [[ $soft != unlimited ]] && ((soft < want_fds)); then
 	ulimit -Sn "$want_fds"
 fi
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
 port_free "$ADMIN_PORT" || die "127.0.0.1:$ADMIN_PORT is in use (set ADMIN_PORT)"
 
@@ -130,21 +126,6 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/keygate-loadtest.XXXXXX")
 SERVER_PID=""
 WRK_PID=""
 
-stop_server() {
-	local pid=$SERVER_PID
-	[[ -n $pid ]] || return 0
-	SERVER_PID=""
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 1 150); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		log "server $pid did not stop in 15s; killing it"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
 	local code=$?
@@ -191,7 +172,6 @@ issuers:
     audiences: [$AUDIENCE]
 EOF
 
-pinned() { taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@"; }
 
 # raw_rate prints one core's raw ES256 verifies/s (crypto/ecdsa.VerifyASN1,
 # pre-parsed key, fixed signing input), measured in process on SERVER_CPU.
@@ -294,7 +274,6 @@ run_scenario() { # round name kind script conns
 }
 
 # proc_ticks pid: user+system CPU ticks of a process.
-proc_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 # cpu_ticks cpu: "user+nice+system irq+softirq+steal idle+iowait" ticks of one CPU.
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4, $7 + $8 + $9, $5 + $6 }' /proc/stat; }
 
@@ -352,7 +331,6 @@ med() { stat "$1" 4 | cut -d' ' -f1; }
 errs() { # socket errors + non-2xx over every run of a scenario
 	echo $(($(stat "$1" 5 | cut -d' ' -f4 | cut -d. -f1) + $(stat "$1" 6 | cut -d' ' -f4 | cut -d. -f1)))
 }
-calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
 fmt_n() { # with thousands separators
 	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
 }
