@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/keygate/keygate/internal/testnet"
 	"io"
 	"log/slog"
 	"net"
@@ -243,7 +244,7 @@ func TestRedisLongKey(t *testing.T) {
 func TestRedisDownFallsBack(t *testing.T) {
 	redisOptions(t) // skip without REDIS_URL, like the others
 	var dials atomic.Int64
-	addr := closedAddr(t)
+	addr := testnet.ClosedAddr(t)
 	client := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true,
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
@@ -277,8 +278,8 @@ func TestRedisDownFallsBack(t *testing.T) {
 // back, then after the cooldown uses Redis again.
 func TestRedisRecovers(t *testing.T) {
 	prefix, _ := fleet(t, 1)
-	sw := new(netSwitch)
-	client := newRedisClient(t, func(o *redis.Options) { o.Dialer = sw.dial; o.MaxRetries = -1 })
+	sw := new(testnet.Switch)
+	client := newRedisClient(t, func(o *redis.Options) { o.Dialer = sw.Dial; o.MaxRetries = -1 })
 	r := newRedisLimiter(t, RedisConfig{Client: client, Prefix: prefix, Limit: Limit{Rate: 1, Burst: 2},
 		Cooldown: 100 * time.Millisecond, Timeout: testTimeout})
 	mustAllow(t, r, "k")
@@ -351,57 +352,4 @@ func BenchmarkRedisAllow(b *testing.B) {
 	if st := r.Stats(); st.FallbackDecisions != 0 {
 		b.Errorf("%d decisions fell back", st.FallbackDecisions)
 	}
-}
-
-// netSwitch is a dialer whose network can be cut: Down closes every
-// connection it made and refuses new ones until Up.
-type netSwitch struct {
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-func (s *netSwitch) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, errors.New("test: network is down")
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if s.conns == nil {
-		s.conns = make(map[net.Conn]struct{})
-	}
-	s.conns[c] = struct{}{}
-	return c, nil
-}
-
-func (s *netSwitch) Down() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = true
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	clear(s.conns)
-}
-
-func (s *netSwitch) Up() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = false
-}
-
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }

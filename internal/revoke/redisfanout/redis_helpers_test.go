@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"net"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,61 +73,6 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 		_ = c.Del(context.Background(), tag+":jti", tag+":sub").Err()
 	})
 	return p
-}
-
-// netSwitch is a dialer whose network can be cut: Down closes every
-// connection it made and refuses new ones until Up.
-type netSwitch struct {
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-var errNetDown = errors.New("test: network is down")
-
-func (s *netSwitch) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, errNetDown
-	}
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if s.conns == nil {
-		s.conns = make(map[net.Conn]struct{})
-	}
-	s.conns[c] = struct{}{}
-	return c, nil
-}
-
-func (s *netSwitch) Down() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = true
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	clear(s.conns)
-}
-
-func (s *netSwitch) Up() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = false
-}
-
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
 
 // eventually polls cond every millisecond until it holds or d passes, and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/testnet"
 	"io"
 	"log/slog"
 	"math"
@@ -24,8 +25,8 @@ type node struct {
 	*Fanout
 	client *redis.Client
 	mem    *revoke.Memory
-	name   string     // the client's CLIENT SETNAME
-	net    *netSwitch // nil unless the node's network can be cut
+	name   string          // the client's CLIENT SETNAME
+	net    *testnet.Switch // nil unless the node's network can be cut
 }
 
 // fleetConfig is the configuration a test node starts from: timers fast
@@ -46,12 +47,12 @@ func startNode(t *testing.T, cfg FanoutConfig, cut bool) *node {
 	t.Helper()
 	n := &node{mem: revoke.NewMemory(), name: "keygate-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if cut {
-		n.net = new(netSwitch)
+		n.net = new(testnet.Switch)
 	}
 	n.client = newRedisClient(t, func(o *redis.Options) {
 		o.ClientName = n.name
 		if n.net != nil {
-			o.Dialer = n.net.dial
+			o.Dialer = n.net.Dial
 		}
 	})
 	mustPing(t, n.client)
@@ -373,7 +374,7 @@ func TestFanoutStalenessFailClosed(t *testing.T) {
 func TestFanoutUnreachable(t *testing.T) {
 	redisOptions(t) // skip without REDIS_URL, like the others
 	mem := revoke.NewMemory()
-	client := redis.NewClient(&redis.Options{Addr: closedAddr(t), DialTimeout: 200 * time.Millisecond,
+	client := redis.NewClient(&redis.Options{Addr: testnet.ClosedAddr(t), DialTimeout: 200 * time.Millisecond,
 		DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
 	defer client.Close()
 	f, err := NewFanout(FanoutConfig{Client: client, Prefix: "keygate-test:unreachable", Memory: mem,
