@@ -284,3 +284,35 @@ func TestDiscoveryAndJWKS(t *testing.T) {
 		t.Errorf("JWKS %s: %v", b, err)
 	}
 }
+
+type jtiChecker map[string]bool
+
+func (c jtiChecker) Revoked(_, jti, _ string, _ time.Time) bool { return c[jti] }
+
+// TestIntrospectChecker: with a Checker, introspection asks it (the node's
+// in-memory revocation set) rather than the store.
+func TestIntrospectChecker(t *testing.T) {
+	f := newOAuthFixture(t)
+	tok := f.issue(t, "svc-a", "")
+	parsed, err := jose.Parse(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker := jtiChecker{}
+	svc, err := New(Config{Issuer: testIssuer, Audience: []string{"api"}, Store: f.st, Keys: f.keys,
+		Now: func() time.Time { return f.clockNow }, Checker: checker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	active := func() any {
+		return f.post(t, "/oauth2/introspect", url.Values{"token": {tok}}, [2]string{"svc-a", f.secrets["svc-a"]}, "").body["active"]
+	}
+	if active() != true {
+		t.Fatal("active token reported inactive")
+	}
+	checker[parsed.Claims.ID] = true
+	if active() != false {
+		t.Fatal("a token the checker revoked is active")
+	}
+}

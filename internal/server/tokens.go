@@ -171,6 +171,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		s.revocation = s.fleet.fanout
 		icfg.Revoked, icfg.RevokedSubject, icfg.Rotated = s.revokeID, s.revokeSubject, s.rotated
 	}
+	icfg.Checker = s.revocation // introspection answers from memory, like /auth
 	if icfg.Limiter, err = s.loginLimiter(); err != nil {
 		return fmt.Errorf("server: login rate limit: %w", err)
 	}
