@@ -87,6 +87,20 @@ type Revocation struct {
 	CreatedAt time.Time
 }
 
+// Validate checks that r is one kind of revocation with its time: a jti
+// with Until, or a subject with Before. Backends refuse anything else.
+func (r Revocation) Validate() error {
+	switch {
+	case (r.JTI == "") == (r.Subject == ""):
+		return errors.New("store: a revocation needs exactly one of JTI and Subject")
+	case r.JTI != "" && r.Until.IsZero():
+		return errors.New("store: a jti revocation needs Until")
+	case r.Subject != "" && r.Before.IsZero():
+		return errors.New("store: a subject revocation needs Before")
+	}
+	return nil
+}
+
 // Store is the durable state. Every method is safe for concurrent use and
 // either completes or leaves nothing half-written; a write that returned nil
 // is durable (it survives kill -9).

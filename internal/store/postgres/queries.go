@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -437,8 +436,8 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 // or subject again keeps one record, with the later Until or Before and
 // the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
-	if err := validRevocation(r); err != nil {
-		return err
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("add revocation: %w", err)
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)
@@ -448,18 +447,6 @@ func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 		r.Issuer, r.JTI, r.Subject, nullTS(r.Until), nullTS(r.Before), ts(r.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "add revocation", err)
-	}
-	return nil
-}
-
-func validRevocation(r store.Revocation) error {
-	switch {
-	case (r.JTI == "") == (r.Subject == ""):
-		return errors.New("postgres: add revocation: exactly one of JTI and Subject must be set")
-	case r.JTI != "" && r.Until.IsZero():
-		return errors.New("postgres: add revocation: a jti revocation needs Until")
-	case r.Subject != "" && r.Before.IsZero():
-		return errors.New("postgres: add revocation: a subject revocation needs Before")
 	}
 	return nil
 }

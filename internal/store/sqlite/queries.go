@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -438,8 +437,8 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 // or subject again keeps one record, with the later Until or Before and
 // the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
-	if err := validRevocation(r); err != nil {
-		return err
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("add revocation: %w", err)
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)
@@ -449,18 +448,6 @@ func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 		r.Issuer, r.JTI, r.Subject, nullMicros(r.Until), nullMicros(r.Before), micros(r.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "add revocation", err)
-	}
-	return nil
-}
-
-func validRevocation(r store.Revocation) error {
-	switch {
-	case (r.JTI == "") == (r.Subject == ""):
-		return errors.New("sqlite: add revocation: exactly one of JTI and Subject must be set")
-	case r.JTI != "" && r.Until.IsZero():
-		return errors.New("sqlite: add revocation: a jti revocation needs Until")
-	case r.Subject != "" && r.Before.IsZero():
-		return errors.New("sqlite: add revocation: a subject revocation needs Before")
 	}
 	return nil
 }
