@@ -175,15 +175,10 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		writeOAuthError(w, errInvalidGrant, false)
 		return
 	}
-	scopes := old.Scopes
-	if req := strings.Fields(v.Get("scope")); len(req) > 0 {
-		for _, sc := range req {
-			if !slices.Contains(old.Scopes, sc) {
-				writeOAuthError(w, errInvalidScope, false)
-				return
-			}
-		}
-		scopes = req
+	scopes, ok := narrowScopes(old.Scopes, v.Get("scope"))
+	if !ok {
+		writeOAuthError(w, errInvalidScope, false)
+		return
 	}
 	next, rt, err := s.newRefresh(c.ID, old.Subject, old.Scopes, old.FamilyID)
 	if err != nil {

@@ -243,15 +243,10 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c store.Client, v url.Values) {
-	scopes := c.Scopes
-	if req := strings.Fields(v.Get("scope")); len(req) > 0 {
-		for _, sc := range req {
-			if !slices.Contains(c.Scopes, sc) {
-				writeOAuthError(w, errInvalidScope, false)
-				return
-			}
-		}
-		scopes = req
+	scopes, ok := narrowScopes(c.Scopes, v.Get("scope"))
+	if !ok {
+		writeOAuthError(w, errInvalidScope, false)
+		return
 	}
 	tok, exp, err := s.accessToken(c.ID, c.ID, scopes)
 	if err != nil {
@@ -261,6 +256,22 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c st
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
 		"expires_in": int(exp.Seconds()), "scope": strings.Join(scopes, " ")})
+}
+
+// narrowScopes returns the scopes a request asks for (RFC 6749 §3.3), or
+// all of allowed when it names none; ok is false if it asks for one
+// outside allowed.
+func narrowScopes(allowed []string, requested string) (scopes []string, ok bool) {
+	req := strings.Fields(requested)
+	if len(req) == 0 {
+		return allowed, true
+	}
+	for _, sc := range req {
+		if !slices.Contains(allowed, sc) {
+			return nil, false
+		}
+	}
+	return req, true
 }
 
 // accessClaims is an RFC 9068 access token.
