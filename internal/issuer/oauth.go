@@ -57,6 +57,10 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	clients clientCache
+	// own verifies the tokens this service issued. Every algorithm is
+	// allowed: each published key is bound to its own, and keys of an
+	// earlier --signing-alg stay published until their tokens expire.
+	own *jose.Verifier
 }
 
 // New checks cfg and returns the service.
@@ -76,7 +80,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger}, nil
+	own, err := jose.NewVerifier(currentKeys{cfg.Keys}, jose.Algorithms(), jose.Expected{Issuer: cfg.Issuer,
+		Require: []string{"exp", "jti"}}, jose.WithClock(cfg.Now))
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, own: own}, nil
 }
 
 // Handler routes the token service's endpoints.
@@ -305,13 +314,14 @@ func (s *Service) accessToken(sub, clientID string, scopes []string) (string, ti
 
 // verifyOwn verifies an access token this service issued, against its own
 // published keys.
-func (s *Service) verifyOwn(token string) (*jose.Token, error) {
-	v, err := jose.NewVerifier(s.cfg.Keys.KeySet(), []jose.Alg{s.cfg.Keys.policy.Alg}, jose.Expected{Issuer: s.cfg.Issuer,
-		Require: []string{"exp", "jti"}}, jose.WithClock(s.cfg.Now))
-	if err != nil {
-		return nil, err
-	}
-	return v.Verify(token)
+func (s *Service) verifyOwn(token string) (*jose.Token, error) { return s.own.Verify(token) }
+
+// currentKeys resolves keys in the key manager's published set as it is at
+// each call, so one Verifier serves across rotations.
+type currentKeys struct{ km *KeyManager }
+
+func (c currentKeys) ResolveKey(kid string, alg jose.Alg) (*jose.Key, error) {
+	return c.km.KeySet().ResolveKey(kid, alg)
 }
 
 // revoke is RFC 7009: a client revokes an access token it was issued. The

@@ -316,3 +316,31 @@ func TestIntrospectChecker(t *testing.T) {
 		t.Fatal("a token the checker revoked is active")
 	}
 }
+
+// TestIntrospectAfterAlgorithmChange: when the configured signing algorithm
+// changes, tokens of the keys still published under the old one stay
+// active at introspection.
+func TestIntrospectAfterAlgorithmChange(t *testing.T) {
+	f := newOAuthFixture(t)
+	seal := newSealer(t)
+	now := func() time.Time { return f.clockNow }
+	old := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.EdDSA}, now, nil)
+	f.st.keyStore.keys = map[string]store.SigningKey{}
+	if err := old.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := New(Config{Issuer: testIssuer, Store: f.st, Keys: old, Now: now})
+	f.srv.Config.Handler = svc.Handler()
+	tok := f.issue(t, "svc-a", "")
+
+	changed := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.ES256}, now, nil)
+	if err := changed.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ = New(Config{Issuer: testIssuer, Store: f.st, Keys: changed, Now: now})
+	f.srv.Config.Handler = svc.Handler()
+	r := f.post(t, "/oauth2/introspect", url.Values{"token": {tok}}, [2]string{"svc-a", f.secrets["svc-a"]}, "")
+	if r.body["active"] != true {
+		t.Fatalf("EdDSA token inactive after the policy moved to ES256: %v", r.body)
+	}
+}
