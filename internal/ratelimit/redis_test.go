@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,37 +21,7 @@ import (
 // The Redis tests need a server: REDIS_URL=redis://127.0.0.1:6379/0. With
 // REDIS_URL set they never skip; a server that does not answer fails them.
 
-const skipMessage = "Redis tests skipped: set REDIS_URL (e.g. REDIS_URL=redis://127.0.0.1:6379/0 go test ./internal/ratelimit) to run them"
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func redisOptions(t testing.TB) *redis.Options {
-	t.Helper()
-	u := os.Getenv("REDIS_URL")
-	if u == "" {
-		t.Skip(skipMessage)
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("REDIS_URL: %v", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = time.Second
-	opt.DialerRetries = 1
-	return opt
-}
-
-// newRedisClient connects to REDIS_URL, with mod applied to the options.
-func newRedisClient(t testing.TB, mod func(*redis.Options)) *redis.Client {
-	t.Helper()
-	opt := redisOptions(t)
-	if mod != nil {
-		mod(opt)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
 
 // fleet returns n clients of REDIS_URL (n "nodes") and a key prefix of the
 // test's own, whose keys are deleted when the test ends. It fails the test
@@ -61,7 +30,7 @@ func fleet(t testing.TB, n int) (string, []*redis.Client) {
 	t.Helper()
 	var cs []*redis.Client
 	for range n {
-		cs = append(cs, newRedisClient(t, nil))
+		cs = append(cs, testnet.RedisClient(t, nil))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -242,7 +211,7 @@ func TestRedisLongKey(t *testing.T) {
 // from the local fallback bucket, with a nil error, and during the
 // cooldown without waiting for Redis.
 func TestRedisDownFallsBack(t *testing.T) {
-	redisOptions(t) // skip without REDIS_URL, like the others
+	testnet.RedisOptions(t) // skip without REDIS_URL, like the others
 	var dials atomic.Int64
 	addr := testnet.ClosedAddr(t)
 	client := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true,
@@ -279,7 +248,7 @@ func TestRedisDownFallsBack(t *testing.T) {
 func TestRedisRecovers(t *testing.T) {
 	prefix, _ := fleet(t, 1)
 	sw := new(testnet.Switch)
-	client := newRedisClient(t, func(o *redis.Options) { o.Dialer = sw.Dial; o.MaxRetries = -1 })
+	client := testnet.RedisClient(t, func(o *redis.Options) { o.Dialer = sw.Dial; o.MaxRetries = -1 })
 	r := newRedisLimiter(t, RedisConfig{Client: client, Prefix: prefix, Limit: Limit{Rate: 1, Burst: 2},
 		Cooldown: 100 * time.Millisecond, Timeout: testTimeout})
 	mustAllow(t, r, "k")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,40 +15,6 @@ import (
 
 // The Redis tests need a server: REDIS_URL=redis://127.0.0.1:6379/0. With
 // REDIS_URL set they never skip; a server that does not answer fails them.
-
-const skipMessage = "Redis tests skipped: set REDIS_URL (e.g. REDIS_URL=redis://127.0.0.1:6379/0 go test ./internal/revoke) to run them"
-
-// redisOptions returns the options REDIS_URL names, or skips the test.
-func redisOptions(t testing.TB) *redis.Options {
-	t.Helper()
-	u := os.Getenv("REDIS_URL")
-	if u == "" {
-		t.Skip(skipMessage)
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatalf("REDIS_URL: %v", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = time.Second
-	opt.DialerRetries = 1
-	opt.ReadTimeout = 2 * time.Second
-	opt.WriteTimeout = 2 * time.Second
-	return opt
-}
-
-// newRedisClient connects to REDIS_URL, with mod applied to the options,
-// and fails the test if the server does not answer.
-func newRedisClient(t testing.TB, mod func(*redis.Options)) *redis.Client {
-	t.Helper()
-	opt := redisOptions(t)
-	if mod != nil {
-		mod(opt)
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
 
 // mustPing fails the test unless c reaches Redis.
 func mustPing(t testing.TB, c redis.UniversalClient) {

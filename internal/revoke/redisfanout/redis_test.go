@@ -49,7 +49,7 @@ func startNode(t *testing.T, cfg FanoutConfig, cut bool) *node {
 	if cut {
 		n.net = new(testnet.Switch)
 	}
-	n.client = newRedisClient(t, func(o *redis.Options) {
+	n.client = testnet.RedisClient(t, func(o *redis.Options) {
 		o.ClientName = n.name
 		if n.net != nil {
 			o.Dialer = n.net.Dial
@@ -75,7 +75,7 @@ func startNode(t *testing.T, cfg FanoutConfig, cut bool) *node {
 // startFleet starts n nodes sharing one prefix.
 func startFleet(t *testing.T, n int, mod func(*FanoutConfig)) (prefix string, nodes []*node) {
 	t.Helper()
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	mustPing(t, admin)
 	prefix = testPrefix(t, admin)
 	cfg := fleetConfig(prefix)
@@ -91,7 +91,7 @@ func startFleet(t *testing.T, n int, mod func(*FanoutConfig)) (prefix string, no
 // TestFanoutPropagation makes revocations at node B, half by jti and half
 // by subject, and measures how long each takes to be seen at node C.
 func TestFanoutPropagation(t *testing.T) {
-	redisOptions(t) // skip here, not in each subtest
+	testnet.RedisOptions(t) // skip here, not in each subtest
 	for _, sharded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
 			_, nodes := startFleet(t, 3, func(c *FanoutConfig) { c.Sharded = sharded })
@@ -182,7 +182,7 @@ func TestFanoutBurst(t *testing.T) {
 // publishing it, as if the message were lost: the periodic resync finds it.
 func TestFanoutResyncRepairsLostMessage(t *testing.T) {
 	prefix, nodes := startFleet(t, 1, func(c *FanoutConfig) { c.ResyncInterval = 200 * time.Millisecond })
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	key := "{" + prefix + "}:jti"
 	until := time.Now().Add(time.Hour)
 	if err := admin.ZAdd(context.Background(), key, redis.Z{
@@ -201,7 +201,7 @@ func TestFanoutResyncRepairsLostMessage(t *testing.T) {
 // revocations at B that C cannot hear of, and reconnects C: its
 // resubscription triggers a resync that brings them in.
 func TestFanoutDisconnectedNodeCatchesUp(t *testing.T) {
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	mustPing(t, admin)
 	cfg := fleetConfig(testPrefix(t, admin))
 	b := startNode(t, cfg, false)
@@ -320,7 +320,7 @@ func fieldOf(line, name string) (string, bool) {
 // it serves the last known set until MaxStaleness, then refuses every
 // token, and recovers when Redis is back.
 func TestFanoutStalenessFailClosed(t *testing.T) {
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	mustPing(t, admin)
 	cfg := fleetConfig(testPrefix(t, admin))
 	cfg.MaxStaleness = 600 * time.Millisecond
@@ -372,7 +372,7 @@ func TestFanoutStalenessFailClosed(t *testing.T) {
 
 // TestFanoutUnreachable starts a node against a port nothing listens on.
 func TestFanoutUnreachable(t *testing.T) {
-	redisOptions(t) // skip without REDIS_URL, like the others
+	testnet.RedisOptions(t) // skip without REDIS_URL, like the others
 	mem := revoke.NewMemory()
 	client := redis.NewClient(&redis.Options{Addr: testnet.ClosedAddr(t), DialTimeout: 200 * time.Millisecond,
 		DialerRetries: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -420,7 +420,7 @@ func TestFanoutUnreachable(t *testing.T) {
 // reader backing off and its controller retrying: Close is prompt and
 // leaves no goroutine behind.
 func TestFanoutCloseDuringOutage(t *testing.T) {
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	mustPing(t, admin)
 	cfg := fleetConfig(testPrefix(t, admin))
 	cfg.ResyncInterval = 100 * time.Millisecond
@@ -449,7 +449,7 @@ func TestFanoutRedisState(t *testing.T) {
 		c.SubjectRetention = time.Hour
 	})
 	f := nodes[0]
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	ctx := context.Background()
 	tag := "{" + prefix + "}"
 
@@ -516,7 +516,7 @@ func TestFanoutRedisState(t *testing.T) {
 // is ignored, and the node keeps working.
 func TestFanoutMalformed(t *testing.T) {
 	prefix, nodes := startFleet(t, 2, nil)
-	admin := newRedisClient(t, nil)
+	admin := testnet.RedisClient(t, nil)
 	ctx := context.Background()
 	tag := "{" + prefix + "}"
 	for _, p := range []string{"", "x", "j", "j 12", "j abc 3:issid", "j 1 99:x", "q 1 3:issid", "j 1 3:iss"} {
