@@ -10,6 +10,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.55.0
+	golang.org/x/term v0.47.0
 	modernc.org/sqlite v1.61.1
 )
 

@@ -1,6 +1,8 @@
 # Shared by scripts/loadtest.sh and scripts/loadtest-tokens.sh: logging, port checks,
-# stopping the server under test, CPU pinning and arithmetic. Sourced, not run;
-# the functions read the caller's globals (SERVER_PID, SERVER_CPU).
+# stopping the server under test and wrk, the exit clean-up, CPU pinning, durations,
+# statistics over the results table and number formatting. Sourced, not run; the
+# functions read the caller's globals (SERVER_PID, WRK_PID, SERVER_CPU, WORK, OUT,
+# OUT_SKIP, RESULTS).
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -32,3 +34,72 @@ pinned() { taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@"; }
 proc_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
+
+# secs converts a wrk duration (N, Ns, Nm, Nh) to whole seconds.
+secs() {
+	case $1 in
+	*[0-9]s) echo "${1%s}" ;;
+	*[0-9]m) echo $((${1%m} * 60)) ;;
+	*[0-9]h) echo $((${1%h} * 3600)) ;;
+	*[0-9]) echo "$1" ;;
+	*) die "not a duration: $1 (use e.g. 10s or 1m)" ;;
+	esac
+}
+
+# wait_wrk out: waits for the wrk run WRK_PID, which wrote to out, and dies
+# unless it exited 0 and printed its RESULT line.
+wait_wrk() {
+	local out=$1 code=0
+	wait "$WRK_PID" || code=$?
+	WRK_PID=""
+	((code == 0)) || die "wrk exited $code: $(tail -5 "$out")"
+	grep -q '^RESULT ' "$out" || die "wrk printed no RESULT line: $(tail -5 "$out")"
+}
+
+# cleanup is the load scripts' exit trap (install_cleanup): it stops wrk and
+# the server, copies WORK to OUT when set (but the names matching a glob in
+# the array OUT_SKIP), removes WORK and exits with the script's status.
+cleanup() {
+	local code=$? f pat keep
+	trap - EXIT INT TERM
+	if [[ -n ${WRK_PID:-} ]]; then
+		kill -TERM "$WRK_PID" 2>/dev/null || true
+		wait "$WRK_PID" 2>/dev/null || true
+	fi
+	stop_server
+	if [[ -n ${OUT:-} ]]; then
+		mkdir -p "$OUT"
+		for f in "$WORK"/*; do
+			keep=1
+			for pat in "${OUT_SKIP[@]}"; do
+				# shellcheck disable=SC2053 # pat is a glob
+				[[ ${f##*/} == $pat ]] && keep=0
+			done
+			((keep)) && cp -r "$f" "$OUT"/
+		done
+		log "results kept in $OUT"
+	fi
+	rm -rf "$WORK"
+	exit "$code"
+}
+
+install_cleanup() {
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+# stat scenario column: "median min max sum n" of a column of RESULTS over
+# the runs of a scenario.
+stat() {
+	awk -F'\t' -v s="$1" -v c="$2" 'NR > 1 && $1 == s { print $c }' "$RESULTS" | sort -g |
+		awk '{ v[NR] = $1; sum += $1 } END {
+			if (NR == 0) { print "0 0 0 0 0"; exit }
+			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.3f %.3f %.3f %.3f %d\n", m, v[1], v[NR], sum, NR }'
+}
+
+# fmt_n prints a number rounded, with thousands separators.
+fmt_n() {
+	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
+}

@@ -4,7 +4,10 @@
 #     token signed per request), against one core's ES256 sign rate measured
 #     in the same session (target: issuance / sign rate >= 0.70);
 #   - POST /oauth2/introspect of one fixed access token, both authenticated
-#     with the dev-mode demo client (HTTP Basic).
+#     with the dev-mode demo client (HTTP Basic);
+#   - the same POST against two reference servers on the same CPU and port
+#     (keygate bench server): no-op, and one raw ES256 sign per request, to
+#     show what the HTTP stack alone allows on the machine.
 #
 # Same pinning as scripts/loadtest.sh: keygate on CPU SERVER_CPU with
 # GOMAXPROCS=1, wrk on CPU CLIENT_CPU, loopback only. Each round starts a
@@ -48,15 +51,6 @@ OUT=${OUT:-}
 MAX_SECONDS=${MAX_SECONDS:-600}
 
 
-secs() {
-	case $1 in
-	*[0-9]s) echo "${1%s}" ;;
-	*[0-9]m) echo $((${1%m} * 60)) ;;
-	*[0-9]) echo "$1" ;;
-	*) die "not a duration: $1 (use e.g. 10s or 1m)" ;;
-	esac
-}
-
 DUR_S=$(secs "$DURATION")
 WARM_S=$(secs "$WARMUP")
 SIGN_S=$(secs "$SIGN_DURATION")
@@ -64,7 +58,7 @@ SIGN_S=$(secs "$SIGN_DURATION")
 [[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
 ((DUR_S > 0 && SIGN_S > 0)) || die "DURATION and SIGN_DURATION must be at least 1s"
 ((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
-estimate=$((30 + RUNS * (SIGN_S + 5 + 2 * (WARM_S + DUR_S + 1))))
+estimate=$((30 + RUNS * (SIGN_S + 8 + 4 * (WARM_S + DUR_S + 1))))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
 
@@ -85,30 +79,8 @@ SERVER_PID=""
 WRK_PID=""
 
 
-cleanup() {
-	local code=$?
-	trap - EXIT INT TERM
-	if [[ -n $WRK_PID ]]; then
-		kill -TERM "$WRK_PID" 2>/dev/null || true
-		wait "$WRK_PID" 2>/dev/null || true
-	fi
-	stop_server
-	if [[ -n $OUT ]]; then
-		mkdir -p "$OUT"
-		for f in "$WORK"/*; do
-			case ${f##*/} in
-			data-* | keygate | auth.txt | *.body) ;;
-			*) cp -r "$f" "$OUT"/ ;;
-			esac
-		done
-		log "results kept in $OUT"
-	fi
-	rm -rf "$WORK"
-	exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+OUT_SKIP=("data-*" keygate auth.txt "*.body")
+install_cleanup
 
 # --- build -----------------------------------------------------------------
 
@@ -131,6 +103,7 @@ start_server() {
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
 	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+		--token-rate-limit 1e6 \
 		>"$out" 2>&1 &
 	SERVER_PID=$!
 	local id="" secret=""
@@ -148,6 +121,20 @@ start_server() {
 	die "keygate did not print a demo client and answer within 10s: $(tail -5 "$out")"
 }
 
+# start_reference mode log: keygate's reference server (bench server) on the
+# same CPU and port, answering the same requests; sets SERVER_PID.
+start_reference() {
+	local mode=$1 out=$2
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" bench server --mode "$mode" --listen "127.0.0.1:$PORT" >"$out" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 1 100); do
+		kill -0 "$SERVER_PID" 2>/dev/null || die "bench server exited at start: $(tail -5 "$out")"
+		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$BASE/healthz") == 200 ]] && return 0
+		sleep 0.1
+	done
+	die "bench server --mode $mode did not answer within 10s"
+}
+
 # fetch_token: one access token for the demo client, checked.
 fetch_token() {
 	local body
@@ -163,11 +150,7 @@ run_wrk() {
 		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
 		-s "$ROOT/scripts/wrk/form.lua" "$BASE$path" -- "$WORK/auth.txt" "$body" >"$out" 2>&1 &
 	WRK_PID=$!
-	local code=0
-	wait "$WRK_PID" || code=$?
-	WRK_PID=""
-	((code == 0)) || die "wrk exited $code: $(tail -5 "$out")"
-	grep -q '^RESULT ' "$out" || die "wrk printed no RESULT line: $(tail -5 "$out")"
+	wait_wrk "$out"
 }
 
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
@@ -214,6 +197,11 @@ for round in $(seq 1 "$RUNS"); do
 	measure "$round" issue /oauth2/token "$WORK/issue.body"
 	measure "$round" introspect /oauth2/introspect "$WORK/introspect.body"
 	stop_server
+	for mode in noop es256-sign; do
+		start_reference "$mode" "$WORK/ref-$mode-$round.log"
+		measure "$round" "ref-$mode" /oauth2/token "$WORK/issue.body"
+		stop_server
+	done
 done
 UPTIME_AFTER=$(uptime)
 log "load after: $UPTIME_AFTER"
@@ -239,18 +227,8 @@ fi
 
 # --- report ----------------------------------------------------------------
 
-stat() { # scenario column: "median min max sum n"
-	awk -F'\t' -v s="$1" -v c="$2" 'NR > 1 && $1 == s { print $c }' "$RESULTS" | sort -g |
-		awk '{ v[NR] = $1; sum += $1 } END {
-			if (NR == 0) { print "0 0 0 0 0"; exit }
-			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			printf "%.3f %.3f %.3f %.3f %d\n", m, v[1], v[NR], sum, NR }'
-}
 med() { stat "$1" "${2:-3}" | cut -d' ' -f1; }
 sum() { stat "$1" "$2" | cut -d' ' -f4 | cut -d. -f1; }
-fmt_n() {
-	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
-}
 
 TABLE=$WORK/table.md
 {
@@ -264,7 +242,7 @@ TABLE=$WORK/table.md
 	echo
 	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU |"
 	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
-	for name in sign issue introspect; do
+	for name in sign issue introspect ref-noop ref-es256-sign; do
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		spread=$(calc "($hi - $lo) / $m * 100" 1)
@@ -275,6 +253,8 @@ TABLE=$WORK/table.md
 			;;
 		issue) desc="POST /oauth2/token, client_credentials, ES256" ;;
 		introspect) desc="POST /oauth2/introspect, one fixed access token" ;;
+		ref-noop) desc="reference: net/http answering the same POST with 200, no work" ;;
+		ref-es256-sign) desc="reference: net/http, read the body, one raw ES256 sign, a token response" ;;
 		esac
 		echo "| $desc | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$(med "$name" 6) / 1000") / $(calc "$(med "$name" 7) / 1000") ms | $(($(sum "$name" 4) + $(sum "$name" 5))) | $(calc "$(med "$name" 8)" 0)% |"
 	done
@@ -288,6 +268,11 @@ TABLE=$WORK/table.md
 	echo "| target | measured | target | result |"
 	echo "| --- | ---: | ---: | --- |"
 	echo "| issuance / one core's ES256 sign rate ($(fmt_n "$issue") / $(fmt_n "$sign")) | **$ratio** | >= 0.70 | $verdict |"
+	noop=$(med ref-noop)
+	refsign=$(med ref-es256-sign)
+	bound=$(calc "1 / (1 / $noop + 1 / $sign)" 0)
+	echo "| bound: 1 / (1/no-op + 1/sign) = $(fmt_n "$bound") req/s, over the sign rate | $(calc "$bound / $sign") | - | info |"
+	echo "| issuance / the sign reference server ($(fmt_n "$issue") / $(fmt_n "$refsign")) | $(calc "$issue / $refsign") | - | info |"
 	echo "| introspections/s | $(fmt_n "$(med introspect)") | - | info |"
 	echo
 	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS THREADS=$THREADS scripts/loadtest-tokens.sh"

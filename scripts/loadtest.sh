@@ -55,16 +55,6 @@ OUT=${OUT:-}
 MAX_SECONDS=${MAX_SECONDS:-720}
 
 
-# secs converts a wrk duration (N, Ns, Nm, Nh) to whole seconds.
-secs() {
-	case $1 in
-	*[0-9]s) echo "${1%s}" ;;
-	*[0-9]m) echo $((${1%m} * 60)) ;;
-	*[0-9]h) echo $((${1%h} * 3600)) ;;
-	*[0-9]) echo "$1" ;;
-	*) die "not a duration: $1 (use e.g. 10s or 1m)" ;;
-	esac
-}
 
 DUR_S=$(secs "$DURATION")
 WARM_S=$(secs "$WARMUP")
@@ -127,30 +117,8 @@ SERVER_PID=""
 WRK_PID=""
 
 
-cleanup() {
-	local code=$?
-	trap - EXIT INT TERM
-	if [[ -n $WRK_PID ]]; then
-		kill -TERM "$WRK_PID" 2>/dev/null || true
-		wait "$WRK_PID" 2>/dev/null || true
-	fi
-	stop_server
-	if [[ -n $OUT ]]; then
-		mkdir -p "$OUT"
-		for f in "$WORK"/*; do
-			case ${f##*/} in
-			tokens-* | token-hit.txt | issuer.pem | data | keygate) ;;
-			*) cp -r "$f" "$OUT"/ ;;
-			esac
-		done
-		log "results kept in $OUT"
-	fi
-	rm -rf "$WORK"
-	exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+OUT_SKIP=("tokens-*" token-hit.txt issuer.pem data keygate)
+install_cleanup
 
 # --- build and set up ------------------------------------------------------
 
@@ -230,11 +198,7 @@ run_wrk() {
 		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$conns" -d"$duration" --timeout "$WRK_TIMEOUT" \
 		-s "$ROOT/scripts/wrk/$script.lua" "$URL" -- "$tokens" "$THREADS" >"$out" 2>&1 &
 	WRK_PID=$!
-	local code=0
-	wait "$WRK_PID" || code=$?
-	WRK_PID=""
-	((code == 0)) || die "wrk exited $code: $(tail -5 "$out")"
-	grep -q '^RESULT ' "$out" || die "wrk printed no RESULT line: $(tail -5 "$out")"
+	wait_wrk "$out"
 }
 
 RESULTS=$WORK/results.tsv
@@ -304,7 +268,7 @@ if ((PROFILE_SECONDS > 0)); then
 	start_server keygate "$WORK/profile.log"
 	expect_200 "$(head -n 1 "$WORK/tokens-warm.txt")"
 	((WARM_S > 0)) && run_wrk "$WORK/profile.warmup.txt" "$CONNS" "$WARMUP" unique "$WORK/tokens-warm.txt"
-	timeout 60 taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" --timeout "$WRK_TIMEOUT" \
+	timeout $((PROFILE_SECONDS + 60)) taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" --timeout "$WRK_TIMEOUT" \
 		-s "$ROOT/scripts/wrk/unique.lua" "$URL" -- "$WORK/tokens-run.txt" "$THREADS" >"$WORK/profile.wrk.txt" 2>&1 &
 	WRK_PID=$!
 	sleep 2
@@ -319,20 +283,9 @@ fi
 
 # --- report ----------------------------------------------------------------
 
-# stat scenario column: "median min max sum n" of a column over the runs.
-stat() {
-	awk -F'\t' -v s="$1" -v c="$2" 'NR > 1 && $1 == s { print $c }' "$RESULTS" | sort -g |
-		awk '{ v[NR] = $1; sum += $1 } END {
-			if (NR == 0) { print "0 0 0 0 0"; exit }
-			m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-			printf "%.3f %.3f %.3f %.3f %d\n", m, v[1], v[NR], sum, NR }'
-}
 med() { stat "$1" 4 | cut -d' ' -f1; }
 errs() { # socket errors + non-2xx over every run of a scenario
 	echo $(($(stat "$1" 5 | cut -d' ' -f4 | cut -d. -f1) + $(stat "$1" 6 | cut -d' ' -f4 | cut -d. -f1)))
-}
-fmt_n() { # with thousands separators
-	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
 }
 verdict() { # ok-condition
 	if [[ $(awk "BEGIN { print ($1) ? 1 : 0 }") == 1 ]]; then echo PASS; else echo FAIL; fi

@@ -5,8 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -25,10 +28,15 @@ const (
 	// request, then answers like ModeNoop: the ceiling of a server whose
 	// only work per request is the signature check.
 	ModeES256 = "es256"
+	// ModeSign reads the request body, makes one raw ES256 signature (see
+	// RawES256.Sign) and answers 200 with a token response of the size
+	// keygate's /oauth2/token sends: the ceiling of a token endpoint whose
+	// only work per request is the signature.
+	ModeSign = "es256-sign"
 )
 
 // Modes lists the reference server modes.
-var Modes = []string{ModeNoop, ModeES256}
+var Modes = []string{ModeNoop, ModeES256, ModeSign}
 
 // Handler returns the handler of a reference server in mode. Both modes
 // ignore the request (method, path, headers) beyond what net/http itself
@@ -51,6 +59,29 @@ func Handler(mode string) (http.Handler, error) {
 			}
 			w.WriteHeader(http.StatusOK)
 		}), nil
+	case ModeSign:
+		raw, err := NewRawES256()
+		if err != nil {
+			return nil, err
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, io.LimitReader(r.Body, 16<<10)) //nolint:errcheck // the body only has to be read
+			sig, err := raw.Sign()
+			if err != nil {
+				http.Error(w, "raw ES256 signing failed", http.StatusInternalServerError)
+				return
+			}
+			body := make([]byte, 0, 1024)
+			body = append(body, `{"access_token":"`...)
+			body = append(body, raw.msg...)
+			body = append(body, '.')
+			body = base64.RawURLEncoding.AppendEncode(body, sig)
+			body = append(body, `","token_type":"Bearer","expires_in":900,"scope":"demo"}`+"\n"...)
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			w.Write(body) //nolint:errcheck // the client went away
+		}), nil
 	}
 	return nil, fmt.Errorf("bench: unknown server mode %q (one of %s)", mode, strings.Join(Modes, ", "))
 }
@@ -63,14 +94,7 @@ const ShutdownTimeout = 5 * time.Second
 // differs from keygate only in its handler. It returns when ctx is done
 // and the server has shut down, closing ln.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: server.ReadHeaderTimeout,
-		ReadTimeout:       server.ReadTimeout,
-		WriteTimeout:      server.WriteTimeout,
-		IdleTimeout:       server.IdleTimeout,
-		MaxHeaderBytes:    server.MaxHeaderBytes,
-	}
+	srv := server.NewHTTPServer(h, slog.New(slog.DiscardHandler))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -97,9 +121,10 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 // crypto/ecdsa.VerifyASN1, which is the whole cost of an ES256 check that
 // keygate's own work is compared with.
 type RawES256 struct {
-	pub *ecdsa.PublicKey
-	msg []byte // signing input: base64url(header) "." base64url(claims)
-	der []byte // ASN.1 DER signature over SHA-256(msg)
+	pub  *ecdsa.PublicKey
+	priv *ecdsa.PrivateKey // for ModeSign
+	msg  []byte            // signing input: base64url(header) "." base64url(claims)
+	der  []byte            // ASN.1 DER signature over SHA-256(msg)
 }
 
 // NewRawES256 creates a fresh key and signs the signing input of a token of
@@ -127,11 +152,18 @@ func newRawES256(f *fixture) (*RawES256, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: sign: %w", err)
 	}
-	r := &RawES256{pub: &priv.PublicKey, msg: msg, der: der}
+	r := &RawES256{pub: &priv.PublicKey, priv: priv, msg: msg, der: der}
 	if !r.Verify() {
 		return nil, errors.New("bench: raw ES256 signature does not verify")
 	}
 	return r, nil
+}
+
+// Sign makes a fresh ASN.1 DER signature over the signing input, with
+// crypto/rand: the raw ES256 signing primitive.
+func (r *RawES256) Sign() ([]byte, error) {
+	digest := sha256.Sum256(r.msg)
+	return ecdsa.SignASN1(rand.Reader, r.priv, digest[:])
 }
 
 // Verify reports whether the signature verifies; it always should.

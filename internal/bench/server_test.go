@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +22,9 @@ import (
 
 func TestHandlerModes(t *testing.T) {
 	for _, mode := range Modes {
+		if mode == ModeSign {
+			continue // TestSignMode
+		}
 		t.Run(mode, func(t *testing.T) {
 			h, err := Handler(mode)
 			if err != nil {
@@ -32,10 +39,49 @@ func TestHandlerModes(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Handler("nope"); err == nil || !strings.Contains(err.Error(), "noop, es256") {
+	if _, err := Handler("nope"); err == nil || !strings.Contains(err.Error(), "noop, es256, es256-sign") {
 		t.Errorf("unknown mode: %v", err)
 	}
 }
+
+// TestSignMode: the signing reference answers a token response whose
+// signature is fresh per request and verifies.
+func TestSignMode(t *testing.T) {
+	raw, err := NewRawES256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Handler(ModeSign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		req := httptest.NewRequest(http.MethodPost, "/oauth2/token", strings.NewReader("grant_type=client_credentials"))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var tr struct {
+			AccessToken string `json:"access_token"`
+		}
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &tr) != nil || strings.Count(tr.AccessToken, ".") != 2 {
+			t.Fatalf("status %d, body %q", rec.Code, rec.Body)
+		}
+		dot := strings.LastIndexByte(tr.AccessToken, '.')
+		sig, err := base64.RawURLEncoding.DecodeString(tr.AccessToken[dot+1:])
+		if err != nil || len(sig) < 64 {
+			t.Fatalf("signature %q: %v", tr.AccessToken[dot+1:], err)
+		}
+		seen[string(sig)] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("%d distinct signatures in 3 requests; each must be signed afresh", len(seen))
+	}
+	if sig, err := raw.Sign(); err != nil || !ecdsa.VerifyASN1(raw.pub, sha256sum(raw.msg), sig) {
+		t.Errorf("RawES256.Sign: %v", err)
+	}
+}
+
+func sha256sum(b []byte) []byte { d := sha256.Sum256(b); return d[:] }
 
 func TestServe(t *testing.T) {
 	h, err := Handler(ModeES256)

@@ -93,7 +93,9 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"its method, path and headers, gets 200 with an empty body; mode es256 first does\n"+
 			"one raw ES256 verification (crypto/ecdsa.VerifyASN1 over a fixed signing input\n"+
 			"with a pre-parsed key; see 'keygate bench verify --raw'). It is a measuring tool,\n"+
-			"not a service: it checks no token.")
+			"not a service: it checks no token. Mode es256-sign reads the body, makes one raw\n"+
+			"ES256 signature (crypto/ecdsa.SignASN1) and answers a token response of the size\n"+
+			"keygate's /oauth2/token sends: the ceiling for the token endpoint.")
 	mode := fs.String("mode", "", "`MODE`: "+strings.Join(bench.Modes, " or ")+" (required)")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
 	if _, err := fs.parse(args, 0, 0); err != nil {

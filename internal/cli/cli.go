@@ -74,6 +74,8 @@ func commands() []*command {
 			{name: "generate", summary: "write a new private key (PKCS#8 PEM) or HMAC secret", run: (*app).keysGenerate},
 			{name: "jwks", summary: "print the public JWKS of PEM or JWK key files", run: (*app).keysJWKS},
 			{name: "thumbprint", summary: "print a key's RFC 7638 thumbprint", run: (*app).keysThumbprint},
+			{name: "list", summary: "list a running node's signing keys", run: (*app).keysList},
+			{name: "rotate", summary: "rotate a running node's signing key", run: (*app).keysRotate},
 		}},
 		{name: "clients", summary: "manage OAuth clients on a running node", subs: []*command{
 			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
@@ -81,16 +83,27 @@ func commands() []*command {
 			{name: "rotate", summary: "replace a client's secret", run: (*app).clientsRotate},
 			{name: "delete", summary: "delete a client", run: (*app).clientsDelete},
 		}},
+		{name: "users", summary: "manage users (password login) on a running node", subs: []*command{
+			{name: "create", summary: "create a user; the password is read without echo", run: (*app).usersCreate},
+			{name: "list", summary: "list users", run: (*app).usersList},
+			{name: "delete", summary: "delete a user", run: (*app).usersDelete},
+		}},
+		{name: "revoke", summary: "revoke a token by jti, or a subject's tokens issued before a time", run: (*app).revoke},
 		{name: "token", summary: "get a token from a node (token --client ID --secret S); sign, verify, inspect JWTs", run: (*app).tokenRequest, subs: []*command{
 			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
 			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
 		}},
-		{name: "serve", summary: "run the HTTP service: JWKS and /auth forward-auth", run: (*app).serve},
+		{name: "serve", summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
+		{name: "keyring", summary: "set up passphrase unsealing", subs: []*command{
+			{name: "init", summary: "derive the root key from a passphrase; write keyring.json", run: (*app).keyringInit},
+		}},
+		{name: "unseal", summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
+		{name: "seal", summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},
 		{name: "bench", summary: "measure signing and verification throughput; load-test helpers", subs: []*command{
 			{name: "verify", summary: "verifications per second by algorithm", run: (*app).benchVerify},
 			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},
-			{name: "server", summary: "reference server (no-op, raw ES256) to load-test keygate against", run: (*app).benchServer},
+			{name: "server", summary: "reference server (no-op, raw ES256 verify or sign) to load-test keygate against", run: (*app).benchServer},
 			{name: "tokens", summary: "mint N distinct tokens, one per line, for load tests", run: (*app).benchTokens},
 		}},
 	}

@@ -3,27 +3,16 @@ package cli
 import (
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestClientsAndToken drives a running `serve --dev` with the client
 // commands and `keygate token --client --secret`, as an operator would.
 func TestClientsAndToken(t *testing.T) {
 	h := newHarness(t)
-	data := h.path("data")
-	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
-	defer s.stop()
-	var m []string
-	for deadline := time.Now().Add(3 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		m = adminAddrLog.FindStringSubmatch(s.stderr.String()) // logged just after the ready hook
-	}
-	if m == nil {
-		t.Fatalf("admin address not logged:\n%s", s.stderr)
-	}
-	admin := []string{"--admin", "http://" + m[1], "--admin-token-file", filepath.Join(data, "admin.token")}
+	s, admin := h.serveDev(t)
+	adminURL := admin[1]
 
 	out := h.must(append([]string{"clients", "create", "--name", "billing", "--scopes", "orders:read,orders:write"}, admin...)...)
 	idm, secm := clientIDLine.FindStringSubmatch(out), clientSecretLine.FindStringSubmatch(out)
@@ -59,14 +48,14 @@ func TestClientsAndToken(t *testing.T) {
 	if r := h.run("token", "--client", id); r.code != ExitUsage {
 		t.Errorf("token without secret: %d", r.code)
 	}
-	if r := h.run("clients", "create", "--name", "x", "--admin", "http://"+m[1], "--admin-token-file", h.path("nope")); r.code != ExitFail {
+	if r := h.run("clients", "create", "--name", "x", "--admin", adminURL, "--admin-token-file", h.path("nope")); r.code != ExitFail {
 		t.Errorf("missing admin token file: %d", r.code)
 	}
 	bad := h.path("bad.token")
 	if err := os.WriteFile(bad, []byte(strings.Repeat("x", 40)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.run("clients", "list", "--admin", "http://"+m[1], "--admin-token-file", bad); r.code != ExitFail || !strings.Contains(r.stderr, "401") {
+	if r := h.run("clients", "list", "--admin", adminURL, "--admin-token-file", bad); r.code != ExitFail || !strings.Contains(r.stderr, "401") {
 		t.Errorf("wrong admin token: %d %s", r.code, r.stderr)
 	}
 	// token sign etc. still work as subcommands of the same group.

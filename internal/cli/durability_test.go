@@ -30,16 +30,7 @@ func TestKill9Durability(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the keygate binary")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("needs the go command on PATH to build the keygate binary")
-	}
-	bin := filepath.Join(t.TempDir(), "keygate")
-	build := exec.Command(goBin, "build", "-o", bin, "./cmd/keygate")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildKeygate(t)
 	t.Run("sqlite", func(t *testing.T) {
 		kill9(t, bin, nil, "")
 	})
@@ -62,6 +53,22 @@ func TestKill9Durability(t *testing.T) {
 		}
 		kill9(t, bin, []string{"--database-url", cliSchema(t, base), "--root-key-file", rootKey, "--admin-token-file", adminFile}, admin)
 	})
+}
+
+// buildKeygate builds the keygate binary into a temporary directory.
+func buildKeygate(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs the go command on PATH to build the keygate binary")
+	}
+	bin := filepath.Join(t.TempDir(), "keygate")
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/keygate")
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // child is one run of the keygate binary.
@@ -194,7 +201,8 @@ func kill9(t *testing.T, bin string, extra []string, adminToken string) {
 	)
 	data := t.TempDir()
 	addr, adminAddr := freePort(t), freePort(t)
-	args := append([]string{"serve", "--dev", "--data-dir", data, "--listen", addr, "--admin-listen", adminAddr}, extra...)
+	args := append([]string{"serve", "--dev", "--data-dir", data, "--listen", addr, "--admin-listen", adminAddr,
+		"--token-rate-limit", "0"}, extra...) // a burst far above a client's normal rate is the point here
 	first := startChild(t, bin, args, addr)
 	// The child's stdout reaches us through a pipe copied by another
 	// goroutine, so the demo client may arrive just after the port opens.

@@ -93,6 +93,21 @@ func (s *stringsFlag) Set(v string) error {
 	return nil
 }
 
+// stringList is stringsFlag that also splits on commas (--scopes a,b),
+// for values that never hold one.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
 // algFlag is a JWS algorithm name.
 type algFlag jose.Alg
 

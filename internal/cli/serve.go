@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
@@ -24,8 +26,10 @@ type serveFlags struct {
 	listen, adminListen, dataDir, issuer, audience string
 	configPath, jwksURL, upstream                  string
 	databaseURL, rootKeyFile, adminTokenFile       string
+	keyringFile                                    string
 	redisURL                                       string
-	maxStaleness                                   time.Duration
+	maxStaleness, storeTimeout                     time.Duration
+	tokenRate                                      float64
 	signingAlg                                     string
 	alg                                            jose.Alg // parsed --signing-alg
 	keyRotation, keyPrePublish, accessTTL          time.Duration
@@ -43,7 +47,10 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis `URL` (redis://...) shared by a fleet: revocations, login rate limits, key-rotation notices (or KEYGATE_REDIS_URL)")
 	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
+	fs.Float64Var(&f.tokenRate, "token-rate-limit", 50, "token requests per second each client may make at /oauth2/token, burst twice that\n(shared through Redis in a fleet; 0: no limit)")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Second, "with --database-url, fail a PostgreSQL operation (or a new connection) that has not answered in this `duration`")
 	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
+	fs.StringVar(&f.keyringFile, "keyring-file", "", "passphrase header `file` (default keyring.json in the data directory; see keygate keyring init):\nwithout a root key the node starts sealed and waits for keygate unseal")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the admin API token (or KEYGATE_ADMIN_TOKEN; at least 32 characters)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
@@ -76,14 +83,15 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
-	if err := f.checkKeyPolicy(); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
 	cfg, err := f.gatewayConfig(a.env)
 	if err != nil {
 		return err
 	}
+	f.fromFile(&cfg.TokenService, fs)
+	if err := f.checkKeyPolicy(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -104,6 +112,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	if srv.Sealed() && admin == nil {
+		ln.Close()
+		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
+	}
 	a.printBootstrap(srv.Bootstrap(), ln.Addr())
 	if len(cfg.Issuers) == 0 {
 		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
@@ -150,6 +162,36 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 	return cfg, nil
 }
 
+// fromFile takes the token service's settings from the configuration file
+// (and KEYGATE_DATABASE_URL / KEYGATE_REDIS_URL) where no flag was given.
+func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
+	pick(!fs.isSet("audience"), &f.audience, ts.Audience)
+	pick(!fs.isSet("database-url"), &f.databaseURL, ts.DatabaseURL)
+	pick(!fs.isSet("redis-url"), &f.redisURL, ts.RedisURL)
+	pick(!fs.isSet("root-key-file"), &f.rootKeyFile, ts.RootKeyFile)
+	pick(!fs.isSet("keyring-file"), &f.keyringFile, ts.KeyringFile)
+	pick(!fs.isSet("admin-token-file"), &f.adminTokenFile, ts.AdminTokenFile)
+	pick(!fs.isSet("signing-alg"), &f.signingAlg, ts.SigningAlg)
+	pick(!fs.isSet("key-prepublish"), &f.keyPrePublish, ts.KeyPrePublish)
+	pick(!fs.isSet("access-token-ttl"), &f.accessTTL, ts.AccessTokenTTL)
+	pick(!fs.isSet("revocation-max-staleness"), &f.maxStaleness, ts.RevocationMaxStaleness)
+	pick(!fs.isSet("store-timeout"), &f.storeTimeout, ts.StoreTimeout)
+	if !fs.isSet("token-rate-limit") && ts.TokenRateLimit != nil {
+		f.tokenRate = *ts.TokenRateLimit
+	}
+	if !fs.isSet("key-rotation") && ts.KeyRotation != nil {
+		f.keyRotation = *ts.KeyRotation
+	}
+}
+
+// pick sets *dst to v when use is set and v is not the zero value.
+func pick[T comparable](use bool, dst *T, v T) {
+	var zero T
+	if use && v != zero {
+		*dst = v
+	}
+}
+
 // checkKeyPolicy validates the signing-key and token-lifetime flags.
 func (f *serveFlags) checkKeyPolicy() error {
 	alg, err := jose.ParseAlg(f.signingAlg)
@@ -164,10 +206,25 @@ func (f *serveFlags) checkKeyPolicy() error {
 		return usageErrorf("keygate serve", "--key-prepublish must be positive")
 	case f.accessTTL <= 0:
 		return usageErrorf("keygate serve", "--access-token-ttl must be positive")
+	case f.storeTimeout <= 0:
+		return usageErrorf("keygate serve", "--store-timeout must be positive")
+	case f.tokenRate < 0:
+		return usageErrorf("keygate serve", "--token-rate-limit must not be negative (0: no limit)")
+	case f.tokenRate > 0 && f.tokenLimit().Validate() != nil:
+		return usageErrorf("keygate serve", "--token-rate-limit: %v", f.tokenLimit().Validate())
 	case f.keyRotation > 0 && f.keyRotation <= f.keyPrePublish:
 		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
 	}
 	return nil
+}
+
+// tokenLimit maps --token-rate-limit to a limit with a burst of twice the
+// rate; 0 is no limit.
+func (f *serveFlags) tokenLimit() ratelimit.Limit {
+	if f.tokenRate <= 0 {
+		return ratelimit.Limit{}
+	}
+	return ratelimit.Limit{Rate: f.tokenRate, Burst: max(1, int(2*f.tokenRate))}
 }
 
 // rotation maps --key-rotation to server.Config.KeyRotation (0: manual).
@@ -219,12 +276,14 @@ func (f *serveFlags) audienceOrDefault() string {
 
 func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, addr string, log *slog.Logger) (*server.Server, error) {
 	issuer := f.issuer
-	if issuer == "" || len(cfg.Issuers) > 0 {
-		issuer = "http://" + addr
+	if len(cfg.Issuers) > 0 {
+		issuer = "" // --issuer named the trusted issuer, or the file configures them
 	}
-	redisURL := f.redisURL
-	if redisURL == "" {
-		redisURL = a.lookupEnv("KEYGATE_REDIS_URL")
+	if issuer == "" {
+		issuer = cfg.TokenService.Issuer
+	}
+	if issuer == "" {
+		issuer = "http://" + addr
 	}
 	return server.New(ctx, server.Config{
 		DataDir:    cfg.DataDir,
@@ -241,8 +300,11 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 
 		Dev:            f.dev,
 		DatabaseURL:    f.databaseURL,
+		StoreTimeout:   f.storeTimeout,
+		TokenLimit:     f.tokenLimit(),
 		RootKeyFile:    f.rootKeyFile,
 		RootKeyEnv:     "KEYGATE_ROOT_KEY",
+		KeyringFile:    f.keyringFile,
 		AdminTokenFile: f.adminTokenFile,
 		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
 		LookupEnv: func(name string) (string, bool) {
@@ -250,7 +312,8 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 			return v, v != ""
 		},
 
-		RedisURL:               redisURL,
+		RedisURL:               f.redisURL,
+		RedisPrefix:            cfg.TokenService.RedisPrefix,
 		RevocationMaxStaleness: f.maxStaleness,
 
 		SigningAlg:     f.alg,
@@ -313,6 +376,10 @@ func (a *app) printBootstrap(b server.Bootstrap, addr net.Addr) {
 
 // printSample prints a demo token and a curl command that presents it.
 func (a *app) printSample(srv *server.Server, audience string, addr net.Addr) error {
+	if srv.Sealed() {
+		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
+		return nil
+	}
 	token, err := srv.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
 	if err != nil {
 		return fmt.Errorf("sample token: %w", err)
@@ -336,18 +403,4 @@ func baseURL(addr net.Addr) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-// stringList is a repeatable flag; commas also separate values.
-type stringList []string
-
-func (l *stringList) String() string { return strings.Join(*l, ",") }
-
-func (l *stringList) Set(v string) error {
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			*l = append(*l, s)
-		}
-	}
-	return nil
 }

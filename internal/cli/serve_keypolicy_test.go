@@ -104,3 +104,59 @@ func TestServeKeyPolicyFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestServeTokenServiceFromConfig: the token service's settings come from
+// the configuration file's token_service section, and a flag given
+// explicitly wins over the file.
+func TestServeTokenServiceFromConfig(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.write("keygate.yaml", []byte(`
+token_service:
+  issuer: https://auth.example.test
+  audience: orders-api
+  signing_alg: EdDSA
+  access_token_ttl: 5m
+  key_rotation: 0s
+  token_rate_limit: 0.5
+`))
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data"), "--config", cfg, "--access-token-ttl", "7m")
+	defer s.stop()
+	out := s.stdout.String()
+	idm, secm := clientIDLine.FindStringSubmatch(out), clientSecretLine.FindStringSubmatch(out)
+	if idm == nil || secm == nil {
+		t.Fatalf("no demo client on stdout:\n%s", out)
+	}
+	code, body := post(t, "http://"+s.addr+"/oauth2/token", "grant_type=client_credentials", basic(idm[1], secm[1]))
+	if code != http.StatusOK {
+		t.Fatalf("token: %d %s", code, body)
+	}
+	var tr struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	if err := json.Unmarshal([]byte(body), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if tr.ExpiresIn != 420 {
+		t.Errorf("expires_in = %d, want 420: --access-token-ttl 7m wins over the file's 5m", tr.ExpiresIn)
+	}
+	parts := strings.Split(tr.AccessToken, ".")
+	if hdr := string(mustB64(t, parts[0])); !strings.Contains(hdr, `"alg":"EdDSA"`) {
+		t.Errorf("header %s: want the file's EdDSA", hdr)
+	}
+	var claims struct {
+		Iss string   `json:"iss"`
+		Aud []string `json:"aud"`
+	}
+	if err := json.Unmarshal(mustB64(t, parts[1]), &claims); err != nil || claims.Iss != "https://auth.example.test" ||
+		len(claims.Aud) != 1 || claims.Aud[0] != "orders-api" {
+		t.Errorf("claims %s: want the file's issuer and audience (%v)", mustB64(t, parts[1]), err)
+	}
+	if resp := get(t, "http://"+s.addr+"/auth", tr.AccessToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth with the configured issuer's token: %d %v", resp.StatusCode, resp.Header)
+	}
+	// token_rate_limit 0.5: a burst of 1, spent above.
+	if code, body := post(t, "http://"+s.addr+"/oauth2/token", "grant_type=client_credentials", basic(idm[1], secm[1])); code != http.StatusTooManyRequests {
+		t.Errorf("second token within 2 s with token_rate_limit 0.5: %d %s, want 429", code, body)
+	}
+}

@@ -52,6 +52,30 @@ func (h *harness) serve(args ...string) *serving {
 	return s
 }
 
+// adminURL waits for serve to log its admin listener's address and
+// returns its URL.
+func (s *serving) adminURL(t *testing.T) string {
+	t.Helper()
+	var m []string
+	for deadline := time.Now().Add(3 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		m = adminAddrLog.FindStringSubmatch(s.stderr.String()) // logged just after the ready hook
+	}
+	if m == nil {
+		t.Fatalf("admin address not logged:\n%s", s.stderr)
+	}
+	return "http://" + m[1]
+}
+
+// serveDev runs `serve --dev` on a fresh data directory, stopped when the
+// test ends, and returns it with the flags that reach its admin API.
+func (h *harness) serveDev(t *testing.T) (s *serving, admin []string) {
+	t.Helper()
+	data := h.path("data")
+	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
+	t.Cleanup(func() { s.stop() })
+	return s, []string{"--admin", s.adminURL(t), "--admin-token-file", filepath.Join(data, "admin.token")}
+}
+
 var tokenLine = regexp.MustCompile(`(?m)^(eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$`)
 
 func TestServe(t *testing.T) {
@@ -259,6 +283,9 @@ func TestServeFlagErrors(t *testing.T) {
 		"jwks without issuer":   {"--jwks-url", "https://idp.example.com/jwks"},
 		"upstream without jwks": {"--upstream", "http://127.0.0.1:1"},
 		"config and jwks":       {"--config", "x.yaml", "--jwks-url", "https://idp.example.com/jwks"},
+		"zero store timeout":    {"--store-timeout", "0s"},
+		"negative token rate":   {"--token-rate-limit", "-1"},
+		"token rate too high":   {"--token-rate-limit", "1e7"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if code := h.run(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...); code.code != ExitUsage {

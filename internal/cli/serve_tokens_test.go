@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 var (
@@ -92,11 +90,7 @@ func serveTokenFlow(t *testing.T, h *harness, adminToken func(stdout string) str
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "revoked") {
 		t.Errorf("/auth after revoke: %d %v", resp.StatusCode, resp.Header)
 	}
-	am := adminAddrLog.FindStringSubmatch(s.stderr.String())
-	if am == nil {
-		t.Fatalf("no admin address logged:\n%s", s.stderr)
-	}
-	admin := "http://" + am[1] + "/v1/admin/clients"
+	admin := s.adminURL(t) + "/v1/admin/clients"
 	if code, _ := post(t, admin, `{"name":"x","scopes":["demo"]}`, nil); code != http.StatusUnauthorized {
 		t.Errorf("admin API without the token: %d", code)
 	}
@@ -158,34 +152,5 @@ func TestServePostgresTokenService(t *testing.T) {
 
 func cliSchema(t *testing.T, base string) string {
 	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "kg_cli_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return testnet.PostgresSchema(t, base, "kg_cli")
 }

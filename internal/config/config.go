@@ -19,6 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -40,6 +42,10 @@ type Config struct {
 	Issuers      []Issuer `yaml:"issuers"`
 	ForwardAuth  Forward  `yaml:"forward_auth"`
 	Routes       []Route  `yaml:"routes"` // reverse proxy routes; none means no proxy
+	// TokenService configures the token service. It is read at start:
+	// a reload applies the rest of the file and warns that changes here
+	// wait for a restart.
+	TokenService TokenService `yaml:"token_service"`
 }
 
 // Cache bounds the verified-token cache.
@@ -97,6 +103,32 @@ type Route struct {
 	Scopes     []string `yaml:"scopes"`
 }
 
+// TokenService is the token service's section. Empty fields take the
+// command-line flags' defaults; a flag given explicitly wins over the file.
+type TokenService struct {
+	Issuer         string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>)
+	Audience       string `yaml:"audience"` // "aud" of issued tokens
+	DatabaseURL    string `yaml:"database_url"`
+	RedisURL       string `yaml:"redis_url"`
+	RedisPrefix    string `yaml:"redis_prefix"`
+	RootKeyFile    string `yaml:"root_key_file"`
+	KeyringFile    string `yaml:"keyring_file"`
+	AdminTokenFile string `yaml:"admin_token_file"`
+	SigningAlg     string `yaml:"signing_alg"`
+	// KeyRotation: nil means the default (720h); 0 means manual only.
+	KeyRotation            *time.Duration `yaml:"key_rotation"`
+	KeyPrePublish          time.Duration  `yaml:"key_prepublish"`
+	AccessTokenTTL         time.Duration  `yaml:"access_token_ttl"`
+	RevocationMaxStaleness time.Duration  `yaml:"revocation_max_staleness"`
+	StoreTimeout           time.Duration  `yaml:"store_timeout"`
+	// TokenRateLimit is token requests per second per client (burst
+	// twice that); nil means the default (50), 0 means no limit.
+	TokenRateLimit *float64 `yaml:"token_rate_limit"`
+}
+
+// SigningAlgs are the algorithms token_service.signing_alg may name.
+var SigningAlgs = []string{"ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"}
+
 // DefaultLeeway is the clock skew tolerated on exp, nbf and iat.
 const DefaultLeeway = 60 * time.Second
 
@@ -152,6 +184,10 @@ func (c *Config) ApplyEnv(env []string) error {
 			c.LogLevel = v
 		case "KEYGATE_DATA_DIR":
 			c.DataDir = v
+		case "KEYGATE_DATABASE_URL":
+			c.TokenService.DatabaseURL = v
+		case "KEYGATE_REDIS_URL":
+			c.TokenService.RedisURL = v
 		case "KEYGATE_MAX_TOKEN_SIZE":
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -232,7 +268,46 @@ func (c *Config) Validate() error {
 	for i, r := range c.Routes {
 		r.validate(fmt.Sprintf("routes[%d]", i), true, seen, bad)
 	}
+	c.TokenService.validate("token_service", bad)
 	return errors.Join(errs...)
+}
+
+func (t *TokenService) validate(field string, bad func(field, format string, args ...any)) {
+	if t.Issuer != "" {
+		if u, err := url.Parse(t.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad(field+".issuer", "must be an http(s) URL, not %q", t.Issuer)
+		}
+	}
+	if t.DatabaseURL != "" && !strings.HasPrefix(t.DatabaseURL, "postgres://") && !strings.HasPrefix(t.DatabaseURL, "postgresql://") {
+		bad(field+".database_url", "must be a postgres:// URL")
+	}
+	if t.RedisURL != "" && !strings.HasPrefix(t.RedisURL, "redis://") && !strings.HasPrefix(t.RedisURL, "rediss://") {
+		bad(field+".redis_url", "must be a redis:// or rediss:// URL")
+	}
+	if t.SigningAlg != "" && !slices.Contains(SigningAlgs, t.SigningAlg) {
+		bad(field+".signing_alg", "must be one of %s, not %q", strings.Join(SigningAlgs, ", "), t.SigningAlg)
+	}
+	if t.KeyRotation != nil && *t.KeyRotation < 0 {
+		bad(field+".key_rotation", "must not be negative (0 means manual rotation only)")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"key_prepublish", t.KeyPrePublish}, {"access_token_ttl", t.AccessTokenTTL}, {"revocation_max_staleness", t.RevocationMaxStaleness},
+		{"store_timeout", t.StoreTimeout}} {
+		if d.v < 0 {
+			bad(field+"."+d.name, "must not be negative")
+		}
+	}
+	if t.KeyRotation != nil && *t.KeyRotation > 0 && t.KeyPrePublish > 0 && *t.KeyRotation <= t.KeyPrePublish {
+		bad(field+".key_rotation", "must be longer than key_prepublish")
+	}
+	if t.TokenRateLimit != nil && (*t.TokenRateLimit < 0 || *t.TokenRateLimit > 1e6) { // 1e6: ratelimit's bound
+		bad(field+".token_rate_limit", "must be between 0 (no limit) and 1e6 requests per second")
+	}
+	if t.RevocationMaxStaleness > 0 && t.RevocationMaxStaleness <= time.Second {
+		bad(field+".revocation_max_staleness", "must be above 1s")
+	}
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {
@@ -266,7 +341,7 @@ func (is *Issuer) validate(field string, bad func(field, format string, args ...
 		bad(field+".leeway", "must be between 0 and 1h, not %v", *is.Leeway)
 	}
 	for h := range is.Headers {
-		if !validHeaderName(h) {
+		if !verify.ValidHeaderName(h) {
 			bad(field+".headers", "%q is not a valid header name", h)
 		}
 	}
@@ -298,39 +373,12 @@ func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad 
 	}
 }
 
-// secureURL accepts https, and http only to a loopback host: keys fetched
-// over plain HTTP from elsewhere could be replaced in transit.
+// secureURL is keys.CheckURL's verdict: https, or http to a loopback host
+// only, since keys fetched over plain HTTP from elsewhere could be
+// replaced in transit.
 func secureURL(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	switch u.Scheme {
-	case "https":
-		return true
-	case "http":
-		h := u.Hostname()
-		if h == "localhost" {
-			return true
-		}
-		ip := net.ParseIP(h)
-		return ip != nil && ip.IsLoopback()
-	}
-	return false
-}
-
-// validHeaderName reports whether h is an RFC 9110 token.
-func validHeaderName(h string) bool {
-	if h == "" {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
+	_, err := keys.CheckURL(raw)
+	return err == nil
 }
 
 // Algs returns the issuer's algorithms, parsed; Validate has checked them.

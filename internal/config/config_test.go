@@ -93,6 +93,17 @@ func TestLoadErrors(t *testing.T) {
 		{"anonymous with scopes", "routes:\n  - upstream: http://u\n    anonymous: true\n    scopes: [x]\n", "routes[0]: an anonymous route"},
 		{"rule upstream", "forward_auth:\n  rules:\n    - upstream: http://u\n", "forward_auth.rules[0].upstream"},
 		{"lowercase method", "routes:\n  - upstream: http://u\n    methods: [get]\n", "routes[0].methods"},
+		{"token issuer", "token_service:\n  issuer: auth.example.com\n", "token_service.issuer"},
+		{"token database", "token_service:\n  database_url: mysql://x\n", "token_service.database_url"},
+		{"token redis", "token_service:\n  redis_url: http://x\n", "token_service.redis_url"},
+		{"token alg", "token_service:\n  signing_alg: HS256\n", "token_service.signing_alg"},
+		{"token rotation", "token_service:\n  key_rotation: -1h\n", "token_service.key_rotation: must not be negative"},
+		{"token prepublish", "token_service:\n  key_rotation: 1h\n  key_prepublish: 2h\n", "token_service.key_rotation: must be longer"},
+		{"token ttl", "token_service:\n  access_token_ttl: -5m\n", "token_service.access_token_ttl"},
+		{"token staleness", "token_service:\n  revocation_max_staleness: 500ms\n", "token_service.revocation_max_staleness"},
+		{"store timeout", "token_service:\n  store_timeout: -1s\n", "token_service.store_timeout"},
+		{"token rate", "token_service:\n  token_rate_limit: -5\n", "token_service.token_rate_limit"},
+		{"token unknown", "token_service:\n  root_key: x\n", "root_key"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
 		{"not yaml", "listen: [unclosed\n", "yaml"},
 	}
@@ -116,6 +127,43 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if _, err := Load(writeConfig(t, ""), []string{"KEYGATE_MAX_TOKEN_SIZE=big"}); err == nil || !strings.Contains(err.Error(), "KEYGATE_MAX_TOKEN_SIZE") {
 		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func TestTokenService(t *testing.T) {
+	body := `
+token_service:
+  issuer: https://auth.example.com
+  audience: api
+  database_url: postgres://db.example.com/keygate
+  redis_url: redis://cache.example.com:6379
+  redis_prefix: kg
+  root_key_file: /etc/keygate/root.key
+  admin_token_file: /etc/keygate/admin.token
+  signing_alg: EdDSA
+  key_rotation: 0s
+  key_prepublish: 30m
+  access_token_ttl: 5m
+  revocation_max_staleness: 30s
+  store_timeout: 2s
+  token_rate_limit: 0
+`
+	c, err := Load(writeConfig(t, body), []string{"KEYGATE_DATABASE_URL=postgres://other/kg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := c.TokenService
+	if ts.Issuer != "https://auth.example.com" || ts.Audience != "api" || ts.SigningAlg != "EdDSA" || ts.RedisPrefix != "kg" ||
+		ts.KeyRotation == nil || *ts.KeyRotation != 0 || ts.KeyPrePublish != 30*time.Minute || ts.AccessTokenTTL != 5*time.Minute ||
+		ts.RevocationMaxStaleness != 30*time.Second || ts.RootKeyFile != "/etc/keygate/root.key" || ts.StoreTimeout != 2*time.Second ||
+		ts.TokenRateLimit == nil || *ts.TokenRateLimit != 0 {
+		t.Errorf("token_service: %+v", ts)
+	}
+	if ts.DatabaseURL != "postgres://other/kg" {
+		t.Errorf("KEYGATE_DATABASE_URL did not win over the file: %q", ts.DatabaseURL)
+	}
+	if c, err := Load(writeConfig(t, "listen: 127.0.0.1:1\n"), nil); err != nil || c.TokenService.KeyRotation != nil {
+		t.Errorf("absent key_rotation: %v %v", err, c.TokenService.KeyRotation)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/verify"
 )
 
 // Proxy is the reverse-proxy front end: it routes each request by host, path
@@ -84,9 +85,6 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			pr.SetURL(u)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
-			for name, v := range claimsFrom(pr.In.Context()) {
-				pr.Out.Header[name] = v
-			}
 		},
 		Transport:     tr,
 		FlushInterval: -1, // stream: flush every write (server-sent events, long polls)
@@ -100,13 +98,6 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 	}
 }
 
-type claimsKey struct{}
-
-func claimsFrom(ctx context.Context) http.Header {
-	h, _ := ctx.Value(claimsKey{}).(http.Header)
-	return h
-}
-
 // ServeHTTP routes, decides and forwards.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := p.auth
@@ -118,29 +109,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
 		return
 	}
-	// Client-sent claim headers never reach an upstream, whatever the route.
-	for _, name := range a.headers {
-		delete(r.Header, name)
-	}
-	set := make(http.Header, len(a.headers))
-	for _, name := range a.headers {
-		set[name] = []string{""}
-	}
+	// Client-sent claim headers never reach an upstream, whatever the route:
+	// each is replaced (empty on an anonymous route) in the request the
+	// backend copies its outgoing headers from.
+	var res *verify.Result
 	if !route.Anonymous {
-		res, ok := a.authorize(w, r, route)
-		if !ok {
+		var ok bool
+		if res, ok = a.authorize(w, r, route); !ok {
 			return
 		}
-		for _, name := range a.headers {
-			set[name] = []string{headerValue(res, name)}
+	}
+	for _, name := range a.headers {
+		v := ""
+		if res != nil {
+			v = headerValue(res, name)
 		}
+		r.Header[name] = []string{v}
 	}
 	if a.metrics != nil {
 		a.metrics.Allow()
 	}
-	idx := p.routes.index(route)
-	r = r.WithContext(context.WithValue(r.Context(), claimsKey{}, set))
-	p.backends[idx].ServeHTTP(w, r)
+	p.backends[p.routes.index(route)].ServeHTTP(w, r)
 }
 
 // canonical returns header names in canonical form, without duplicates.

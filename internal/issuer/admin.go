@@ -45,7 +45,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/keys", a.listKeys)
 	mux.HandleFunc("POST /v1/admin/revocations", a.revoke)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r) {
+		if !a.Authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "the admin token is required"})
 			return
@@ -54,7 +54,9 @@ func (a *Admin) Handler() http.Handler {
 	})
 }
 
-func (a *Admin) authorized(r *http.Request) bool {
+// Authorized reports whether r carries the admin bearer token; the digests
+// are compared in constant time.
+func (a *Admin) Authorized(r *http.Request) bool {
 	v := r.Header.Get("Authorization")
 	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
 		return false
@@ -313,15 +315,9 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusBadRequest, "invalid_request", "give either jti or subject")
 		return
 	}
-	if err := a.svc.cfg.Store.AddRevocation(r.Context(), rv); err != nil {
+	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
 		a.storeError(w, "revocation", err)
 		return
-	}
-	if rv.JTI != "" && a.svc.cfg.Revoked != nil {
-		a.svc.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
-	}
-	if rv.Subject != "" && a.svc.cfg.RevokedSubject != nil {
-		a.svc.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before)
 	}
 	writeJSON(w, http.StatusCreated, rv)
 }

@@ -28,7 +28,7 @@ func TestAdminAPI(t *testing.T) {
 	defer st.Close()
 	now := time.Now()
 	clock := func() time.Time { return now }
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock, nil)
+	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
 	if err := km.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

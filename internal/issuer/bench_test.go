@@ -36,7 +36,7 @@ func BenchmarkClientCredentials(b *testing.B) {
 		CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := NewKeyManager(st, newSealer(b), KeyPolicy{}, nil, nil)
+	km := NewKeyManager(st, newSealer(b), KeyPolicy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -6,31 +6,28 @@ package issuer
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/jose"
 )
 
 // Sealer encrypts private keys for the store; the keyring implements it.
 // aad binds a ciphertext to its record, so a sealed key cannot be moved.
+// While Sealed reports true the manager publishes the stored public keys
+// but holds no private key, creates none and signs nothing.
 type Sealer interface {
 	Encrypt(plaintext, aad []byte) ([]byte, error)
 	Decrypt(ciphertext, aad []byte) ([]byte, error)
+	Sealed() bool
 }
 
 // KeyPolicy schedules signing keys.
@@ -77,7 +74,6 @@ type KeyManager struct {
 	sealer Sealer
 	policy KeyPolicy
 	now    func() time.Time
-	rand   io.Reader
 
 	mu    sync.Mutex // one rotation or reload at a time
 	state atomic.Pointer[keyState]
@@ -88,30 +84,48 @@ type keyState struct {
 	access *jose.Signer // the same, writing "typ":"at+jwt" (RFC 9068)
 	jwks   []byte       // the published public keys
 	set    *jose.KeySet // the same, parsed, for verifying own tokens
-	keys   []store.SigningKey
 }
 
 // ErrNoActiveKey means no stored key is active yet (all pre-published).
 var ErrNoActiveKey = errors.New("issuer: no signing key is active")
 
+// ErrSealed means the root key is not loaded: private keys cannot be
+// unsealed or created until an operator unseals the node. HTTP answers it
+// with 503.
+var ErrSealed = errors.New("issuer: sealed")
+
 // NewKeyManager returns a manager; call Load before use.
-func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() time.Time, random io.Reader) *KeyManager {
+func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() time.Time) *KeyManager {
 	policy.defaults()
 	if now == nil {
 		now = time.Now
 	}
-	if random == nil {
-		random = rand.Reader
-	}
-	return &KeyManager{store: st, sealer: sealer, policy: policy, now: now, rand: random}
+	return &KeyManager{store: st, sealer: sealer, policy: policy, now: now}
 }
 
-// Signer returns the signer in force, or nil before Load.
+// Signer returns the signer in force, or nil before Load and while sealed.
 func (m *KeyManager) Signer() *jose.Signer {
 	if s := m.state.Load(); s != nil {
 		return s.signer
 	}
 	return nil
+}
+
+// Sealed reports whether the sealer is sealed: nothing can be signed until
+// an operator unseals it and Load runs again.
+func (m *KeyManager) Sealed() bool { return m.sealer.Sealed() }
+
+// DropSigner forgets the private key in force, keeping the published set,
+// after the sealer has been sealed. It touches no store, so sealing takes
+// effect at once even when the store is unreachable.
+func (m *KeyManager) DropSigner() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.state.Load(); cur != nil {
+		next := *cur
+		next.signer, next.access = nil, nil
+		m.state.Store(&next)
+	}
 }
 
 // AccessSigner returns the signer in force for RFC 9068 access tokens, whose
@@ -149,6 +163,9 @@ func (m *KeyManager) Load(ctx context.Context) error {
 		return fmt.Errorf("issuer: list signing keys: %w", err)
 	}
 	if len(keys) == 0 {
+		if m.sealer.Sealed() {
+			return ErrSealed
+		}
 		now := m.now()
 		if _, err := m.create(ctx, now, now); err != nil {
 			return err
@@ -160,6 +177,20 @@ func (m *KeyManager) Load(ctx context.Context) error {
 		if keys, err = m.store.ListSigningKeys(ctx); err != nil {
 			return fmt.Errorf("issuer: list signing keys: %w", err)
 		}
+	}
+	return m.build(keys, m.now())
+}
+
+// Reload re-reads the keys from the store and rebuilds the snapshot,
+// creating, retiring and deleting nothing: what a node does when another
+// node has changed the keys, and on the request path when a token names a
+// kid it does not know.
+func (m *KeyManager) Reload(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("issuer: list signing keys: %w", err)
 	}
 	return m.build(keys, m.now())
 }
@@ -177,7 +208,7 @@ func (m *KeyManager) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("issuer: list signing keys: %w", err)
 	}
-	if !m.policy.Manual && len(keys) > 0 {
+	if !m.policy.Manual && len(keys) > 0 && !m.sealer.Sealed() {
 		newest := newestKey(keys)
 		if !newest.ActiveAt.Add(m.policy.RotateEvery).After(now.Add(m.policy.PrePublish)) {
 			next, err := m.create(ctx, now, newest.ActiveAt.Add(m.policy.RotateEvery))
@@ -199,6 +230,9 @@ func (m *KeyManager) Tick(ctx context.Context) error {
 func (m *KeyManager) Rotate(ctx context.Context, immediate bool) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.sealer.Sealed() {
+		return "", ErrSealed
+	}
 	now := m.now()
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
@@ -277,7 +311,7 @@ func newestKey(keys []store.SigningKey) store.SigningKey {
 // create generates, seals and stores a key published at publish and
 // active from active.
 func (m *KeyManager) create(ctx context.Context, publish, active time.Time) (store.SigningKey, error) {
-	priv, err := generate(m.policy.Alg, m.rand)
+	priv, err := keyfile.Generate(m.policy.Alg, 0)
 	if err != nil {
 		return store.SigningKey{}, err
 	}
@@ -309,25 +343,10 @@ func (m *KeyManager) create(ctx context.Context, publish, active time.Time) (sto
 
 func aad(kid string) []byte { return []byte("keygate signing-key " + kid) }
 
-func generate(alg jose.Alg, r io.Reader) (crypto.Signer, error) {
-	switch alg {
-	case jose.ES256:
-		return ecdsa.GenerateKey(elliptic.P256(), r)
-	case jose.ES384:
-		return ecdsa.GenerateKey(elliptic.P384(), r)
-	case jose.ES512:
-		return ecdsa.GenerateKey(elliptic.P521(), r)
-	case jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512:
-		return rsa.GenerateKey(r, 2048)
-	case jose.EdDSA:
-		_, k, err := ed25519.GenerateKey(r)
-		return k, err
-	}
-	return nil, fmt.Errorf("issuer: cannot manage %v keys", alg)
-}
-
 // build unseals the key in force and assembles the published set: every
-// key whose PublishAt has come and whose RetireAt has not.
+// key whose PublishAt has come and whose RetireAt has not. While the
+// sealer is sealed it builds the published set alone, with no signer, so
+// that a sealed node still serves its JWKS and verifies its own tokens.
 func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	slices.SortFunc(keys, func(a, b store.SigningKey) int {
 		if c := a.ActiveAt.Compare(b.ActiveAt); c != 0 {
@@ -350,9 +369,13 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	if active == nil {
 		return ErrNoActiveKey
 	}
-	signer, err := m.unseal(active)
-	if err != nil {
-		return err
+	var signer, access *jose.Signer
+	if !m.sealer.Sealed() {
+		var err error
+		if signer, err = m.unseal(active); err != nil {
+			return err
+		}
+		access = signer.WithType("at+jwt")
 	}
 	jwks := []byte(`{"keys":[`)
 	for i, p := range pubs {
@@ -366,12 +389,12 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("issuer: published key set: %w", err)
 	}
-	m.state.Store(&keyState{signer: signer, access: signer.WithType("at+jwt"), jwks: jwks, set: set, keys: keys})
+	m.state.Store(&keyState{signer: signer, access: access, jwks: jwks, set: set})
 	return nil
 }
 
 func (m *KeyManager) unseal(k *store.SigningKey) (*jose.Signer, error) {
-	if cur := m.state.Load(); cur != nil && cur.signer.KeyID() == k.KID {
+	if cur := m.state.Load(); cur != nil && cur.signer != nil && cur.signer.KeyID() == k.KID {
 		return cur.signer, nil // already unsealed
 	}
 	der, err := m.sealer.Decrypt(k.Sealed, aad(k.KID))

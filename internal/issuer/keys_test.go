@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,10 @@ func (s *keyStore) DeleteSigningKey(_ context.Context, kid string) error {
 }
 
 // gcmSealer is a one-layer AES-256-GCM sealer standing in for the keyring.
-type gcmSealer struct{ aead cipher.AEAD }
+type gcmSealer struct {
+	aead   cipher.AEAD
+	sealed atomic.Bool
+}
 
 func newSealer(t testing.TB) *gcmSealer {
 	key := make([]byte, 32)
@@ -81,16 +85,24 @@ func newSealer(t testing.TB) *gcmSealer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gcmSealer{a}
+	return &gcmSealer{aead: a}
 }
 
+func (g *gcmSealer) Sealed() bool { return g.sealed.Load() }
+
 func (g *gcmSealer) Encrypt(pt, aad []byte) ([]byte, error) {
+	if g.sealed.Load() {
+		return nil, errors.New("gcmSealer: sealed")
+	}
 	nonce := make([]byte, g.aead.NonceSize())
 	rand.Read(nonce)
 	return g.aead.Seal(nonce, nonce, pt, aad), nil
 }
 
 func (g *gcmSealer) Decrypt(ct, aad []byte) ([]byte, error) {
+	if g.sealed.Load() {
+		return nil, errors.New("gcmSealer: sealed")
+	}
 	n := g.aead.NonceSize()
 	if len(ct) < n {
 		return nil, errors.New("short")
@@ -140,7 +152,7 @@ func signsVerifiably(t *testing.T, m *KeyManager) {
 func TestKeyManagerManualRotation(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
 	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true, PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
-		RetireSlack: time.Minute}, c.now, nil)
+		RetireSlack: time.Minute}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -183,7 +195,7 @@ func TestKeyManagerManualRotation(t *testing.T) {
 	}
 
 	// A restart loads the same key in force.
-	again := NewKeyManager(st, m.sealer, m.policy, c.now, nil)
+	again := NewKeyManager(st, m.sealer, m.policy, c.now)
 	if err := again.Load(ctx); err != nil || again.Signer().KeyID() != second {
 		t.Fatalf("reload: %v, signer %v", err, again.Signer())
 	}
@@ -191,7 +203,7 @@ func TestKeyManagerManualRotation(t *testing.T) {
 
 func TestKeyManagerScheduledRotation(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now, nil)
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -224,7 +236,7 @@ func TestKeyManagerScheduledRotation(t *testing.T) {
 func TestKeyManagerSealing(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Now()}
 	seal := newSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now, nil)
+	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -241,7 +253,7 @@ func TestKeyManagerSealing(t *testing.T) {
 	moved := k
 	moved.KID = "other"
 	st.keys = map[string]store.SigningKey{"other": moved}
-	fresh := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now, nil)
+	fresh := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
 	if err := fresh.Load(ctx); err == nil {
 		t.Fatal("a sealed key unsealed under another kid")
 	}
@@ -250,9 +262,90 @@ func TestKeyManagerSealing(t *testing.T) {
 // TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
 // with the new key at once even when the clock has not moved since the
 // previous key was made (the keys must not tie).
+// TestKeyManagerSealed: a sealed manager publishes the stored keys but
+// signs, creates and rotates nothing; unsealed again, it signs with the
+// same key as before.
+func TestKeyManagerSealed(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Now()}
+	seal := newSealer(t)
+	ctx := context.Background()
+
+	seal.sealed.Store(true)
+	empty := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	if err := empty.Load(ctx); !errors.Is(err, ErrSealed) {
+		t.Fatalf("sealed Load on an empty store: %v, want ErrSealed", err)
+	}
+	if len(st.keys) != 0 || empty.KeySet().Len() != 0 {
+		t.Fatal("a sealed manager created a key")
+	}
+
+	seal.sealed.Store(false)
+	m := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kid := m.Signer().KeyID()
+
+	seal.sealed.Store(true)
+	m.DropSigner()
+	if m.Signer() != nil || m.AccessSigner() != nil || !m.Sealed() {
+		t.Fatal("the signer survived sealing")
+	}
+	if _, err := m.Rotate(ctx, true); !errors.Is(err, ErrSealed) {
+		t.Fatalf("Rotate while sealed: %v, want ErrSealed", err)
+	}
+	c.t = c.t.Add(40 * 24 * time.Hour) // past the rotation schedule
+	cold := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	for name, fn := range map[string]func(context.Context) error{"Load": cold.Load, "Tick": cold.Tick} {
+		if err := fn(ctx); err != nil {
+			t.Fatalf("sealed %s with keys stored: %v", name, err)
+		}
+		if cold.Signer() != nil || !slices.Equal(published(t, cold), []string{kid}) || len(st.keys) != 1 {
+			t.Fatalf("sealed %s: signer %v, published %v, stored %d; want none, [%s], 1", name, cold.Signer(), published(t, cold), len(st.keys), kid)
+		}
+	}
+
+	seal.sealed.Store(false)
+	c.t = c.t.Add(-40 * 24 * time.Hour)
+	if err := cold.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cold.Signer() == nil || cold.Signer().KeyID() != kid {
+		t.Fatal("unsealed again, the manager does not sign with the stored key")
+	}
+	signsVerifiably(t, cold)
+}
+
+// TestKeyManagerReload: Reload picks up keys another node made and never
+// creates one itself, not even on an empty store.
+func TestKeyManagerReload(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Now()}
+	seal := newSealer(t)
+	ctx := context.Background()
+	b := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	if err := b.Reload(ctx); !errors.Is(err, ErrNoActiveKey) || len(st.keys) != 0 {
+		t.Fatalf("Reload on an empty store: %v, %d keys stored; want ErrNoActiveKey and none", err, len(st.keys))
+	}
+	a := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	if err := a.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kid, err := a.Rotate(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(time.Second) // the frozen clock: the new key is active a millisecond ahead
+	if err := b.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.Signer().KeyID() != kid || len(st.keys) != 2 {
+		t.Fatalf("after Reload B signs with %s (want %s), %d keys stored (want 2)", b.Signer().KeyID(), kid, len(st.keys))
+	}
+}
+
 func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true}, c.now, nil)
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -276,7 +369,7 @@ func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
 	ms := make([]*KeyManager, 4)
 	var wg sync.WaitGroup
 	for i := range ms {
-		ms[i] = NewKeyManager(st, seal, KeyPolicy{Manual: true}, c.now, nil)
+		ms[i] = NewKeyManager(st, seal, KeyPolicy{Manual: true}, c.now)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,7 +2,6 @@ package issuer
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -11,9 +10,9 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -36,6 +35,10 @@ var (
 // access token and a refresh token. Attempts are limited per account and
 // per client address; the client authenticates as at the token endpoint.
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
+	if err := s.canSign(); err != nil {
+		s.fail(w, "login", err)
+		return
+	}
 	v, c, ok := s.clientRequest(w, r)
 	if !ok {
 		return
@@ -46,8 +49,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait, ok := s.allow(r, username); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-		writeOAuthError(w, errTooMany, false)
+		tooMany(w, wait)
 		return
 	}
 	u, err := s.cfg.Store.GetUserByName(r.Context(), username)
@@ -96,6 +98,29 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	return 0, true
 }
 
+// allowClient applies the token endpoint's per-client limit; when it
+// refuses it has written the answer, 429 with Retry-After.
+func (s *Service) allowClient(w http.ResponseWriter, r *http.Request, clientID string) bool {
+	if s.cfg.TokenLimiter == nil {
+		return true
+	}
+	ok, wait, err := s.cfg.TokenLimiter.Allow(r.Context(), "token:client:"+clientID)
+	if err != nil {
+		s.log.Warn("token rate limiter failed; refusing the request", "client", clientID, "err", err)
+		ok, wait = false, time.Second
+	}
+	if !ok {
+		tooMany(w, wait)
+	}
+	return ok
+}
+
+// tooMany answers 429 slow_down, with Retry-After in whole seconds.
+func tooMany(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+	writeOAuthError(w, errTooMany, false)
+}
+
 func intersect(a, b []string) []string {
 	var out []string
 	for _, x := range a {
@@ -106,17 +131,33 @@ func intersect(a, b []string) []string {
 	return out
 }
 
-// randomID returns prefix followed by 128 random bits, base64url.
+// randomID returns prefix followed by 128 random bits, base64url (a jti,
+// as mint.NewID makes them).
 func randomID(r io.Reader, prefix string) (string, error) {
-	b := make([]byte, 16)
+	id, err := mint.NewID(r)
+	return prefix + id, err
+}
+
+// randomSecret returns prefix followed by 256 random bits, base64url: a
+// bearer secret (client secret, refresh token) stored only as its
+// SecretDigest.
+func randomSecret(r io.Reader, prefix string) (string, error) {
+	b := make([]byte, 32)
 	if _, err := io.ReadFull(r, b); err != nil {
 		return "", err
 	}
 	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// grant issues an access token and a new refresh token in family.
+// grant issues an access token and a new refresh token in family. The
+// access token is signed before the refresh token is stored, so a node
+// that cannot sign (sealed) writes nothing.
 func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, sub string, scopes []string, family string) {
+	tok, exp, err := s.accessToken(sub, c.ID, scopes)
+	if err != nil {
+		s.fail(w, "issuing an access token", err)
+		return
+	}
 	refresh, rt, err := s.newRefresh(c.ID, sub, scopes, family)
 	if err != nil {
 		s.fail(w, "making a refresh token", err)
@@ -126,33 +167,18 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, 
 		s.fail(w, "storing a refresh token", err)
 		return
 	}
-	s.respondTokens(w, c, sub, scopes, refresh)
-}
-
-func (s *Service) respondTokens(w http.ResponseWriter, c store.Client, sub string, scopes []string, refresh string) {
-	tok, exp, err := s.accessToken(sub, c.ID, scopes)
-	if err != nil {
-		s.fail(w, "issuing an access token", err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
-		"expires_in": int(exp.Seconds()), "refresh_token": refresh, "scope": strings.Join(scopes, " ")})
+	writeTokens(w, tok, exp, refresh, scopes)
 }
 
 func (s *Service) newRefresh(clientID, sub string, scopes []string, family string) (string, store.RefreshToken, error) {
-	b := make([]byte, 32)
-	if _, err := io.ReadFull(s.cfg.Rand, b); err != nil {
+	token, err := randomSecret(s.cfg.Rand, "kgr_")
+	if err != nil {
 		return "", store.RefreshToken{}, err
 	}
-	token := "kgr_" + base64.RawURLEncoding.EncodeToString(b)
-	d := sha256.Sum256([]byte(token))
+	d := SecretDigest(token)
 	now := s.cfg.Now().UTC()
-	ttl := s.cfg.RefreshTokenTTL
-	if ttl == 0 {
-		ttl = DefaultRefreshTTL
-	}
 	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
-		IssuedAt: now, ExpiresAt: now.Add(ttl)}, nil
+		IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
 }
 
 // refreshGrant is grant_type=refresh_token: the presented token is spent
@@ -165,7 +191,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}, false)
 		return
 	}
-	d := sha256.Sum256([]byte(presented))
+	d := SecretDigest(presented)
 	old, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:])
 	if err != nil || old.ClientID != c.ID {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -178,6 +204,12 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 	scopes, ok := narrowScopes(old.Scopes, v.Get("scope"))
 	if !ok {
 		writeOAuthError(w, errInvalidScope, false)
+		return
+	}
+	// Sign first: a node that cannot sign must not spend the token.
+	tok, exp, err := s.accessToken(old.Subject, c.ID, scopes)
+	if err != nil {
+		s.fail(w, "issuing an access token", err)
 		return
 	}
 	next, rt, err := s.newRefresh(c.ID, old.Subject, old.Scopes, old.FamilyID)
@@ -197,10 +229,24 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		}
 		return
 	}
-	s.respondTokens(w, c, old.Subject, scopes, next)
+	writeTokens(w, tok, exp, next, scopes)
 }
 
+// fail answers an error that is not the client's: 503 when the node cannot
+// sign (sealed, or no key active yet) or its store does not answer, else a
+// 500 that reveals nothing.
 func (s *Service) fail(w http.ResponseWriter, what string, err error) {
-	s.log.Error(what+" failed", "err", err)
-	writeOAuthError(w, errServer, false)
+	switch {
+	case errors.Is(err, ErrSealed):
+		writeOAuthError(w, errSealed, false)
+	case errors.Is(err, ErrNoActiveKey):
+		writeOAuthError(w, errNoKey, false)
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.Warn(what+" failed: the store is unavailable", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeOAuthError(w, errStoreDown, false)
+	default:
+		s.log.Error(what+" failed", "err", err)
+		writeOAuthError(w, errServer, false)
+	}
 }

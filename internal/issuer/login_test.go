@@ -182,6 +182,53 @@ func TestLoginAndRefreshRotation(t *testing.T) {
 	}
 }
 
+// TestSealedService: while sealed, every endpoint that signs answers 503
+// temporarily_unavailable and writes nothing (a refresh token presented
+// then is not spent); the others keep working; unsealed, issuance resumes.
+func TestSealedService(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	r := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	if r.status != 200 {
+		t.Fatalf("login: %d %v", r.status, r.body)
+	}
+	refresh, access := r.body["refresh_token"].(string), r.body["access_token"].(string)
+
+	f.seal.sealed.Store(true)
+	f.keys.DropSigner()
+	stored := len(us.refresh)
+	for name, form := range map[string]url.Values{
+		"client_credentials": {"grant_type": {"client_credentials"}},
+		"refresh_token":      {"grant_type": {"refresh_token"}, "refresh_token": {refresh}},
+		"login":              {"username": {"alice"}, "password": {"correct horse battery"}},
+	} {
+		path := "/oauth2/token"
+		if name == "login" {
+			path = "/v1/login"
+		}
+		r := f.post(t, path, form, cl, "")
+		if r.status != 503 || r.body["error"] != "temporarily_unavailable" || !strings.Contains(r.body["error_description"].(string), "sealed") {
+			t.Errorf("%s while sealed: %d %v, want 503 temporarily_unavailable", name, r.status, r.body)
+		}
+	}
+	if len(us.refresh) != stored {
+		t.Errorf("sealed requests stored %d refresh tokens", len(us.refresh)-stored)
+	}
+	rs := [2]string{"rs", f.secrets["rs"]}
+	if r := f.post(t, "/oauth2/introspect", url.Values{"token": {access}}, rs, ""); r.status != 200 || r.body["active"] != true {
+		t.Errorf("introspection while sealed: %d %v, want active", r.status, r.body)
+	}
+
+	f.seal.sealed.Store(false)
+	if err := f.keys.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r = f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, cl, "")
+	if r.status != 200 {
+		t.Fatalf("the refresh token presented while sealed was spent: %d %v", r.status, r.body)
+	}
+}
+
 func TestLoginAttemptLimit(t *testing.T) {
 	f, _ := newLoginFixture(t, 3)
 	cl := [2]string{"svc-a", f.secrets["svc-a"]}
@@ -216,5 +263,40 @@ func TestPasswordHash(t *testing.T) {
 		if _, err := CheckPassword(bad, "x"); err == nil {
 			t.Errorf("malformed hash %q accepted", bad)
 		}
+	}
+}
+
+// TestTokenRateLimit: the token endpoint's per-client limit refuses with
+// 429 slow_down and Retry-After past the budget, counts only requests whose
+// client authenticated (a wrong secret spends nothing), and keeps one
+// client's budget apart from another's.
+func TestTokenRateLimit(t *testing.T) {
+	f := newOAuthFixture(t)
+	lim := &fixedLimiter{n: 2, seen: map[string]int{}}
+	svc, err := New(Config{Issuer: testIssuer, Store: f.st, Keys: f.keys, Now: func() time.Time { return f.clockNow }, TokenLimiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	grant := url.Values{"grant_type": {"client_credentials"}}
+	for range 5 {
+		if r := f.post(t, "/oauth2/token", grant, [2]string{"svc-a", "wrong secret"}, ""); r.status != 401 {
+			t.Fatalf("wrong secret: %d", r.status)
+		}
+	}
+	for i := range 2 {
+		if r := f.post(t, "/oauth2/token", grant, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != 200 {
+			t.Fatalf("request %d within the budget: %d %v (did failed authentications spend it?)", i+1, r.status, r.body)
+		}
+	}
+	r := f.post(t, "/oauth2/token", grant, [2]string{"svc-a", f.secrets["svc-a"]}, "")
+	if r.status != 429 || r.body["error"] != "slow_down" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("past the budget: %d %v %v", r.status, r.header, r.body)
+	}
+	if r := f.post(t, "/oauth2/token", grant, [2]string{"svc-b", f.secrets["svc-b"]}, ""); r.status != 200 {
+		t.Errorf("another client was refused: %d", r.status)
+	}
+	if lim.seen["token:client:svc-a"] != 3 {
+		t.Errorf("limiter asked %d times for svc-a, want 3: %v", lim.seen["token:client:svc-a"], lim.seen)
 	}
 }

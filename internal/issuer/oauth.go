@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/jose"
 )
@@ -26,12 +26,17 @@ type Config struct {
 	Issuer         string        // the "iss" of every token, and the discovery base URL
 	Audience       []string      // the "aud" of access tokens (optional)
 	AccessTokenTTL time.Duration // default 15 min; keep ≤ the key policy's MaxTokenTTL
-	// RefreshTokenTTL bounds an unused refresh token (default 30 days).
+	// RefreshTokenTTL bounds an unused refresh token (default
+	// DefaultRefreshTTL, 30 days).
 	RefreshTokenTTL time.Duration
 	// Limiter, if set, bounds login attempts per account and per address.
 	Limiter Limiter
-	Store   store.Store
-	Keys    *KeyManager
+	// TokenLimiter, if set, bounds token requests per client at the token
+	// endpoint (key "token:client:<id>"). It is asked only once the client
+	// has authenticated, so nobody can spend another client's budget.
+	TokenLimiter Limiter
+	Store        store.Store
+	Keys         *KeyManager
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
@@ -60,7 +65,9 @@ type Service struct {
 	// own verifies the tokens this service issued. Every algorithm is
 	// allowed: each published key is bound to its own, and keys of an
 	// earlier --signing-alg stay published until their tokens expire.
-	own *jose.Verifier
+	own          *jose.Verifier
+	verified     verifiedCache // introspection's verified tokens
+	discoveryDoc []byte
 }
 
 // New checks cfg and returns the service.
@@ -70,6 +77,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = 15 * time.Minute
+	}
+	if cfg.RefreshTokenTTL == 0 {
+		cfg.RefreshTokenTTL = DefaultRefreshTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -85,7 +95,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, own: own}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, own: own, discoveryDoc: discoveryDoc(&cfg)}, nil
 }
 
 // Handler routes the token service's endpoints.
@@ -120,6 +130,12 @@ var (
 	errRepeated        = &oauthError{http.StatusBadRequest, "invalid_request", "a parameter is repeated"}
 	errNoToken         = &oauthError{http.StatusBadRequest, "invalid_request", "token is required"}
 	errServer          = &oauthError{http.StatusInternalServerError, "server_error", "internal error"}
+	// RFC 6749 names temporarily_unavailable for the authorization
+	// endpoint; token endpoints use it too for a server that cannot serve
+	// for now.
+	errSealed    = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "keygate is sealed: an operator must unseal it before tokens can be issued"}
+	errNoKey     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet"}
+	errStoreDown = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the store is not answering; retry shortly"}
 )
 
 func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
@@ -134,12 +150,29 @@ func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"server_error"}`)
+	}
+	writeBody(w, status, append(body, '\n'))
+}
+
+// writeBody sends a JSON body with the headers RFC 6749 §5.1 asks of every
+// token endpoint answer.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+	w.Write(body) //nolint:errcheck // the client went away
+}
+
+// writeTokens sends a successful token response.
+func writeTokens(w http.ResponseWriter, access string, exp time.Duration, refresh string, scopes []string) {
+	r := tokenResponse{AccessToken: access, TokenType: "Bearer", ExpiresIn: int(exp.Seconds()),
+		RefreshToken: refresh, Scope: strings.Join(scopes, " ")}
+	writeBody(w, http.StatusOK, r.marshal())
 }
 
 // maxForm caps a request body: every endpoint takes a handful of short fields.
@@ -177,8 +210,13 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 		return nil, store.Client{}, false
 	}
 	c, basic, err := s.authenticate(r.Context(), r, v)
-	if err != nil {
+	var oe *oauthError
+	switch {
+	case errors.As(err, &oe):
 		writeOAuthError(w, err, basic)
+		return nil, store.Client{}, false
+	case err != nil:
+		s.fail(w, "looking up a client", err)
 		return nil, store.Client{}, false
 	}
 	return v, c, true
@@ -221,22 +259,21 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	return c, basic, nil
 }
 
-// SecretDigest is how a client secret is stored: SHA-256, which is enough
-// for a 256-bit random secret and costs a microsecond to check.
+// SecretDigest is how a client secret or a refresh token is stored:
+// SHA-256, which is enough for a 256-bit random secret and costs a
+// microsecond to check.
 func SecretDigest(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
 
 // NewSecret returns a fresh client secret (256 bits, base64url).
-func NewSecret(r io.Reader) (string, error) {
-	b := make([]byte, 32)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return "", err
-	}
-	return "kgs_" + base64.RawURLEncoding.EncodeToString(b), nil
-}
+func NewSecret(r io.Reader) (string, error) { return randomSecret(r, "kgs_") }
 
 func (s *Service) token(w http.ResponseWriter, r *http.Request) {
+	if err := s.canSign(); err != nil {
+		s.fail(w, "token", err)
+		return
+	}
 	v, c, ok := s.clientRequest(w, r)
-	if !ok {
+	if !ok || !s.allowClient(w, r, c.ID) {
 		return
 	}
 	switch v.Get("grant_type") {
@@ -259,12 +296,10 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c st
 	}
 	tok, exp, err := s.accessToken(c.ID, c.ID, scopes)
 	if err != nil {
-		s.log.Error("issuing an access token failed", "client", c.ID, "err", err)
-		writeOAuthError(w, errServer, false)
+		s.fail(w, "issuing an access token", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "Bearer",
-		"expires_in": int(exp.Seconds()), "scope": strings.Join(scopes, " ")})
+	writeTokens(w, tok, exp, "", scopes)
 }
 
 // narrowScopes returns the scopes a request asks for (RFC 6749 §3.3), or
@@ -295,26 +330,53 @@ type accessClaims struct {
 	Scope    string   `json:"scope,omitempty"`
 }
 
+// canSign is checked before any other work on an endpoint that issues
+// tokens, so a sealed node answers 503 at once, before a password hash or a
+// store write.
+func (s *Service) canSign() error {
+	if s.cfg.Keys.AccessSigner() != nil {
+		return nil
+	}
+	if s.cfg.Keys.Sealed() {
+		return ErrSealed
+	}
+	return ErrNoActiveKey
+}
+
 func (s *Service) accessToken(sub, clientID string, scopes []string) (string, time.Duration, error) {
 	signer := s.cfg.Keys.AccessSigner()
 	if signer == nil {
-		return "", 0, ErrNoActiveKey
+		return "", 0, s.canSign()
 	}
-	jti := make([]byte, 16)
-	if _, err := io.ReadFull(s.cfg.Rand, jti); err != nil {
+	jti, err := mint.NewID(s.cfg.Rand)
+	if err != nil {
 		return "", 0, err
 	}
 	now := s.cfg.Now()
 	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: now.Unix(),
-		Exp: now.Add(s.cfg.AccessTokenTTL).Unix(), Jti: base64.RawURLEncoding.EncodeToString(jti),
+		Exp: now.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
 		ClientID: clientID, Scope: strings.Join(scopes, " ")}
-	tok, err := signer.SignClaims(&c)
+	tok, err := signer.Sign(c.marshal())
 	return tok, s.cfg.AccessTokenTTL, err
 }
 
 // verifyOwn verifies an access token this service issued, against its own
 // published keys.
 func (s *Service) verifyOwn(token string) (*jose.Token, error) { return s.own.Verify(token) }
+
+// verifyCached is verifyOwn through the introspection cache.
+func (s *Service) verifyCached(token string) (verifiedToken, error) {
+	if v, ok := s.verified.get(token, s.cfg.Now(), s.cfg.Keys.KeySet()); ok {
+		return v, nil
+	}
+	t, err := s.own.Verify(token)
+	if err != nil {
+		return verifiedToken{}, err
+	}
+	v := verifiedToken{t: t, clientID: clientOf(t)}
+	s.verified.put(token, v)
+	return v, nil
+}
 
 // currentKeys resolves keys in the key manager's published set as it is at
 // each call, so one Verifier serves across rotations.
@@ -338,7 +400,7 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.HasPrefix(token, "kgr_") {
-		d := sha256.Sum256([]byte(token))
+		d := SecretDigest(token)
 		if rt, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:]); err == nil && rt.ClientID == c.ID {
 			if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil {
 				s.fail(w, "revoking a refresh token", err)
@@ -346,19 +408,29 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
-		exp := time.Unix(t.Claims.Expiry.Unix, 0)
-		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: exp, CreatedAt: s.cfg.Now()}
-		if err := s.cfg.Store.AddRevocation(r.Context(), rev); err != nil {
-			s.log.Error("storing a revocation failed", "client", c.ID, "err", err)
-			writeOAuthError(w, errServer, false)
+		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: time.Unix(t.Claims.Expiry.Unix, 0), CreatedAt: s.cfg.Now()}
+		if err := s.addRevocation(r.Context(), rev); err != nil {
+			s.fail(w, "storing a revocation", err)
 			return
-		}
-		if s.cfg.Revoked != nil {
-			s.cfg.Revoked(s.cfg.Issuer, t.Claims.ID, exp)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+}
+
+// addRevocation stores a revocation, then applies it to the node (and,
+// through the callbacks, the fleet) at once.
+func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error {
+	if err := s.cfg.Store.AddRevocation(ctx, rv); err != nil {
+		return err
+	}
+	if rv.JTI != "" && s.cfg.Revoked != nil {
+		s.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
+	}
+	if rv.Subject != "" && s.cfg.RevokedSubject != nil {
+		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before)
+	}
+	return nil
 }
 
 func clientOf(t *jose.Token) string {
@@ -386,14 +458,14 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, errNoToken, false)
 		return
 	}
-	t, err := s.verifyOwn(token)
-	if err != nil || (clientOf(t) != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), t) {
+	vt, err := s.verifyCached(token)
+	if err != nil || (vt.clientID != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), vt.t) {
 		writeJSON(w, http.StatusOK, map[string]any{"active": false})
 		return
 	}
-	cl := &t.Claims
+	cl := &vt.t.Claims
 	resp := map[string]any{"active": true, "token_type": "Bearer", "iss": cl.Issuer, "sub": cl.Subject,
-		"exp": cl.Expiry.Unix, "iat": cl.IssuedAt.Unix, "jti": cl.ID, "client_id": clientOf(t)}
+		"exp": cl.Expiry.Unix, "iat": cl.IssuedAt.Unix, "jti": cl.ID, "client_id": vt.clientID}
 	if cl.Scope != "" {
 		resp["scope"] = cl.Scope
 	}
@@ -432,31 +504,34 @@ func (s *Service) revoked(ctx context.Context, t *jose.Token) bool {
 
 func (s *Service) jwks(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
-	h.Set("Content-Type", "application/jwk-set+json")
+	h.Set("Content-Type", "application/json") // what OIDC providers serve and every client reads
 	// Short enough that a rotation's pre-publication reaches every cache.
 	h.Set("Cache-Control", "public, max-age=300")
 	w.Write(s.cfg.Keys.JWKS()) //nolint:errcheck // the client went away
 }
 
-func (s *Service) discovery(w http.ResponseWriter, _ *http.Request) {
-	base := strings.TrimSuffix(s.cfg.Issuer, "/")
-	doc := map[string]any{
-		"issuer":                                s.cfg.Issuer,
+// discoveryDoc is the OpenID/RFC 8414 metadata, which changes only with
+// the configuration, so New marshals it once.
+func discoveryDoc(cfg *Config) []byte {
+	base := strings.TrimSuffix(cfg.Issuer, "/")
+	doc, _ := json.Marshal(map[string]any{ // strings and string slices always marshal
+		"issuer":                                cfg.Issuer,
 		"token_endpoint":                        base + "/oauth2/token",
 		"revocation_endpoint":                   base + "/oauth2/revoke",
 		"introspection_endpoint":                base + "/oauth2/introspect",
 		"jwks_uri":                              base + "/.well-known/jwks.json",
 		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		"id_token_signing_alg_values_supported": []string{s.cfg.Keys.policy.Alg.String()},
+		"id_token_signing_alg_values_supported": []string{cfg.Keys.policy.Alg.String()},
 		"response_types_supported":              []string{"token"},
 		"subject_types_supported":               []string{"public"},
-	}
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeJSONCached(w, doc)
+	})
+	return append(doc, '\n')
 }
 
-func writeJSONCached(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+func (s *Service) discovery(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "public, max-age=300")
+	w.Write(s.discoveryDoc) //nolint:errcheck // the client went away
 }

@@ -60,6 +60,7 @@ type oauthFixture struct {
 	secrets  map[string]string
 	revoked  []string
 	keys     *KeyManager
+	seal     *gcmSealer
 	clockNow time.Time
 }
 
@@ -79,7 +80,8 @@ func newOAuthFixture(t *testing.T) *oauthFixture {
 		f.st.clients[id] = store.Client{ID: id, Name: id, SecretDigest: d[:], Scopes: scopes}
 		f.secrets[id] = secret
 	}
-	f.keys = NewKeyManager(f.st, newSealer(t), KeyPolicy{}, now, nil)
+	f.seal = newSealer(t)
+	f.keys = NewKeyManager(f.st, f.seal, KeyPolicy{}, now)
 	if err := f.keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +250,45 @@ func TestIntrospectAndRevoke(t *testing.T) {
 	if r := f.post(t, "/oauth2/revoke", url.Values{}, auth("svc-a"), ""); r.status != 400 {
 		t.Errorf("revoke without token: %d", r.status)
 	}
-	// After expiry the token is inactive even unrevoked.
+	// After expiry the token is inactive even unrevoked, although the
+	// introspection cache holds it.
 	tokB := f.issue(t, "svc-b", "")
+	if !active("svc-b", tokB) {
+		t.Fatal("fresh token inactive")
+	}
 	f.clockNow = f.clockNow.Add(16 * time.Minute)
 	if active("svc-b", tokB) {
 		t.Error("expired token active")
+	}
+}
+
+// TestIntrospectCache: a token introspection verified once is answered from
+// the cache, but only while its signing key is published; and a token
+// altered in any byte is not a hit.
+func TestIntrospectCache(t *testing.T) {
+	f := newOAuthFixture(t)
+	tok := f.issue(t, "svc-a", "")
+	active := func(token string) any {
+		return f.post(t, "/oauth2/introspect", url.Values{"token": {token}}, [2]string{"svc-a", f.secrets["svc-a"]}, "").body["active"]
+	}
+	if active(tok) != true {
+		t.Fatal("fresh token inactive")
+	}
+	if active(tok+" ") != false || active(tok[:len(tok)-1]) != false {
+		t.Error("a token differing from a cached one by a byte is active")
+	}
+	kid := f.keys.Signer().KeyID()
+	if err := f.st.keyStore.DeleteSigningKey(context.Background(), kid); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.keys.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.keys.Signer().KeyID() == kid {
+		t.Fatal("the deleted key still signs")
+	}
+	if active(tok) != false {
+		t.Error("a cached token whose key is no longer published is active")
 	}
 }
 
@@ -324,7 +360,7 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	f := newOAuthFixture(t)
 	seal := newSealer(t)
 	now := func() time.Time { return f.clockNow }
-	old := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.EdDSA}, now, nil)
+	old := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.EdDSA}, now)
 	f.st.keyStore.keys = map[string]store.SigningKey{}
 	if err := old.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -333,7 +369,7 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	f.srv.Config.Handler = svc.Handler()
 	tok := f.issue(t, "svc-a", "")
 
-	changed := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.ES256}, now, nil)
+	changed := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.ES256}, now)
 	if err := changed.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -16,5 +16,3 @@ func secretDo(f func()) { secret.Do(f) }
 // afterSeal runs a collection so the dropped key schedules are erased now
 // rather than at the next automatic cycle.
 func afterSeal() { runtime.GC() }
-
-const eraseSupported = true

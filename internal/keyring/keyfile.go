@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+
+	"github.com/keygate/keygate/internal/keyfile"
 )
 
 // maxKeyFileSize caps how much of a key file is read; a key file is 32
@@ -153,38 +155,14 @@ func GenerateKeyFile(path string, rand io.Reader) error {
 	defer clear(text)
 	base64.StdEncoding.Encode(text, root.k.b[:])
 	text[len(text)-1] = '\n'
-	return writeNew(path, text)
+	return wrapWrite(keyfile.WriteNew(path, text))
 }
 
-// writeNew creates path with mode 0600 and writes data to it, failing with
-// an error matching fs.ErrExist when path exists. A file it fails to
-// finish is removed.
-func writeNew(path string, data []byte) (err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// wrapWrite names the package in a file-writing error; errors.Is still
+// matches fs.ErrExist through it.
+func wrapWrite(err error) error {
 	if err != nil {
 		return fmt.Errorf("keyring: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	// The mode given to OpenFile is filtered by the umask, which only
-	// removes bits; Chmod pins 0600 whatever the umask.
-	if err := f.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		f.Close()
-		return fmt.Errorf("keyring: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("keyring: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("keyring: sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("keyring: close %s: %w", path, err)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/keygate/keygate/internal/keyfile"
 )
 
 // Argon2Params are the Argon2id cost parameters that turn an unseal
@@ -162,7 +164,7 @@ func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Para
 		Check: h.check,
 	}, "", "  ")
 	if err == nil {
-		err = writeNew(path, append(data, '\n'))
+		err = wrapWrite(keyfile.WriteNew(path, append(data, '\n')))
 	}
 	if err != nil {
 		root.Destroy()

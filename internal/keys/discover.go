@@ -55,7 +55,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (string, 
 	case doc.JWKSURI == nil || *doc.JWKSURI == "":
 		return "", &FetchError{URL: shown, Result: ResultBadDiscovery, Err: errors.New(`no "jwks_uri"`)}
 	}
-	if _, err := checkURL(*doc.JWKSURI); err != nil {
+	if _, err := CheckURL(*doc.JWKSURI); err != nil {
 		return "", &FetchError{URL: shown, Result: ResultBadDiscovery, Err: fmt.Errorf("jwks_uri: %w", err)}
 	}
 	return *doc.JWKSURI, nil
@@ -64,7 +64,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (string, 
 // checkIssuer accepts an issuer identifier: an https URL (or http to a
 // loopback host) without query or fragment (Discovery 1.0 §2).
 func checkIssuer(issuer string) error {
-	u, err := checkURL(issuer)
+	u, err := CheckURL(issuer)
 	if err != nil {
 		return fmt.Errorf("keys: issuer: %w", err)
 	}

@@ -136,9 +136,9 @@ func redact(rawURL string) string {
 	return u.Redacted()
 }
 
-// checkURL accepts an absolute https URL, or an http URL whose host is a
+// CheckURL accepts an absolute https URL, or an http URL whose host is a
 // loopback address (tests, local identity providers).
-func checkURL(rawURL string) (*url.URL, error) {
+func CheckURL(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
@@ -181,7 +181,7 @@ func newClient() *http.Client {
 			if len(via) >= 5 {
 				return errors.New("stopped after 5 redirects")
 			}
-			_, err := checkURL(req.URL.String())
+			_, err := CheckURL(req.URL.String())
 			return err
 		},
 	}

@@ -138,7 +138,7 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 
 func newRemote(cfg RemoteConfig, issuer string) (*Remote, error) {
 	if cfg.URL != "" {
-		if _, err := checkURL(cfg.URL); err != nil {
+		if _, err := CheckURL(cfg.URL); err != nil {
 			return nil, fmt.Errorf("keys: JWKS URL: %w", err)
 		}
 	}

@@ -138,13 +138,7 @@ func (m *Memory) Sweep(now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.load()
-	ids := make(map[name]time.Time, len(old.ids))
-	for k, until := range old.ids {
-		if until.After(now) {
-			ids[k] = until
-		}
-	}
-	dropped := len(old.ids) - len(ids)
+	ids, dropped := sweep(old.ids, func(until time.Time) bool { return until.After(now) })
 	if dropped > 0 {
 		m.snap.Store(&snapshot{ids: ids, subjects: old.subjects})
 	}
@@ -159,17 +153,33 @@ func (m *Memory) SweepSubjects(cutoff time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.load()
-	subjects := make(map[name]time.Time, len(old.subjects))
-	for k, before := range old.subjects {
-		if !before.Before(cutoff) {
-			subjects[k] = before
-		}
-	}
-	dropped := len(old.subjects) - len(subjects)
+	subjects, dropped := sweep(old.subjects, func(before time.Time) bool { return !before.Before(cutoff) })
 	if dropped > 0 {
 		m.snap.Store(&snapshot{ids: old.ids, subjects: subjects})
 	}
 	return dropped
+}
+
+// sweep returns a copy of m with only the entries keep accepts, and how many
+// it left out. When it leaves none out it returns m itself without copying:
+// the periodic resync sweeps a set that is usually unchanged.
+func sweep(m map[name]time.Time, keep func(time.Time) bool) (map[name]time.Time, int) {
+	dropped := 0
+	for _, t := range m {
+		if !keep(t) {
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		return m, 0
+	}
+	out := make(map[name]time.Time, len(m)-dropped)
+	for k, t := range m {
+		if keep(t) {
+			out[k] = t
+		}
+	}
+	return out, dropped
 }
 
 // Len returns the number of ID and subject revocations held.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -55,17 +56,15 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 	if cfg.RedisURL == "" {
 		return nil
 	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	routeRedisLogs(s.log)
+	client, cluster, err := redisClient(cfg.RedisURL)
 	if err != nil {
 		return fmt.Errorf("server: redis URL: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true
-	client := redis.NewClient(opt)
 	prefix := cfg.RedisPrefix
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
-	}
-	fo, err := redisfanout.NewFanout(redisfanout.FanoutConfig{Client: client, Prefix: prefix + ":revoke",
+	// On a cluster, sharded pub/sub keeps revocation events on the shard
+	// that holds the set instead of broadcasting them over the bus.
+	fo, err := redisfanout.NewFanout(redisfanout.FanoutConfig{Client: client, Prefix: prefix + ":revoke", Sharded: cluster,
 		Memory: mem, MaxStaleness: cfg.RevocationMaxStaleness, Logger: s.log, Now: cfg.Now})
 	if err != nil {
 		client.Close()
@@ -91,6 +90,32 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 	return nil
 }
 
+// redisClient connects to the Redis a URL names: one server
+// (redis://host:port/db), or a Redis Cluster when the URL lists further
+// seed nodes (redis://host1:port?addr=host2:port&addr=host3:port). Socket
+// I/O honours context deadlines, so a dead Redis cannot hold a request
+// longer than its caller allows.
+func redisClient(rawURL string) (client redis.UniversalClient, cluster bool, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, false, errors.New("not a URL") // the URL may hold a password: do not echo it
+	}
+	if u.Query().Has("addr") {
+		opt, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, false, err
+		}
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(opt), true, nil
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, false, err
+	}
+	opt.ContextTimeoutEnabled = true
+	return redis.NewClient(opt), false, nil
+}
+
 // keyNotices re-reads the signing keys on every rotation notice until ctx
 // is done.
 func (s *Server) keyNotices(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
@@ -105,7 +130,7 @@ func (s *Server) keyNotices(ctx context.Context, ps *redis.PubSub, done chan str
 			if !ok {
 				return
 			}
-			if err := s.keys.Tick(ctx); err != nil && ctx.Err() == nil {
+			if err := s.keys.Reload(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("reloading signing keys after a rotation notice failed", "err", err)
 				continue
 			}
@@ -151,20 +176,31 @@ func (s *Server) shared(err error) {
 
 // loginLimiter is the /v1/login limiter: in Redis with a fleet, else local.
 func (s *Server) loginLimiter() (issuer.Limiter, error) {
-	if s.fleet != nil {
-		prefix := s.cfg.RedisPrefix
-		if prefix == "" {
-			prefix = DefaultRedisPrefix
-		}
-		l, err := ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: LoginLimit,
-			Prefix: prefix + ":ratelimit:", Logger: s.log})
-		if err != nil {
-			return nil, err
-		}
-		s.fleet.limiter.Store(l)
-		return l, nil
+	l, err := s.limiter(LoginLimit)
+	if r, ok := l.(*ratelimit.Redis); ok {
+		s.fleet.limiter.Store(r)
 	}
-	return ratelimit.NewLocal(ratelimit.LocalConfig{Limit: LoginLimit, Now: s.cfg.Now})
+	return l, err
+}
+
+// tokenLimiter is the /oauth2/token per-client limiter, or nil without a
+// configured limit.
+func (s *Server) tokenLimiter() (issuer.Limiter, error) {
+	if s.cfg.TokenLimit == (ratelimit.Limit{}) {
+		return nil, nil
+	}
+	return s.limiter(s.cfg.TokenLimit)
+}
+
+// limiter enforces lim in Redis (GCRA, shared by the fleet, with a local
+// fallback while Redis fails) when the node has a fleet, else locally.
+// Limiters tell their buckets apart by the keys they are asked about.
+func (s *Server) limiter(lim ratelimit.Limit) (issuer.Limiter, error) {
+	if s.fleet == nil {
+		return ratelimit.NewLocal(ratelimit.LocalConfig{Limit: lim, Now: s.cfg.Now})
+	}
+	return ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: lim,
+		Prefix: s.cfg.RedisPrefix + ":ratelimit:", Logger: s.log})
 }
 
 // closeFleet stops the notices and the fan-out and closes the client.
@@ -206,17 +242,19 @@ func (m managedKeys) Refetch(ctx context.Context) *jose.KeySet {
 		prev := m.last.Load()
 		if now-prev >= int64(time.Second) && m.last.CompareAndSwap(prev, now) {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			m.km.Load(ctx) //nolint:errcheck // the keys in force stay; the tick logs store failures
+			m.km.Reload(ctx) //nolint:errcheck // the keys in force stay; the tick logs store failures
 			cancel()
 		}
 	}
 	return m.Current()
 }
 
+// Status is ready while keys are published, sealed or not: a sealed node
+// still verifies the tokens its fleet issues.
 func (m managedKeys) Status() keys.Status {
 	st := keys.Status{}
-	if m.km.Signer() != nil {
-		st.Keys = m.Current().Len()
+	if n := m.Current().Len(); n > 0 {
+		st.Keys = n
 		st.LastSuccess = time.Now()
 		st.LastAttempt = st.LastSuccess
 	} else {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/testnet"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,6 +62,21 @@ func TestFleet(t *testing.T) {
 		t.Skip("needs PostgreSQL and Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable REDIS_URL=redis://127.0.0.1:6379/0")
 	}
 	redisURL, prefix := redisPrefix(t)
+	fleetFlow(t, redisURL, prefix)
+}
+
+// TestFleetRedisCluster is TestFleet on a three-master Redis Cluster
+// (testnet.RedisCluster), reached through a URL that lists its seeds: the
+// revocation set, its sharded pub/sub, the login limiter and the rotation
+// notices all work across the cluster's slots.
+func TestFleetRedisCluster(t *testing.T) {
+	if os.Getenv("DATABASE_URL") == "" {
+		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	fleetFlow(t, testnet.RedisCluster(t), "kgcluster")
+}
+
+func fleetFlow(t *testing.T, redisURL, prefix string) {
 	dbURL := newSchema(t)
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
@@ -249,4 +266,37 @@ func tokenKID(t *testing.T, tok string) string {
 		t.Fatal(err)
 	}
 	return hdr.KID
+}
+
+// TestFleetTokenRateLimit: the per-client limit at /oauth2/token is one
+// budget for the whole fleet, kept in Redis.
+func TestFleetTokenRateLimit(t *testing.T) {
+	if os.Getenv("REDIS_URL") == "" || os.Getenv("DATABASE_URL") == "" {
+		t.Skip("needs PostgreSQL and Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	redisURL, prefix := redisPrefix(t)
+	dbURL := newSchema(t)
+	dir := t.TempDir()
+	rootKey := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*live
+	for i := range 2 {
+		nodes = append(nodes, startLive(t, Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))),
+			Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL, RootKeyFile: rootKey,
+			RedisURL: redisURL, RedisPrefix: prefix, TokenLimit: ratelimit.Limit{Rate: 0.1, Burst: 3}}))
+	}
+	secret := addClient(t, nodes[0], "svc")
+	for i, n := range []*live{nodes[0], nodes[1], nodes[0]} {
+		if _, err := clientToken2(n.base, "svc", secret); err != nil {
+			t.Fatalf("request %d within the fleet's budget: %v", i+1, err)
+		}
+	}
+	for i, n := range nodes {
+		_, err := clientToken2(n.base, "svc", secret)
+		if err == nil || !strings.Contains(err.Error(), "429") {
+			t.Errorf("node %d past the fleet's budget: %v, want 429", i, err)
+		}
+	}
 }

@@ -59,9 +59,15 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// readyz is ready when every issuer has keys to verify with.
+// readyz is ready when the node is unsealed and every issuer has keys to
+// verify with.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
+	if s.keyring.Sealed() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "sealed": true,
+			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"})
+		return nil
+	}
 	if missing := s.rt.Load().notReady(); len(missing) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
 		return nil
@@ -83,18 +89,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-func (s *Server) jwksDoc(w http.ResponseWriter, _ *http.Request) error {
-	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeBody(w, http.StatusOK, s.keys.JWKS())
-	return nil
-}
-
 // adminHandler serves the operations endpoints, on their own listener so
 // that they are never exposed with the traffic.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
 	mux.Handle("GET /readyz", s.handle(s.readyz))
+	mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
+	mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
+	mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	}

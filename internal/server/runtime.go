@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -26,6 +27,9 @@ type runtime struct {
 	pipeline *verify.Pipeline
 	forward  http.Handler
 	proxy    http.Handler // nil when no routes are configured
+	// hitsBase and missesBase are the cache counts of the runtimes this
+	// one replaced, so that the metrics count across reloads.
+	hitsBase, missesBase uint64
 }
 
 // source is one issuer's key source and the settings it was built from, so
@@ -60,19 +64,17 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 			return nil, fmt.Errorf("issuers[%d] (%s): %w", i, is.Issuer, err)
 		}
 		rt.sources[is.Issuer] = src
-		p := policyFor(is, src)
-		for _, h := range p.Headers {
-			headerSet[h.Header] = true
-		}
-		policies = append(policies, p)
+		policies = append(policies, policyFor(is, src))
 	}
 	if len(policies) == 0 {
 		p, src := s.devPolicy()
 		rt.sources[p.Issuer] = src
+		policies = append(policies, p)
+	}
+	for _, p := range policies {
 		for _, h := range p.Headers {
 			headerSet[h.Header] = true
 		}
-		policies = append(policies, p)
 	}
 	pipe, err := verify.New(verify.Config{
 		Policies:     policies,
@@ -111,11 +113,7 @@ func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
 	if len(mapping) == 0 {
 		mapping = DefaultHeaders
 	}
-	var hm []verify.HeaderMapping
-	for h, c := range mapping {
-		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
-	}
-	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
+	hm := headerMappings(mapping)
 	leeway := config.DefaultLeeway
 	if is.Leeway != nil {
 		leeway = *is.Leeway
@@ -170,13 +168,19 @@ func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 // configured, so that `keygate serve` works with nothing else installed.
 func (s *Server) devPolicy() (verify.Policy, *source) {
 	src := &source{Source: managedKeys{km: s.keys, last: &s.refetchAt}, spec: "dev", close: func() {}}
-	var hm []verify.HeaderMapping
-	for h, c := range DefaultHeaders {
+	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: s.devAlgs(),
+		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: headerMappings(DefaultHeaders)}, src
+}
+
+// headerMappings turns a header → claim map into the policy's list, in
+// header order.
+func headerMappings(m map[string]string) []verify.HeaderMapping {
+	hm := make([]verify.HeaderMapping, 0, len(m))
+	for h, c := range m {
 		hm = append(hm, verify.HeaderMapping{Header: h, Claim: c})
 	}
 	sort.Slice(hm, func(i, j int) bool { return hm[i].Header < hm[j].Header })
-	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: s.devAlgs(),
-		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: hm}, src
+	return hm
 }
 
 func gatewayRoutes(rs []config.Route) []gateway.Route {
@@ -238,10 +242,15 @@ func (s *Server) reload(ctx context.Context) error {
 	}
 	s.cfg.Overrides.Apply(cfg)
 	prev := s.rt.Load()
+	if !reflect.DeepEqual(cfg.TokenService, prev.cfg.TokenService) {
+		s.log.Warn("token_service changed in the configuration file; it takes effect on restart")
+	}
 	rt, err := s.buildRuntime(ctx, cfg, prev)
 	if err != nil {
 		return err
 	}
+	st := prev.pipeline.Stats()
+	rt.hitsBase, rt.missesBase = prev.hitsBase+st.Hits, prev.missesBase+st.Misses
 	s.rt.Store(rt)
 	prev.closeSources(rt)
 	return nil
@@ -266,9 +275,8 @@ func (o Overrides) Apply(c *config.Config) {
 func (s *Server) traffic() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
-	mux.Handle("GET /.well-known/jwks.json", s.handle(s.jwksDoc))
 	tokens := s.tokens.Handler()
-	for _, p := range []string{"POST /oauth2/token", "POST /oauth2/revoke", "POST /oauth2/introspect", "POST /v1/login",
+	for _, p := range []string{"GET /.well-known/jwks.json", "POST /oauth2/token", "POST /oauth2/revoke", "POST /oauth2/introspect", "POST /v1/login",
 		"GET /.well-known/openid-configuration", "GET /.well-known/oauth-authorization-server"} {
 		mux.Handle(p, tokens)
 	}

@@ -226,9 +226,24 @@ func TestReload(t *testing.T) {
 	}))
 	defer up.Close()
 	next := strings.Replace(configYAML(p.srv.URL, "routes:\n  - {path_prefix: /app, upstream: "+up.URL+"}\n"), "audiences: [api]", "audiences: [api2]", 1)
+	get(t, c.url+"/auth", tok) // a cache hit
+	body := scrape(t, c)
+	hits, _ := metricValue(t, body, "keygate_cache_hits_total")
+	misses, _ := metricValue(t, body, "keygate_cache_misses_total")
+	if hits < 1 || misses < 1 {
+		t.Fatalf("cache counters before the reload: hits %v, misses %v", hits, misses)
+	}
 	os.WriteFile(c.path, []byte(next), 0o600)
 	if err := c.Reload(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	// The new runtime's cache starts empty, but the counters go on.
+	body = scrape(t, c)
+	if h, _ := metricValue(t, body, "keygate_cache_hits_total"); h < hits {
+		t.Errorf("keygate_cache_hits_total went from %v to %v across a reload", hits, h)
+	}
+	if m, _ := metricValue(t, body, "keygate_cache_misses_total"); m < misses {
+		t.Errorf("keygate_cache_misses_total went from %v to %v across a reload", misses, m)
 	}
 	if code, _, _ := get(t, c.url+"/auth", tok); code != 401 {
 		t.Errorf("token for the old audience still accepted after reload: %d", code)
@@ -236,6 +251,10 @@ func TestReload(t *testing.T) {
 	tok2 := idpToken(t, k1, map[string]any{"aud": "api2"})
 	if code, _, body := get(t, c.url+"/app/x", tok2); code != 200 || body != "upstream sub=alice" {
 		t.Errorf("proxy route after reload: %d %q", code, body)
+	}
+	get(t, c.url+"/app/x", tok2) // a hit in the new cache
+	if h, _ := metricValue(t, scrape(t, c), "keygate_cache_hits_total"); h <= hits {
+		t.Errorf("a hit after the reload did not count: keygate_cache_hits_total %v, %v before the reload", h, hits)
 	}
 	if !strings.Contains(scrape(t, c), `keygate_config_reloads_total{result="error"} 1`) {
 		t.Error("refused reload not counted")

@@ -26,7 +26,9 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
@@ -71,10 +73,19 @@ type Config struct {
 	Dev bool
 	// DatabaseURL selects PostgreSQL; empty means SQLite in DataDir.
 	DatabaseURL string
+	// StoreTimeout bounds each PostgreSQL operation (default
+	// postgres.DefaultTimeout, 5 s).
+	StoreTimeout time.Duration
 	// RootKeyFile or RootKeyEnv (the name of an environment variable read
 	// through LookupEnv) holds the root key that seals the signing keys.
 	RootKeyFile string
 	RootKeyEnv  string
+	// KeyringFile is the passphrase header (default keyring.json in
+	// DataDir; see `keygate keyring init`). When it exists and no root key
+	// is given, the server starts sealed and waits for the passphrase on
+	// POST /v1/sys/unseal. A server with a database URL and no key source
+	// also starts sealed, waiting for the root key itself.
+	KeyringFile string
 	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/).
 	AdminTokenFile string
 	AdminToken     string
@@ -91,6 +102,10 @@ type Config struct {
 	// once the shared revocation set has not been known current for that
 	// long; zero never fails closed.
 	RevocationMaxStaleness time.Duration
+	// TokenLimit bounds token requests per authenticated client at
+	// /oauth2/token, shared through Redis in a fleet and per node without
+	// it; the zero Limit sets none.
+	TokenLimit ratelimit.Limit
 
 	// SigningAlg is the algorithm of the signing keys the server creates
 	// (ES256 by default; ES384, ES512, RS256, PS256 or EdDSA). Keys already
@@ -127,6 +142,9 @@ type Server struct {
 	cfg          Config
 	log          *slog.Logger
 	keys         *issuer.KeyManager
+	keyring      *keyring.Keyring
+	unsealMu     sync.Mutex // one unseal or seal at a time
+	adminDigest  [32]byte   // SHA-256 of the admin token; zero without one
 	store        store.Store
 	tokens       *issuer.Service
 	admin        *issuer.Admin
@@ -138,8 +156,10 @@ type Server struct {
 	revocation   revoke.Checker
 	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
-	fleet        *fleet       // nil without Redis
-	refetchAt    atomic.Int64 // last re-read of the signing keys for an unknown kid
+	fleet        *fleet        // nil without Redis
+	refetchAt    atomic.Int64  // last re-read of the signing keys for an unknown kid
+	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
+	cacheMisses  atomic.Uint64
 
 	rt       atomic.Pointer[runtime]
 	reloadMu sync.Mutex // one reload at a time
@@ -162,6 +182,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
+	}
+	if cfg.RedisPrefix == "" {
+		cfg.RedisPrefix = DefaultRedisPrefix
 	}
 	if cfg.Gateway == nil {
 		cfg.Gateway = &config.Config{}
@@ -188,13 +211,31 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.rt.Store(rt)
 	if s.metrics != nil {
-		s.metrics.Cache(func() (int, uint64, uint64) {
-			st := s.rt.Load().pipeline.Stats()
-			return st.Entries, st.Hits, st.Misses
-		})
+		s.metrics.Sealed(s.keyring.Sealed)
+		s.metrics.Cache(s.cacheStats)
 	}
 	s.handler = s.traffic()
 	return s, nil
+}
+
+// cacheStats reads the verified-token cache's figures for the metrics:
+// counted across reloads, and never lower than a previous reading (lookups
+// the replaced cache answered while a reload was swapping it out are
+// dropped rather than make the counter go back).
+func (s *Server) cacheStats() (entries int, hits, misses uint64) {
+	rt := s.rt.Load()
+	st := rt.pipeline.Stats()
+	return st.Entries, monotonic(&s.cacheHits, rt.hitsBase+st.Hits), monotonic(&s.cacheMisses, rt.missesBase+st.Misses)
+}
+
+// monotonic raises *last to v if v is higher and returns *last.
+func monotonic(last *atomic.Uint64, v uint64) uint64 {
+	for {
+		cur := last.Load()
+		if v <= cur || last.CompareAndSwap(cur, v) {
+			return max(cur, v)
+		}
+	}
 }
 
 // Close stops the key sources. Call it after Serve has returned.
@@ -219,16 +260,25 @@ func (s *Server) Bootstrap() Bootstrap { return s.boot }
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Thumbprint returns the RFC 7638 thumbprint of the signing key in force,
-// which is also its kid.
-func (s *Server) Thumbprint() string { return s.keys.Signer().Key().Thumbprint() }
+// which is also its kid; "" while sealed.
+func (s *Server) Thumbprint() string {
+	if sg := s.keys.Signer(); sg != nil {
+		return sg.Key().Thumbprint()
+	}
+	return ""
+}
 
 // Mint signs claims with the signing key in force; an empty Issuer becomes
-// the server's own.
+// the server's own. It fails with issuer.ErrSealed while sealed.
 func (s *Server) Mint(c mint.Claims) (string, error) {
 	if c.Issuer == "" {
 		c.Issuer = s.cfg.Issuer
 	}
-	return mint.Sign(s.keys.Signer(), c, s.cfg.Now(), s.cfg.Rand)
+	sg := s.keys.Signer()
+	if sg == nil {
+		return "", issuer.ErrSealed
+	}
+	return mint.Sign(sg, c, s.cfg.Now(), s.cfg.Rand)
 }
 
 // Serve serves traffic on ln, and the admin endpoints on admin when it is
@@ -290,7 +340,13 @@ func (s *Server) shutdown(servers []*http.Server, errc <-chan error) error {
 	return nil
 }
 
-func (s *Server) httpServer(h http.Handler) *http.Server {
+func (s *Server) httpServer(h http.Handler) *http.Server { return NewHTTPServer(h, s.log) }
+
+// NewHTTPServer returns an http.Server for h with keygate's limits and
+// timeouts, logging its own errors to log at warning level. The reference
+// servers of the load tests use it too, so that they differ from keygate
+// only in their handler.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -298,6 +354,6 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }

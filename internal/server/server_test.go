@@ -398,7 +398,7 @@ func TestNewRefuses(t *testing.T) {
 		{"no issuer", Config{DataDir: t.TempDir(), Audience: testAudience}},
 		{"no audience", Config{DataDir: t.TempDir(), Issuer: testIssuer}},
 		{"corrupt root key", Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}},
-		{"database without root key", Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
+		{"unreachable database", Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
 			DatabaseURL: "postgres://127.0.0.1:1/none"}},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
@@ -25,6 +26,7 @@ import (
 // Files the token service keeps in the data directory.
 const (
 	RootKeyFile    = "root.key"     // dev-mode root key (0600)
+	KeyringFile    = "keyring.json" // passphrase unsealing's salt and parameters (no secret)
 	AdminTokenFile = "admin.token"  // dev-mode admin token (0600)
 	StoreFile      = "keygate.db"   // the SQLite store (0600)
 	LockFile       = "keygate.lock" // serializes set-up by servers starting at once
@@ -67,14 +69,20 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if cfg.RootKeyEnv != "" {
 		_, envSet = lookup(cfg.RootKeyEnv)
 	}
+	header := s.keyringFile()
+	if _, err := os.Stat(header); err == nil {
+		kopts.HeaderFile = header
+	}
 	switch {
 	case cfg.RootKeyFile != "":
 		kopts.KeyFile = cfg.RootKeyFile
 		s.boot.RootKeyPath = cfg.RootKeyFile
 	case envSet:
 		kopts.KeyEnv = cfg.RootKeyEnv
+	case kopts.HeaderFile != "":
+		s.log.Warn("starting sealed: unseal with the passphrase (keygate unseal) before tokens can be issued", "keyring", header)
 	case cfg.DatabaseURL != "" && !dev:
-		return errors.New("server: a database URL needs a root key: set --root-key-file or KEYGATE_ROOT_KEY (or --dev for a generated one)")
+		s.log.Warn("starting sealed: no root key (--root-key-file, KEYGATE_ROOT_KEY or a keyring passphrase); unseal with `keygate unseal --key-file FILE`")
 	default:
 		dev = true
 		path := filepath.Join(cfg.DataDir, RootKeyFile)
@@ -95,10 +103,11 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: root key: %w", err)
 	}
+	s.keyring = kr
 
 	var st store.Store
 	if cfg.DatabaseURL != "" {
-		st, err = postgres.Open(ctx, cfg.DatabaseURL)
+		st, err = postgres.Open(ctx, cfg.DatabaseURL, postgres.WithTimeout(cfg.StoreTimeout))
 	} else {
 		st, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, StoreFile))
 	}
@@ -117,18 +126,21 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
-	km := issuer.NewKeyManager(st, kr, s.keyPolicy(), cfg.Now, cfg.Rand)
-	if err := km.Load(ctx); err != nil {
+	km := issuer.NewKeyManager(st, kr, s.keyPolicy(), cfg.Now)
+	switch err := km.Load(ctx); {
+	case err == nil && km.Sealed():
+		s.log.Info("signing keys published; sealed, so none signs", "published", km.KeySet().Len())
+	case err == nil:
+		msg := "signing keys loaded"
+		if len(stored) == 0 {
+			msg = "signing key created"
+		}
+		s.log.Info(msg, "alg", km.Signer().Alg().String(), "thumbprint", km.Signer().Key().Thumbprint(), "published", km.KeySet().Len())
+	case errors.Is(err, issuer.ErrSealed):
+		s.log.Info("no signing key yet; the first is created when the node is unsealed")
+	default:
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
-	if km.Signer() == nil {
-		return fmt.Errorf("server: %w", issuer.ErrNoActiveKey)
-	}
-	msg := "signing keys loaded"
-	if len(stored) == 0 {
-		msg = "signing key created"
-	}
-	s.log.Info(msg, "alg", km.Signer().Alg().String(), "thumbprint", km.Signer().Key().Thumbprint(), "published", km.KeySet().Len())
 	s.keys = km
 
 	revs, err := st.Revocations(ctx, cfg.Now())
@@ -175,6 +187,9 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if icfg.Limiter, err = s.loginLimiter(); err != nil {
 		return fmt.Errorf("server: login rate limit: %w", err)
 	}
+	if icfg.TokenLimiter, err = s.tokenLimiter(); err != nil {
+		return fmt.Errorf("server: token rate limit: %w", err)
+	}
 
 	svc, err := issuer.New(icfg)
 	if err != nil {
@@ -198,8 +213,8 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev,
-		"kid", km.Signer().Key().Thumbprint(), "revocations", len(revs), "redis", s.fleet != nil)
+	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev, "sealed", kr.Sealed(),
+		"kid", s.Thumbprint(), "revocations", len(revs), "redis", s.fleet != nil)
 	return nil
 }
 
@@ -263,30 +278,22 @@ func (s *Server) adminToken(dev bool) (string, error) {
 	}
 	path := filepath.Join(cfg.DataDir, AdminTokenFile)
 	s.boot.AdminTokenPath = path
+	// The data directory is locked (lockDir) while the service is set up,
+	// so the file cannot appear between this read and the write below.
+	switch b, err := os.ReadFile(path); {
+	case err == nil:
+		s.log.Info("dev admin token loaded", "path", path)
+		return strings.TrimSpace(string(b)), nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("server: admin token: %w", err)
+	}
 	b := make([]byte, 32)
 	if _, err := io.ReadFull(cfg.Rand, b); err != nil {
 		return "", fmt.Errorf("server: admin token: %w", err)
 	}
 	token := base64.RawURLEncoding.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("server: admin token: %w", err)
-		}
-		s.log.Info("dev admin token loaded", "path", path)
-		return strings.TrimSpace(string(b)), nil
-	case err != nil:
+	if err := keyfile.WriteNew(path, []byte(token+"\n")); err != nil {
 		return "", fmt.Errorf("server: admin token: %w", err)
-	}
-	_, werr := f.WriteString(token + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(path)
-		return "", fmt.Errorf("server: admin token: %w", werr)
 	}
 	s.boot.AdminToken = token
 	s.log.Info("dev admin token created", "path", path)

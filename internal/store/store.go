@@ -24,6 +24,11 @@ var (
 	ErrRevoked = errors.New("store: refresh token revoked")
 	// ErrExpired: the refresh token is past its expiry.
 	ErrExpired = errors.New("store: refresh token expired")
+	// ErrUnavailable: the store could not be reached or did not answer in
+	// time; nothing was written, or the write's outcome is unknown to the
+	// caller only if the connection broke after it was sent. The
+	// operation may be retried later.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // Client is an OAuth 2.0 client (RFC 6749 §2).
@@ -85,6 +90,22 @@ type Revocation struct {
 	Until     time.Time // jti revocations: when the token expires anyway
 	Before    time.Time // subject revocations: tokens issued before this are revoked
 	CreatedAt time.Time
+}
+
+// CheckRotation states whether a refresh token may be spent at now, the
+// same in every backend: ErrReused if it was spent already (the backend
+// then revokes its family), else ErrRevoked, else ErrExpired at or after
+// its expiry, compared at the stores' microsecond precision; nil if it may.
+func CheckRotation(cur RefreshToken, now time.Time) error {
+	switch {
+	case !cur.UsedAt.IsZero():
+		return ErrReused
+	case cur.Revoked:
+		return ErrRevoked
+	case !now.Truncate(time.Microsecond).Before(cur.ExpiresAt):
+		return ErrExpired
+	}
+	return nil
 }
 
 // Validate checks that r is one kind of revocation with its time: a jti

@@ -21,7 +21,6 @@ import (
 const (
 	FrontForwardAuth = "forward_auth"
 	FrontProxy       = "proxy"
-	FrontMiddleware  = "middleware"
 )
 
 // Metrics are keygate's metrics, registered in their own registry.
@@ -121,11 +120,6 @@ func (d *Decisions) Begin() func() {
 	return d.inFlight.Dec
 }
 
-// ObserveVerify records the duration of one full verification.
-func (m *Metrics) ObserveVerify(alg string, d time.Duration) {
-	m.verifySeconds.WithLabelValues(alg).Observe(d.Seconds())
-}
-
 // VerifyObserver returns a function for verify.Config.Observe with every
 // algorithm's histogram resolved in advance.
 func (m *Metrics) VerifyObserver() func(jose.Alg, time.Duration, bool) {
@@ -145,8 +139,8 @@ func (m *Metrics) VerifyObserver() func(jose.Alg, time.Duration, bool) {
 type CacheStats func() (entries int, hits, misses uint64)
 
 // Cache registers the cache's entry gauge and lookup counters, read from
-// stats on every scrape. Counters restart from zero when a reload replaces
-// the cache, which Prometheus treats as a counter reset.
+// stats on every scrape; stats must keep the counters monotonic across
+// reloads that replace the cache (the server does).
 func (m *Metrics) Cache(stats CacheStats) {
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_cache_entries", Help: "Entries in the verified-token cache."},
@@ -251,4 +245,16 @@ func (m *Metrics) Fleet(stats func() FleetStats) {
 				func() float64 { st, _ := read(); return b2f(st.LimiterDegraded) }),
 		)
 	})
+}
+
+// Sealed registers keygate_sealed, read from sealed on every scrape.
+func (m *Metrics) Sealed(sealed func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_sealed",
+		Help: "1 while the root key is not loaded: tokens cannot be issued and keys cannot be rotated."},
+		func() float64 {
+			if sealed() {
+				return 1
+			}
+			return 0
+		}))
 }

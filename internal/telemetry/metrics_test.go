@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	m.VerifyObserver()(jose.ES256, 40*time.Microsecond, true)
 	m.JWKSFetch("https://idp", "ok", 3, time.Unix(1700000000, 0))
 	m.JWKSFetch("https://idp", "timeout", 0, time.Time{})
-	m.ObserveVerify("ES256", 50*time.Microsecond)
+	m.VerifyObserver()(jose.ES256, 50*time.Microsecond, true)
 	m.Reload(false)
 
 	want := map[string]float64{

@@ -1,6 +1,8 @@
-// Package testnet helps tests cut the network under a client: a dialer
-// whose connections can all be dropped at once, and an address nothing
-// listens on. It is imported by tests only.
+// Package testnet holds the tests' helpers for real network services: a
+// dialer whose connections can all be dropped at once, a proxy that can go
+// down or black-hole, an address nothing listens on, Redis clients and a
+// Redis Cluster, and a PostgreSQL schema per test. It is imported by tests
+// only.
 package testnet
 
 import (

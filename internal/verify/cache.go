@@ -112,7 +112,8 @@ type entry struct {
 	token   string
 	hash    uint64
 	pol     *policy
-	key     *jose.Key // verified the token; compared by pointer first, then thumbprint
+	key     *jose.Key                   // verified the token; compared by pointer first, then thumbprint
+	set     atomic.Pointer[jose.KeySet] // the last key set found to hold key
 	kid     string
 	alg     jose.Alg
 	iat     time.Time // for the revocation check; zero when the token has no iat

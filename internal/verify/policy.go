@@ -113,7 +113,7 @@ func (p *Policy) Validate() error {
 	seen := make(map[string]bool, len(p.Headers))
 	for i, h := range p.Headers {
 		f := "Headers[" + strconv.Itoa(i) + "]"
-		if !validHeaderName(h.Header) {
+		if !ValidHeaderName(h.Header) {
 			return bad(f+".Header", "is not a valid HTTP header name")
 		}
 		canon := textproto.CanonicalMIMEHeaderKey(h.Header)
@@ -128,8 +128,9 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
+// ValidHeaderName reports whether s is an RFC 9110 token, as a header name
+// must be.
+func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -160,14 +160,23 @@ func (p *Pipeline) hit(s *shard, e *entry, now int64) (*Result, error) {
 }
 
 // keyCurrent reports whether the issuer's current key set still maps the
-// entry's (kid, alg) to the key that verified it.
+// entry's (kid, alg) to the key that verified it. Key sets are immutable
+// snapshots, so while the source serves the set the entry last matched,
+// the answer is the same and no lookup is needed.
 func (e *entry) keyCurrent() bool {
 	set := e.pol.keys.Current()
 	if set == nil {
 		return false
 	}
+	if set == e.set.Load() {
+		return true
+	}
 	k, err := set.ResolveKey(e.kid, e.alg)
-	return err == nil && (k == e.key || k.Thumbprint() == e.key.Thumbprint())
+	if err != nil || (k != e.key && k.Thumbprint() != e.key.Thumbprint()) {
+		return false
+	}
+	e.set.Store(set)
+	return true
 }
 
 // miss verifies token in full, once however many requests present it at
@@ -277,9 +286,11 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	if pol.algs&(1<<alg) == 0 {
 		return errAlgNotAllowed
 	}
-	key, err := resolve(pol.keys.Current(), kid, alg)
+	set := pol.keys.Current()
+	key, err := resolve(set, kid, alg)
 	if errors.Is(err, jose.ErrUnknownKID) {
-		key, err = resolve(pol.keys.Refetch(ctx), kid, alg)
+		set = pol.keys.Refetch(ctx)
+		key, err = resolve(set, kid, alg)
 	}
 	if err != nil {
 		return err
@@ -318,6 +329,7 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 		KeyThumbprint: key.Thumbprint(),
 	}
 	e.pol, e.key, e.kid, e.alg, e.iat = pol, key, kid, alg, iat
+	e.set.Store(set)
 	e.expires = now + int64(p.cache.maxTTL)
 	if c.Expiry.Valid {
 		e.res.Expiry = time.Unix(c.Expiry.Unix, 0)

@@ -251,6 +251,7 @@ func (f *Fanout) applyAll(st *syncState, msgs []event) {
 	}
 }
 
+// handle handles every event but messages, which handleQueued batches.
 func (f *Fanout) handle(st *syncState, ev event) {
 	switch ev.kind {
 	case evSubscribed:
@@ -267,8 +268,6 @@ func (f *Fanout) handle(st *syncState, ev event) {
 		st.nextSync = time.Now()
 		st.nextPing = time.Now().Add(f.cfg.PingInterval)
 		st.pingAt = time.Time{}
-	case evMessage:
-		f.applyAll(st, []event{ev})
 	case evPong:
 		if !st.pingAt.IsZero() && ev.payload == strconv.FormatUint(st.pingSeq, 10) {
 			// Redis answers in order: every message published before it

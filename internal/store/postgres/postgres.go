@@ -13,6 +13,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,7 +44,34 @@ const (
 // CreateRefreshToken (an existing FamilyID is a conflict) and extended
 // only by RotateRefreshToken.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// DefaultTimeout bounds each operation whose context has no earlier
+// deadline, and each new connection: a PostgreSQL that stops answering (a
+// network that drops packets, a stuck server) fails the operation after
+// this long instead of holding the request that waits on it.
+const DefaultTimeout = 5 * time.Second
+
+// An Option adjusts Open.
+type Option func(*Store)
+
+// WithTimeout replaces DefaultTimeout; d <= 0 keeps the default.
+func WithTimeout(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.timeout = d
+		}
+	}
+}
+
+// bound gives ctx the store's deadline unless it has an earlier one.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -51,10 +81,19 @@ var _ store.Store = (*Store)(nil)
 // the connection and applies pending migrations. The tables live in the
 // first schema of the connection's search_path (a search_path parameter in
 // url selects it). It fails if the schema was written by a newer keygate.
-func Open(ctx context.Context, url string) (*Store, error) {
+// Each later operation is bounded by DefaultTimeout (see WithTimeout), and
+// so is each new connection unless url sets connect_timeout.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	s := &Store{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(s)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 { // no connect_timeout in url
+		cfg.ConnConfig.ConnectTimeout = s.timeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -64,7 +103,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, wrap(ctx, "connect", err)
 	}
-	s := &Store{pool: pool}
+	s.pool = pool
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -132,7 +171,8 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 }
 
 // wrap classifies a driver error: no rows is store.ErrNotFound, a unique
-// violation store.ErrConflict, and an error after ctx ended wraps
+// violation store.ErrConflict, a failed or broken connection or a passed
+// deadline store.ErrUnavailable, and an error after ctx ended wraps
 // ctx.Err().
 func wrap(ctx context.Context, op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -142,8 +182,29 @@ func wrap(ctx context.Context, op string, err error) error {
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("postgres: %s: %w: %v", op, store.ErrConflict, err)
 	}
+	if unavailable(ctx, err) {
+		err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("postgres: %s: %w: %v", op, cerr, err)
+		return fmt.Errorf("postgres: %s: %w: %w", op, cerr, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// unavailable reports whether err means the server could not be reached or
+// did not answer in time, as opposed to refusing the statement (a
+// *pgconn.PgError) or the caller giving up (context.Canceled).
+func unavailable(ctx context.Context, err error) bool {
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe), errors.Is(ctx.Err(), context.Canceled):
+		return false
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), errors.As(err, &ce), errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	}
+	var closed interface{ SafeToRetry() bool }
+	return errors.As(err, &closed) && closed.SafeToRetry() // pgconn's "conn closed" and the like
 }

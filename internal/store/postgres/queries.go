@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/codec"
 )
 
 // ts is a time as stored: UTC, truncated to the microsecond (what
@@ -30,36 +31,6 @@ func fromNullTS(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
-}
-
-func encodeScopes(s []string) (string, error) {
-	if len(s) == 0 {
-		return "[]", nil
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return "", fmt.Errorf("postgres: scopes: %w", err)
-	}
-	return string(b), nil
-}
-
-func decodeScopes(b []byte) ([]string, error) {
-	var out []string
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("postgres: scopes: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
-}
-
-// nonNil keeps a nil []byte from being stored as NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
 }
 
 // affected turns "no row matched" into store.ErrNotFound.
@@ -106,7 +77,7 @@ func scanClient(row pgx.Row) (store.Client, error) {
 		return store.Client{}, err
 	}
 	var err error
-	if c.Scopes, err = decodeScopes(scopes); err != nil {
+	if c.Scopes, err = codec.DecodeScopes(scopes); err != nil {
 		return store.Client{}, err
 	}
 	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
@@ -115,13 +86,15 @@ func scanClient(row pgx.Row) (store.Client, error) {
 
 // CreateClient stores a new client; an existing ID is store.ErrConflict.
 func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
-	scopes, err := encodeScopes(c.Scopes)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
-		c.ID, c.Name, nonNil(c.SecretDigest), scopes, ts(c.CreatedAt), ts(c.UpdatedAt))
+		c.ID, c.Name, codec.NonNil(c.SecretDigest), scopes, ts(c.CreatedAt), ts(c.UpdatedAt))
 	if err != nil {
 		return wrap(ctx, "create client", err)
 	}
@@ -130,6 +103,8 @@ func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
 
 // GetClient returns the client with id, or store.ErrNotFound.
 func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	c, err := scanClient(s.pool.QueryRow(ctx, selectClient+` WHERE id = $1`, id))
 	if err != nil {
 		return store.Client{}, wrap(ctx, "get client", err)
@@ -139,19 +114,25 @@ func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) 
 
 // ListClients returns every client, ordered by CreatedAt, then ID.
 func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, selectClient+` ORDER BY created_at, id`)
 	return collect(ctx, "list clients", rows, err, func(r pgx.Rows) (store.Client, error) { return scanClient(r) })
 }
 
 // UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
 func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `UPDATE clients SET secret_digest = $1, updated_at = $2 WHERE id = $3`,
-		nonNil(digest), ts(at), id)
+		codec.NonNil(digest), ts(at), id)
 	return affected(ctx, "update client secret", tag, err)
 }
 
 // DeleteClient removes a client, or returns store.ErrNotFound.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM clients WHERE id = $1`, id)
 	return affected(ctx, "delete client", tag, err)
 }
@@ -169,7 +150,7 @@ func scanUser(row pgx.Row) (store.User, error) {
 		return store.User{}, err
 	}
 	var err error
-	if u.Scopes, err = decodeScopes(scopes); err != nil {
+	if u.Scopes, err = codec.DecodeScopes(scopes); err != nil {
 		return store.User{}, err
 	}
 	u.CreatedAt, u.UpdatedAt = u.CreatedAt.UTC(), u.UpdatedAt.UTC()
@@ -179,7 +160,9 @@ func scanUser(row pgx.Row) (store.User, error) {
 // CreateUser stores a new user; an existing ID or Username is
 // store.ErrConflict. Usernames are compared byte for byte.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	scopes, err := encodeScopes(u.Scopes)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
@@ -194,6 +177,8 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 
 // GetUserByName returns the user with username, or store.ErrNotFound.
 func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	u, err := scanUser(s.pool.QueryRow(ctx, selectUser+` WHERE username = $1`, username))
 	if err != nil {
 		return store.User{}, wrap(ctx, "get user", err)
@@ -203,6 +188,8 @@ func (s *Store) GetUserByName(ctx context.Context, username string) (store.User,
 
 // ListUsers returns every user, ordered by CreatedAt, then ID.
 func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, selectUser+` ORDER BY created_at, id`)
 	return collect(ctx, "list users", rows, err, func(r pgx.Rows) (store.User, error) { return scanUser(r) })
 }
@@ -211,7 +198,9 @@ func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
 // UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
 // another user is store.ErrConflict.
 func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
-	scopes, err := encodeScopes(u.Scopes)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
@@ -223,6 +212,8 @@ func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
 
 // DeleteUser removes a user, or returns store.ErrNotFound.
 func (s *Store) DeleteUser(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
 	return affected(ctx, "delete user", tag, err)
 }
@@ -232,9 +223,11 @@ func (s *Store) DeleteUser(ctx context.Context, id string) error {
 // PutSigningKey stores a new key; an existing KID is store.ErrConflict (a
 // key is never overwritten).
 func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	_, err := s.pool.Exec(ctx, `INSERT INTO signing_keys (kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.KID, k.Alg, nonNil(k.Sealed), nonNil(k.PublicJWK), ts(k.PublishAt), ts(k.ActiveAt),
+		k.KID, k.Alg, codec.NonNil(k.Sealed), codec.NonNil(k.PublicJWK), ts(k.PublishAt), ts(k.ActiveAt),
 		nullTS(k.RetireAt), ts(k.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "put signing key", err)
@@ -244,6 +237,8 @@ func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
 
 // ListSigningKeys returns every key, ordered by CreatedAt, then KID.
 func (s *Store) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at
 		FROM signing_keys ORDER BY created_at, kid`)
 	return collect(ctx, "list signing keys", rows, err, func(r pgx.Rows) (store.SigningKey, error) {
@@ -262,12 +257,16 @@ func (s *Store) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
 
 // RetireSigningKey sets RetireAt of the key kid; a zero at clears it.
 func (s *Store) RetireSigningKey(ctx context.Context, kid string, at time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `UPDATE signing_keys SET retire_at = $1 WHERE kid = $2`, nullTS(at), kid)
 	return affected(ctx, "retire signing key", tag, err)
 }
 
 // DeleteSigningKey removes a key, or returns store.ErrNotFound.
 func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM signing_keys WHERE kid = $1`, kid)
 	return affected(ctx, "delete signing key", tag, err)
 }
@@ -288,7 +287,7 @@ func scanRefresh(row pgx.Row) (store.RefreshToken, int32, error) {
 		return store.RefreshToken{}, 0, err
 	}
 	var err error
-	if t.Scopes, err = decodeScopes(scopes); err != nil {
+	if t.Scopes, err = codec.DecodeScopes(scopes); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
 	t.IssuedAt, t.ExpiresAt, t.UsedAt = t.IssuedAt.UTC(), t.ExpiresAt.UTC(), fromNullTS(used)
@@ -300,17 +299,19 @@ const insertRefresh = `INSERT INTO refresh_tokens
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 
 func insertRefreshArgs(t store.RefreshToken, gen int32) ([]any, error) {
-	scopes, err := encodeScopes(t.Scopes)
+	scopes, err := codec.EncodeScopes(t.Scopes)
 	if err != nil {
 		return nil, err
 	}
-	return []any{nonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
+	return []any{codec.NonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
 		ts(t.IssuedAt), ts(t.ExpiresAt), nullTS(t.UsedAt), t.Revoked}, nil
 }
 
 // CreateRefreshToken stores the first token of a new family. An existing
 // Digest, or a FamilyID already in use, is store.ErrConflict.
 func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	args, err := insertRefreshArgs(t, 0)
 	if err != nil {
 		return err
@@ -336,6 +337,8 @@ const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(famil
 // is at or past its ExpiresAt. If next's Digest exists it returns
 // store.ErrConflict and spends nothing.
 func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	const op = "rotate refresh token"
 	args, err := insertRefreshArgs(next, 0)
 	if err != nil {
@@ -366,19 +369,16 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
-	switch {
-	case !cur.UsedAt.IsZero():
-		if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked = true WHERE family_id = $1`, cur.FamilyID); err != nil {
-			return store.RefreshToken{}, wrap(ctx, op, err)
+	if err := store.CheckRotation(cur, now); err != nil {
+		if errors.Is(err, store.ErrReused) {
+			if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked = true WHERE family_id = $1`, cur.FamilyID); err != nil {
+				return store.RefreshToken{}, wrap(ctx, op, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return store.RefreshToken{}, wrap(ctx, op, err)
+			}
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return store.RefreshToken{}, wrap(ctx, op, err)
-		}
-		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrReused)
-	case cur.Revoked:
-		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrRevoked)
-	case !ts(now).Before(cur.ExpiresAt):
-		return cur, fmt.Errorf("postgres: %s: %w", op, store.ErrExpired)
+		return cur, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	// Spend old and store next in one statement.
 	args[1], args[2] = cur.FamilyID, gen+1
@@ -394,6 +394,8 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 
 // GetRefreshToken returns the token with digest, or store.ErrNotFound.
 func (s *Store) GetRefreshToken(ctx context.Context, digest []byte) (store.RefreshToken, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	t, _, err := scanRefresh(s.pool.QueryRow(ctx, selectRefresh+` WHERE digest = $1`, digest))
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, "get refresh token", err)
@@ -404,6 +406,8 @@ func (s *Store) GetRefreshToken(ctx context.Context, digest []byte) (store.Refre
 // RevokeRefreshFamily revokes every token of digest's family, or returns
 // store.ErrNotFound.
 func (s *Store) RevokeRefreshFamily(ctx context.Context, digest []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	const op = "revoke refresh family"
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var family string
@@ -422,6 +426,8 @@ func (s *Store) RevokeRefreshFamily(ctx context.Context, digest []byte) error {
 // DeleteExpiredRefreshTokens removes the tokens whose ExpiresAt is at or
 // before now and returns how many.
 func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM refresh_tokens WHERE expires_at <= $1`, ts(now))
 	if err != nil {
 		return 0, wrap(ctx, "delete expired refresh tokens", err)
@@ -436,6 +442,8 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 // or subject again keeps one record, with the later Until or Before and
 // the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("add revocation: %w", err)
 	}
@@ -455,6 +463,8 @@ func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 // whose Until is after now, and every subject revocation; ordered by
 // CreatedAt, then Issuer, JTI and Subject.
 func (s *Store) Revocations(ctx context.Context, now time.Time) ([]store.Revocation, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT issuer, jti, subject, until_at, before_at, created_at FROM revocations
 		WHERE subject <> '' OR until_at > $1
 		ORDER BY created_at, issuer, jti, subject`, ts(now))

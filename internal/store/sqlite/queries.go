@@ -3,11 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/codec"
 )
 
 // Times are stored as microseconds since the Unix epoch.
@@ -29,28 +30,6 @@ func fromNullMicros(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-func encodeScopes(s []string) (string, error) {
-	if len(s) == 0 {
-		return "[]", nil
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return "", fmt.Errorf("sqlite: scopes: %w", err)
-	}
-	return string(b), nil
-}
-
-func decodeScopes(s string) ([]string, error) {
-	var out []string
-	if err := json.Unmarshal([]byte(s), &out); err != nil {
-		return nil, fmt.Errorf("sqlite: scopes: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
-}
-
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -59,6 +38,26 @@ func boolInt(b bool) int {
 }
 
 type scanner interface{ Scan(dest ...any) error }
+
+// collect scans every row of a query into a slice.
+func collect[T any](ctx context.Context, op string, rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, wrap(ctx, op, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	return out, nil
+}
 
 // affected turns "no row matched" into store.ErrNotFound.
 func affected(ctx context.Context, op string, res sql.Result, err error) error {
@@ -89,7 +88,7 @@ func scanClient(row scanner) (store.Client, error) {
 		return store.Client{}, err
 	}
 	var err error
-	if c.Scopes, err = decodeScopes(scopes); err != nil {
+	if c.Scopes, err = codec.DecodeScopes([]byte(scopes)); err != nil {
 		return store.Client{}, err
 	}
 	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updat)
@@ -98,13 +97,13 @@ func scanClient(row scanner) (store.Client, error) {
 
 // CreateClient stores a new client; an existing ID is store.ErrConflict.
 func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
-	scopes, err := encodeScopes(c.Scopes)
+	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
 		return err
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?)`,
-		c.ID, c.Name, nonNil(c.SecretDigest), scopes, micros(c.CreatedAt), micros(c.UpdatedAt))
+		c.ID, c.Name, codec.NonNil(c.SecretDigest), scopes, micros(c.CreatedAt), micros(c.UpdatedAt))
 	if err != nil {
 		return wrap(ctx, "create client", err)
 	}
@@ -123,28 +122,13 @@ func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) 
 // ListClients returns every client, ordered by CreatedAt, then ID.
 func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 	rows, err := s.r.QueryContext(ctx, selectClient+` ORDER BY created_at, id`)
-	if err != nil {
-		return nil, wrap(ctx, "list clients", err)
-	}
-	defer rows.Close()
-	var out []store.Client
-	for rows.Next() {
-		c, err := scanClient(rows)
-		if err != nil {
-			return nil, wrap(ctx, "list clients", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "list clients", err)
-	}
-	return out, nil
+	return collect(ctx, "list clients", rows, err, scanClient)
 }
 
 // UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
 func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE clients SET secret_digest = ?, updated_at = ? WHERE id = ?`,
-		nonNil(digest), micros(at), id)
+		codec.NonNil(digest), micros(at), id)
 	return affected(ctx, "update client secret", res, err)
 }
 
@@ -169,7 +153,7 @@ func scanUser(row scanner) (store.User, error) {
 		return store.User{}, err
 	}
 	var err error
-	if u.Scopes, err = decodeScopes(scopes); err != nil {
+	if u.Scopes, err = codec.DecodeScopes([]byte(scopes)); err != nil {
 		return store.User{}, err
 	}
 	u.Disabled = disabled != 0
@@ -180,7 +164,7 @@ func scanUser(row scanner) (store.User, error) {
 // CreateUser stores a new user; an existing ID or Username is
 // store.ErrConflict. Usernames are compared byte for byte.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
-	scopes, err := encodeScopes(u.Scopes)
+	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
@@ -205,29 +189,14 @@ func (s *Store) GetUserByName(ctx context.Context, username string) (store.User,
 // ListUsers returns every user, ordered by CreatedAt, then ID.
 func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
 	rows, err := s.r.QueryContext(ctx, selectUser+` ORDER BY created_at, id`)
-	if err != nil {
-		return nil, wrap(ctx, "list users", err)
-	}
-	defer rows.Close()
-	var out []store.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, wrap(ctx, "list users", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "list users", err)
-	}
-	return out, nil
+	return collect(ctx, "list users", rows, err, scanUser)
 }
 
 // UpdateUser replaces the Username, PasswordHash, Scopes, Disabled and
 // UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
 // another user is store.ErrConflict.
 func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
-	scopes, err := encodeScopes(u.Scopes)
+	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
@@ -250,7 +219,7 @@ func (s *Store) DeleteUser(ctx context.Context, id string) error {
 func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO signing_keys (kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.KID, k.Alg, nonNil(k.Sealed), nonNil(k.PublicJWK), micros(k.PublishAt), micros(k.ActiveAt),
+		k.KID, k.Alg, codec.NonNil(k.Sealed), codec.NonNil(k.PublicJWK), micros(k.PublishAt), micros(k.ActiveAt),
 		nullMicros(k.RetireAt), micros(k.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "put signing key", err)
@@ -262,28 +231,17 @@ func (s *Store) PutSigningKey(ctx context.Context, k store.SigningKey) error {
 func (s *Store) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT kid, alg, sealed, public_jwk, publish_at, active_at, retire_at, created_at
 		FROM signing_keys ORDER BY created_at, kid`)
-	if err != nil {
-		return nil, wrap(ctx, "list signing keys", err)
-	}
-	defer rows.Close()
-	var out []store.SigningKey
-	for rows.Next() {
+	return collect(ctx, "list signing keys", rows, err, func(row scanner) (store.SigningKey, error) {
 		var (
 			k                         store.SigningKey
 			publish, active, creation int64
 			retire                    sql.NullInt64
 		)
-		if err := rows.Scan(&k.KID, &k.Alg, &k.Sealed, &k.PublicJWK, &publish, &active, &retire, &creation); err != nil {
-			return nil, wrap(ctx, "list signing keys", err)
-		}
+		err := row.Scan(&k.KID, &k.Alg, &k.Sealed, &k.PublicJWK, &publish, &active, &retire, &creation)
 		k.PublishAt, k.ActiveAt, k.CreatedAt = fromMicros(publish), fromMicros(active), fromMicros(creation)
 		k.RetireAt = fromNullMicros(retire)
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "list signing keys", err)
-	}
-	return out, nil
+		return k, err
+	})
 }
 
 // RetireSigningKey sets RetireAt of the key kid; a zero at clears it.
@@ -316,7 +274,7 @@ func scanRefresh(row scanner) (store.RefreshToken, int64, error) {
 		return store.RefreshToken{}, 0, err
 	}
 	var err error
-	if t.Scopes, err = decodeScopes(scopes); err != nil {
+	if t.Scopes, err = codec.DecodeScopes([]byte(scopes)); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
 	t.IssuedAt, t.ExpiresAt, t.UsedAt = fromMicros(issued), fromMicros(expires), fromNullMicros(used)
@@ -329,11 +287,11 @@ const insertRefresh = `INSERT INTO refresh_tokens
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertRefreshArgs(t store.RefreshToken, gen int64) ([]any, error) {
-	scopes, err := encodeScopes(t.Scopes)
+	scopes, err := codec.EncodeScopes(t.Scopes)
 	if err != nil {
 		return nil, err
 	}
-	return []any{nonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
+	return []any{codec.NonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
 		micros(t.IssuedAt), micros(t.ExpiresAt), nullMicros(t.UsedAt), boolInt(t.Revoked)}, nil
 }
 
@@ -368,19 +326,16 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
-	switch {
-	case !cur.UsedAt.IsZero():
-		if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked = 1 WHERE family_id = ?`, cur.FamilyID); err != nil {
-			return store.RefreshToken{}, wrap(ctx, op, err)
+	if err := store.CheckRotation(cur, now); err != nil {
+		if errors.Is(err, store.ErrReused) {
+			if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked = 1 WHERE family_id = ?`, cur.FamilyID); err != nil {
+				return store.RefreshToken{}, wrap(ctx, op, err)
+			}
+			if err := tx.Commit(); err != nil {
+				return store.RefreshToken{}, wrap(ctx, op, err)
+			}
 		}
-		if err := tx.Commit(); err != nil {
-			return store.RefreshToken{}, wrap(ctx, op, err)
-		}
-		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrReused)
-	case cur.Revoked:
-		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrRevoked)
-	case !fromMicros(micros(now)).Before(cur.ExpiresAt):
-		return cur, fmt.Errorf("sqlite: %s: %w", op, store.ErrExpired)
+		return cur, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE digest = ?`, micros(now), old); err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
@@ -459,33 +414,14 @@ func (s *Store) Revocations(ctx context.Context, now time.Time) ([]store.Revocat
 	rows, err := s.r.QueryContext(ctx, `SELECT issuer, jti, subject, until_at, before_at, created_at FROM revocations
 		WHERE subject <> '' OR until_at > ?
 		ORDER BY created_at, issuer, jti, subject`, micros(now))
-	if err != nil {
-		return nil, wrap(ctx, "revocations", err)
-	}
-	defer rows.Close()
-	var out []store.Revocation
-	for rows.Next() {
+	return collect(ctx, "revocations", rows, err, func(row scanner) (store.Revocation, error) {
 		var (
 			r             store.Revocation
 			until, before sql.NullInt64
 			created       int64
 		)
-		if err := rows.Scan(&r.Issuer, &r.JTI, &r.Subject, &until, &before, &created); err != nil {
-			return nil, wrap(ctx, "revocations", err)
-		}
+		err := row.Scan(&r.Issuer, &r.JTI, &r.Subject, &until, &before, &created)
 		r.Until, r.Before, r.CreatedAt = fromNullMicros(until), fromNullMicros(before), fromMicros(created)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "revocations", err)
-	}
-	return out, nil
-}
-
-// nonNil keeps a nil []byte from being stored as NULL.
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
+		return r, err
+	})
 }

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Users, the node's signing keys and revocations, through the admin API of
+// a running node (the client commands are in clients.go).
+
+func (a *app) usersCreate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate users create", "--username NAME [--scopes a,b] [--password-file FILE] [flags]",
+		"Creates a user who can log in with POST /v1/login. The password (8+ characters) is read\n"+
+			"from the terminal (twice, without echo), the first line of standard input, or\n"+
+			"--password-file; the node stores only its Argon2id hash.")
+	var af adminFlags
+	af.register(fs)
+	username := fs.String("username", "", "the user's login `name`")
+	var scopes stringList
+	fs.Var(&scopes, "scopes", "`scopes` the user may be granted (comma-separated or repeated)")
+	passFile := fs.String("password-file", "", "read the password from this `file`")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *username == "" {
+		return usageErrorf(fs.Name(), "--username is required")
+	}
+	pass, err := a.readSecret("Password for "+*username+": ", *passFile, true)
+	if err != nil {
+		return err
+	}
+	defer clear(pass)
+	var out struct {
+		ID string `json:"id"`
+	}
+	body := map[string]any{"username": *username, "password": string(pass), "scopes": []string(scopes)}
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/users", body, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "user_id=%s\n", out.ID)
+	return nil
+}
+
+func (a *app) usersList(ctx context.Context, args []string) error {
+	fs := a.flags("keygate users list", "[flags]", "Lists the users of a running node: id, name, scopes, and \"disabled\" when so.")
+	var af adminFlags
+	af.register(fs)
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		Users []struct {
+			ID       string   `json:"id"`
+			Username string   `json:"username"`
+			Scopes   []string `json:"scopes"`
+			Disabled bool     `json:"disabled"`
+		} `json:"users"`
+	}
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/users", nil, &out); err != nil {
+		return err
+	}
+	for _, u := range out.Users {
+		line := u.ID + "\t" + u.Username + "\t" + strings.Join(u.Scopes, " ")
+		if u.Disabled {
+			line += "\tdisabled"
+		}
+		fmt.Fprintln(a.stdout, line)
+	}
+	return nil
+}
+
+func (a *app) usersDelete(ctx context.Context, args []string) error {
+	fs := a.flags("keygate users delete", "[flags] USER_ID", "Deletes a user; their password stops working at once.")
+	var af adminFlags
+	af.register(fs)
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return af.call(ctx, a, http.MethodDelete, "/v1/admin/users/"+url.PathEscape(pos[0]), nil, nil)
+}
+
+func (a *app) keysRotate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate keys rotate", "[--immediate] [flags]",
+		"Rotates a running node's signing key: the new key is published at once and signs after\n"+
+			"the pre-publication time, or at once with --immediate (for a compromised key; gateways\n"+
+			"that cached the old JWKS fetch the new key on its first unknown kid). The old key stays\n"+
+			"published until the last token it signed has expired. Prints the new kid.")
+	var af adminFlags
+	af.register(fs)
+	immediate := fs.Bool("immediate", false, "sign with the new key at once")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		KID string `json:"kid"`
+	}
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/keys/rotate", map[string]bool{"immediate": *immediate}, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "kid=%s\n", out.KID)
+	return nil
+}
+
+func (a *app) keysList(ctx context.Context, args []string) error {
+	fs := a.flags("keygate keys list", "[flags]",
+		"Lists a running node's signing keys: kid, algorithm, publish, active and retire times,\n"+
+			"and \"signing\" for the key in force.")
+	var af adminFlags
+	af.register(fs)
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		Keys []struct {
+			KID       string     `json:"kid"`
+			Alg       string     `json:"alg"`
+			PublishAt time.Time  `json:"publish_at"`
+			ActiveAt  time.Time  `json:"active_at"`
+			RetireAt  *time.Time `json:"retire_at"`
+			Signing   bool       `json:"signing"`
+		} `json:"keys"`
+	}
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/keys", nil, &out); err != nil {
+		return err
+	}
+	for _, k := range out.Keys {
+		retire, signing := "-", ""
+		if k.RetireAt != nil {
+			retire = k.RetireAt.UTC().Format(time.RFC3339)
+		}
+		if k.Signing {
+			signing = "\tsigning"
+		}
+		fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s%s\n", k.KID, k.Alg, k.PublishAt.UTC().Format(time.RFC3339),
+			k.ActiveAt.UTC().Format(time.RFC3339), retire, signing)
+	}
+	return nil
+}
+
+func (a *app) revoke(ctx context.Context, args []string) error {
+	fs := a.flags("keygate revoke", "(--jti ID [--until TIME] | --subject SUB [--before TIME]) [flags]",
+		"Revokes on a running node, and through Redis on its whole fleet: one access token by its\n"+
+			"jti (until it would have expired; default now + the access-token lifetime), or every\n"+
+			"token issued to a subject before a time (default now). TIME is RFC 3339.")
+	var af adminFlags
+	af.register(fs)
+	jti := fs.String("jti", "", "the token's `jti`")
+	until := fs.String("until", "", "with --jti: keep the revocation until `TIME`")
+	subject := fs.String("subject", "", "the `subject` whose tokens to revoke")
+	before := fs.String("before", "", "with --subject: revoke tokens issued before `TIME`")
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if (*jti == "") == (*subject == "") {
+		return usageErrorf(fs.Name(), "give exactly one of --jti and --subject")
+	}
+	if (*until != "" && *jti == "") || (*before != "" && *subject == "") {
+		return usageErrorf(fs.Name(), "--until goes with --jti, --before with --subject")
+	}
+	body := map[string]string{}
+	for name, v := range map[string]string{"jti": *jti, "subject": *subject, "until": *until, "before": *before} {
+		if v == "" {
+			continue
+		}
+		if name == "until" || name == "before" {
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return usageErrorf(fs.Name(), "--%s %q is not an RFC 3339 time", name, v)
+			}
+		}
+		body[name] = v
+	}
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/revocations", body, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stdout, "revoked")
+	return nil
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAdminCommands drives users, the node's signing keys and revocations
+// through the CLI against a running `serve --dev`.
+func TestAdminCommands(t *testing.T) {
+	h := newHarness(t)
+	s, admin := h.serveDev(t)
+	out := s.stdout.String()
+	id, secret := clientIDLine.FindStringSubmatch(out)[1], clientSecretLine.FindStringSubmatch(out)[1]
+	base := "http://" + s.addr
+
+	// Users: created with the password on stdin, who can then log in.
+	h.stdin = "a strong password\n"
+	created := h.must(append([]string{"users", "create", "--username", "alice", "--scopes", "demo"}, admin...)...)
+	if !strings.HasPrefix(created, "user_id=kgu_") {
+		t.Fatalf("users create printed %q", created)
+	}
+	userID := strings.TrimSpace(strings.TrimPrefix(created, "user_id="))
+	if list := h.must(append([]string{"users", "list"}, admin...)...); !strings.Contains(list, userID+"\talice\tdemo") {
+		t.Errorf("users list: %q", list)
+	}
+	login := url.Values{"username": {"alice"}, "password": {"a strong password"}}.Encode()
+	if code, body := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusOK {
+		t.Fatalf("login as the created user: %d %s", code, body)
+	}
+	h.must(append([]string{"users", "delete", userID}, admin...)...)
+	if code, _ := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusUnauthorized {
+		t.Errorf("login after users delete: %d", code)
+	}
+
+	// Keys: an immediate rotation signs the next token with the new kid.
+	keys := h.must(append([]string{"keys", "list"}, admin...)...)
+	if strings.Count(keys, "\n") != 1 || !strings.HasSuffix(strings.TrimSpace(keys), "signing") {
+		t.Fatalf("keys list before rotation: %q", keys)
+	}
+	rot := h.must(append([]string{"keys", "rotate", "--immediate"}, admin...)...)
+	kid := strings.TrimSpace(strings.TrimPrefix(rot, "kid="))
+	if keys := h.must(append([]string{"keys", "list"}, admin...)...); strings.Count(keys, "\n") != 2 || !strings.Contains(keys, kid) {
+		t.Errorf("keys list after rotation: %q", keys)
+	}
+	tok := strings.TrimSpace(h.must("token", "--client", id, "--secret", secret, "--url", base))
+	hdr, _ := base64.RawURLEncoding.DecodeString(strings.SplitN(tok, ".", 2)[0])
+	if !strings.Contains(string(hdr), `"kid":"`+kid+`"`) {
+		t.Errorf("token after rotation has header %s, want kid %s", hdr, kid)
+	}
+
+	// Revocations: by jti, then everything of the subject.
+	if resp := get(t, base+"/auth", tok); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/auth with a fresh token: %d", resp.StatusCode)
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	h.must(append([]string{"revoke", "--jti", claims.JTI}, admin...)...)
+	if resp := get(t, base+"/auth", tok); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/auth after revoke --jti: %d", resp.StatusCode)
+	}
+	tok2 := strings.TrimSpace(h.must("token", "--client", id, "--secret", secret, "--url", base))
+	h.must(append([]string{"revoke", "--subject", id, "--before", time.Now().Add(time.Second).UTC().Format(time.RFC3339)}, admin...)...)
+	if resp := get(t, base+"/auth", tok2); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/auth after revoke --subject: %d", resp.StatusCode)
+	}
+
+	for _, args := range [][]string{
+		{"revoke"},
+		{"revoke", "--jti", "x", "--subject", "y"},
+		{"revoke", "--subject", "y", "--until", "2030-01-01T00:00:00Z"},
+		{"revoke", "--jti", "x", "--until", "tomorrow"},
+		{"users", "create"},
+	} {
+		if r := h.run(append(args, admin...)...); r.code != ExitUsage {
+			t.Errorf("keygate %s: exit %d, want %d (%s)", strings.Join(args, " "), r.code, ExitUsage, r.stderr)
+		}
+	}
+}

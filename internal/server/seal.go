@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/keyring"
+)
+
+// Sealing. A node without its root key starts sealed: it publishes the
+// stored public keys and its gateway verifies tokens, but it issues none,
+// rotates nothing, and /readyz says so. The unseal endpoints live on the
+// admin listener, like Vault's sys/unseal: the passphrase or root key is
+// itself the credential, so unsealing needs no admin token; sealing does.
+
+// maxUnsealBody bounds an unseal request: a passphrase or a base64 key.
+const maxUnsealBody = 4 << 10
+
+// keyringFile is where the passphrase header is read.
+func (s *Server) keyringFile() string {
+	if s.cfg.KeyringFile != "" {
+		return s.cfg.KeyringFile
+	}
+	return filepath.Join(s.cfg.DataDir, KeyringFile)
+}
+
+// Sealed reports whether the node is sealed.
+func (s *Server) Sealed() bool { return s.keyring.Sealed() }
+
+// sealStatus is the body of every seal endpoint's answer.
+func (s *Server) sealStatus() map[string]any {
+	st := map[string]any{"sealed": s.keyring.Sealed()}
+	_, err := os.Stat(s.keyringFile())
+	st["passphrase"] = err == nil
+	if id, err := s.keyring.Current(); err == nil {
+		st["root_key_id"] = id.String()
+	}
+	if kid := s.Thumbprint(); kid != "" {
+		st["signing_kid"] = kid
+	}
+	return st
+}
+
+func (s *Server) getSealStatus(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, s.sealStatus())
+	return nil
+}
+
+// unsealRequest carries exactly one of a passphrase (with a keyring
+// header) or the root key in base64.
+type unsealRequest struct {
+	Passphrase string `json:"passphrase"`
+	Key        string `json:"key"`
+}
+
+func badUnseal(desc string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
+}
+
+// unseal is POST /v1/sys/unseal. The root key is accepted only if it opens
+// the stored signing keys; otherwise the node stays sealed. Unsealing an
+// unsealed node is not an error: it answers the status.
+func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
+	var in unsealRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUnsealBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || dec.Decode(&struct{}{}) != io.EOF {
+		return badUnseal(`the body must be {"passphrase":"..."} or {"key":"<base64 root key>"}`)
+	}
+	if (in.Passphrase == "") == (in.Key == "") {
+		return badUnseal("give exactly one of passphrase and key")
+	}
+	s.unsealMu.Lock()
+	defer s.unsealMu.Unlock()
+	if !s.keyring.Sealed() {
+		writeJSON(w, http.StatusOK, s.sealStatus())
+		return nil
+	}
+	if err := s.openKeyring(in); err != nil {
+		s.log.Warn("unseal refused", "remote", r.RemoteAddr, "err", err)
+		return err
+	}
+	hadKeys := s.keys.KeySet().Len() > 0
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.keys.Load(ctx); err != nil {
+		s.keyring.Seal()
+		s.keys.DropSigner()
+		if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt) {
+			s.log.Warn("unseal refused: the root key does not open the stored signing keys", "remote", r.RemoteAddr)
+			return badUnseal("this root key did not seal the stored signing keys")
+		}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "the signing keys could not be loaded: " + err.Error()}
+	}
+	if !hadKeys {
+		s.rotated(s.Thumbprint()) // the first key: other nodes load it now
+	}
+	s.log.Info("unsealed", "remote", r.RemoteAddr, "kid", s.Thumbprint())
+	writeJSON(w, http.StatusOK, s.sealStatus())
+	return nil
+}
+
+// openKeyring unseals the keyring with the request's passphrase or key.
+func (s *Server) openKeyring(in unsealRequest) error {
+	if in.Passphrase != "" {
+		pass := []byte(in.Passphrase)
+		defer clear(pass)
+		switch err := s.keyring.UnsealPassphrase(pass); {
+		case err == nil:
+			return nil
+		case errors.Is(err, keyring.ErrNoHeader):
+			return badUnseal("no unseal passphrase is set up on this node (keygate keyring init)")
+		case errors.Is(err, keyring.ErrWrongPassphrase):
+			return badUnseal("wrong unseal passphrase")
+		default:
+			return err
+		}
+	}
+	root, err := keyring.ParseKey([]byte(strings.TrimSpace(in.Key)))
+	if err != nil {
+		return badUnseal("the key is not a base64 root key of 32 bytes")
+	}
+	defer root.Destroy()
+	// With a passphrase set up, only the key it derives is the node's:
+	// on an empty store nothing else would tell a wrong key apart.
+	if h, err := keyring.ReadHeader(s.keyringFile()); err == nil && h.KeyID() != root.ID() {
+		return badUnseal("this root key is not the one the keyring passphrase derives")
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return s.keyring.Unseal(root)
+}
+
+// seal is POST /v1/sys/seal (admin token): it drops the root key and the
+// private signing key from memory at once. Issuance stops until the next
+// unseal; verification goes on.
+func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
+	if s.admin == nil || !s.admin.Authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
+		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required"}
+	}
+	s.unsealMu.Lock()
+	defer s.unsealMu.Unlock()
+	s.keyring.Seal()
+	s.keys.DropSigner()
+	s.log.Warn("sealed by the admin API", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, s.sealStatus())
+	return nil
+}

@@ -1,0 +1,232 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/store"
+)
+
+const testPassphrase = "correct horse battery staple"
+
+// sealState reads GET /v1/sys/seal-status.
+func sealState(t *testing.T, l *live) map[string]any {
+	t.Helper()
+	resp, body := do(t, http.MethodGet, l.admin+"/v1/sys/seal-status", "", nil)
+	var st map[string]any
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("seal-status: %d %s", resp.StatusCode, body)
+	}
+	return st
+}
+
+// addClient stores a client directly: the store needs no root key.
+func addClient(t *testing.T, l *live, id string) string {
+	t.Helper()
+	secret, err := issuer.NewSecret(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := issuer.SecretDigest(secret)
+	if err := l.store.CreateClient(t.Context(), store.Client{ID: id, Name: id, SecretDigest: d[:], Scopes: []string{"demo"}}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+func tokenStatus(t *testing.T, l *live, id, secret string) (int, string) {
+	t.Helper()
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(id, secret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	resp, body := do(t, http.MethodPost, l.base+"/oauth2/token", "grant_type=client_credentials", h)
+	return resp.StatusCode, string(body)
+}
+
+// TestSealedStartPassphrase: with a keyring header and no root key the
+// node starts sealed — issuance and readiness answer 503, the gateway and
+// the store still work — and the passphrase over the admin API unseals it.
+// Sealing again through the API stops issuance at once.
+func TestSealedStartPassphrase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Destroy()
+	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, AdminToken: "admin-token-0123456789abcdef0123456789"}
+	l := startLive(t, cfg)
+	if !l.Sealed() || l.Bootstrap().Dev {
+		t.Fatalf("not started sealed: sealed=%v %+v", l.Sealed(), l.Bootstrap())
+	}
+	if _, err := os.Stat(filepath.Join(dir, RootKeyFile)); err == nil {
+		t.Fatal("a dev root key was generated beside a keyring header")
+	}
+	secret := addClient(t, l, "svc")
+	if code, body := tokenStatus(t, l, "svc", secret); code != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
+		t.Fatalf("token while sealed: %d %s", code, body)
+	}
+	if resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"sealed":true`) {
+		t.Errorf("readyz while sealed: %d %s", resp.StatusCode, body)
+	}
+	if st := sealState(t, l); st["sealed"] != true || st["passphrase"] != true {
+		t.Errorf("seal-status: %v", st)
+	}
+	jh := http.Header{"Content-Type": {"application/json"}}
+	for _, tc := range []struct{ name, body string }{
+		{"wrong passphrase", `{"passphrase":"not the passphrase at all"}`},
+		{"both fields", `{"passphrase":"` + testPassphrase + `","key":"AAAA"}`},
+		{"neither", `{}`},
+		{"unknown field", `{"pass":"x"}`},
+		{"not json", `passphrase=x`},
+		{"bad key", `{"key":"not base64!"}`},
+		// The store is empty: only the header's key ID tells this key apart.
+		{"random key", `{"key":"` + randomKey(t) + `"}`},
+	} {
+		if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", tc.body, jh); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+			t.Fatalf("unseal with %s: %d %s, sealed=%v; want 400 and sealed", tc.name, resp.StatusCode, b, l.Sealed())
+		}
+	}
+
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh)
+	if resp.StatusCode != http.StatusOK || l.Sealed() || !strings.Contains(string(body), `"sealed":false`) {
+		t.Fatalf("unseal: %d %s", resp.StatusCode, body)
+	}
+	kid := l.Thumbprint()
+	tok := clientToken(t, l.base, "svc", secret)
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/auth after unseal: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, http.MethodGet, l.admin+"/readyz", "", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("readyz after unseal: %d", resp.StatusCode)
+	}
+
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", nil); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
+		t.Fatalf("seal without the admin token: %d sealed=%v", resp.StatusCode, l.Sealed())
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK || !l.Sealed() {
+		t.Fatalf("seal: %d %s", resp.StatusCode, body)
+	}
+	if code, body := tokenStatus(t, l, "svc", secret); code != http.StatusServiceUnavailable {
+		t.Fatalf("token after seal: %d %s", code, body)
+	}
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth while sealed refused a valid token: %d", resp.StatusCode)
+	}
+	if err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarted, it is sealed again with the key published, and the same
+	// passphrase brings back the same signing key.
+	again := startLive(t, cfg)
+	if !again.Sealed() {
+		t.Fatal("restart with a keyring header is not sealed")
+	}
+	if resp, body := do(t, http.MethodGet, again.base+"/.well-known/jwks.json", "", nil); !strings.Contains(string(body), kid) {
+		t.Errorf("sealed JWKS lacks %s: %d %s", kid, resp.StatusCode, body)
+	}
+	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth on a sealed restart: %d", resp.StatusCode)
+	}
+	if resp, body := do(t, http.MethodPost, again.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK {
+		t.Fatalf("unseal after restart: %d %s", resp.StatusCode, body)
+	}
+	if again.Thumbprint() != kid {
+		t.Errorf("signing kid after unseal %q, want %q", again.Thumbprint(), kid)
+	}
+}
+
+// TestUnsealWithRootKey: a node sealed through the API takes its root key
+// itself (base64, as in a key file) to unseal.
+func TestUnsealWithRootKey(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+		RootKeyFile: keyFile, AdminToken: "admin-token-0123456789abcdef0123456789"}
+	l := startLive(t, cfg)
+	secret := addClient(t, l, "svc")
+	clientToken(t, l.base, "svc", secret)
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("seal: %d", resp.StatusCode)
+	}
+	jh := http.Header{"Content-Type": {"application/json"}}
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("passphrase unseal without a keyring header: %d", resp.StatusCode)
+	}
+	body, _ := json.Marshal(map[string]string{"key": string(key)})
+	if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", string(body), jh); resp.StatusCode != http.StatusOK || l.Sealed() {
+		t.Fatalf("unseal with the root key: %d %s", resp.StatusCode, b)
+	}
+	clientToken(t, l.base, "svc", secret)
+}
+
+func randomKey(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "k")
+	if err := keyring.GenerateKeyFile(path, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestSealedStartPostgres: nodes on a shared database with no key source
+// start sealed. The first key given to an empty store becomes the root
+// key; after that only it unseals, on any node.
+func TestSealedStartPostgres(t *testing.T) {
+	dbURL := newSchema(t)
+	cfg := func() Config {
+		return Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL}
+	}
+	a := startLive(t, cfg())
+	if !a.Sealed() {
+		t.Fatal("a node with a database and no root key is not sealed")
+	}
+	key := randomKey(t)
+	jh := http.Header{"Content-Type": {"application/json"}}
+	if resp, b := do(t, http.MethodPost, a.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jh); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first unseal: %d %s", resp.StatusCode, b)
+	}
+	secret := addClient(t, a, "svc")
+	tok := clientToken(t, a.base, "svc", secret)
+
+	b := startLive(t, cfg())
+	if !b.Sealed() {
+		t.Fatal("second node not sealed")
+	}
+	if resp, _ := do(t, http.MethodGet, b.base+"/auth", "", bearer(tok)); resp.StatusCode != http.StatusOK {
+		t.Errorf("sealed node B refused A's token: %d", resp.StatusCode)
+	}
+	if resp, body := do(t, http.MethodPost, b.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jh); resp.StatusCode != http.StatusBadRequest || !b.Sealed() {
+		t.Fatalf("unseal B with another key: %d %s sealed=%v", resp.StatusCode, body, b.Sealed())
+	}
+	if resp, body := do(t, http.MethodPost, b.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jh); resp.StatusCode != http.StatusOK {
+		t.Fatalf("unseal B with the root key: %d %s", resp.StatusCode, body)
+	}
+	if b.Thumbprint() != a.Thumbprint() {
+		t.Errorf("B signs with %s, A with %s", b.Thumbprint(), a.Thumbprint())
+	}
+	clientToken(t, b.base, "svc", secret)
+}
