@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,16 +36,26 @@ type fleet struct {
 	channel string // key-rotation notices
 	cancel  context.CancelFunc
 	done    chan struct{}
-	limiter atomic.Pointer[ratelimit.Redis] // the login limiter, once made
+
+	mu       sync.Mutex
+	limiters []namedLimiter // the Redis rate limiters, for the metrics
+}
+
+type namedLimiter struct {
+	name string
+	l    *ratelimit.Redis
 }
 
 // stats reads the fleet's state for the metrics at scrape time.
 func (f *fleet) stats() telemetry.FleetStats {
 	st := f.fanout.Status()
 	fs := telemetry.FleetStats{Staleness: st.Staleness, FailClosed: st.FailClosed}
-	if l := f.limiter.Load(); l != nil {
-		ls := l.Stats()
-		fs.Limiter, fs.LimiterRedis, fs.LimiterFallback, fs.LimiterDegraded = true, ls.RedisDecisions, ls.FallbackDecisions, ls.Degraded
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.limiters {
+		ls := n.l.Stats()
+		fs.Limiters = append(fs.Limiters, telemetry.LimiterStats{Name: n.name, Redis: ls.RedisDecisions,
+			Fallback: ls.FallbackDecisions, Degraded: ls.Degraded})
 	}
 	return fs
 }
@@ -176,11 +187,7 @@ func (s *Server) shared(err error) {
 
 // loginLimiter is the /v1/login limiter: in Redis with a fleet, else local.
 func (s *Server) loginLimiter() (issuer.Limiter, error) {
-	l, err := s.limiter(LoginLimit)
-	if r, ok := l.(*ratelimit.Redis); ok {
-		s.fleet.limiter.Store(r)
-	}
-	return l, err
+	return s.limiter("login", LoginLimit)
 }
 
 // tokenLimiter is the /oauth2/token per-client limiter, or nil without a
@@ -189,18 +196,26 @@ func (s *Server) tokenLimiter() (issuer.Limiter, error) {
 	if s.cfg.TokenLimit == (ratelimit.Limit{}) {
 		return nil, nil
 	}
-	return s.limiter(s.cfg.TokenLimit)
+	return s.limiter("token", s.cfg.TokenLimit)
 }
 
 // limiter enforces lim in Redis (GCRA, shared by the fleet, with a local
 // fallback while Redis fails) when the node has a fleet, else locally.
-// Limiters tell their buckets apart by the keys they are asked about.
-func (s *Server) limiter(lim ratelimit.Limit) (issuer.Limiter, error) {
+// Limiters tell their buckets apart by the keys they are asked about; name
+// labels a Redis limiter's metrics.
+func (s *Server) limiter(name string, lim ratelimit.Limit) (issuer.Limiter, error) {
 	if s.fleet == nil {
 		return ratelimit.NewLocal(ratelimit.LocalConfig{Limit: lim, Now: s.cfg.Now})
 	}
-	return ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: lim,
+	r, err := ratelimit.NewRedis(ratelimit.RedisConfig{Client: s.fleet.client, Limit: lim,
 		Prefix: s.cfg.RedisPrefix + ":ratelimit:", Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.fleet.mu.Lock()
+	s.fleet.limiters = append(s.fleet.limiters, namedLimiter{name, r})
+	s.fleet.mu.Unlock()
+	return r, nil
 }
 
 // closeFleet stops the notices and the fan-out and closes the client.

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
-// metricValue returns the value of an unlabelled metric in a /metrics body.
+// metricValue returns the value of a metric in a /metrics body, named with
+// its labels as the exposition format writes them.
 func metricValue(t *testing.T, body, name string) (float64, bool) {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
@@ -29,18 +31,22 @@ func metricValue(t *testing.T, body, name string) (float64, bool) {
 }
 
 // TestFleetMetrics: with Redis, /metrics on the admin listener shows the
-// revocation set's staleness, not failing closed, and the login limiter's
-// decisions.
+// revocation set's staleness, not failing closed, and the decisions of the
+// login and token limiters, each under its own label.
 func TestFleetMetrics(t *testing.T) {
 	redisURL, prefix := redisPrefix(t)
 	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, Metrics: telemetry.New()})
+		RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, Metrics: telemetry.New(),
+		TokenLimit: ratelimit.Limit{Rate: 100, Burst: 100}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
 	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
 	h.Set("Authorization", req.Header.Get("Authorization"))
 	login(t, l.base, h, "nobody")
+	for range 3 {
+		clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+	}
 
 	resp, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	if resp.StatusCode != http.StatusOK {
@@ -53,8 +59,18 @@ func TestFleetMetrics(t *testing.T) {
 	if v, ok := metricValue(t, text, "keygate_revocations_fail_closed"); !ok || v != 0 {
 		t.Errorf("keygate_revocations_fail_closed = %v (present %v), want 0", v, ok)
 	}
-	if v, ok := metricValue(t, text, "keygate_login_limit_redis_decisions_total"); !ok || v < 1 {
-		t.Errorf("keygate_login_limit_redis_decisions_total = %v (present %v), want >= 1", v, ok)
+	for name, want := range map[string]float64{
+		// A login attempt is limited per account and per address.
+		`keygate_rate_limit_decisions_total{decided_by="redis",limiter="login"}`:    2,
+		`keygate_rate_limit_decisions_total{decided_by="fallback",limiter="login"}`: 0,
+		`keygate_rate_limit_degraded{limiter="login"}`:                              0,
+		`keygate_rate_limit_decisions_total{decided_by="redis",limiter="token"}`:    3,
+		`keygate_rate_limit_decisions_total{decided_by="fallback",limiter="token"}`: 0,
+		`keygate_rate_limit_degraded{limiter="token"}`:                              0,
+	} {
+		if v, ok := metricValue(t, text, name); !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v\n%s", name, v, ok, want, grepLines(text, "keygate_rate_limit"))
+		}
 	}
 }
 

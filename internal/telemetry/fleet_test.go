@@ -11,15 +11,21 @@ func TestFleet(t *testing.T) {
 	if _, ok := gather(t, m)["keygate_revocations_staleness_seconds"]; ok {
 		t.Error("staleness gauge registered before Fleet")
 	}
-	st := FleetStats{Staleness: 1500 * time.Millisecond, Limiter: true, LimiterRedis: 4, LimiterFallback: 2, LimiterDegraded: true}
+	st := FleetStats{Staleness: 1500 * time.Millisecond, Limiters: []LimiterStats{
+		{Name: "login", Redis: 4, Fallback: 2, Degraded: true},
+		{Name: "token", Redis: 7},
+	}}
 	m.Fleet(func() FleetStats { return st })
 	got := gather(t, m)
 	for name, want := range map[string]float64{
-		"keygate_revocations_staleness_seconds":        1.5,
-		"keygate_revocations_fail_closed":              0,
-		"keygate_login_limit_redis_decisions_total":    4,
-		"keygate_login_limit_fallback_decisions_total": 2,
-		"keygate_login_limit_degraded":                 1,
+		"keygate_revocations_staleness_seconds":                                     1.5,
+		"keygate_revocations_fail_closed":                                           0,
+		`keygate_rate_limit_decisions_total{decided_by="redis",limiter="login"}`:    4,
+		`keygate_rate_limit_decisions_total{decided_by="fallback",limiter="login"}`: 2,
+		`keygate_rate_limit_degraded{limiter="login"}`:                              1,
+		`keygate_rate_limit_decisions_total{decided_by="redis",limiter="token"}`:    7,
+		`keygate_rate_limit_decisions_total{decided_by="fallback",limiter="token"}`: 0,
+		`keygate_rate_limit_degraded{limiter="token"}`:                              0,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
@@ -34,5 +40,8 @@ func TestFleet(t *testing.T) {
 	}
 	if v := got["keygate_revocations_fail_closed"]; v != 1 {
 		t.Errorf("fail_closed = %v, want 1", v)
+	}
+	if _, ok := got[`keygate_rate_limit_degraded{limiter="login"}`]; ok {
+		t.Error("a limiter the new source does not report is still exported")
 	}
 }

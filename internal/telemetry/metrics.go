@@ -188,14 +188,18 @@ type FleetStats struct {
 	// FailClosed: the set is older than the allowed staleness and every
 	// token is refused.
 	FailClosed bool
-	// Limiter reports the login limiter's figures; false without a Redis
-	// limiter.
-	Limiter bool
-	// LimiterRedis and LimiterFallback count login-limit decisions made in
-	// Redis and by the local fallback; LimiterDegraded: Redis failed and the
-	// fallback decides.
-	LimiterRedis, LimiterFallback uint64
-	LimiterDegraded               bool
+	// Limiters are the fleet's Redis-backed rate limiters (login, token).
+	Limiters []LimiterStats
+}
+
+// LimiterStats is one Redis-backed rate limiter's figures.
+type LimiterStats struct {
+	Name string // what it limits: "login", "token"
+	// Redis and Fallback count decisions made in Redis and by the local
+	// fallback while Redis failed.
+	Redis, Fallback uint64
+	// Degraded: Redis is failing and the local fallback decides.
+	Degraded bool
 }
 
 // Fleet registers the shared-state metrics, read from stats on every
@@ -234,17 +238,39 @@ func (m *Metrics) Fleet(stats func() FleetStats) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_revocations_fail_closed",
 				Help: "1 while the revocation set is older than the allowed staleness and every token is refused."},
 				func() float64 { st, _ := read(); return b2f(st.FailClosed) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_login_limit_redis_decisions_total",
-				Help: "Login rate-limit decisions made in Redis."},
-				func() float64 { st, _ := read(); return float64(st.LimiterRedis) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_login_limit_fallback_decisions_total",
-				Help: "Login rate-limit decisions made by the local fallback because Redis failed."},
-				func() float64 { st, _ := read(); return float64(st.LimiterFallback) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_login_limit_degraded",
-				Help: "1 while Redis is failing and the login limiter's local fallback decides."},
-				func() float64 { st, _ := read(); return b2f(st.LimiterDegraded) }),
+			limiterCollector(func() []LimiterStats { st, _ := read(); return st.Limiters }),
 		)
 	})
+}
+
+var (
+	limiterDecisionsDesc = prometheus.NewDesc("keygate_rate_limit_decisions_total",
+		"Rate-limit decisions by limiter (login, token) and by who decided: redis, or the local fallback while Redis failed.",
+		[]string{"limiter", "decided_by"}, nil)
+	limiterDegradedDesc = prometheus.NewDesc("keygate_rate_limit_degraded",
+		"1 while Redis is failing and the limiter's local fallback decides.",
+		[]string{"limiter"}, nil)
+)
+
+// limiterCollector reports the fleet's rate limiters at scrape time; their
+// set is known only then (a reload may replace one).
+type limiterCollector func() []LimiterStats
+
+func (c limiterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- limiterDecisionsDesc
+	ch <- limiterDegradedDesc
+}
+
+func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range c() {
+		ch <- prometheus.MustNewConstMetric(limiterDecisionsDesc, prometheus.CounterValue, float64(l.Redis), l.Name, "redis")
+		ch <- prometheus.MustNewConstMetric(limiterDecisionsDesc, prometheus.CounterValue, float64(l.Fallback), l.Name, "fallback")
+		degraded := 0.0
+		if l.Degraded {
+			degraded = 1
+		}
+		ch <- prometheus.MustNewConstMetric(limiterDegradedDesc, prometheus.GaugeValue, degraded, l.Name)
+	}
 }
 
 // Sealed registers keygate_sealed, read from sealed on every scrape.
