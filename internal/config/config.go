@@ -129,8 +129,10 @@ type TokenService struct {
 // SigningAlgs are the algorithms token_service.signing_alg may name.
 var SigningAlgs = []string{"ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"}
 
-// DefaultLeeway is the clock skew tolerated on exp, nbf and iat.
-const DefaultLeeway = 60 * time.Second
+// DefaultLeeway is the clock skew tolerated on exp, nbf and iat: the
+// verifier's own default, so that a file that leaves leeway out means what
+// a policy that leaves it zero means.
+const DefaultLeeway = verify.DefaultLeeway
 
 // Load reads path, applies environment overrides from env (os.Environ form)
 // and defaults, and validates the result.

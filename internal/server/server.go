@@ -32,6 +32,7 @@ import (
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -42,8 +43,8 @@ const (
 	ReadTimeout       = 10 * time.Second
 	WriteTimeout      = 10 * time.Second
 	IdleTimeout       = 120 * time.Second
-	ShutdownTimeout   = 10 * time.Second // how long Serve drains on shutdown
-	Leeway            = 60 * time.Second // clock skew /auth tolerates
+	ShutdownTimeout   = 10 * time.Second     // how long Serve drains on shutdown
+	Leeway            = verify.DefaultLeeway // clock skew /auth tolerates
 )
 
 // Config configures a Server.
