@@ -112,9 +112,26 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 }
 
 // Close closes every connection of the pool, waiting for those in use.
+//
+// A connection pgx gave up on during an outage is closed in the background,
+// and pgx waits up to 15 s on it (a cancel request, then a drain, into a
+// server that may never answer); the pool's Close waits for that. Close
+// waits at most the store timeout, so that a node shutting down during an
+// outage is not held; what is left ends within pgx's own bound.
 func (s *Store) Close() error {
-	s.pool.Close()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		s.pool.Close()
+		close(done)
+	}()
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("postgres: connections still closing after %v; they end in the background", s.timeout)
+	}
 }
 
 func (s *Store) migrate(ctx context.Context) (err error) {
