@@ -89,7 +89,7 @@ func commands() []*command {
 			{name: "delete", summary: "delete a user", run: (*app).usersDelete},
 		}},
 		{name: "revoke", summary: "revoke a token by jti, or a subject's tokens issued before a time", run: (*app).revoke},
-		{name: "token", summary: "get a token from a node (token --client ID --secret S); sign, verify, inspect JWTs", run: (*app).tokenRequest, subs: []*command{
+		{name: "token", summary: "get an access token from a running node (--client ID --secret S)", run: (*app).tokenRequest, subs: []*command{
 			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
 			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
@@ -127,7 +127,10 @@ func (a *app) dispatch(ctx context.Context, path string, cmds []*command, args [
 	}
 	// A group that also runs on its own (token --client ...) takes flags
 	// directly after its name.
-	if c.subs != nil && c.run != nil && len(args) > 1 && strings.HasPrefix(args[1], "-") && !isHelp(args[1]) {
+	if c.subs != nil && c.run != nil && len(args) > 1 && strings.HasPrefix(args[1], "-") {
+		if isHelp(args[1]) {
+			return a.groupHelp(path+" "+name, c)
+		}
 		return c.run(a, ctx, args[1:])
 	}
 	if c.subs != nil {
@@ -146,9 +149,23 @@ func (a *app) help(path string, cmds []*command, args []string) error {
 		if c.subs == nil {
 			return c.run(a, context.Background(), []string{"-h"})
 		}
+		if c.run != nil && len(args) == 1 {
+			return a.groupHelp(path+" "+c.name, c)
+		}
 		path, cmds, args = path+" "+c.name, c.subs, args[1:]
 	}
 	a.printCommands(a.stdout, path, cmds)
+	return errHelpShown
+}
+
+// groupHelp prints the flags of a group that also runs on its own, then its
+// subcommands.
+func (a *app) groupHelp(path string, c *command) error {
+	if err := c.run(a, context.Background(), []string{"-h"}); !errors.Is(err, errHelpShown) {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	a.printCommands(a.stdout, path, c.subs)
 	return errHelpShown
 }
 
@@ -183,12 +200,16 @@ func (a *app) printCommands(w io.Writer, path string, cmds []*command) {
 	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", path)
 }
 
-// lines lists a command and its subcommands as (name, summary) rows.
+// lines lists a command and its subcommands as (name, summary) rows; a
+// group that also runs on its own has a row of its own first.
 func (c *command) lines() [][2]string {
 	if c.subs == nil {
 		return [][2]string{{c.name, c.summary}}
 	}
 	var out [][2]string
+	if c.run != nil {
+		out = append(out, [2]string{c.name, c.summary})
+	}
 	for _, s := range c.subs {
 		out = append(out, [2]string{c.name + " " + s.name, s.summary})
 	}
