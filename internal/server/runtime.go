@@ -274,11 +274,25 @@ func (o Overrides) Apply(c *config.Config) {
 // reverse proxy for everything else when routes are configured.
 func (s *Server) traffic() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /healthz", s.handle(s.healthz))
 	tokens := s.tokens.Handler()
-	for _, p := range []string{"GET /.well-known/jwks.json", "POST /oauth2/token", "POST /oauth2/revoke", "POST /oauth2/introspect", "POST /v1/login",
-		"GET /.well-known/openid-configuration", "GET /.well-known/oauth-authorization-server"} {
-		mux.Handle(p, tokens)
+	own := []struct {
+		method, path string
+		h            http.Handler
+	}{
+		{"GET", "/healthz", s.handle(s.healthz)},
+		{"GET", "/.well-known/jwks.json", tokens},
+		{"GET", "/.well-known/openid-configuration", tokens},
+		{"GET", "/.well-known/oauth-authorization-server", tokens},
+		{"POST", "/oauth2/token", tokens},
+		{"POST", "/oauth2/revoke", tokens},
+		{"POST", "/oauth2/introspect", tokens},
+		{"POST", "/v1/login", tokens},
+	}
+	for _, e := range own {
+		mux.Handle(e.method+" "+e.path, e.h)
+		// keygate's paths are its own whatever the method: another method
+		// is refused here, never handed to the catch-all proxy below.
+		mux.Handle(e.path, methodNotAllowed(e.method))
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle("/auth", forward)
@@ -290,6 +304,19 @@ func (s *Server) traffic() http.Handler {
 		http.NotFound(w, r)
 	}))
 	return mux
+}
+
+// methodNotAllowed answers 405 naming the one method a path takes (GET
+// also takes HEAD, as the mux serves it).
+func methodNotAllowed(method string) http.Handler {
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	})
 }
 
 // watch reloads when the configuration file changes, polling its size and

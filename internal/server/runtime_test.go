@@ -462,3 +462,52 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// TestOwnPathsOtherMethods: keygate's own endpoints answer another method
+// with 405 and an Allow header, even when a route sends every other path
+// to an upstream: GET /oauth2/token must not reach the upstream.
+func TestOwnPathsOtherMethods(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.WriteString(w, "upstream")
+	}))
+	defer up.Close()
+	c := startConfigured(t, configYAML(p.srv.URL, "routes:\n  - {path_prefix: /, upstream: "+up.URL+", anonymous: true}\n"))
+	tests := []struct{ method, path, allow string }{
+		{"GET", "/oauth2/token", "POST"},
+		{"PUT", "/oauth2/revoke", "POST"},
+		{"GET", "/oauth2/introspect", "POST"},
+		{"DELETE", "/v1/login", "POST"},
+		{"POST", "/.well-known/jwks.json", "GET, HEAD"},
+		{"POST", "/.well-known/openid-configuration", "GET, HEAD"},
+		{"PATCH", "/.well-known/oauth-authorization-server", "GET, HEAD"},
+		{"POST", "/healthz", "GET, HEAD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, c.url+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {
+				t.Errorf("%d, Allow %q; want 405, Allow %q", resp.StatusCode, resp.Header.Get("Allow"), tt.allow)
+			}
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests for keygate's own paths reached the upstream", n)
+	}
+	// The right methods still work, and other paths still reach the upstream.
+	if code, _, _ := get(t, c.url+"/.well-known/jwks.json", ""); code != http.StatusOK {
+		t.Errorf("GET jwks: %d", code)
+	}
+	if code, _, body := get(t, c.url+"/elsewhere", ""); code != http.StatusOK || body != "upstream" {
+		t.Errorf("GET /elsewhere: %d %q, want the upstream", code, body)
+	}
+}
