@@ -133,3 +133,18 @@ func TestVerifyAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyIDMustBeUTF8: a kid that is not UTF-8 is refused wherever a key or
+// signer is made from a caller's kid, for every algorithm; encoding it would
+// change it, and no parsed header could ever name it.
+func TestKeyIDMustBeUTF8(t *testing.T) {
+	const bad = "k\xd3"
+	for alg, priv := range privateKeys(t) {
+		if _, err := NewSigner(alg, bad, priv); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("NewSigner(%v, non-UTF-8 kid): %v, want ErrInvalidKey", alg, err)
+		}
+		if _, err := NewSigner(alg, "k\u00e9", priv); err != nil {
+			t.Errorf("NewSigner(%v, UTF-8 kid): %v", alg, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"hash"
 	"math/big"
 	"sync"
+	"unicode/utf8"
 )
 
 // RSA modulus bounds. Under 2048 bits is refused as weak (NIST SP 800-131A);
@@ -105,6 +106,9 @@ func (k *Key) WithKeyID(kid string) *Key {
 // key is not weak: RSA needs 2048 to 8192 bits and a sane exponent, EC keys
 // must be on the curve alg names, Ed25519 keys must be 32 bytes.
 func NewKey(alg Alg, kid string, pub crypto.PublicKey) (*Key, error) {
+	if !utf8.ValidString(kid) {
+		return nil, errKeyIDUTF8
+	}
 	if err := checkPublic(alg, pub); err != nil {
 		return nil, err
 	}
@@ -129,6 +133,9 @@ func NewHMACKey(alg Alg, kid string, secret []byte) (*Key, error) {
 	if alg.family() != famHMAC {
 		return nil, keyError(alg.String() + " is not an HMAC algorithm")
 	}
+	if !utf8.ValidString(kid) {
+		return nil, errKeyIDUTF8
+	}
 	if len(secret) < alg.hash().Size() {
 		return nil, keyError("HMAC secret is shorter than the hash output")
 	}
@@ -146,6 +153,9 @@ var (
 	errECCurve  = keyError("EC key is not on the curve the algorithm names")
 	errEdSize   = keyError("Ed25519 public key must be 32 bytes")
 	errNoKeyAlg = keyError("algorithm is not supported")
+	// A kid is a JSON string: one that is not UTF-8 cannot be written into
+	// a header as it is, and no parsed header could ever name it.
+	errKeyIDUTF8 = keyError("kid is not valid UTF-8")
 )
 
 func checkPublic(alg Alg, pub crypto.PublicKey) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/keygate/keygate/jose"
 )
@@ -18,19 +19,26 @@ func LoadSigner(path string, alg jose.Alg, kid string) (*jose.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var s *jose.Signer
-	switch sniff(data) {
-	case formatJWK:
-		s, err = jwkSigner(data, alg, kid)
-	case formatJWKS:
-		err = errors.New("is a JWKS; signing needs a single private key")
-	default:
-		s, err = pemSigner(data, alg, kid)
-	}
+	s, err := parseSigner(data, alg, kid)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+// parseSigner is LoadSigner on a file's contents.
+func parseSigner(data []byte, alg jose.Alg, kid string) (*jose.Signer, error) {
+	if err := checkKeyID(kid); err != nil {
+		return nil, err
+	}
+	switch sniff(data) {
+	case formatJWK:
+		return jwkSigner(data, alg, kid)
+	case formatJWKS:
+		return nil, errors.New("is a JWKS; signing needs a single private key")
+	default:
+		return pemSigner(data, alg, kid)
+	}
 }
 
 // LoadSecretSigner reads a raw HMAC secret from path and binds it to alg
@@ -87,6 +95,16 @@ func jwkSigner(data []byte, alg jose.Alg, kid string) (*jose.Signer, error) {
 	return j.Signer(alg)
 }
 
+// checkKeyID refuses a kid that is not UTF-8 before any path renames a key
+// with it: JSON would replace the bad bytes, and tokens would name a kid
+// the keys do not have.
+func checkKeyID(kid string) error {
+	if !utf8.ValidString(kid) {
+		return errors.New("kid is not valid UTF-8")
+	}
+	return nil
+}
+
 // withKeyID re-parses a JWK with its "kid" member replaced: jose binds a
 // JWK's kid into the signer and offers no other way to change it.
 func withKeyID(data []byte, kid string) (*jose.JWK, error) {
@@ -122,19 +140,26 @@ func LoadKeys(path string, algs []jose.Alg, kid string) ([]*jose.Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	var keys []*jose.Key
-	switch sniff(data) {
-	case formatJWKS:
-		keys, err = jwksKeys(data, algs, kid)
-	case formatJWK:
-		keys, err = jwkKeys(data, algs, kid)
-	default:
-		keys, err = pemKeys(data, algs, kid)
-	}
+	keys, err := parseKeys(data, algs, kid)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return keys, nil
+}
+
+// parseKeys is LoadKeys on a file's contents.
+func parseKeys(data []byte, algs []jose.Alg, kid string) ([]*jose.Key, error) {
+	if err := checkKeyID(kid); err != nil {
+		return nil, err
+	}
+	switch sniff(data) {
+	case formatJWKS:
+		return jwksKeys(data, algs, kid)
+	case formatJWK:
+		return jwkKeys(data, algs, kid)
+	default:
+		return pemKeys(data, algs, kid)
+	}
 }
 
 // LoadSecretKeys reads a raw HMAC secret from path and binds it to each of
