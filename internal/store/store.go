@@ -134,6 +134,7 @@ type Store interface {
 	DeleteClient(ctx context.Context, id string) error
 
 	CreateUser(ctx context.Context, u User) error
+	GetUser(ctx context.Context, id string) (User, error)
 	GetUserByName(ctx context.Context, username string) (User, error)
 	ListUsers(ctx context.Context) ([]User, error)
 	UpdateUser(ctx context.Context, u User) error

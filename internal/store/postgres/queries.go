@@ -175,6 +175,17 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 	return nil
 }
 
+// GetUser returns the user with id, or store.ErrNotFound.
+func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	u, err := scanUser(s.pool.QueryRow(ctx, selectUser+` WHERE id = $1`, id))
+	if err != nil {
+		return store.User{}, wrap(ctx, "get user", err)
+	}
+	return u, nil
+}
+
 // GetUserByName returns the user with username, or store.ErrNotFound.
 func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
 	ctx, cancel := s.bound(ctx)

@@ -177,6 +177,15 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 	return nil
 }
 
+// GetUser returns the user with id, or store.ErrNotFound.
+func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
+	u, err := scanUser(s.r.QueryRowContext(ctx, selectUser+` WHERE id = ?`, id))
+	if err != nil {
+		return store.User{}, wrap(ctx, "get user", err)
+	}
+	return u, nil
+}
+
 // GetUserByName returns the user with username, or store.ErrNotFound.
 func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
 	u, err := scanUser(s.getUser.QueryRowContext(ctx, username))

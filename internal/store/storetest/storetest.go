@@ -320,6 +320,9 @@ func testUserRoundTrip(t *testing.T, s store.Store) {
 	got, err := s.GetUserByName(ctx, "alice")
 	must(t, "GetUserByName", err)
 	same(t, "GetUserByName", got, u)
+	got, err = s.GetUser(ctx, "u1")
+	must(t, "GetUser", err)
+	same(t, "GetUser", got, u)
 
 	// Usernames are compared byte for byte.
 	must(t, "CreateUser(Alice)", s.CreateUser(ctx, user("u2", "Alice", t0)))
@@ -335,6 +338,10 @@ func testUserNotFound(t *testing.T, s store.Store) {
 	wantErr(t, "GetUserByName", err, store.ErrNotFound)
 	_, err = s.GetUserByName(ctx, "u1") // an id is not a name
 	wantErr(t, "GetUserByName(id)", err, store.ErrNotFound)
+	_, err = s.GetUser(ctx, "alice") // nor a name an id
+	wantErr(t, "GetUser(name)", err, store.ErrNotFound)
+	_, err = s.GetUser(ctx, "nope")
+	wantErr(t, "GetUser", err, store.ErrNotFound)
 	wantErr(t, "UpdateUser", s.UpdateUser(ctx, user("nope", "nope", t0)), store.ErrNotFound)
 	wantErr(t, "DeleteUser", s.DeleteUser(ctx, "nope"), store.ErrNotFound)
 }
@@ -395,6 +402,8 @@ func testUserDelete(t *testing.T, s store.Store) {
 	must(t, "DeleteUser", s.DeleteUser(ctx, "u1"))
 	_, err := s.GetUserByName(ctx, "alice")
 	wantErr(t, "GetUserByName after delete", err, store.ErrNotFound)
+	_, err = s.GetUser(ctx, "u1")
+	wantErr(t, "GetUser after delete", err, store.ErrNotFound)
 	wantErr(t, "DeleteUser again", s.DeleteUser(ctx, "u1"), store.ErrNotFound)
 	list, err := s.ListUsers(ctx)
 	must(t, "ListUsers", err)
@@ -912,6 +921,7 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"GetClient", func() error { _, err := s.GetClient(ctx, "c1"); return err }},
 		{"ListClients", func() error { _, err := s.ListClients(ctx); return err }},
 		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, "alice"); return err }},
+		{"GetUser", func() error { _, err := s.GetUser(ctx, "u1"); return err }},
 		{"ListUsers", func() error { _, err := s.ListUsers(ctx); return err }},
 		{"ListSigningKeys", func() error { _, err := s.ListSigningKeys(ctx); return err }},
 		{"GetRefreshToken", func() error { _, err := s.GetRefreshToken(ctx, Digest("a")); return err }},
