@@ -74,7 +74,7 @@ func (a *app) usersList(ctx context.Context, args []string) error {
 }
 
 func (a *app) usersDelete(ctx context.Context, args []string) error {
-	fs := a.flags("keygate users delete", "[flags] USER_ID", "Deletes a user; their password stops working at once.")
+	fs := a.flags("keygate users delete", "[flags] USER_ID", "Deletes a user and revokes everything issued to them: their password, access tokens and refresh tokens stop working at once.")
 	var af adminFlags
 	af.register(fs)
 	pos, err := fs.parse(args, 1, 1)

@@ -91,6 +91,29 @@ func (a *Admin) storeError(w http.ResponseWriter, what string, err error) {
 	}
 }
 
+// checkScopes refuses scope names that are not RFC 6749 §3.3 scope-tokens
+// (printable ASCII but space, '"' and '\\'): they would not survive the
+// space-separated "scope" claim and parameter, and a user given
+// "admin read" must not come out holding both "admin" and "read".
+func checkScopes(w http.ResponseWriter, scopes []string) bool {
+	for _, s := range scopes {
+		if !scopeToken(s) {
+			adminError(w, http.StatusBadRequest, "invalid_scope", "a scope is one or more printable ASCII characters other than space, quote and backslash")
+			return false
+		}
+	}
+	return true
+}
+
+func scopeToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 type clientView struct {
 	ID        string    `json:"client_id"`
 	Name      string    `json:"name"`
@@ -111,11 +134,8 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusBadRequest, "invalid_request", "name is required (at most 200 characters)")
 		return
 	}
-	for _, s := range in.Scopes {
-		if s == "" || strings.ContainsAny(s, " \"\\") {
-			adminError(w, http.StatusBadRequest, "invalid_scope", "scopes are non-empty and contain no space, quote or backslash")
-			return
-		}
+	if !checkScopes(w, in.Scopes) {
+		return
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgc_")
 	if err != nil {
@@ -198,6 +218,9 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusBadRequest, "invalid_request", "username is required (at most 200 characters)")
 		return
 	}
+	if !checkScopes(w, in.Scopes) {
+		return
+	}
 	hash, err := HashPassword(in.Password, a.svc.cfg.Rand)
 	if err != nil {
 		adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
@@ -230,8 +253,22 @@ func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"users": out})
 }
 
+// deleteUser removes a user and revokes everything issued to them: their
+// access tokens at once, fleet-wide, and their refresh tokens at next use.
+// The revocation is stored first, so that a failure part-way leaves a user
+// whose tokens are dead rather than a deleted user whose tokens live.
 func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
-	if err := a.svc.cfg.Store.DeleteUser(r.Context(), r.PathValue("id")); err != nil {
+	id := r.PathValue("id")
+	if _, err := a.svc.cfg.Store.GetUser(r.Context(), id); err != nil {
+		a.storeError(w, "user", err)
+		return
+	}
+	rv := store.Revocation{Issuer: a.svc.cfg.Issuer, Subject: id, Before: a.svc.cfg.Now().UTC(), CreatedAt: a.svc.cfg.Now().UTC()}
+	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
+		a.storeError(w, "revocation", err)
+		return
+	}
+	if err := a.svc.cfg.Store.DeleteUser(r.Context(), id); err != nil {
 		a.storeError(w, "user", err)
 		return
 	}

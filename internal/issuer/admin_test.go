@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,21 +19,28 @@ import (
 
 const adminToken = "admin-token-0123456789abcdef0123456789"
 
-// TestAdminAPI drives the admin API and the token endpoints together on the
-// real SQLite store.
-func TestAdminAPI(t *testing.T) {
+// adminFixture is the admin API and the token endpoints of one service on
+// the real SQLite store, with a clock the test moves.
+type adminFixture struct {
+	km       *KeyManager
+	adm, pub *httptest.Server
+	now      time.Time
+}
+
+func newAdminFixture(t *testing.T) *adminFixture {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	now := time.Now()
-	clock := func() time.Time { return now }
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
-	if err := km.Load(context.Background()); err != nil {
+	t.Cleanup(func() { st.Close() })
+	f := &adminFixture{now: time.Unix(1_800_000_000, 0)}
+	clock := func() time.Time { return f.now }
+	f.km = NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
+	if err := f.km.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock})
+	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.km, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,39 +48,63 @@ func TestAdminAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := httptest.NewServer(admin.Handler())
-	defer adm.Close()
-	pub := httptest.NewServer(svc.Handler())
-	defer pub.Close()
+	f.adm = httptest.NewServer(admin.Handler())
+	t.Cleanup(f.adm.Close)
+	f.pub = httptest.NewServer(svc.Handler())
+	t.Cleanup(f.pub.Close)
+	return f
+}
 
+// call makes an admin API request with a JSON body.
+func (f *adminFixture) call(t *testing.T, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, f.adm.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// post makes a form request to the token endpoints, authenticated as a
+// client with client_secret_post.
+func (f *adminFixture) post(t *testing.T, path string, form url.Values, id, secret string) (int, map[string]any) {
+	t.Helper()
+	form.Set("client_id", id)
+	form.Set("client_secret", secret)
+	resp, err := http.Post(f.pub.URL+path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// TestAdminAPI drives the admin API and the token endpoints together on the
+// real SQLite store.
+func TestAdminAPI(t *testing.T) {
+	f := newAdminFixture(t)
+	km := f.km
 	call := func(method, path, token string, body any) (int, map[string]any) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, adm.URL+path, rd)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
+		return f.call(t, method, path, token, body)
 	}
 	tokenFor := func(id, secret string) int {
-		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
-		resp, err := http.Post(pub.URL+"/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, id, secret)
+		return code
 	}
 
 	if code, _ := call("GET", "/v1/admin/clients", "", nil); code != 401 {
@@ -132,5 +164,136 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if code, _ := call("POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": "a", "jti": "b"}); code != 400 {
 		t.Errorf("ambiguous revocation: %d", code)
+	}
+}
+
+// userSession creates a client and a user through the admin API and logs
+// the user in; it returns the client's credentials, the user's id and the
+// login's access and refresh tokens.
+func (f *adminFixture) userSession(t *testing.T, username string) (client [2]string, userID, access, refresh string) {
+	t.Helper()
+	code, c := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": "app", "scopes": []string{"read"}})
+	if code != 201 {
+		t.Fatalf("create client: %d %v", code, c)
+	}
+	client = [2]string{c["client_id"].(string), c["client_secret"].(string)}
+	code, u := f.call(t, "POST", "/v1/admin/users", adminToken, map[string]any{"username": username, "password": "correct horse battery", "scopes": []string{"read"}})
+	if code != 201 {
+		t.Fatalf("create user: %d %v", code, u)
+	}
+	code, tok := f.post(t, "/v1/login", url.Values{"username": {username}, "password": {"correct horse battery"}}, client[0], client[1])
+	if code != 200 {
+		t.Fatalf("login: %d %v", code, tok)
+	}
+	return client, u["id"].(string), tok["access_token"].(string), tok["refresh_token"].(string)
+}
+
+func (f *adminFixture) refresh(t *testing.T, client [2]string, token string) (int, map[string]any) {
+	t.Helper()
+	return f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}}, client[0], client[1])
+}
+
+func (f *adminFixture) active(t *testing.T, client [2]string, token string) bool {
+	t.Helper()
+	code, m := f.post(t, "/oauth2/introspect", url.Values{"token": {token}}, client[0], client[1])
+	if code != 200 {
+		t.Fatalf("introspect: %d %v", code, m)
+	}
+	return m["active"] == true
+}
+
+// TestSubjectRevocationEndsRefresh: revoking everything issued to a user
+// before T also ends the refresh tokens issued before T, which would
+// otherwise mint access tokens dated after T; a login after T works.
+func TestSubjectRevocationEndsRefresh(t *testing.T) {
+	f := newAdminFixture(t)
+	client, uid, access, refresh := f.userSession(t, "alice")
+	f.now = f.now.Add(time.Minute)
+	code, rotated := f.refresh(t, client, refresh) // rotation before the revocation
+	if code != 200 {
+		t.Fatalf("refresh before the revocation: %d %v", code, rotated)
+	}
+	f.now = f.now.Add(time.Minute)
+	if code, m := f.call(t, "POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": uid}); code != 201 {
+		t.Fatalf("revoke subject: %d %v", code, m)
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := f.refresh(t, client, rotated["refresh_token"].(string)); code != 400 || m["error"] != "invalid_grant" {
+		t.Errorf("refresh token issued before the revocation: %d %v, want 400 invalid_grant", code, m)
+	}
+	if f.active(t, client, access) || f.active(t, client, rotated["access_token"].(string)) {
+		t.Error("an access token issued before the revocation is active")
+	}
+	code, tok := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, client[0], client[1])
+	if code != 200 {
+		t.Fatalf("login after the revocation: %d %v", code, tok)
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := f.refresh(t, client, tok["refresh_token"].(string)); code != 200 {
+		t.Errorf("refresh token issued after the revocation: %d %v", code, m)
+	}
+	if !f.active(t, client, tok["access_token"].(string)) {
+		t.Error("an access token issued after the revocation is not active")
+	}
+}
+
+// TestDeleteUserRevokes: deleting a user ends their access and refresh
+// tokens; deleting an unknown user is 404 and revokes nothing.
+func TestDeleteUserRevokes(t *testing.T) {
+	f := newAdminFixture(t)
+	client, uid, access, refresh := f.userSession(t, "alice")
+	if code, _ := f.call(t, "DELETE", "/v1/admin/users/nobody", adminToken, nil); code != 404 {
+		t.Errorf("delete unknown user: %d, want 404", code)
+	}
+	if !f.active(t, client, access) {
+		t.Fatal("deleting an unknown user revoked alice's token")
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := f.call(t, "DELETE", "/v1/admin/users/"+uid, adminToken, nil); code != 204 {
+		t.Fatalf("delete user: %d %v", code, m)
+	}
+	if f.active(t, client, access) {
+		t.Error("a deleted user's access token is active")
+	}
+	if code, m := f.refresh(t, client, refresh); code != 400 || m["error"] != "invalid_grant" {
+		t.Errorf("a deleted user's refresh token: %d %v, want 400 invalid_grant", code, m)
+	}
+	if code, _ := f.call(t, "GET", "/v1/admin/users", adminToken, nil); code != 200 {
+		t.Errorf("list users: %d", code)
+	}
+	if code, _ := f.call(t, "DELETE", "/v1/admin/users/"+uid, adminToken, nil); code != 404 {
+		t.Errorf("delete again: %d, want 404", code)
+	}
+}
+
+// TestAdminScopes: client and user scopes must be RFC 6749 scope-tokens.
+func TestAdminScopes(t *testing.T) {
+	f := newAdminFixture(t)
+	tests := []struct {
+		name   string
+		scopes []string
+		code   int
+	}{
+		{"plain", []string{"read", "orders:write", "https://api.example.com/x"}, 201},
+		{"none", nil, 201},
+		{"space", []string{"admin read"}, 400},
+		{"tab", []string{"admin\tread"}, 400},
+		{"newline", []string{"admin\nread"}, 400},
+		{"quote", []string{`a"b`}, 400},
+		{"backslash", []string{`a\b`}, 400},
+		{"empty", []string{""}, 400},
+		{"non-ASCII", []string{"lecture-é"}, 400},
+		{"DEL", []string{"a\x7f"}, 400},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if code, m := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": "c", "scopes": tt.scopes}); code != tt.code {
+				t.Errorf("client: %d %v, want %d", code, m, tt.code)
+			}
+			user := map[string]any{"username": fmt.Sprintf("u%d", i), "password": "correct horse battery", "scopes": tt.scopes}
+			if code, m := f.call(t, "POST", "/v1/admin/users", adminToken, user); code != tt.code {
+				t.Errorf("user: %d %v, want %d", code, m, tt.code)
+			}
+		})
 	}
 }

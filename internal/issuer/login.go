@@ -201,6 +201,21 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		writeOAuthError(w, errInvalidGrant, false)
 		return
 	}
+	// "Everything issued to the subject before T" covers its refresh tokens:
+	// otherwise one issued before T would mint access tokens that postdate
+	// the revocation. Its family is revoked for good.
+	switch revoked, err := s.isRevoked(r.Context(), "", old.Subject, old.IssuedAt); {
+	case err != nil:
+		s.fail(w, "reading revocations", err)
+		return
+	case revoked:
+		if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.fail(w, "revoking a refresh token family", err)
+			return
+		}
+		writeOAuthError(w, errInvalidGrant, false)
+		return
+	}
 	scopes, ok := narrowScopes(old.Scopes, v.Get("scope"))
 	if !ok {
 		writeOAuthError(w, errInvalidScope, false)

@@ -475,31 +475,40 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// revoked answers introspection: a token whose revocation status cannot be
+// read is not active.
 func (s *Service) revoked(ctx context.Context, t *jose.Token) bool {
+	var iat time.Time
+	if t.Claims.IssuedAt.Valid {
+		iat = time.Unix(t.Claims.IssuedAt.Unix, 0)
+	}
+	revoked, err := s.isRevoked(ctx, t.Claims.ID, t.Claims.Subject, iat)
+	return revoked || err != nil
+}
+
+// isRevoked reports whether a token of this issuer with jti (may be empty),
+// issued to subject at iat (zero when unknown), is revoked: from the node's
+// revocation set, or without one from the store.
+func (s *Service) isRevoked(ctx context.Context, jti, subject string, iat time.Time) (bool, error) {
 	if s.cfg.Checker != nil {
-		var iat time.Time
-		if t.Claims.IssuedAt.Valid {
-			iat = time.Unix(t.Claims.IssuedAt.Unix, 0)
-		}
-		return s.cfg.Checker.Revoked(s.cfg.Issuer, t.Claims.ID, t.Claims.Subject, iat)
+		return s.cfg.Checker.Revoked(s.cfg.Issuer, jti, subject, iat), nil
 	}
 	revs, err := s.cfg.Store.Revocations(ctx, s.cfg.Now())
 	if err != nil {
-		return true // fail closed
+		return false, err
 	}
-	iat := time.Unix(t.Claims.IssuedAt.Unix, 0)
 	for _, rv := range revs {
 		if rv.Issuer != s.cfg.Issuer {
 			continue
 		}
-		if rv.JTI != "" && rv.JTI == t.Claims.ID {
-			return true
+		if jti != "" && rv.JTI == jti {
+			return true, nil
 		}
-		if rv.Subject != "" && rv.Subject == t.Claims.Subject && iat.Before(rv.Before) {
-			return true
+		if subject != "" && rv.Subject == subject && (iat.IsZero() || iat.Before(rv.Before)) {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 func (s *Service) jwks(w http.ResponseWriter, _ *http.Request) {
