@@ -155,7 +155,7 @@ func (a *app) clientsRotate(ctx context.Context, args []string) error {
 }
 
 func (a *app) clientsDelete(ctx context.Context, args []string) error {
-	fs := a.flags("keygate clients delete", "[flags] CLIENT_ID", "Deletes a client; its secret stops working at once.")
+	fs := a.flags("keygate clients delete", "[flags] CLIENT_ID", "Deletes a client: its secret and refresh tokens stop working and its client_credentials tokens are revoked at once.")
 	var af adminFlags
 	af.register(fs)
 	pos, err := fs.parse(args, 1, 1)

@@ -187,9 +187,23 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"client_id": id, "client_secret": secret})
 }
 
+// deleteClient removes a client and revokes the client_credentials tokens
+// issued to it (their subject is the client). Its refresh tokens die with
+// it, since no one can authenticate as it; access tokens it obtained for
+// users stay valid until they expire. As for users, the revocation is
+// stored before the delete.
 func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
-	err := a.svc.cfg.Store.DeleteClient(r.Context(), r.PathValue("id"))
-	a.svc.clients.forget(r.PathValue("id"))
+	id := r.PathValue("id")
+	if _, err := a.svc.cfg.Store.GetClient(r.Context(), id); err != nil {
+		a.storeError(w, "client", err)
+		return
+	}
+	if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+		a.storeError(w, "revocation", err)
+		return
+	}
+	err := a.svc.cfg.Store.DeleteClient(r.Context(), id)
+	a.svc.clients.forget(id)
 	if err != nil {
 		a.storeError(w, "client", err)
 		return
@@ -263,8 +277,7 @@ func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, "user", err)
 		return
 	}
-	rv := store.Revocation{Issuer: a.svc.cfg.Issuer, Subject: id, Before: a.svc.cfg.Now().UTC(), CreatedAt: a.svc.cfg.Now().UTC()}
-	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
+	if err := a.svc.revokeSubject(r.Context(), id); err != nil {
 		a.storeError(w, "revocation", err)
 		return
 	}

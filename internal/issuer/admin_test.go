@@ -297,3 +297,42 @@ func TestAdminScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteClientRevokes: deleting a client revokes the client_credentials
+// tokens issued to it, as a resource server with the introspect scope sees;
+// another client's tokens stay active.
+func TestDeleteClientRevokes(t *testing.T) {
+	f := newAdminFixture(t)
+	mk := func(name string, scopes ...string) [2]string {
+		code, c := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": name, "scopes": scopes})
+		if code != 201 {
+			t.Fatalf("create client %s: %d %v", name, code, c)
+		}
+		return [2]string{c["client_id"].(string), c["client_secret"].(string)}
+	}
+	doomed, other, rs := mk("doomed", "read"), mk("other", "read"), mk("rs", "introspect")
+	token := func(c [2]string) string {
+		code, m := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, c[0], c[1])
+		if code != 200 {
+			t.Fatalf("token: %d %v", code, m)
+		}
+		return m["access_token"].(string)
+	}
+	dt, ot := token(doomed), token(other)
+	if !f.active(t, rs, dt) || !f.active(t, rs, ot) {
+		t.Fatal("fresh tokens are not active")
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := f.call(t, "DELETE", "/v1/admin/clients/"+doomed[0], adminToken, nil); code != 204 {
+		t.Fatalf("delete client: %d %v", code, m)
+	}
+	if f.active(t, rs, dt) {
+		t.Error("a deleted client's token is active")
+	}
+	if !f.active(t, rs, ot) {
+		t.Error("another client's token was revoked")
+	}
+	if code, _ := f.call(t, "DELETE", "/v1/admin/clients/nope", adminToken, nil); code != 404 {
+		t.Errorf("delete unknown client: %d, want 404", code)
+	}
+}

@@ -433,6 +433,12 @@ func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error 
 	return nil
 }
 
+// revokeSubject revokes everything issued to subject until now.
+func (s *Service) revokeSubject(ctx context.Context, subject string) error {
+	now := s.cfg.Now().UTC()
+	return s.addRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
+}
+
 func clientOf(t *jose.Token) string {
 	raw, ok := t.Claims.Raw("client_id")
 	if !ok {
