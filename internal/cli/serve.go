@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -34,7 +35,7 @@ type serveFlags struct {
 	alg                                            jose.Alg // parsed --signing-alg
 	keyRotation, keyPrePublish, accessTTL          time.Duration
 	dev                                            bool
-	algs                                           stringList
+	algs, trustedProxies                           stringList
 	level                                          slog.Level
 }
 
@@ -48,6 +49,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis `URL` (redis://...) shared by a fleet: revocations, login rate limits, key-rotation notices (or KEYGATE_REDIS_URL)")
 	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
 	fs.Float64Var(&f.tokenRate, "token-rate-limit", 50, "token requests per second each client may make at /oauth2/token, burst twice that\n(shared through Redis in a fleet; 0: no limit)")
+	fs.Var(&f.trustedProxies, "trusted-proxy", "reverse proxy `address or CIDR` whose X-Forwarded-For names the client for the per-address\nlogin limit (repeatable or comma-separated; default: none, the peer's address counts)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Second, "with --database-url, fail a PostgreSQL operation (or a new connection) that has not answered in this `duration`")
 	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
 	fs.StringVar(&f.keyringFile, "keyring-file", "", "passphrase header `file` (default keyring.json in the data directory; see keygate keyring init):\nwithout a root key the node starts sealed and waits for keygate unseal")
@@ -176,6 +178,9 @@ func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
 	pick(!fs.isSet("access-token-ttl"), &f.accessTTL, ts.AccessTokenTTL)
 	pick(!fs.isSet("revocation-max-staleness"), &f.maxStaleness, ts.RevocationMaxStaleness)
 	pick(!fs.isSet("store-timeout"), &f.storeTimeout, ts.StoreTimeout)
+	if !fs.isSet("trusted-proxy") && len(ts.TrustedProxies) > 0 {
+		f.trustedProxies = slices.Clone(ts.TrustedProxies)
+	}
 	if !fs.isSet("token-rate-limit") && ts.TokenRateLimit != nil {
 		f.tokenRate = *ts.TokenRateLimit
 	}
@@ -199,6 +204,9 @@ func (f *serveFlags) checkKeyPolicy() error {
 		return usageErrorf("keygate serve", "--signing-alg %q: want one of ES256, ES384, ES512, RS256, PS256, EdDSA", f.signingAlg)
 	}
 	f.alg = alg
+	if _, err := config.ParsePrefixes(f.trustedProxies); err != nil {
+		return usageErrorf("keygate serve", "--trusted-proxy: %v", err)
+	}
 	switch {
 	case f.keyRotation < 0:
 		return usageErrorf("keygate serve", "--key-rotation must not be negative")
@@ -216,6 +224,13 @@ func (f *serveFlags) checkKeyPolicy() error {
 		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
 	}
 	return nil
+}
+
+// trustedPrefixes is --trusted-proxy parsed (checkKeyPolicy has refused
+// anything unparsable).
+func (f *serveFlags) trustedPrefixes() []netip.Prefix {
+	p, _ := config.ParsePrefixes(f.trustedProxies)
+	return p
 }
 
 // tokenLimit maps --token-rate-limit to a limit with a burst of twice the
@@ -302,6 +317,7 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		DatabaseURL:    f.databaseURL,
 		StoreTimeout:   f.storeTimeout,
 		TokenLimit:     f.tokenLimit(),
+		TrustedProxies: f.trustedPrefixes(),
 		RootKeyFile:    f.rootKeyFile,
 		RootKeyEnv:     "KEYGATE_ROOT_KEY",
 		KeyringFile:    f.keyringFile,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -124,6 +125,28 @@ type TokenService struct {
 	// TokenRateLimit is token requests per second per client (burst
 	// twice that); nil means the default (50), 0 means no limit.
 	TokenRateLimit *float64 `yaml:"token_rate_limit"`
+	// TrustedProxies are reverse proxies (addresses or CIDR prefixes) whose
+	// X-Forwarded-For names the client for the per-address login limit.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// ParsePrefixes parses addresses and CIDR prefixes ("10.0.0.0/8", "::1");
+// an address is a prefix of its full length.
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // SigningAlgs are the algorithms token_service.signing_alg may name.
@@ -306,6 +329,9 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 	}
 	if t.TokenRateLimit != nil && (*t.TokenRateLimit < 0 || *t.TokenRateLimit > 1e6) { // 1e6: ratelimit's bound
 		bad(field+".token_rate_limit", "must be between 0 (no limit) and 1e6 requests per second")
+	}
+	if _, err := ParsePrefixes(t.TrustedProxies); err != nil {
+		bad(field+".trusted_proxies", "%v", err)
 	}
 	if t.RevocationMaxStaleness > 0 && t.RevocationMaxStaleness <= time.Second {
 		bad(field+".revocation_max_staleness", "must be above 1s")

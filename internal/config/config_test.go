@@ -103,6 +103,7 @@ func TestLoadErrors(t *testing.T) {
 		{"token staleness", "token_service:\n  revocation_max_staleness: 500ms\n", "token_service.revocation_max_staleness"},
 		{"store timeout", "token_service:\n  store_timeout: -1s\n", "token_service.store_timeout"},
 		{"token rate", "token_service:\n  token_rate_limit: -5\n", "token_service.token_rate_limit"},
+		{"trusted proxy", "token_service:\n  trusted_proxies: [10.0.0.0/8, proxy.internal]\n", `token_service.trusted_proxies: "proxy.internal" is not`},
 		{"token unknown", "token_service:\n  root_key: x\n", "root_key"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
 		{"not yaml", "listen: [unclosed\n", "yaml"},
@@ -184,4 +185,34 @@ func FuzzParse(f *testing.F) {
 		c.SetDefaults()
 		_ = c.Validate() // must not panic on anything Parse accepts
 	})
+}
+
+func TestParsePrefixes(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string // the prefixes joined by spaces, or "error"
+	}{
+		{nil, ""},
+		{[]string{"10.0.0.0/8", "192.168.1.7", "::1", "2001:db8::/32"}, "10.0.0.0/8 192.168.1.7/32 ::1/128 2001:db8::/32"},
+		{[]string{"10.1.2.3/8"}, "10.0.0.0/8"},       // masked
+		{[]string{"::ffff:10.0.0.1"}, "10.0.0.1/32"}, // an IPv4-mapped address is the IPv4 one
+		{[]string{"10.0.0.0/33"}, "error"},
+		{[]string{"fe80::1%eth0"}, "error"},
+		{[]string{"localhost"}, "error"},
+		{[]string{""}, "error"},
+	}
+	for _, tt := range tests {
+		got, err := ParsePrefixes(tt.in)
+		var s []string
+		for _, p := range got {
+			s = append(s, p.String())
+		}
+		res := strings.Join(s, " ")
+		if err != nil {
+			res = "error"
+		}
+		if res != tt.want {
+			t.Errorf("ParsePrefixes(%q) = %q (%v), want %q", tt.in, res, err, tt.want)
+		}
+	}
 }

@@ -2,10 +2,10 @@ package issuer
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -81,11 +81,11 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	if s.cfg.Limiter == nil {
 		return 0, true
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	for _, key := range []string{"login:user:" + username, "login:ip:" + host} {
+	// The account's key is a digest: usernames are unbounded and personal,
+	// and the limiter's keys may live in a shared Redis.
+	user := sha256.Sum256([]byte(username))
+	for _, key := range []string{"login:user:" + base64.RawURLEncoding.EncodeToString(user[:]),
+		"login:ip:" + clientIP(r, s.cfg.TrustedProxies)} {
 		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
 		if err != nil {
 			s.log.Warn("rate limiter failed; refusing the attempt", "err", err)

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -240,6 +244,66 @@ func TestLoginAttemptLimit(t *testing.T) {
 	r := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
 	if r.status != 429 || r.header.Get("Retry-After") != "60" {
 		t.Fatalf("fourth attempt: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+}
+
+// TestLoginLimitPerAddressBehindProxy: behind a trusted proxy the
+// per-address limit counts each client's X-Forwarded-For address, not the
+// proxy's; from an untrusted peer the header is ignored, so a client cannot
+// escape the limit by inventing addresses.
+func TestLoginLimitPerAddressBehindProxy(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		trusted []netip.Prefix
+		// whether the fourth attempt, from another forwarded address, is
+		// refused because every attempt counted against one address
+		shared bool
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, false},
+		{"no trusted proxy", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, us := newLoginFixture(t, 3)
+			lim := &fixedLimiter{n: 3, seen: map[string]int{}}
+			svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow },
+				Limiter: lim, TrustedProxies: tc.trusted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.srv.Config.Handler = svc.Handler()
+			attempt := func(user, from string) int {
+				form := url.Values{"username": {user}, "password": {"wrong password!"}, "client_id": {"svc-a"}, "client_secret": {f.secrets["svc-a"]}}
+				req, _ := http.NewRequest("POST", f.srv.URL+"/v1/login", strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("X-Forwarded-For", from)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			// Three users from one address use up that address.
+			for i, u := range []string{"u1", "u2", "u3"} {
+				if st := attempt(u, "198.51.100.1"); st != 401 {
+					t.Fatalf("attempt %d: %d", i, st)
+				}
+			}
+			if st := attempt("u4", "198.51.100.1"); st != 429 {
+				t.Errorf("fourth attempt from the same address: %d, want 429", st)
+			}
+			want := 401
+			if tc.shared {
+				want = 429
+			}
+			if st := attempt("u5", "198.51.100.2"); st != want {
+				t.Errorf("attempt from another forwarded address: %d, want %d", st, want)
+			}
+			digest := sha256.Sum256([]byte("u1"))
+			if lim.seen["login:user:u1"] != 0 || lim.seen["login:user:"+base64.RawURLEncoding.EncodeToString(digest[:])] != 1 {
+				t.Errorf("the account key is not the username's digest: %v", lim.seen)
+			}
+		})
 	}
 }
 

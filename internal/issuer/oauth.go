@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -31,6 +32,10 @@ type Config struct {
 	RefreshTokenTTL time.Duration
 	// Limiter, if set, bounds login attempts per account and per address.
 	Limiter Limiter
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the address the per-address login limit counts; without them it is
+	// the peer's address.
+	TrustedProxies []netip.Prefix
 	// TokenLimiter, if set, bounds token requests per client at the token
 	// endpoint (key "token:client:<id>"). It is asked only once the client
 	// has authenticated, so nobody can spend another client's budget.

@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -230,6 +232,36 @@ func TestLoginRateLimitLocal(t *testing.T) {
 	}
 	if st := login(t, l.base, h, "nobody"); st != http.StatusTooManyRequests {
 		t.Errorf("login attempt past the burst: %d, want 429", st)
+	}
+}
+
+// TestLoginRateLimitBehindProxy: with the loopback proxy trusted, the
+// per-address login limit counts the X-Forwarded-For client, so one client
+// using up its attempts does not lock out another behind the same proxy.
+func TestLoginRateLimitBehindProxy(t *testing.T) {
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+	b := l.Bootstrap()
+	h := form()
+	req, _ := http.NewRequest(http.MethodPost, "/", nil)
+	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
+	h.Set("Authorization", req.Header.Get("Authorization"))
+	from := func(addr string) http.Header {
+		c := h.Clone()
+		c.Set("X-Forwarded-For", addr)
+		return c
+	}
+	// Different accounts, so that only the per-address limit can refuse.
+	for i := range LoginLimit.Burst {
+		if st := login(t, l.base, from("198.51.100.1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
+			t.Fatalf("attempt %d refused by the limit", i)
+		}
+	}
+	if st := login(t, l.base, from("198.51.100.1"), "another"); st != http.StatusTooManyRequests {
+		t.Errorf("attempt past the burst from the same client: %d, want 429", st)
+	}
+	if st := login(t, l.base, from("198.51.100.2"), "yet-another"); st == http.StatusTooManyRequests {
+		t.Error("a second client behind the same proxy was refused by the first one's limit")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,9 @@ type Config struct {
 	// /oauth2/token, shared through Redis in a fleet and per node without
 	// it; the zero Limit sets none.
 	TokenLimit ratelimit.Limit
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client for the per-address login limit.
+	TrustedProxies []netip.Prefix
 
 	// SigningAlg is the algorithm of the signing keys the server creates
 	// (ES256 by default; ES384, ES512, RS256, PS256 or EdDSA). Keys already

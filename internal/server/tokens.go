@@ -170,6 +170,7 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		Rand:           cfg.Rand,
 		Logger:         s.log,
 		AccessTokenTTL: cfg.AccessTokenTTL,
+		TrustedProxies: cfg.TrustedProxies,
 	}
 	if err := s.openFleet(ctx, mem); err != nil {
 		return err
