@@ -534,17 +534,20 @@ func (s *Service) jwks(w http.ResponseWriter, _ *http.Request) {
 // the configuration, so New marshals it once.
 func discoveryDoc(cfg *Config) []byte {
 	base := strings.TrimSuffix(cfg.Issuer, "/")
+	auth := []string{"client_secret_basic", "client_secret_post"}
 	doc, _ := json.Marshal(map[string]any{ // strings and string slices always marshal
-		"issuer":                                cfg.Issuer,
-		"token_endpoint":                        base + "/oauth2/token",
-		"revocation_endpoint":                   base + "/oauth2/revoke",
-		"introspection_endpoint":                base + "/oauth2/introspect",
-		"jwks_uri":                              base + "/.well-known/jwks.json",
-		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
-		"id_token_signing_alg_values_supported": []string{cfg.Keys.policy.Alg.String()},
-		"response_types_supported":              []string{"token"},
-		"subject_types_supported":               []string{"public"},
+		"issuer":                                        cfg.Issuer,
+		"token_endpoint":                                base + "/oauth2/token",
+		"revocation_endpoint":                           base + "/oauth2/revoke",
+		"introspection_endpoint":                        base + "/oauth2/introspect",
+		"jwks_uri":                                      base + "/.well-known/jwks.json",
+		"grant_types_supported":                         []string{"client_credentials", "refresh_token"},
+		"token_endpoint_auth_methods_supported":         auth,
+		"revocation_endpoint_auth_methods_supported":    auth, // RFC 8414 §2
+		"introspection_endpoint_auth_methods_supported": auth,
+		"id_token_signing_alg_values_supported":         []string{cfg.Keys.policy.Alg.String()},
+		"response_types_supported":                      []string{"token"},
+		"subject_types_supported":                       []string{"public"},
 	})
 	return append(doc, '\n')
 }

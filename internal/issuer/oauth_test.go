@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -305,6 +306,12 @@ func TestDiscoveryAndJWKS(t *testing.T) {
 		if doc["issuer"] != testIssuer || doc["jwks_uri"] != "https://auth.example.com/.well-known/jwks.json" ||
 			doc["token_endpoint"] != "https://auth.example.com/oauth2/token" {
 			t.Errorf("%s: %v", p, doc)
+		}
+		for _, m := range []string{"token_endpoint_auth_methods_supported", "revocation_endpoint_auth_methods_supported",
+			"introspection_endpoint_auth_methods_supported"} {
+			if got := fmt.Sprint(doc[m]); got != "[client_secret_basic client_secret_post]" {
+				t.Errorf("%s: %s = %s", p, m, got)
+			}
 		}
 	}
 	resp, err := http.Get(f.srv.URL + "/.well-known/jwks.json")
