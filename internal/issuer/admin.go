@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -190,22 +191,33 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
 // deleteClient removes a client and revokes the client_credentials tokens
 // issued to it (their subject is the client). Its refresh tokens die with
 // it, since no one can authenticate as it; access tokens it obtained for
-// users stay valid until they expire. As for users, the revocation is
-// stored before the delete.
+// users stay valid until they expire.
 func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.svc.cfg.Store.GetClient(r.Context(), id); err != nil {
-		a.storeError(w, "client", err)
+	a.deleteRevoking(w, r, "client", id, func(ctx context.Context) error {
+		_, err := a.svc.cfg.Store.GetClient(ctx, id)
+		return err
+	}, func(ctx context.Context) error {
+		defer a.svc.clients.forget(id)
+		return a.svc.cfg.Store.DeleteClient(ctx, id)
+	})
+}
+
+// deleteRevoking deletes a client or user (what) after revoking everything
+// issued to it (subject id), fleet-wide. The revocation is stored first, so
+// that a failure part-way leaves one whose tokens are dead rather than a
+// deleted one whose tokens live; an unknown id is 404 with nothing recorded.
+func (a *Admin) deleteRevoking(w http.ResponseWriter, r *http.Request, what, id string, get, del func(context.Context) error) {
+	if err := get(r.Context()); err != nil {
+		a.storeError(w, what, err)
 		return
 	}
 	if err := a.svc.revokeSubject(r.Context(), id); err != nil {
 		a.storeError(w, "revocation", err)
 		return
 	}
-	err := a.svc.cfg.Store.DeleteClient(r.Context(), id)
-	a.svc.clients.forget(id)
-	if err != nil {
-		a.storeError(w, "client", err)
+	if err := del(r.Context()); err != nil {
+		a.storeError(w, what, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -268,24 +280,15 @@ func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteUser removes a user and revokes everything issued to them: their
-// access tokens at once, fleet-wide, and their refresh tokens at next use.
-// The revocation is stored first, so that a failure part-way leaves a user
-// whose tokens are dead rather than a deleted user whose tokens live.
+// access tokens at once and their refresh tokens at next use.
 func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.svc.cfg.Store.GetUser(r.Context(), id); err != nil {
-		a.storeError(w, "user", err)
-		return
-	}
-	if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-		a.storeError(w, "revocation", err)
-		return
-	}
-	if err := a.svc.cfg.Store.DeleteUser(r.Context(), id); err != nil {
-		a.storeError(w, "user", err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.deleteRevoking(w, r, "user", id, func(ctx context.Context) error {
+		_, err := a.svc.cfg.Store.GetUser(ctx, id)
+		return err
+	}, func(ctx context.Context) error {
+		return a.svc.cfg.Store.DeleteUser(ctx, id)
+	})
 }
 
 func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {

@@ -67,14 +67,21 @@ func (f *adminFixture) call(t *testing.T, method, path, token string, body any) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	return jsonReply(t)(http.DefaultClient.Do(req))
+}
+
+// jsonReply reads a response's status and JSON object body.
+func jsonReply(t *testing.T) func(*http.Response, error) (int, map[string]any) {
+	return func(resp *http.Response, err error) (int, map[string]any) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
 	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
 }
 
 // post makes a form request to the token endpoints, authenticated as a
@@ -83,14 +90,7 @@ func (f *adminFixture) post(t *testing.T, path string, form url.Values, id, secr
 	t.Helper()
 	form.Set("client_id", id)
 	form.Set("client_secret", secret)
-	resp, err := http.Post(f.pub.URL+path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	return jsonReply(t)(http.Post(f.pub.URL+path, "application/x-www-form-urlencoded", strings.NewReader(form.Encode())))
 }
 
 // TestAdminAPI drives the admin API and the token endpoints together on the
