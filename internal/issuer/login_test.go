@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,5 +363,63 @@ func TestTokenRateLimit(t *testing.T) {
 	}
 	if lim.seen["token:client:svc-a"] != 3 {
 		t.Errorf("limiter asked %d times for svc-a, want 3: %v", lim.seen["token:client:svc-a"], lim.seen)
+	}
+}
+
+// TestObserver: every token-endpoint request is reported once, with its
+// endpoint, grant and outcome.
+func TestObserver(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	type event struct{ endpoint, grant, result string }
+	var (
+		mu  sync.Mutex // the handler runs on the server's goroutine
+		got []event
+	)
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow },
+		Observe: func(endpoint, grant, result string, elapsed time.Duration) {
+			if elapsed <= 0 {
+				t.Errorf("%s: elapsed %v", endpoint, elapsed)
+			}
+			mu.Lock()
+			got = append(got, event{endpoint, grant, result})
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	login := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	refresh, _ := login.body["refresh_token"].(string)
+	tests := []struct {
+		name string
+		path string
+		form url.Values
+		auth [2]string
+		want event
+	}{
+		{"client_credentials", "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, cl, event{"token", "client_credentials", "ok"}},
+		{"wrong secret", "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, [2]string{"svc-a", "nope"}, event{"token", "", "invalid_client"}},
+		{"scope not allowed", "/oauth2/token", url.Values{"grant_type": {"client_credentials"}, "scope": {"admin"}}, cl, event{"token", "client_credentials", "invalid_scope"}},
+		{"unknown grant", "/oauth2/token", url.Values{"grant_type": {"urn:made:up"}}, cl, event{"token", "", "unsupported_grant_type"}},
+		{"refresh", "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, cl, event{"token", "refresh_token", "ok"}},
+		{"refresh replayed", "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, cl, event{"token", "refresh_token", "invalid_grant"}},
+		{"bad password", "/v1/login", url.Values{"username": {"alice"}, "password": {"wrong password!"}}, cl, event{"login", "password", "invalid_grant"}},
+		{"introspect garbage", "/oauth2/introspect", url.Values{"token": {"abc"}}, cl, event{"introspect", "", "inactive"}},
+		{"introspect without token", "/oauth2/introspect", url.Values{}, cl, event{"introspect", "", "invalid_request"}},
+		{"revoke", "/oauth2/revoke", url.Values{"token": {"abc"}}, cl, event{"revoke", "", "ok"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			f.post(t, tt.path, tt.form, tt.auth, "")
+			mu.Lock() // Observe runs before the handler returns, so before the answer is sent
+			defer mu.Unlock()
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("observed %v, want [%v]", got, tt.want)
+			}
+		})
 	}
 }

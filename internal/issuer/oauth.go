@@ -54,6 +54,9 @@ type Config struct {
 	Checker interface {
 		Revoked(issuer, jti, subject string, issuedAt time.Time) bool
 	}
+	// Observe, if set, is told the outcome of every request to the token
+	// endpoints (see Observer).
+	Observe Observer
 	// Rotated, if set, is told of every rotation made through the admin
 	// API (the new kid), so that other nodes can be told to reload.
 	Rotated func(kid string)
@@ -106,10 +109,10 @@ func New(cfg Config) (*Service, error) {
 // Handler routes the token service's endpoints.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /oauth2/token", s.token)
-	mux.HandleFunc("POST /oauth2/revoke", s.revoke)
-	mux.HandleFunc("POST /v1/login", s.login)
-	mux.HandleFunc("POST /oauth2/introspect", s.introspect)
+	mux.HandleFunc("POST /oauth2/token", s.observed("token", "", s.token))
+	mux.HandleFunc("POST /oauth2/revoke", s.observed("revoke", "", s.revoke))
+	mux.HandleFunc("POST /v1/login", s.observed("login", "password", s.login))
+	mux.HandleFunc("POST /oauth2/introspect", s.observed("introspect", "", s.introspect))
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.discovery)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.discovery)
@@ -148,6 +151,7 @@ func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
 	if !errors.As(err, &oe) {
 		oe = errServer
 	}
+	noteResult(w, oe.code)
 	if oe.code == "invalid_client" && basic {
 		w.Header().Set("WWW-Authenticate", `Basic realm="keygate"`)
 	}
@@ -190,7 +194,7 @@ func form(w http.ResponseWriter, r *http.Request) (url.Values, error) {
 	if err != nil || ct != "application/x-www-form-urlencoded" {
 		return nil, errBadContentType
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForm))
+	body, err := io.ReadAll(http.MaxBytesReader(unwrap(w), r.Body, maxForm))
 	if err != nil {
 		return nil, errBadForm
 	}
@@ -281,6 +285,7 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.allowClient(w, r, c.ID) {
 		return
 	}
+	noteGrant(w, v.Get("grant_type"))
 	switch v.Get("grant_type") {
 	case "client_credentials":
 		s.clientCredentials(w, r, c, v)
@@ -471,6 +476,7 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 	}
 	vt, err := s.verifyCached(token)
 	if err != nil || (vt.clientID != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), vt.t) {
+		noteResult(w, "inactive")
 		writeJSON(w, http.StatusOK, map[string]any{"active": false})
 		return
 	}

@@ -102,6 +102,31 @@ func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
 	}
 }
 
+// TestTokenRequestMetrics: token service requests show on /metrics by
+// endpoint, grant and result.
+func TestTokenRequestMetrics(t *testing.T) {
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		Metrics: telemetry.New()})
+	b := l.Bootstrap()
+	for range 2 {
+		clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+	}
+	if resp, _ := do(t, http.MethodPost, l.base+"/oauth2/token", "grant_type=client_credentials&client_id="+b.DemoClientID+"&client_secret=wrong", form()); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong secret: %d", resp.StatusCode)
+	}
+	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
+	text := string(body)
+	for name, want := range map[string]float64{
+		`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`: 2,
+		`keygate_token_requests_total{endpoint="token",grant="",result="invalid_client"}`:       1,
+		`keygate_token_request_seconds_count{endpoint="token"}`:                                 3,
+	} {
+		if v, ok := metricValue(t, text, name); !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v\n%s", name, v, ok, want, grepLines(text, "keygate_token_request"))
+		}
+	}
+}
+
 func grepLines(text, sub string) string {
 	var out []string
 	for _, line := range strings.Split(text, "\n") {

@@ -172,6 +172,9 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		AccessTokenTTL: cfg.AccessTokenTTL,
 		TrustedProxies: cfg.TrustedProxies,
 	}
+	if s.metrics != nil {
+		icfg.Observe = s.metrics.TokenRequest
+	}
 	if err := s.openFleet(ctx, mem); err != nil {
 		return err
 	}

@@ -34,6 +34,8 @@ type Metrics struct {
 	jwksAge       *prometheus.GaugeVec
 	inFlight      *prometheus.GaugeVec
 	reloads       *prometheus.CounterVec
+	tokenRequests *prometheus.CounterVec
+	tokenSeconds  *prometheus.HistogramVec
 
 	fleet     atomic.Pointer[func() FleetStats] // set by Fleet
 	fleetOnce sync.Once
@@ -74,9 +76,24 @@ func New() *Metrics {
 			Name: "keygate_config_reloads_total",
 			Help: "Configuration reloads by result (ok, error).",
 		}, []string{"result"}),
+		tokenRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_token_requests_total",
+			Help: "Token service requests by endpoint (token, revoke, introspect, login), grant type and result (ok, inactive, or the OAuth error code).",
+		}, []string{"endpoint", "grant", "result"}),
+		tokenSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "keygate_token_request_seconds",
+			Help:    "Time to answer a token service request, by endpoint.",
+			Buckets: []float64{1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 0.5, 2},
+		}, []string{"endpoint"}),
+	}
+	// The successful series exist from the start, so that a rate over them
+	// is defined before the first request.
+	for _, s := range [][2]string{{"token", "client_credentials"}, {"token", "refresh_token"}, {"login", "password"},
+		{"revoke", ""}, {"introspect", ""}} {
+		m.tokenRequests.WithLabelValues(s[0], s[1], "ok")
 	}
 	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys,
-		m.jwksAge, m.inFlight, m.reloads,
+		m.jwksAge, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -118,6 +135,12 @@ func (d *Decisions) Deny(reason string) {
 func (d *Decisions) Begin() func() {
 	d.inFlight.Inc()
 	return d.inFlight.Dec
+}
+
+// TokenRequest counts a token service request (issuer.Observer).
+func (m *Metrics) TokenRequest(endpoint, grant, result string, elapsed time.Duration) {
+	m.tokenRequests.WithLabelValues(endpoint, grant, result).Inc()
+	m.tokenSeconds.WithLabelValues(endpoint).Observe(elapsed.Seconds())
 }
 
 // VerifyObserver returns a function for verify.Config.Observe with every

@@ -53,6 +53,30 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+func TestTokenRequests(t *testing.T) {
+	m := New()
+	before := gather(t, m)
+	if v, ok := before[`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`]; !ok || v != 0 {
+		t.Errorf("the ok series does not start at zero: %v %v", v, ok)
+	}
+	m.TokenRequest("token", "client_credentials", "ok", 40*time.Microsecond)
+	m.TokenRequest("token", "client_credentials", "ok", 60*time.Microsecond)
+	m.TokenRequest("token", "", "invalid_client", 10*time.Microsecond)
+	got := gather(t, m)
+	for k, v := range map[string]float64{
+		`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`: 2,
+		`keygate_token_requests_total{endpoint="token",grant="",result="invalid_client"}`:       1,
+		`keygate_token_requests_total{endpoint="login",grant="password",result="ok"}`:           0,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if n := testutil.CollectAndCount(m.tokenSeconds); n != 1 {
+		t.Errorf("token latency series = %d, want 1", n)
+	}
+}
+
 // gather flattens the registry into "name{labels}" -> value.
 func gather(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()

@@ -1,0 +1,82 @@
+package issuer
+
+import (
+	"net/http"
+	"time"
+)
+
+// Observer is told the outcome of every request to the token endpoints,
+// for metrics: endpoint is "token", "revoke", "introspect" or "login";
+// grant the grant type ("client_credentials", "refresh_token"; "password"
+// for login; "" elsewhere, for a grant_type keygate does not take, so that
+// clients cannot invent label values, and for a request refused before its
+// grant type was read, such as by client authentication); result is
+// "ok", "inactive"
+// for an introspected token that is not active, or the OAuth error code
+// answered ("invalid_client", "invalid_grant", "slow_down", ...).
+type Observer func(endpoint, grant, result string, elapsed time.Duration)
+
+// outcome records what a handler answered, for the Observer.
+type outcome struct {
+	http.ResponseWriter
+	status int
+	grant  string
+	result string // set by writeOAuthError and introspection
+}
+
+func (o *outcome) WriteHeader(code int) {
+	if o.status == 0 {
+		o.status = code
+	}
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *outcome) Write(b []byte) (int, error) {
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
+	return o.ResponseWriter.Write(b)
+}
+
+// observed reports h's outcomes to the Observer, if there is one.
+func (s *Service) observed(endpoint, grant string, h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.Observe == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		o := &outcome{ResponseWriter: w, grant: grant}
+		h(o, r)
+		result := o.result
+		if result == "" {
+			result = "ok"
+			if o.status >= 400 {
+				result = http.StatusText(o.status) // not reached by the handlers, which answer OAuth errors
+			}
+		}
+		s.cfg.Observe(endpoint, o.grant, result, time.Since(start))
+	}
+}
+
+// noteGrant records the grant type of a token request, if keygate takes it.
+func noteGrant(w http.ResponseWriter, grant string) {
+	if o, ok := w.(*outcome); ok && (grant == "client_credentials" || grant == "refresh_token") {
+		o.grant = grant
+	}
+}
+
+// noteResult records a result other than the HTTP exchange shows.
+func noteResult(w http.ResponseWriter, result string) {
+	if o, ok := w.(*outcome); ok {
+		o.result = result
+	}
+}
+
+// unwrap returns the ResponseWriter net/http made, which MaxBytesReader
+// needs to close the connection after an oversized body.
+func unwrap(w http.ResponseWriter) http.ResponseWriter {
+	if o, ok := w.(*outcome); ok {
+		return o.ResponseWriter
+	}
+	return w
+}
