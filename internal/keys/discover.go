@@ -77,7 +77,9 @@ func checkIssuer(issuer string) error {
 // NewDiscovered returns a Remote whose JWKS URL is found by discovery from
 // issuer; cfg.URL must be empty. Its Start discovers first, retrying with
 // the fetch backoff until ctx ends, then fetches the keys as any Remote.
-// The jwks_uri, once found, is kept for the source's life.
+// The jwks_uri, once found, is kept until rediscoverAfter fetches from it in
+// a row fail; the next attempt then discovers it again, so a provider that
+// moves its keys is followed.
 func NewDiscovered(issuer string, cfg RemoteConfig) (*Remote, error) {
 	if cfg.URL != "" {
 		return nil, errors.New("keys: a discovered source takes no URL")

@@ -198,3 +198,55 @@ func TestNewDiscoveredGivesUp(t *testing.T) {
 		t.Errorf("discovery tried %d times, want retries", n)
 	}
 }
+
+// TestDiscoveredFollowsMovedJWKS: when the provider moves its keys to a new
+// jwks_uri and the old one stops answering, a discovered source keeps
+// serving its last good keys, asks the discovery document again after
+// rediscoverAfter failed fetches, and follows it to the new keys.
+func TestDiscoveredFollowsMovedJWKS(t *testing.T) {
+	t.Parallel()
+	var moved atomic.Bool
+	var base string
+	p := newIDP(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == wellKnown && moved.Load():
+			_ = json.NewEncoder(w).Encode(docOf(base, base+"/keys/v2"))
+		case r.URL.Path == wellKnown:
+			_ = json.NewEncoder(w).Encode(docOf(base, base+"/jwks"))
+		case r.URL.Path == "/jwks" && !moved.Load():
+			_, _ = w.Write(jwks("a"))
+		case r.URL.Path == "/keys/v2" && moved.Load():
+			_, _ = w.Write(jwks("b"))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	base = p.srv.URL
+	var rec recorder
+	r, err := NewDiscovered(base, RemoteConfig{MinRefresh: 20 * time.Millisecond, DefaultRefresh: 50 * time.Millisecond,
+		OnFetch: rec.on, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kids(r.Current()) != "a" {
+		t.Fatalf("keys %q, want a", kids(r.Current()))
+	}
+	moved.Store(true)
+	eventually(t, 5*time.Second, "the moved keys are not served", func() bool { return kids(r.Current()) == "b" })
+	if r.URL() != base+"/keys/v2" {
+		t.Errorf("URL %q, want the new jwks_uri", r.URL())
+	}
+	// The old URL failed exactly rediscoverAfter times, then the new one
+	// answered.
+	got := rec.results()
+	failed := strings.Repeat("http_error,", rediscoverAfter)
+	if i := strings.Index(got, "http_error"); i < 0 || !strings.HasPrefix(got[i:], failed+"ok") || strings.Contains(got[i+len(failed):], "error") {
+		t.Errorf("events %q: want %d failed fetches, then only successes", got, rediscoverAfter)
+	}
+}

@@ -22,6 +22,9 @@
 //   - Unknown-kid refetches are collapsed: concurrent callers share one
 //     request, and at most one such request starts per RefetchInterval, so
 //     tokens with made-up kids cannot be turned against the provider.
+//   - A discovered source asks the discovery document again after three
+//     JWKS fetches in a row fail, so a provider that moves its jwks_uri is
+//     followed; the last good set serves meanwhile.
 //   - Keys are fetched only over https, or plain http to a loopback host.
 //     Discovery insists that the document names the configured issuer
 //     exactly (OpenID Connect Discovery 1.0 §4.3). A remote JWKS may hold

@@ -109,6 +109,7 @@ type Remote struct {
 	inflight      *call
 	lastRefetch   time.Time
 	failures      int           // consecutive failed fetches
+	urlFailures   int           // consecutive failed JWKS fetches from a discovered url
 	wait          time.Duration // until the next scheduled fetch, from the last one
 	interval      time.Duration // refresh interval of the current set
 	status        Status
@@ -395,6 +396,8 @@ func (r *Remote) attempt() (fetched bool, err error) {
 		if err == nil {
 			ev.Keys = set.Len()
 			r.succeeded(u, set, interval, ev.At)
+		} else {
+			r.maybeRediscover(u)
 		}
 		r.report(ev)
 	}
@@ -402,6 +405,31 @@ func (r *Remote) attempt() (fetched bool, err error) {
 		r.failed(err)
 	}
 	return fetched, err
+}
+
+// rediscoverAfter is how many JWKS fetches in a row must fail before a
+// discovered source asks the issuer's discovery document again: a provider
+// that moved its keys to a new jwks_uri is followed, and one that is merely
+// down costs one extra request per this many retries.
+const rediscoverAfter = 3
+
+// maybeRediscover counts a failed fetch from a discovered url, and forgets
+// the url after rediscoverAfter of them so that the next attempt
+// discovers again.
+func (r *Remote) maybeRediscover(u string) {
+	if r.issuer == "" {
+		return
+	}
+	r.mu.Lock()
+	r.urlFailures++
+	forget := r.urlFailures >= rediscoverAfter && r.url == u
+	if forget {
+		r.url, r.urlFailures = "", 0
+	}
+	r.mu.Unlock()
+	if forget {
+		r.log.Warn("keys: JWKS fetches keep failing; discovering the JWKS URL again", "issuer", r.issuer, "url", redact(u))
+	}
 }
 
 // jwksURL returns the JWKS URL, discovering it if it is not known yet.
@@ -498,7 +526,7 @@ func reasons(errs []error) string {
 func (r *Remote) succeeded(u string, set *jose.KeySet, interval time.Duration, now time.Time) {
 	old := r.snap.Swap(&snapshot{set: set, expires: now.Add(interval).Add(r.cfg.MaxStale)})
 	r.mu.Lock()
-	r.failures, r.wait, r.interval, r.expiredLogged = 0, interval, interval, false
+	r.failures, r.urlFailures, r.wait, r.interval, r.expiredLogged = 0, 0, interval, interval, false
 	r.status = Status{LastSuccess: now, LastAttempt: now}
 	r.mu.Unlock()
 	added, removed := diffKeys(old.set, set)
