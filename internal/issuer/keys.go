@@ -80,10 +80,27 @@ type KeyManager struct {
 }
 
 type keyState struct {
-	signer *jose.Signer // the key in force
-	access *jose.Signer // the same, writing "typ":"at+jwt" (RFC 9068)
-	jwks   []byte       // the published public keys
-	set    *jose.KeySet // the same, parsed, for verifying own tokens
+	signer   *jose.Signer // the key in force
+	access   *jose.Signer // the same, writing "typ":"at+jwt" (RFC 9068)
+	jwks     []byte       // the published public keys
+	set      *jose.KeySet // the same, parsed, for verifying own tokens
+	activeAt time.Time    // when the key in force became active
+}
+
+// KeyStatus is the key schedule's state, for metrics.
+type KeyStatus struct {
+	Published   int       // keys in the JWKS
+	ActiveSince time.Time // when the key in force became active; zero before Load
+}
+
+// Status reports the key schedule's state. It reads one snapshot and
+// takes no lock.
+func (m *KeyManager) Status() KeyStatus {
+	s := m.state.Load()
+	if s == nil {
+		return KeyStatus{}
+	}
+	return KeyStatus{Published: s.set.Len(), ActiveSince: s.activeAt}
 }
 
 // ErrNoActiveKey means no stored key is active yet (all pre-published).
@@ -389,7 +406,7 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("issuer: published key set: %w", err)
 	}
-	m.state.Store(&keyState{signer: signer, access: access, jwks: jwks, set: set})
+	m.state.Store(&keyState{signer: signer, access: access, jwks: jwks, set: set, activeAt: active.ActiveAt})
 	return nil
 }
 

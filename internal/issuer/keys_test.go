@@ -161,7 +161,11 @@ func TestKeyManagerManualRotation(t *testing.T) {
 	if got := published(t, m); len(got) != 1 || got[0] != first {
 		t.Fatalf("after first load: %v", got)
 	}
+	if st := m.Status(); st.Published != 1 || !st.ActiveSince.Equal(c.t) {
+		t.Errorf("Status after first load: %+v, want 1 published, active since %v", st, c.t)
+	}
 	signsVerifiably(t, m)
+	start := c.t
 
 	second, err := m.Rotate(ctx, false)
 	if err != nil {
@@ -176,6 +180,9 @@ func TestKeyManagerManualRotation(t *testing.T) {
 	}
 	if m.Signer().KeyID() != second || len(published(t, m)) != 2 {
 		t.Fatalf("after activation: signer %s, published %v", m.Signer().KeyID(), published(t, m))
+	}
+	if st := m.Status(); st.Published != 2 || !st.ActiveSince.Equal(start.Add(time.Hour)) {
+		t.Errorf("Status after activation: %+v, want 2 published, active since %v", st, start.Add(time.Hour))
 	}
 	signsVerifiably(t, m)
 	c.t = c.t.Add(30*time.Minute + time.Minute - time.Second) // old tokens may still be alive

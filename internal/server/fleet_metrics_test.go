@@ -120,10 +120,16 @@ func TestTokenRequestMetrics(t *testing.T) {
 		`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`: 2,
 		`keygate_token_requests_total{endpoint="token",grant="",result="invalid_client"}`:       1,
 		`keygate_token_request_seconds_count{endpoint="token"}`:                                 3,
+		`keygate_signing_keys_published`:                                                        1,
+		`keygate_signing_key_schedule_errors_total`:                                             0,
 	} {
 		if v, ok := metricValue(t, text, name); !ok || v != want {
-			t.Errorf("%s = %v (present %v), want %v\n%s", name, v, ok, want, grepLines(text, "keygate_token_request"))
+			t.Errorf("%s = %v (present %v), want %v\n%s", name, v, ok, want, grepLines(text, "keygate_"))
 		}
+	}
+	// The dev key became active when the node made it, moments ago.
+	if v, ok := metricValue(t, text, "keygate_signing_key_active_since_timestamp_seconds"); !ok || time.Since(time.Unix(int64(v), 0)) > time.Minute {
+		t.Errorf("keygate_signing_key_active_since_timestamp_seconds = %v (present %v), want about now", v, ok)
 	}
 }
 

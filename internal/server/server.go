@@ -218,6 +218,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.metrics != nil {
 		s.metrics.Sealed(s.keyring.Sealed)
 		s.metrics.Cache(s.cacheStats)
+		s.metrics.KeySchedule(func() (int, time.Time) {
+			st := s.keys.Status()
+			return st.Published, st.ActiveSince
+		})
 	}
 	s.handler = s.traffic()
 	return s, nil

@@ -337,6 +337,9 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 		case <-t.C:
 			if err := s.keys.Tick(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error("signing key schedule failed", "err", err)
+				if s.metrics != nil {
+					s.metrics.KeyScheduleFailed()
+				}
 			}
 			s.revoked.Sweep(s.cfg.Now())
 		}

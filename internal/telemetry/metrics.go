@@ -36,6 +36,7 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	tokenRequests *prometheus.CounterVec
 	tokenSeconds  *prometheus.HistogramVec
+	keyErrors     prometheus.Counter
 
 	fleet     atomic.Pointer[func() FleetStats] // set by Fleet
 	fleetOnce sync.Once
@@ -80,6 +81,8 @@ func New() *Metrics {
 			Name: "keygate_token_requests_total",
 			Help: "Token service requests by endpoint (token, revoke, introspect, login), grant type and result (ok, inactive, or the OAuth error code).",
 		}, []string{"endpoint", "grant", "result"}),
+		keyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "keygate_signing_key_schedule_errors_total",
+			Help: "Runs of the signing-key schedule (rotation, retirement) that failed."}),
 		tokenSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "keygate_token_request_seconds",
 			Help:    "Time to answer a token service request, by endpoint.",
@@ -295,6 +298,32 @@ func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(limiterDegradedDesc, prometheus.GaugeValue, degraded, l.Name)
 	}
 }
+
+// KeySchedule registers the signing-key metrics, read from status on every
+// scrape: how many keys the JWKS publishes and when the key in force became
+// active (an alert on its age catches a schedule that stopped rotating),
+// and keygate_signing_key_schedule_errors_total, counted by
+// KeyScheduleFailed.
+func (m *Metrics) KeySchedule(status func() (published int, activeSince time.Time)) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_signing_keys_published",
+			Help: "Signing keys in the published JWKS (pre-published, active and retiring)."},
+			func() float64 { n, _ := status(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_signing_key_active_since_timestamp_seconds",
+			Help: "When the signing key in force became active (Unix time; 0 before one is)."},
+			func() float64 {
+				_, t := status()
+				if t.IsZero() {
+					return 0
+				}
+				return float64(t.UnixNano()) / 1e9
+			}),
+		m.keyErrors,
+	)
+}
+
+// KeyScheduleFailed counts a failed run of the signing-key schedule.
+func (m *Metrics) KeyScheduleFailed() { m.keyErrors.Inc() }
 
 // Sealed registers keygate_sealed, read from sealed on every scrape.
 func (m *Metrics) Sealed(sealed func() bool) {

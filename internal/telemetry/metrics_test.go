@@ -77,6 +77,30 @@ func TestTokenRequests(t *testing.T) {
 	}
 }
 
+func TestKeySchedule(t *testing.T) {
+	m := New()
+	since := time.Unix(1_800_000_000, 500_000_000)
+	n := 2
+	m.KeySchedule(func() (int, time.Time) { return n, since })
+	m.KeyScheduleFailed()
+	got := gather(t, m)
+	for k, v := range map[string]float64{
+		"keygate_signing_keys_published":                     2,
+		"keygate_signing_key_active_since_timestamp_seconds": 1_800_000_000.5,
+		"keygate_signing_key_schedule_errors_total":          1,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	// Read at scrape time.
+	n, since = 3, time.Time{}
+	got = gather(t, m)
+	if got["keygate_signing_keys_published"] != 3 || got["keygate_signing_key_active_since_timestamp_seconds"] != 0 {
+		t.Errorf("after a change: %v", got)
+	}
+}
+
 // gather flattens the registry into "name{labels}" -> value.
 func gather(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()
