@@ -54,12 +54,74 @@ type Bootstrap struct {
 // the token service and its admin API.
 func (s *Server) openTokenService(ctx context.Context) (err error) {
 	cfg := &s.cfg
-	dev := cfg.Dev
 	unlock, err := lockDir(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("server: lock data directory: %w", err)
 	}
 	defer unlock()
+	dev, err := s.initKeyring()
+	if err != nil {
+		return err
+	}
+	if err := s.openStore(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.store.Close()
+			s.store = nil
+		}
+	}()
+	if err := s.loadSigningKeys(ctx); err != nil {
+		return err
+	}
+	nrevs, err := s.loadRevocations(ctx)
+	if err != nil {
+		return err
+	}
+	icfg := s.issuerConfig()
+	if err := s.openFleet(ctx, s.revoked); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.closeFleet()
+		}
+	}()
+	if s.fleet != nil {
+		s.revocation = s.fleet.fanout
+		icfg.Revoked, icfg.RevokedSubject, icfg.Rotated = s.revokeID, s.revokeSubject, s.rotated
+	}
+	icfg.Checker = s.revocation // introspection answers from memory, like /auth
+	if icfg.Limiter, err = s.loginLimiter(); err != nil {
+		return fmt.Errorf("server: login rate limit: %w", err)
+	}
+	if icfg.TokenLimiter, err = s.tokenLimiter(); err != nil {
+		return fmt.Errorf("server: token rate limit: %w", err)
+	}
+	if s.tokens, err = issuer.New(icfg); err != nil {
+		return fmt.Errorf("server: token service: %w", err)
+	}
+	if err := s.openAdmin(dev); err != nil {
+		return err
+	}
+	if dev {
+		if err := s.demoClient(ctx); err != nil {
+			return err
+		}
+	}
+	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev, "sealed", s.keyring.Sealed(),
+		"kid", s.Thumbprint(), "revocations", nrevs, "redis", s.fleet != nil)
+	return nil
+}
+
+// initKeyring opens the keyring from the root key file, the root key
+// variable or the passphrase header, or starts it sealed; with none of them
+// and no shared database it is dev mode, with a root key generated in the
+// data directory. It reports whether the node runs in dev mode.
+func (s *Server) initKeyring() (dev bool, err error) {
+	cfg := &s.cfg
+	dev = cfg.Dev
 	kopts := keyring.Options{Rand: cfg.Rand, LookupEnv: cfg.LookupEnv}
 	lookup := cfg.LookupEnv
 	if lookup == nil {
@@ -93,19 +155,24 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		case errors.Is(err, fs.ErrExist):
 			s.log.Info("dev root key loaded", "path", path)
 		default:
-			return fmt.Errorf("server: dev root key: %w", err)
+			return false, fmt.Errorf("server: dev root key: %w", err)
 		}
 		kopts.KeyFile = path
 		s.boot.RootKeyPath = path
 	}
 	s.boot.Dev = dev
-	kr, err := keyring.New(kopts)
-	if err != nil {
-		return fmt.Errorf("server: root key: %w", err)
+	if s.keyring, err = keyring.New(kopts); err != nil {
+		return false, fmt.Errorf("server: root key: %w", err)
 	}
-	s.keyring = kr
+	return dev, nil
+}
 
+// openStore opens PostgreSQL when a database URL is set, else SQLite in
+// the data directory.
+func (s *Server) openStore(ctx context.Context) error {
+	cfg := &s.cfg
 	var st store.Store
+	var err error
 	if cfg.DatabaseURL != "" {
 		st, err = postgres.Open(ctx, cfg.DatabaseURL, postgres.WithTimeout(cfg.StoreTimeout))
 	} else {
@@ -115,18 +182,17 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		return fmt.Errorf("server: store: %w", err)
 	}
 	s.store = st
-	defer func() {
-		if err != nil {
-			st.Close()
-			s.store = nil
-		}
-	}()
+	return nil
+}
 
-	stored, err := st.ListSigningKeys(ctx)
+// loadSigningKeys loads the signing keys, creating the first one if the
+// store has none and the node is unsealed.
+func (s *Server) loadSigningKeys(ctx context.Context) error {
+	stored, err := s.store.ListSigningKeys(ctx)
 	if err != nil {
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
-	km := issuer.NewKeyManager(st, kr, s.keyPolicy(), cfg.Now)
+	km := issuer.NewKeyManager(s.store, s.keyring, s.keyPolicy(), s.cfg.Now)
 	switch err := km.Load(ctx); {
 	case err == nil && km.Sealed():
 		s.log.Info("signing keys published; sealed, so none signs", "published", km.KeySet().Len())
@@ -142,10 +208,15 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 		return fmt.Errorf("server: signing keys: %w", err)
 	}
 	s.keys = km
+	return nil
+}
 
-	revs, err := st.Revocations(ctx, cfg.Now())
+// loadRevocations fills the node's in-memory revocation set from the store
+// and returns how many revocations it holds.
+func (s *Server) loadRevocations(ctx context.Context) (int, error) {
+	revs, err := s.store.Revocations(ctx, s.cfg.Now())
 	if err != nil {
-		return fmt.Errorf("server: revocations: %w", err)
+		return 0, fmt.Errorf("server: revocations: %w", err)
 	}
 	mem := revoke.NewMemory()
 	mem.Update(func(b *revoke.Batch) {
@@ -159,13 +230,20 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	})
 	s.revoked = mem
 	s.revocation = mem
+	return len(revs), nil
+}
+
+// issuerConfig is the token service's configuration on a node without a
+// fleet; openTokenService adds the fleet's callbacks and the limiters.
+func (s *Server) issuerConfig() issuer.Config {
+	cfg := &s.cfg
 	icfg := issuer.Config{
 		Issuer:         cfg.Issuer,
 		Audience:       []string{cfg.Audience},
-		Store:          st,
-		Keys:           km,
-		Revoked:        mem.RevokeID,
-		RevokedSubject: mem.RevokeSubject,
+		Store:          s.store,
+		Keys:           s.keys,
+		Revoked:        s.revoked.RevokeID,
+		RevokedSubject: s.revoked.RevokeSubject,
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
 		Logger:         s.log,
@@ -175,50 +253,23 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if s.metrics != nil {
 		icfg.Observe = s.metrics.TokenRequest
 	}
-	if err := s.openFleet(ctx, mem); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			s.closeFleet()
-		}
-	}()
-	if s.fleet != nil {
-		s.revocation = s.fleet.fanout
-		icfg.Revoked, icfg.RevokedSubject, icfg.Rotated = s.revokeID, s.revokeSubject, s.rotated
-	}
-	icfg.Checker = s.revocation // introspection answers from memory, like /auth
-	if icfg.Limiter, err = s.loginLimiter(); err != nil {
-		return fmt.Errorf("server: login rate limit: %w", err)
-	}
-	if icfg.TokenLimiter, err = s.tokenLimiter(); err != nil {
-		return fmt.Errorf("server: token rate limit: %w", err)
-	}
+	return icfg
+}
 
-	svc, err := issuer.New(icfg)
-	if err != nil {
-		return fmt.Errorf("server: token service: %w", err)
-	}
-	s.tokens = svc
-
+// openAdmin enables the admin API when an admin token is configured (or,
+// in dev mode, generated).
+func (s *Server) openAdmin(dev bool) error {
 	token, err := s.adminToken(dev)
 	if err != nil {
 		return err
 	}
-	if token != "" {
-		if s.admin, err = issuer.NewAdmin(svc, token); err != nil {
-			return fmt.Errorf("server: %w", err)
-		}
-	} else {
+	if token == "" {
 		s.log.Warn("no admin token configured: the admin API (/v1/admin/) is off")
+		return nil
 	}
-	if dev {
-		if err := s.demoClient(ctx); err != nil {
-			return err
-		}
+	if s.admin, err = issuer.NewAdmin(s.tokens, token); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	s.log.Info("token service ready", "store", storeKind(cfg.DatabaseURL), "dev", dev, "sealed", kr.Sealed(),
-		"kid", s.Thumbprint(), "revocations", len(revs), "redis", s.fleet != nil)
 	return nil
 }
 
