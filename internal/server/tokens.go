@@ -376,11 +376,16 @@ func (s *Server) demoClient(ctx context.Context) error {
 	return nil
 }
 
+// PurgeInterval is how often Serve deletes expired refresh tokens.
+const PurgeInterval = time.Hour
+
 // tick runs the signing-key schedule and sweeps expired revocations every
-// interval until ctx is done.
+// interval, and deletes expired refresh tokens every PurgeInterval (and on
+// the first tick), until ctx is done.
 func (s *Server) tick(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var purged time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -392,7 +397,27 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 					s.metrics.KeyScheduleFailed()
 				}
 			}
-			s.revoked.Sweep(s.cfg.Now())
+			now := s.cfg.Now()
+			s.revoked.Sweep(now)
+			if now.Sub(purged) >= PurgeInterval {
+				purged = now
+				s.purgeRefreshTokens(ctx, now)
+			}
 		}
+	}
+}
+
+// purgeRefreshTokens deletes refresh tokens past their expiry, spent or
+// not, so that the table does not grow with every login and refresh. Every
+// node of a fleet runs it; the delete is idempotent.
+func (s *Server) purgeRefreshTokens(ctx context.Context, now time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := s.store.DeleteExpiredRefreshTokens(ctx, now)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("deleting expired refresh tokens failed; retrying at the next purge", "err", err)
+	case n > 0:
+		s.log.Info("expired refresh tokens deleted", "count", n)
 	}
 }

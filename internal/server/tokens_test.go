@@ -14,10 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -303,4 +306,62 @@ func newSchema(t *testing.T) string {
 		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	}
 	return testnet.PostgresSchema(t, base, "kg_server")
+}
+
+// TestPurgeExpiredRefreshTokens: the schedule deletes refresh tokens past
+// their expiry from the store, and only those.
+func TestPurgeExpiredRefreshTokens(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	clock := func() time.Time { return *now.Load() }
+	adminToken := strings.Repeat("p", 40)
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		AdminToken: adminToken, Now: clock})
+	b := l.Bootstrap()
+	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password"}`, jh); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create user: %d %s", resp.StatusCode, body)
+	}
+	login := func() string {
+		h := form()
+		resp, body := do(t, http.MethodPost, l.base+"/v1/login", "username=alice&password=a+long+password&client_id="+b.DemoClientID+"&client_secret="+b.DemoClientSecret, h)
+		var tr struct {
+			Refresh string `json:"refresh_token"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tr) != nil || tr.Refresh == "" {
+			t.Fatalf("login: %d %s", resp.StatusCode, body)
+		}
+		return tr.Refresh
+	}
+	old := login()
+	later := t0.Add(issuer.DefaultRefreshTTL + time.Second)
+	now.Store(&later)
+	fresh := login()
+	stored := func(tok string) bool {
+		d := issuer.SecretDigest(tok)
+		_, err := l.store.GetRefreshToken(context.Background(), d[:])
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if !stored(old) || !stored(fresh) {
+		t.Fatal("refresh tokens not stored")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.tick(ctx, 10*time.Millisecond) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for stored(old) {
+		if time.Now().After(deadline) {
+			t.Fatal("the expired refresh token was not deleted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !stored(fresh) {
+		t.Error("a refresh token that has not expired was deleted")
+	}
 }
