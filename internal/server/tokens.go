@@ -376,12 +376,13 @@ func (s *Server) demoClient(ctx context.Context) error {
 	return nil
 }
 
-// PurgeInterval is how often Serve deletes expired refresh tokens.
+// PurgeInterval is how often Serve deletes expired refresh tokens and
+// revocations.
 const PurgeInterval = time.Hour
 
 // tick runs the signing-key schedule and sweeps expired revocations every
-// interval, and deletes expired refresh tokens every PurgeInterval (and on
-// the first tick), until ctx is done.
+// interval, and deletes expired refresh tokens and revocations every
+// PurgeInterval (and on the first tick), until ctx is done.
 func (s *Server) tick(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -401,23 +402,29 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 			s.revoked.Sweep(now)
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
-				s.purgeRefreshTokens(ctx, now)
+				s.purge(ctx, now)
 			}
 		}
 	}
 }
 
-// purgeRefreshTokens deletes refresh tokens past their expiry, spent or
-// not, so that the table does not grow with every login and refresh. Every
-// node of a fleet runs it; the delete is idempotent.
-func (s *Server) purgeRefreshTokens(ctx context.Context, now time.Time) {
+// purge deletes refresh tokens past their expiry, spent or not, and jti
+// revocations of tokens that have expired anyway, so that neither table
+// grows with every login, refresh and revocation. Every node of a fleet
+// runs it; the deletes are idempotent.
+func (s *Server) purge(ctx context.Context, now time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	n, err := s.store.DeleteExpiredRefreshTokens(ctx, now)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("deleting expired refresh tokens failed; retrying at the next purge", "err", err)
-	case n > 0:
-		s.log.Info("expired refresh tokens deleted", "count", n)
+	for _, p := range []struct {
+		what string
+		del  func(context.Context, time.Time) (int, error)
+	}{{"expired refresh tokens", s.store.DeleteExpiredRefreshTokens}, {"expired revocations", s.store.DeleteExpiredRevocations}} {
+		n, err := p.del(ctx, now)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("deleting "+p.what+" failed; retrying at the next purge", "err", err)
+		case n > 0:
+			s.log.Info(p.what+" deleted", "count", n)
+		}
 	}
 }

@@ -308,9 +308,10 @@ func newSchema(t *testing.T) string {
 	return testnet.PostgresSchema(t, base, "kg_server")
 }
 
-// TestPurgeExpiredRefreshTokens: the schedule deletes refresh tokens past
-// their expiry from the store, and only those.
-func TestPurgeExpiredRefreshTokens(t *testing.T) {
+// TestPurgeExpired: the schedule deletes refresh tokens past
+// their expiry, and revocations of tokens that have expired, from the
+// store, and only those.
+func TestPurgeExpired(t *testing.T) {
 	var now atomic.Pointer[time.Time]
 	t0 := time.Now()
 	now.Store(&t0)
@@ -335,6 +336,21 @@ func TestPurgeExpiredRefreshTokens(t *testing.T) {
 		return tr.Refresh
 	}
 	old := login()
+	access := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+	h := form()
+	if resp, body := do(t, http.MethodPost, l.base+"/oauth2/revoke", "token="+access+"&client_id="+b.DemoClientID+"&client_secret="+b.DemoClientSecret, h); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	revocations := func() int {
+		rs, err := l.store.Revocations(context.Background(), t0.Add(-time.Hour)) // as of before the revocation lapsed
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	if revocations() != 1 {
+		t.Fatal("the revocation is not stored")
+	}
 	later := t0.Add(issuer.DefaultRefreshTTL + time.Second)
 	now.Store(&later)
 	fresh := login()
@@ -356,6 +372,12 @@ func TestPurgeExpiredRefreshTokens(t *testing.T) {
 	for stored(old) {
 		if time.Now().After(deadline) {
 			t.Fatal("the expired refresh token was not deleted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for revocations() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lapsed revocation was not deleted")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

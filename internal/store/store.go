@@ -165,6 +165,10 @@ type Store interface {
 	// Revocations lists revocations still in force at now (jti revocations
 	// whose Until has not passed, and every subject revocation).
 	Revocations(ctx context.Context, now time.Time) ([]Revocation, error)
+	// DeleteExpiredRevocations removes the jti revocations whose Until is
+	// at or before now (the tokens have expired anyway) and returns how
+	// many. Subject revocations stay.
+	DeleteExpiredRevocations(ctx context.Context, now time.Time) (int, error)
 
 	Close() error
 }

@@ -448,6 +448,18 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 
 // Revocations.
 
+// DeleteExpiredRevocations removes the jti revocations whose Until is at or
+// before now and returns how many.
+func (s *Store) DeleteExpiredRevocations(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE jti <> '' AND until_at <= $1`, ts(now))
+	if err != nil {
+		return 0, wrap(ctx, "delete expired revocations", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // AddRevocation records r, which names exactly one of JTI (with Until) and
 // Subject (with Before). It is idempotent: adding the same issuer and jti
 // or subject again keeps one record, with the later Until or Before and
