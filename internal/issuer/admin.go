@@ -372,5 +372,17 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 		a.storeError(w, "revocation", err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, rv)
+	writeJSON(w, http.StatusCreated, revocationView(rv))
+}
+
+// revocationView is a revocation as the admin API shows it: the request's
+// own field names, and only the fields of its kind.
+func revocationView(rv store.Revocation) map[string]any {
+	out := map[string]any{"issuer": rv.Issuer, "created_at": rv.CreatedAt}
+	if rv.JTI != "" {
+		out["jti"], out["until"] = rv.JTI, rv.Until
+	} else {
+		out["subject"], out["before"] = rv.Subject, rv.Before
+	}
+	return out
 }

@@ -159,8 +159,13 @@ func TestAdminAPI(t *testing.T) {
 	if _, ks := call("GET", "/v1/admin/keys", adminToken, nil); len(ks["keys"].([]any)) != 2 || km.Signer().KeyID() == first {
 		t.Errorf("keys after immediate rotation: %v", ks)
 	}
-	if code, rv := call("POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": "alice"}); code != 201 || rv["Subject"] != "alice" {
+	if code, rv := call("POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": "alice"}); code != 201 || rv["subject"] != "alice" ||
+		rv["before"] != f.now.UTC().Format(time.RFC3339Nano) || rv["jti"] != nil || rv["until"] != nil {
 		t.Errorf("revoke subject: %d %v", code, rv)
+	}
+	if code, rv := call("POST", "/v1/admin/revocations", adminToken, map[string]any{"jti": "j1", "until": "2030-01-02T03:04:05Z"}); code != 201 || rv["jti"] != "j1" ||
+		rv["until"] != "2030-01-02T03:04:05Z" || rv["issuer"] != testIssuer || rv["subject"] != nil || rv["before"] != nil {
+		t.Errorf("revoke jti: %d %v", code, rv)
 	}
 	if code, _ := call("POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": "a", "jti": "b"}); code != 400 {
 		t.Errorf("ambiguous revocation: %d", code)
