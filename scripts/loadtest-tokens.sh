@@ -3,8 +3,10 @@
 #   - POST /oauth2/token, grant_type=client_credentials (an ES256 access
 #     token signed per request), against one core's ES256 sign rate measured
 #     in the same session (target: issuance / sign rate >= 0.70);
-#   - POST /oauth2/introspect of one fixed access token, both authenticated
-#     with the dev-mode demo client (HTTP Basic);
+#   - POST /oauth2/introspect of one fixed access token (cache hits), and of
+#     a distinct token each request (each verified in full; the tokens are
+#     issued just before by the same server, scripts/wrk/capture.lua), all
+#     authenticated with the dev-mode demo client (HTTP Basic);
 #   - the same POST against two reference servers on the same CPU and port
 #     (keygate bench server): no-op, and one raw ES256 sign per request, to
 #     show what the HTTP stack alone allows on the machine.
@@ -58,7 +60,7 @@ SIGN_S=$(secs "$SIGN_DURATION")
 [[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
 ((DUR_S > 0 && SIGN_S > 0)) || die "DURATION and SIGN_DURATION must be at least 1s"
 ((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
-estimate=$((30 + RUNS * (SIGN_S + 8 + 4 * (WARM_S + DUR_S + 1))))
+estimate=$((30 + RUNS * (2 * SIGN_S + 8 + 4 * (WARM_S + DUR_S + 1) + 2 * DUR_S + 5)))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
 
@@ -79,7 +81,7 @@ SERVER_PID=""
 WRK_PID=""
 
 
-OUT_SKIP=("data-*" keygate auth.txt "*.body")
+OUT_SKIP=("data-*" keygate auth.txt "*.body" tokens.txt)
 install_cleanup
 
 # --- build -----------------------------------------------------------------
@@ -94,6 +96,12 @@ BASE=http://127.0.0.1:$PORT
 # claims), measured in process on SERVER_CPU with one goroutine.
 sign_rate() {
 	pinned "$KG" bench sign --alg ES256 --goroutines 1 --duration "$1" | awk '$1 == "ES256" { print $2 }'
+}
+
+# verify_rate prints one core's raw ES256 verifies/s (crypto/ecdsa alone),
+# measured like sign_rate: what distinct-token introspection is bounded by.
+verify_rate() {
+	pinned "$KG" bench verify --alg ES256 --raw --goroutines 1 --duration "$1" | awk '$1 == "ES256" { print $2 }'
 }
 
 # start_server log: a fresh dev-mode keygate on a fresh data directory; sets
@@ -143,12 +151,19 @@ fetch_token() {
 	sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p' <<<"$body"
 }
 
-# run_wrk out path body_file duration
+# run_wrk out path body_file duration [script]: wrk with form.lua (the same
+# form body every request), or with script: unique-form.lua (body_file is
+# then a token file, one distinct token per request) or capture.lua (its
+# tokens are written to $WORK/tokens.txt).
 run_wrk() {
-	local out=$1 path=$2 body=$3 duration=$4
+	local out=$1 path=$2 body=$3 duration=$4 script=${5:-form.lua} threads=$THREADS extra=()
+	if [[ $script != form.lua ]]; then
+		threads=1 # these scripts keep one token file per run
+	fi
+	[[ $script == capture.lua ]] && extra=("$WORK/tokens.txt")
 	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
-		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
-		-s "$ROOT/scripts/wrk/form.lua" "$BASE$path" -- "$WORK/auth.txt" "$body" >"$out" 2>&1 &
+		taskset -c "$CLIENT_CPU" wrk -t"$threads" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
+		-s "$ROOT/scripts/wrk/$script" "$BASE$path" -- "$WORK/auth.txt" "$body" "${extra[@]}" >"$out" 2>&1 &
 	WRK_PID=$!
 	wait_wrk "$out"
 }
@@ -158,12 +173,17 @@ cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8
 RESULTS=$WORK/results.tsv
 printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"$RESULTS"
 
-measure() { # round name path body_file
-	local round=$1 name=$2 path=$3 body=$4
-	((WARM_S > 0)) && run_wrk "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
+measure() { # round name path body_file [script]
+	local round=$1 name=$2 path=$3 body=$4 script=${5:-form.lua}
+	# Distinct tokens are used once: a warm-up would turn the run's first
+	# requests into cache hits.
+	((WARM_S > 0)) && [[ $script == form.lua ]] && run_wrk "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
 	local p0 c0 p1 c1
 	p0=$(proc_ticks "$SERVER_PID") c0=$(cpu_ticks "$SERVER_CPU")
-	run_wrk "$WORK/$name-$round.wrk.txt" "$path" "$body" "$DURATION"
+	run_wrk "$WORK/$name-$round.wrk.txt" "$path" "$body" "$DURATION" "$script"
+	if grep -q 'wraps=[1-9]' "$WORK/$name-$round.wrk.txt"; then
+		die "$name run $round ran out of distinct tokens (wraps > 0): its requests were cache hits"
+	fi
 	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
 	sed -n 's/^RESULT //p' "$WORK/$name-$round.wrk.txt" | awk -v name="$name" -v run="$round" \
 		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
@@ -187,6 +207,10 @@ for round in $(seq 1 "$RUNS"); do
 	[[ -n $r ]] || die "ES256 sign measurement failed"
 	printf 'sign\t%d\t%s\t0\t0\t0\t0\t0\n' "$round" "$r" >>"$RESULTS"
 	log "ES256 sign   run $round: $r signs/s (in process, 1 goroutine, CPU $SERVER_CPU)"
+	r=$(verify_rate "$SIGN_DURATION")
+	[[ -n $r ]] || die "ES256 verify measurement failed"
+	printf 'verify\t%d\t%s\t0\t0\t0\t0\t0\n' "$round" "$r" >>"$RESULTS"
+	log "ES256 verify run $round: $r verifies/s (raw, in process, 1 goroutine, CPU $SERVER_CPU)"
 	start_server "$WORK/server-$round.log"
 	tok=$(fetch_token)
 	[[ -n $tok ]] || die "no access_token in the token response"
@@ -196,6 +220,11 @@ for round in $(seq 1 "$RUNS"); do
 	[[ $active == *'"active":true'* ]] || die "introspection of a fresh token: $active"
 	measure "$round" issue /oauth2/token "$WORK/issue.body"
 	measure "$round" introspect /oauth2/introspect "$WORK/introspect.body"
+	# Distinct tokens: issue them (not measured) for as long as the run
+	# lasts plus a margin, since verifying costs more than signing.
+	run_wrk "$WORK/capture-$round.wrk.txt" /oauth2/token "$WORK/issue.body" "$((DUR_S + 3))s" capture.lua
+	log "issued $(wc -l <"$WORK/tokens.txt") distinct tokens for the next run"
+	measure "$round" introspect-unique /oauth2/introspect "$WORK/tokens.txt" unique-form.lua
 	stop_server
 	for mode in noop es256-sign; do
 		start_reference "$mode" "$WORK/ref-$mode-$round.log"
@@ -242,7 +271,7 @@ TABLE=$WORK/table.md
 	echo
 	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU |"
 	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
-	for name in sign issue introspect ref-noop ref-es256-sign; do
+	for name in sign verify issue introspect introspect-unique ref-noop ref-es256-sign; do
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		spread=$(calc "($hi - $lo) / $m * 100" 1)
@@ -251,8 +280,13 @@ TABLE=$WORK/table.md
 			echo "| ES256 sign, jose, in process, 1 goroutine (signs/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - |"
 			continue
 			;;
+		verify)
+			echo "| ES256 verify, raw crypto/ecdsa, in process, 1 goroutine (verifies/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - |"
+			continue
+			;;
 		issue) desc="POST /oauth2/token, client_credentials, ES256" ;;
 		introspect) desc="POST /oauth2/introspect, one fixed access token" ;;
+		introspect-unique) desc="POST /oauth2/introspect, a distinct token each request (verified in full)" ;;
 		ref-noop) desc="reference: net/http answering the same POST with 200, no work" ;;
 		ref-es256-sign) desc="reference: net/http, read the body, one raw ES256 sign, a token response" ;;
 		esac
@@ -274,7 +308,8 @@ TABLE=$WORK/table.md
 	echo "| the sign reference server / the sign rate ($(fmt_n "$refsign") / $(fmt_n "$sign")): what one sign per request allows here | $(calc "$refsign / $sign") | - | info |"
 	echo "| issuance / the sign reference server ($(fmt_n "$issue") / $(fmt_n "$refsign")) | $(calc "$issue / $refsign") | - | info |"
 	echo "| 1 / (1/no-op + 1/sign) = $(fmt_n "$bound") req/s, over the sign rate: optimistic, it leaves out waking the client | $(calc "$bound / $sign") | - | info |"
-	echo "| introspections/s | $(fmt_n "$(med introspect)") | - | info |"
+	echo "| introspections/s, one token / distinct tokens | $(fmt_n "$(med introspect)") / $(fmt_n "$(med introspect-unique)") | - | info |"
+	echo "| distinct-token introspection / one core's raw ES256 verify rate ($(fmt_n "$(med introspect-unique)") / $(fmt_n "$(med verify)")) | $(calc "$(med introspect-unique) / $(med verify)") | - | info |"
 	echo
 	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS THREADS=$THREADS scripts/loadtest-tokens.sh"
 } >"$TABLE"

@@ -1,0 +1,71 @@
+-- wrk script: form POSTs with HTTP Basic, each carrying a different token
+-- from a file as "token=<token>" (POST /oauth2/introspect of distinct
+-- tokens, so that keygate verifies each one in full: a cache miss per
+-- request).
+--
+--   wrk -t1 -c50 -d10s -s scripts/wrk/unique-form.lua http://127.0.0.1:18080/oauth2/introspect -- AUTH_FILE TOKEN_FILE
+--
+-- Use one thread (-t1). A run that exhausts the file starts it again and
+-- counts a wrap; repeated tokens would be cache hits, so
+-- scripts/loadtest-tokens.sh rejects a run with wraps > 0. done() prints
+-- one machine-readable RESULT line.
+
+local threads = {}
+
+function setup(thread)
+   table.insert(threads, thread)
+end
+
+local tokens = {}
+local count = 0
+local pos = 0
+
+local function first_line(path)
+   local f = assert(io.open(path, "r"))
+   local line = f:read("*l")
+   f:close()
+   if not line or line == "" then
+      error(path .. ": empty first line")
+   end
+   return line
+end
+
+function init(args)
+   if not args[1] or not args[2] then
+      error("usage: wrk ... -s unique-form.lua URL -- AUTH_FILE TOKEN_FILE")
+   end
+   for line in io.lines(args[2]) do
+      if line ~= "" then
+         count = count + 1
+         tokens[count] = line
+      end
+   end
+   if count == 0 then
+      error(args[2] .. ": no tokens")
+   end
+   wrk.method = "POST"
+   wrk.headers["Authorization"] = first_line(args[1])
+   wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+   wraps = 0
+end
+
+function request()
+   pos = pos + 1
+   if pos > count then
+      pos = 1
+      wraps = wraps + 1
+   end
+   return wrk.format(nil, nil, nil, "token=" .. tokens[pos]) -- sets Content-Length
+end
+
+function done(summary, latency, requests)
+   local w = 0
+   for _, t in ipairs(threads) do
+      w = w + (t:get("wraps") or 0)
+   end
+   local e = summary.errors
+   io.write(string.format(
+      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d wraps=%d p50_us=%d p99_us=%d\n",
+      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status, w,
+      latency:percentile(50), latency:percentile(99)))
+end
