@@ -260,6 +260,9 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 		s.log.Warn(what+" failed: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errStoreDown, false)
+	case errors.Is(err, errRevocationsStale):
+		w.Header().Set("Retry-After", "1")
+		writeOAuthError(w, errStale, false)
 	default:
 		s.log.Error(what+" failed", "err", err)
 		writeOAuthError(w, errServer, false)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,5 +422,59 @@ func TestObserver(t *testing.T) {
 				t.Errorf("observed %v, want [%v]", got, tt.want)
 			}
 		})
+	}
+}
+
+// staleChecker is a revocation set that can fail closed, as the Redis
+// fan-out does past its maximum staleness.
+type staleChecker struct {
+	stale   atomic.Bool
+	revoked atomic.Bool // every subject revoked
+}
+
+func (c *staleChecker) Revoked(_, _, subject string, _ time.Time) bool {
+	return c.stale.Load() || (subject != "" && c.revoked.Load())
+}
+
+func (c *staleChecker) FailingClosed() bool { return c.stale.Load() }
+
+// TestRefreshWhileRevocationsStale: while the revocation set fails closed,
+// a refresh answers 503 and spends nothing — it must not take "every token
+// is refused" for a subject revocation and revoke the family; once the set
+// is current again the same refresh token works.
+func TestRefreshWhileRevocationsStale(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	chk := &staleChecker{}
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow }, Checker: chk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	login := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	refresh := func(tok string) reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}, cl, "")
+	}
+	first := login.body["refresh_token"].(string)
+
+	chk.stale.Store(true)
+	if r := refresh(first); r.status != 503 || r.body["error"] != "temporarily_unavailable" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("refresh while the set is stale: %d %v %v", r.status, r.body, r.header)
+	}
+	chk.stale.Store(false)
+	r := refresh(first)
+	if r.status != 200 {
+		t.Fatalf("the refresh token presented while stale was spent or revoked: %d %v", r.status, r.body)
+	}
+	second := r.body["refresh_token"].(string)
+
+	// A real subject revocation: refused, and the family revoked for good.
+	chk.revoked.Store(true)
+	if r := refresh(second); r.status != 400 || r.body["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a revoked subject: %d %v", r.status, r.body)
+	}
+	chk.revoked.Store(false)
+	if r := refresh(second); r.status != 400 {
+		t.Errorf("the family of a revoked subject's token was not revoked: %d %v", r.status, r.body)
 	}
 }

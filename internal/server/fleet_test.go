@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/ratelimit"
@@ -282,6 +283,29 @@ func TestRedisFailClosed(t *testing.T) {
 	resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "fail_closed") {
 		t.Errorf("/readyz while failing closed: %d %s", resp.StatusCode, body)
+	}
+
+	// A refresh cannot tell a revoked subject from a stale set: 503, and
+	// the token stays unspent, rather than its family revoked.
+	b := l.Bootstrap()
+	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + b.AdminToken}}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password","scopes":["demo"]}`, jh); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create user: %d %s", resp.StatusCode, body)
+	}
+	creds := "&client_id=" + b.DemoClientID + "&client_secret=" + b.DemoClientSecret
+	resp, body = do(t, http.MethodPost, l.base+"/v1/login", "username=alice&password=a+long+password"+creds, form())
+	var tr struct {
+		Refresh string `json:"refresh_token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tr) != nil || tr.Refresh == "" {
+		t.Fatalf("login while failing closed: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodPost, l.base+"/oauth2/token", "grant_type=refresh_token&refresh_token="+tr.Refresh+creds, form()); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("refresh while failing closed: %d %s, want 503", resp.StatusCode, body)
+	}
+	d := issuer.SecretDigest(tr.Refresh)
+	if rt, err := l.store.GetRefreshToken(context.Background(), d[:]); err != nil || rt.Revoked || !rt.UsedAt.IsZero() {
+		t.Errorf("the refresh token after a refresh while failing closed: %+v, %v; want unspent and not revoked", rt, err)
 	}
 }
 

@@ -283,13 +283,19 @@ func (f *Fanout) Close() error {
 // Revoked reports whether the token is revoked (see [revoke.Checker]). Once the
 // set is older than MaxStaleness, if set, every token is.
 func (f *Fanout) Revoked(issuer, jti, subject string, issuedAt time.Time) bool {
-	if f.maxStale > 0 {
-		fresh := f.fresh.Load()
-		if fresh == 0 || f.cfg.Now().UnixNano()-fresh > f.maxStale {
-			return true
-		}
+	return f.FailingClosed() || f.mem.Revoked(issuer, jti, subject, issuedAt)
+}
+
+// FailingClosed reports whether the set is older than the allowed
+// staleness, so that Revoked refuses every token; callers that must tell
+// "revoked" from "cannot say" (a refresh, which would otherwise revoke a
+// whole token family) ask it first.
+func (f *Fanout) FailingClosed() bool {
+	if f.maxStale <= 0 {
+		return false
 	}
-	return f.mem.Revoked(issuer, jti, subject, issuedAt)
+	fresh := f.fresh.Load()
+	return fresh == 0 || f.cfg.Now().UnixNano()-fresh > f.maxStale
 }
 
 // Staleness returns how long ago the set was last known to be current: the
