@@ -25,11 +25,10 @@ func clientIP(r *http.Request, trusted []netip.Prefix) string {
 	for i := len(hops) - 1; i >= 0; i-- {
 		parts := strings.Split(hops[i], ",")
 		for j := len(parts) - 1; j >= 0; j-- {
-			ip, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
-			if err != nil {
+			ip, ok := hopAddr(strings.TrimSpace(parts[j]))
+			if !ok {
 				return peer.String()
 			}
-			ip = ip.Unmap()
 			if !isTrusted(ip, trusted) {
 				return ip.String()
 			}
@@ -37,6 +36,19 @@ func clientIP(r *http.Request, trusted []netip.Prefix) string {
 		}
 	}
 	return peer.String()
+}
+
+// hopAddr parses one X-Forwarded-For entry: an address, or an address with
+// a port ("198.51.100.1:4711", "[2001:db8::1]:4711"), which some proxies
+// write.
+func hopAddr(s string) (netip.Addr, bool) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
 }
 
 func remoteIP(addr string) netip.Addr {

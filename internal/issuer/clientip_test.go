@@ -27,6 +27,8 @@ func TestClientIP(t *testing.T) {
 		{"IPv6 loopback proxy", "[::1]:4000", []string{"2001:db8::1"}, proxies, "2001:db8::1"},
 		{"IPv4-mapped peer", "[::ffff:10.0.0.5]:4000", []string{"198.51.100.1"}, proxies, "198.51.100.1"},
 		{"IPv4-mapped hop", "10.0.0.5:4000", []string{"::ffff:198.51.100.1"}, proxies, "198.51.100.1"},
+		{"hop with a port", "10.0.0.5:4000", []string{"198.51.100.1:4711, 10.0.0.9:80"}, proxies, "198.51.100.1"},
+		{"IPv6 hop with a port", "10.0.0.5:4000", []string{"[2001:db8::1]:4711"}, proxies, "2001:db8::1"},
 		{"unparsable peer kept as it is", "pipe", nil, proxies, "pipe"},
 	}
 	for _, tt := range tests {
