@@ -7,15 +7,7 @@
 -- Use one thread (-t1): every thread would write the same file. done()
 -- prints the RESULT line form.lua prints.
 
-local function first_line(path)
-   local f = assert(io.open(path, "r"))
-   local line = f:read("*l")
-   f:close()
-   if not line or line == "" then
-      error(path .. ": empty first line")
-   end
-   return line
-end
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
 
 local out
 
@@ -23,10 +15,8 @@ function init(args)
    if not args[1] or not args[2] or not args[3] then
       error("usage: wrk ... -s capture.lua URL -- AUTH_FILE BODY_FILE OUT_FILE")
    end
-   wrk.method = "POST"
-   wrk.headers["Authorization"] = first_line(args[1])
-   wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-   wrk.body = first_line(args[2])
+   common.form_post(args[1])
+   wrk.body = common.first_line(args[2])
    out = assert(io.open(args[3], "w"))
 end
 
@@ -40,9 +30,5 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-   local e = summary.errors
-   io.write(string.format(
-      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d p50_us=%d p99_us=%d\n",
-      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status,
-      latency:percentile(50), latency:percentile(99)))
+   common.result(summary, latency)
 end

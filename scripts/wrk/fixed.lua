@@ -7,24 +7,15 @@
 -- request() function), so wrk sends it on its fast path. done() prints one
 -- machine-readable RESULT line for scripts/loadtest.sh.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
+
 function init(args)
-   local path = args[1]
-   if not path then
+   if not args[1] then
       error("usage: wrk ... -s fixed.lua URL -- TOKEN_FILE")
    end
-   local f = assert(io.open(path, "r"))
-   local token = f:read("*l")
-   f:close()
-   if not token or token == "" then
-      error(path .. ": no token on the first line")
-   end
-   wrk.headers["Authorization"] = "Bearer " .. token
+   wrk.headers["Authorization"] = "Bearer " .. common.first_line(args[1])
 end
 
 function done(summary, latency, requests)
-   local e = summary.errors
-   io.write(string.format(
-      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d wraps=0 p50_us=%d p99_us=%d\n",
-      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status,
-      latency:percentile(50), latency:percentile(99)))
+   common.result(summary, latency, 0)
 end

@@ -11,30 +11,16 @@
 -- machine-readable RESULT line for scripts/loadtest-tokens.sh; responses
 -- other than 2xx count as status errors.
 
-local function first_line(path)
-   local f = assert(io.open(path, "r"))
-   local line = f:read("*l")
-   f:close()
-   if not line or line == "" then
-      error(path .. ": empty first line")
-   end
-   return line
-end
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
 
 function init(args)
    if not args[1] or not args[2] then
       error("usage: wrk ... -s form.lua URL -- AUTH_FILE BODY_FILE")
    end
-   wrk.method = "POST"
-   wrk.headers["Authorization"] = first_line(args[1])
-   wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-   wrk.body = first_line(args[2])
+   common.form_post(args[1])
+   wrk.body = common.first_line(args[2])
 end
 
 function done(summary, latency, requests)
-   local e = summary.errors
-   io.write(string.format(
-      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d p50_us=%d p99_us=%d\n",
-      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status,
-      latency:percentile(50), latency:percentile(99)))
+   common.result(summary, latency)
 end

@@ -10,6 +10,8 @@
 -- scripts/loadtest-tokens.sh rejects a run with wraps > 0. done() prints
 -- one machine-readable RESULT line.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
+
 local threads = {}
 
 function setup(thread)
@@ -19,16 +21,6 @@ end
 local tokens = {}
 local count = 0
 local pos = 0
-
-local function first_line(path)
-   local f = assert(io.open(path, "r"))
-   local line = f:read("*l")
-   f:close()
-   if not line or line == "" then
-      error(path .. ": empty first line")
-   end
-   return line
-end
 
 function init(args)
    if not args[1] or not args[2] then
@@ -43,9 +35,7 @@ function init(args)
    if count == 0 then
       error(args[2] .. ": no tokens")
    end
-   wrk.method = "POST"
-   wrk.headers["Authorization"] = first_line(args[1])
-   wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+   common.form_post(args[1])
    wraps = 0
 end
 
@@ -59,13 +49,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-   local w = 0
-   for _, t in ipairs(threads) do
-      w = w + (t:get("wraps") or 0)
-   end
-   local e = summary.errors
-   io.write(string.format(
-      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d wraps=%d p50_us=%d p99_us=%d\n",
-      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status, w,
-      latency:percentile(50), latency:percentile(99)))
+   common.result(summary, latency, common.wraps_of(threads))
 end

@@ -10,6 +10,8 @@
 -- hits, so scripts/loadtest.sh rejects a keygate run with wraps > 0.
 -- done() prints one machine-readable RESULT line.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
+
 local threads = {}
 local next_id = 0
 
@@ -64,13 +66,5 @@ function request()
 end
 
 function done(summary, latency, requests)
-   local w = 0
-   for _, t in ipairs(threads) do
-      w = w + (t:get("wraps") or 0)
-   end
-   local e = summary.errors
-   io.write(string.format(
-      "RESULT requests=%d duration_us=%d connect=%d read=%d write=%d timeout=%d status=%d wraps=%d p50_us=%d p99_us=%d\n",
-      summary.requests, summary.duration, e.connect, e.read, e.write, e.timeout, e.status, w,
-      latency:percentile(50), latency:percentile(99)))
+   common.result(summary, latency, common.wraps_of(threads))
 end
