@@ -27,7 +27,7 @@ type adminFixture struct {
 	now      time.Time
 }
 
-func newAdminFixture(t *testing.T) *adminFixture {
+func newAdminFixture(t testing.TB) *adminFixture {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
 	if err != nil {

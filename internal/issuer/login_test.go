@@ -106,7 +106,7 @@ func (l *fixedLimiter) Allow(_ context.Context, key string) (bool, time.Duration
 	return l.seen[key] <= l.n, time.Minute, nil
 }
 
-func newLoginFixture(t *testing.T, limit int) (*oauthFixture, *userStore) {
+func newLoginFixture(t testing.TB, limit int) (*oauthFixture, *userStore) {
 	t.Helper()
 	f := newOAuthFixture(t)
 	us := &userStore{memStore: f.st, users: map[string]store.User{}, refresh: map[string]store.RefreshToken{}}

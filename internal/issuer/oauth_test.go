@@ -67,7 +67,7 @@ type oauthFixture struct {
 
 const testIssuer = "https://auth.example.com/"
 
-func newOAuthFixture(t *testing.T) *oauthFixture {
+func newOAuthFixture(t testing.TB) *oauthFixture {
 	t.Helper()
 	f := &oauthFixture{st: &memStore{keyStore: newKeyStore(), clients: map[string]store.Client{}}, secrets: map[string]string{},
 		clockNow: time.Unix(1_800_000_000, 0)}
