@@ -95,3 +95,40 @@ func (t *tokenResponse) marshal() []byte {
 	}
 	return append(b, '}', '\n')
 }
+
+// activeToken is RFC 7662 §2.2's answer for an active token, its members in
+// the order encoding/json writes a map's (introspection of distinct tokens
+// spent 3% of its time marshalling one).
+type activeToken struct {
+	Aud      []string
+	ClientID string
+	Exp, Iat int64
+	Iss, Jti string
+	Scope    string // omitted when empty
+	Sub      string
+}
+
+func (a *activeToken) marshal() []byte {
+	b := make([]byte, 0, 256+len(a.Scope))
+	b = append(b, `{"active":true`...)
+	if len(a.Aud) > 0 {
+		b = append(b, `,"aud":[`...)
+		for i, s := range a.Aud {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		b = append(b, ']')
+	}
+	b = appendField(b, "client_id", a.ClientID)
+	b = appendIntField(b, "exp", a.Exp)
+	b = appendIntField(b, "iat", a.Iat)
+	b = appendField(b, "iss", a.Iss)
+	b = appendField(b, "jti", a.Jti)
+	if a.Scope != "" {
+		b = appendField(b, "scope", a.Scope)
+	}
+	b = appendField(b, "sub", a.Sub)
+	return append(b, `,"token_type":"Bearer"}`+"\n"...)
+}

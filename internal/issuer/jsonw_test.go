@@ -41,6 +41,31 @@ func TestTokenResponseJSON(t *testing.T) {
 	}
 }
 
+// TestActiveTokenJSON: the appended introspection answer is byte for byte
+// the map encoding/json wrote before.
+func TestActiveTokenJSON(t *testing.T) {
+	for _, s := range jsonStrings {
+		for _, aud := range [][]string{nil, {s}, {"api", s}} {
+			a := activeToken{Aud: aud, ClientID: s, Exp: 1_800_000_900, Iat: -5, Iss: s, Jti: s, Scope: s, Sub: s}
+			m := map[string]any{"active": true, "token_type": "Bearer", "iss": a.Iss, "sub": a.Sub,
+				"exp": a.Exp, "iat": a.Iat, "jti": a.Jti, "client_id": a.ClientID}
+			if a.Scope != "" {
+				m["scope"] = a.Scope
+			}
+			if len(aud) > 0 {
+				m["aud"] = aud
+			}
+			want, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.marshal(); !bytes.Equal(got, append(want, '\n')) {
+				t.Errorf("introspection with %q, aud %q:\n got %s\nwant %s", s, aud, got, want)
+			}
+		}
+	}
+}
+
 func FuzzAppendString(f *testing.F) {
 	for _, s := range jsonStrings {
 		f.Add(s)

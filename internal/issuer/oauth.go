@@ -486,15 +486,9 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cl := &vt.t.Claims
-	resp := map[string]any{"active": true, "token_type": "Bearer", "iss": cl.Issuer, "sub": cl.Subject,
-		"exp": cl.Expiry.Unix, "iat": cl.IssuedAt.Unix, "jti": cl.ID, "client_id": vt.clientID}
-	if cl.Scope != "" {
-		resp["scope"] = cl.Scope
-	}
-	if len(cl.Audience) > 0 {
-		resp["aud"] = cl.Audience
-	}
-	writeJSON(w, http.StatusOK, resp)
+	a := activeToken{Aud: cl.Audience, ClientID: vt.clientID, Exp: cl.Expiry.Unix, Iat: cl.IssuedAt.Unix,
+		Iss: cl.Issuer, Jti: cl.ID, Scope: cl.Scope, Sub: cl.Subject}
+	writeBody(w, http.StatusOK, a.marshal())
 }
 
 // revoked answers introspection: a token whose revocation status cannot be
