@@ -73,6 +73,47 @@ func (a *app) usersList(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (a *app) usersUpdate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate users update", "[--password | --password-file FILE] [--scopes a,b] [--disable | --enable] [flags] USER_ID",
+		"Changes a user on a running node. A new password, fewer scopes or --disable also revoke\n"+
+			"everything issued to the user until now; --enable and more scopes do not. With --password\n"+
+			"the new password is read like users create reads one.")
+	var af adminFlags
+	af.register(fs)
+	newPass := fs.Bool("password", false, "set a new password, read from the terminal or standard input")
+	passFile := fs.String("password-file", "", "set a new password, read from this `file`")
+	var scopes stringList
+	fs.Var(&scopes, "scopes", "replace the user's `scopes` (comma-separated or repeated)")
+	disable := fs.Bool("disable", false, "refuse the user's logins and end their sessions")
+	enable := fs.Bool("enable", false, "allow a disabled user to log in again")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *disable && *enable {
+		return usageErrorf(fs.Name(), "give one of --disable and --enable")
+	}
+	body := map[string]any{}
+	if *newPass || *passFile != "" {
+		pass, err := a.readSecret("New password: ", *passFile, true)
+		if err != nil {
+			return err
+		}
+		defer clear(pass)
+		body["password"] = string(pass)
+	}
+	if fs.isSet("scopes") {
+		body["scopes"] = []string(scopes)
+	}
+	if *disable || *enable {
+		body["disabled"] = *disable
+	}
+	if len(body) == 0 {
+		return usageErrorf(fs.Name(), "nothing to change: give --password, --scopes, --disable or --enable")
+	}
+	return af.call(ctx, a, http.MethodPatch, "/v1/admin/users/"+url.PathEscape(pos[0]), body, nil)
+}
+
 func (a *app) usersDelete(ctx context.Context, args []string) error {
 	fs := a.flags("keygate users delete", "[flags] USER_ID", "Deletes a user and revokes everything issued to them: their password, access tokens and refresh tokens stop working at once.")
 	var af adminFlags

@@ -33,6 +33,26 @@ func TestAdminCommands(t *testing.T) {
 	if code, body := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusOK {
 		t.Fatalf("login as the created user: %d %s", code, body)
 	}
+	// Update: disable, enable, a new password.
+	h.must(append([]string{"users", "update", "--disable", userID}, admin...)...)
+	if code, _ := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusUnauthorized {
+		t.Errorf("login after users update --disable: %d", code)
+	}
+	h.must(append([]string{"users", "update", "--enable", "--scopes", "demo,extra", userID}, admin...)...)
+	if list := h.must(append([]string{"users", "list"}, admin...)...); !strings.Contains(list, userID+"\talice\tdemo extra") || strings.Contains(list, "disabled") {
+		t.Errorf("users list after update: %q", list)
+	}
+	h.stdin = "another strong password\n"
+	h.must(append([]string{"users", "update", "--password", userID}, admin...)...)
+	if code, _ := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusUnauthorized {
+		t.Errorf("the old password after users update --password: %d", code)
+	}
+	login = url.Values{"username": {"alice"}, "password": {"another strong password"}}.Encode()
+	if code, body := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusOK {
+		t.Errorf("the new password: %d %s", code, body)
+	}
+	expect(t, h.run(append([]string{"users", "update", userID}, admin...)...), ExitUsage, "", "nothing to change")
+
 	h.must(append([]string{"users", "delete", userID}, admin...)...)
 	if code, _ := post(t, base+"/v1/login", login, basic(id, secret)); code != http.StatusUnauthorized {
 		t.Errorf("login after users delete: %d", code)

@@ -86,6 +86,7 @@ func commands() []*command {
 		{name: "users", summary: "manage users (password login) on a running node", subs: []*command{
 			{name: "create", summary: "create a user; the password is read without echo", run: (*app).usersCreate},
 			{name: "list", summary: "list users", run: (*app).usersList},
+			{name: "update", summary: "change a user's password, scopes, or disable them", run: (*app).usersUpdate},
 			{name: "delete", summary: "delete a user", run: (*app).usersDelete},
 		}},
 		{name: "revoke", summary: "revoke a token by jti, or a subject's tokens issued before a time", run: (*app).revoke},

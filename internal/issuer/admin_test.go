@@ -341,3 +341,91 @@ func TestDeleteClientRevokes(t *testing.T) {
 		t.Errorf("delete unknown client: %d, want 404", code)
 	}
 }
+
+// TestUpdateUser: PATCH /v1/admin/users/{id} changes the password, scopes
+// or disabled flag; disabling, a new password or narrower scopes end the
+// user's sessions, enabling or wider scopes do not.
+func TestUpdateUser(t *testing.T) {
+	f := newAdminFixture(t)
+	client, uid, access, refresh := f.userSession(t, "alice")
+	patch := func(body any) (int, map[string]any) {
+		return f.call(t, "PATCH", "/v1/admin/users/"+uid, adminToken, body)
+	}
+	login := func(password string) (int, map[string]any) {
+		return f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {password}}, client[0], client[1])
+	}
+	for name, tc := range map[string]struct {
+		body any
+		code int
+	}{
+		"nothing":       {map[string]any{}, 400},
+		"short":         {map[string]any{"password": "short"}, 400},
+		"bad scope":     {map[string]any{"scopes": []string{"a b"}}, 400},
+		"unknown field": {map[string]any{"username": "mallory"}, 400},
+	} {
+		if code, m := patch(tc.body); code != tc.code {
+			t.Errorf("%s: %d %v, want %d", name, code, m, tc.code)
+		}
+	}
+	if code, _ := f.call(t, "PATCH", "/v1/admin/users/nope", adminToken, map[string]any{"disabled": true}); code != 404 {
+		t.Errorf("unknown user: %d, want 404", code)
+	}
+	if !f.active(t, client, access) {
+		t.Fatal("a refused change revoked the session")
+	}
+
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"scopes": []string{"read", "write"}}); code != 200 || fmt.Sprint(m["scopes"]) != "[read write]" {
+		t.Fatalf("widen scopes: %d %v", code, m)
+	}
+	if !f.active(t, client, access) {
+		t.Error("widening scopes ended the session")
+	}
+
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"disabled": true}); code != 200 || m["disabled"] != true {
+		t.Fatalf("disable: %d %v", code, m)
+	}
+	if f.active(t, client, access) {
+		t.Error("a disabled user's access token is active")
+	}
+	if code, m := f.refresh(t, client, refresh); code != 400 {
+		t.Errorf("a disabled user's refresh token: %d %v", code, m)
+	}
+	if code, m := login("correct horse battery"); code != 401 {
+		t.Errorf("a disabled user logged in: %d %v", code, m)
+	}
+
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"disabled": false}); code != 200 || m["disabled"] != false {
+		t.Fatalf("enable: %d %v", code, m)
+	}
+	code, tok := login("correct horse battery")
+	if code != 200 {
+		t.Fatalf("login after enabling: %d %v", code, tok)
+	}
+
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"password": "a brand new passphrase"}); code != 200 {
+		t.Fatalf("new password: %d %v", code, m)
+	}
+	if f.active(t, client, tok["access_token"].(string)) {
+		t.Error("a session from before the password change is active")
+	}
+	if code, _ := login("correct horse battery"); code != 401 {
+		t.Errorf("the old password still works: %d", code)
+	}
+	f.now = f.now.Add(time.Second)
+	code, tok = login("a brand new passphrase")
+	if code != 200 || !f.active(t, client, tok["access_token"].(string)) {
+		t.Fatalf("the new password: %d %v", code, tok)
+	}
+
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"scopes": []string{"write"}}); code != 200 {
+		t.Fatalf("narrow scopes: %d %v", code, m)
+	}
+	if f.active(t, client, tok["access_token"].(string)) {
+		t.Error("a session holding a scope the user lost is active")
+	}
+}

@@ -88,12 +88,14 @@ func FuzzAdminAPI(f *testing.F) {
 		{3, ``},
 		{4, ``},
 		{5, `{"name":"x"} {"name":"y"}`},
+		{6, `{"disabled":true,"scopes":["a"]}`},
 	} {
 		f.Add(seed.route, []byte(seed.body))
 	}
 	routes := []struct{ method, path string }{
 		{"POST", "/v1/admin/clients"}, {"POST", "/v1/admin/users"}, {"POST", "/v1/admin/revocations"},
 		{"DELETE", "/v1/admin/users/nope"}, {"POST", "/v1/admin/clients/nope/secret"}, {"POST", "/v1/admin/clients"},
+		{"PATCH", "/v1/admin/users/nope"},
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := routes[int(route)%len(routes)]
