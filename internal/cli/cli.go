@@ -81,6 +81,7 @@ func commands() []*command {
 			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
 			{name: "list", summary: "list clients", run: (*app).clientsList},
 			{name: "rotate", summary: "replace a client's secret", run: (*app).clientsRotate},
+			{name: "update", summary: "rename a client or replace its scopes", run: (*app).clientsUpdate},
 			{name: "delete", summary: "delete a client", run: (*app).clientsDelete},
 		}},
 		{name: "users", summary: "manage users (password login) on a running node", subs: []*command{

@@ -154,6 +154,32 @@ func (a *app) clientsRotate(ctx context.Context, args []string) error {
 	return nil
 }
 
+func (a *app) clientsUpdate(ctx context.Context, args []string) error {
+	fs := a.flags("keygate clients update", "[--name NAME] [--scopes a,b] [flags] CLIENT_ID",
+		"Renames a client or replaces its scopes. Fewer scopes also revoke the client_credentials\n"+
+			"tokens issued to it until now; the secret is unchanged (see clients rotate).")
+	var af adminFlags
+	af.register(fs)
+	name := fs.String("name", "", "the client's new `name`")
+	var scopes stringList
+	fs.Var(&scopes, "scopes", "replace the client's `scopes` (comma-separated or repeated)")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{}
+	if fs.isSet("name") {
+		body["name"] = *name
+	}
+	if fs.isSet("scopes") {
+		body["scopes"] = []string(scopes)
+	}
+	if len(body) == 0 {
+		return usageErrorf(fs.Name(), "nothing to change: give --name or --scopes")
+	}
+	return af.call(ctx, a, http.MethodPatch, "/v1/admin/clients/"+url.PathEscape(pos[0]), body, nil)
+}
+
 func (a *app) clientsDelete(ctx context.Context, args []string) error {
 	fs := a.flags("keygate clients delete", "[flags] CLIENT_ID", "Deletes a client: its secret and refresh tokens stop working and its client_credentials tokens are revoked at once.")
 	var af adminFlags

@@ -39,6 +39,14 @@ func TestClientsAndToken(t *testing.T) {
 		t.Errorf("old secret after rotation: %d %s", r.code, r.stderr)
 	}
 	h.must("token", "--client", id, "--secret", newSecret[1], "--url", "http://"+s.addr)
+	h.must(append([]string{"clients", "update", "--name", "billing-v2", "--scopes", "orders:read", id}, admin...)...)
+	if list := h.must(append([]string{"clients", "list"}, admin...)...); !strings.Contains(list, id+"\tbilling-v2\torders:read\n") {
+		t.Errorf("clients list after update: %q", list)
+	}
+	if r := h.run("token", "--client", id, "--secret", newSecret[1], "--scope", "orders:write", "--url", "http://"+s.addr); r.code != ExitFail || !strings.Contains(r.stderr, "invalid_scope") {
+		t.Errorf("a removed scope after clients update: %d %s", r.code, r.stderr)
+	}
+	expect(t, h.run(append([]string{"clients", "update", id}, admin...)...), ExitUsage, "", "nothing to change")
 	h.must(append([]string{"clients", "delete", id}, admin...)...)
 	if r := h.run("token", "--client", id, "--secret", newSecret[1], "--url", "http://"+s.addr); r.code != ExitFail {
 		t.Errorf("deleted client got a token: %d", r.code)

@@ -429,3 +429,74 @@ func TestUpdateUser(t *testing.T) {
 		t.Error("a session holding a scope the user lost is active")
 	}
 }
+
+// TestUpdateClient: PATCH /v1/admin/clients/{id} renames a client and
+// replaces its scopes, at once on this node; fewer scopes revoke its
+// client_credentials tokens, more do not; the secret keeps working.
+func TestUpdateClient(t *testing.T) {
+	f := newAdminFixture(t)
+	mk := func(name string, scopes ...string) [2]string {
+		code, c := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": name, "scopes": scopes})
+		if code != 201 {
+			t.Fatalf("create client %s: %d %v", name, code, c)
+		}
+		return [2]string{c["client_id"].(string), c["client_secret"].(string)}
+	}
+	app, rs := mk("app", "read"), mk("rs", "introspect")
+	token := func(scope string) (int, map[string]any) {
+		form := url.Values{"grant_type": {"client_credentials"}}
+		if scope != "" {
+			form.Set("scope", scope)
+		}
+		return f.post(t, "/oauth2/token", form, app[0], app[1])
+	}
+	patch := func(body any) (int, map[string]any) {
+		return f.call(t, "PATCH", "/v1/admin/clients/"+app[0], adminToken, body)
+	}
+	for name, tc := range map[string]struct {
+		body any
+		code int
+	}{
+		"nothing":       {map[string]any{}, 400},
+		"empty name":    {map[string]any{"name": ""}, 400},
+		"bad scope":     {map[string]any{"scopes": []string{"a b"}}, 400},
+		"secret":        {map[string]any{"client_secret": "mine"}, 400},
+		"unknown field": {map[string]any{"owner": "x"}, 400},
+	} {
+		if code, m := patch(tc.body); code != tc.code {
+			t.Errorf("%s: %d %v, want %d", name, code, m, tc.code)
+		}
+	}
+	if code, _ := f.call(t, "PATCH", "/v1/admin/clients/nope", adminToken, map[string]any{"name": "x"}); code != 404 {
+		t.Errorf("unknown client: %d, want 404", code)
+	}
+	if code, _ := token("write"); code != 400 {
+		t.Fatalf("a scope the client does not have was granted: %d", code)
+	}
+	_, first := token("")
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"name": "app v2", "scopes": []string{"read", "write"}}); code != 200 || m["name"] != "app v2" ||
+		fmt.Sprint(m["scopes"]) != "[read write]" || m["client_secret"] != nil {
+		t.Fatalf("widen: %d %v", code, m)
+	}
+	if code, m := token("write"); code != 200 {
+		t.Errorf("the new scope right after the change: %d %v", code, m)
+	}
+	if !f.active(t, rs, first["access_token"].(string)) {
+		t.Error("widening the scopes revoked a token")
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := patch(map[string]any{"scopes": []string{"write"}}); code != 200 {
+		t.Fatalf("narrow: %d %v", code, m)
+	}
+	if f.active(t, rs, first["access_token"].(string)) {
+		t.Error("a token carrying a scope the client lost is active")
+	}
+	if code, _ := token("read"); code != 400 {
+		t.Errorf("the removed scope is still granted: %d", code)
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := token(""); code != 200 || m["scope"] != "write" {
+		t.Errorf("a token after the change, with the same secret: %d %v", code, m)
+	}
+}

@@ -95,7 +95,7 @@ func FuzzAdminAPI(f *testing.F) {
 	routes := []struct{ method, path string }{
 		{"POST", "/v1/admin/clients"}, {"POST", "/v1/admin/users"}, {"POST", "/v1/admin/revocations"},
 		{"DELETE", "/v1/admin/users/nope"}, {"POST", "/v1/admin/clients/nope/secret"}, {"POST", "/v1/admin/clients"},
-		{"PATCH", "/v1/admin/users/nope"},
+		{"PATCH", "/v1/admin/users/nope"}, {"PATCH", "/v1/admin/clients/nope"},
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := routes[int(route)%len(routes)]

@@ -131,6 +131,9 @@ type Store interface {
 	ListClients(ctx context.Context) ([]Client, error)
 	// UpdateClientSecret replaces the secret digest (rotation).
 	UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error
+	// UpdateClient replaces the Name, Scopes and UpdatedAt of the client
+	// with c.ID (its secret and CreatedAt are kept).
+	UpdateClient(ctx context.Context, c Client) error
 	DeleteClient(ctx context.Context, id string) error
 
 	CreateUser(ctx context.Context, u User) error

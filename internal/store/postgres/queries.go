@@ -129,6 +129,20 @@ func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte
 	return affected(ctx, "update client secret", tag, err)
 }
 
+// UpdateClient replaces the Name, Scopes and UpdatedAt of the client with
+// c.ID, or returns store.ErrNotFound.
+func (s *Store) UpdateClient(ctx context.Context, c store.Client) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	scopes, err := codec.EncodeScopes(c.Scopes)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE clients SET name = $1, scopes = $2, updated_at = $3 WHERE id = $4`,
+		c.Name, scopes, ts(c.UpdatedAt), c.ID)
+	return affected(ctx, "update client", tag, err)
+}
+
 // DeleteClient removes a client, or returns store.ErrNotFound.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	ctx, cancel := s.bound(ctx)

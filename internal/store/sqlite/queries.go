@@ -132,6 +132,18 @@ func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte
 	return affected(ctx, "update client secret", res, err)
 }
 
+// UpdateClient replaces the Name, Scopes and UpdatedAt of the client with
+// c.ID, or returns store.ErrNotFound.
+func (s *Store) UpdateClient(ctx context.Context, c store.Client) error {
+	scopes, err := codec.EncodeScopes(c.Scopes)
+	if err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE clients SET name = ?, scopes = ?, updated_at = ? WHERE id = ?`,
+		c.Name, scopes, micros(c.UpdatedAt), c.ID)
+	return affected(ctx, "update client", res, err)
+}
+
 // DeleteClient removes a client, or returns store.ErrNotFound.
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM clients WHERE id = ?`, id)

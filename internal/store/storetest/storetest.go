@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClientNotFound", testClientNotFound},
 		{"ClientConflict", testClientConflict},
 		{"ClientUpdateSecret", testClientUpdateSecret},
+		{"ClientUpdate", testClientUpdate},
 		{"ClientDelete", testClientDelete},
 		{"ClientList", testClientList},
 		{"UserRoundTrip", testUserRoundTrip},
@@ -270,6 +271,32 @@ func testClientUpdateSecret(t *testing.T, s store.Store) {
 	got, err = s.GetClient(ctx, "c2")
 	must(t, "GetClient(c2)", err)
 	same(t, "untouched client", got, client("c2", t0))
+}
+
+func testClientUpdate(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	c := client("c1", t0)
+	must(t, "CreateClient", s.CreateClient(ctx, c))
+	must(t, "CreateClient", s.CreateClient(ctx, client("c2", t0)))
+	upd := store.Client{ID: "c1", Name: "renamed", Scopes: []string{"b", "a"}, SecretDigest: Digest("ignored"),
+		CreatedAt: t0.Add(99 * time.Hour), UpdatedAt: t0.Add(time.Minute)}
+	must(t, "UpdateClient", s.UpdateClient(ctx, upd))
+	want := c
+	want.Name, want.Scopes, want.UpdatedAt = "renamed", []string{"b", "a"}, t0.Add(time.Minute)
+	got, err := s.GetClient(ctx, "c1")
+	must(t, "GetClient", err)
+	same(t, "GetClient after UpdateClient (secret and CreatedAt kept)", got, want)
+	upd.Scopes = nil
+	must(t, "UpdateClient(no scopes)", s.UpdateClient(ctx, upd))
+	got, err = s.GetClient(ctx, "c1")
+	must(t, "GetClient", err)
+	if got.Scopes != nil {
+		t.Errorf("scopes after clearing: %#v, want nil", got.Scopes)
+	}
+	got, err = s.GetClient(ctx, "c2")
+	must(t, "GetClient(c2)", err)
+	same(t, "untouched client", got, client("c2", t0))
+	wantErr(t, "UpdateClient(nope)", s.UpdateClient(ctx, store.Client{ID: "nope", UpdatedAt: t0}), store.ErrNotFound)
 }
 
 func testClientDelete(t *testing.T, s store.Store) {
@@ -935,6 +962,7 @@ func testCanceled(t *testing.T, s store.Store) {
 			return s.AddRevocation(ctx, store.Revocation{Issuer: "i", JTI: "j", Until: at, CreatedAt: t0})
 		}},
 		{"GetClient", func() error { _, err := s.GetClient(ctx, "c1"); return err }},
+		{"UpdateClient", func() error { return s.UpdateClient(ctx, store.Client{ID: "c1", UpdatedAt: t0}) }},
 		{"ListClients", func() error { _, err := s.ListClients(ctx); return err }},
 		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, "alice"); return err }},
 		{"GetUser", func() error { _, err := s.GetUser(ctx, "u1"); return err }},
