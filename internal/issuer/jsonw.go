@@ -37,6 +37,20 @@ func appendField(b []byte, name, v string) []byte {
 	return appendString(b, v)
 }
 
+// appendStringsField appends ,"name":[strings].
+func appendStringsField(b []byte, name string, vs []string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':', '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v)
+	}
+	return append(b, ']')
+}
+
 func appendIntField(b []byte, name string, v int64) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
@@ -51,14 +65,7 @@ func (c *accessClaims) marshal() []byte {
 	b = appendString(b, c.Iss)
 	b = appendField(b, "sub", c.Sub)
 	if len(c.Aud) > 0 {
-		b = append(b, `,"aud":[`...)
-		for i, a := range c.Aud {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, a)
-		}
-		b = append(b, ']')
+		b = appendStringsField(b, "aud", c.Aud)
 	}
 	b = appendIntField(b, "exp", c.Exp)
 	b = appendIntField(b, "iat", c.Iat)
@@ -112,14 +119,7 @@ func (a *activeToken) marshal() []byte {
 	b := make([]byte, 0, 256+len(a.Scope))
 	b = append(b, `{"active":true`...)
 	if len(a.Aud) > 0 {
-		b = append(b, `,"aud":[`...)
-		for i, s := range a.Aud {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		b = append(b, ']')
+		b = appendStringsField(b, "aud", a.Aud)
 	}
 	b = appendField(b, "client_id", a.ClientID)
 	b = appendIntField(b, "exp", a.Exp)
