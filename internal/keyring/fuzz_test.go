@@ -2,7 +2,10 @@ package keyring
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -79,6 +82,56 @@ func FuzzDecrypt(f *testing.F) {
 		}
 		if got, err := k.Decrypt(rw, aad); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("Decrypt(Rewrap(Encrypt(x))): %v", err)
+		}
+	})
+}
+
+// FuzzParseKeyMaterial feeds arbitrary bytes to the root-key file parser,
+// the base64 key parser and the keyring.json header parser: none may panic,
+// each failure is its typed error, and a header that parses has Argon2id
+// parameters within the bounds unsealing will spend (no header can make an
+// unseal allocate without limit).
+func FuzzParseKeyMaterial(f *testing.F) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	f.Add(key)
+	f.Add([]byte("BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n"))
+	f.Add([]byte("BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"))
+	f.Add([]byte("-_-_"))
+	f.Add([]byte(`{"version":1,"kdf":{"name":"argon2id","version":19,"memory_kib":65536,"time":3,"threads":4,"salt":"AAAAAAAAAAAAAAAAAAAAAA=="},"key_id":"0a0b0c0d","check":"AAAA"}`))
+	f.Add([]byte(`{"version":2}`))
+	// A real header, with the cheapest parameters the bounds allow.
+	path := filepath.Join(f.TempDir(), "keyring.json")
+	if _, err := initPassphrase(path, []byte("a passphrase of some length"), rand.Reader,
+		Argon2Params{Memory: 8 * 1024, Time: 1, Threads: 1}, false); err != nil {
+		f.Fatal(err)
+	}
+	real, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := parseHeader(real); err != nil {
+		f.Fatalf("the header initPassphrase wrote does not parse: %v", err)
+	}
+	f.Add(real)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := parseKeyFile(data); err != nil && !errors.Is(err, ErrKeyLength) && !errors.Is(err, ErrKeyEncoding) {
+			t.Fatalf("parseKeyFile: untyped error %v", err)
+		}
+		if _, err := parseKey(data); err != nil && !errors.Is(err, ErrKeyLength) && !errors.Is(err, ErrKeyEncoding) {
+			t.Fatalf("parseKey: untyped error %v", err)
+		}
+		h, err := parseHeader(data)
+		if err != nil {
+			if !errors.Is(err, ErrHeader) {
+				t.Fatalf("parseHeader: untyped error %v", err)
+			}
+			return
+		}
+		if err := h.params.validate(); err != nil {
+			t.Fatalf("a parsed header has parameters validate refuses: %v", err)
+		}
+		if len(h.salt) < minSaltSize || len(h.salt) > maxSaltSize {
+			t.Fatalf("a parsed header has a %d-byte salt", len(h.salt))
 		}
 	})
 }
