@@ -105,14 +105,14 @@ func FuzzParseKeyMaterial(f *testing.F) {
 		Argon2Params{Memory: 8 * 1024, Time: 1, Threads: 1}, false); err != nil {
 		f.Fatal(err)
 	}
-	real, err := os.ReadFile(path)
+	header, err := os.ReadFile(path)
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := parseHeader(real); err != nil {
+	if _, err := parseHeader(header); err != nil {
 		f.Fatalf("the header initPassphrase wrote does not parse: %v", err)
 	}
-	f.Add(real)
+	f.Add(header)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := parseKeyFile(data); err != nil && !errors.Is(err, ErrKeyLength) && !errors.Is(err, ErrKeyEncoding) {
 			t.Fatalf("parseKeyFile: untyped error %v", err)
