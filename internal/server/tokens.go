@@ -400,6 +400,7 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 			}
 			now := s.cfg.Now()
 			s.revoked.Sweep(now)
+			s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
 				s.purge(ctx, now)
@@ -408,17 +409,30 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 	}
 }
 
-// purge deletes refresh tokens past their expiry, spent or not, and jti
-// revocations of tokens that have expired anyway, so that neither table
-// grows with every login, refresh and revocation. Every node of a fleet
-// runs it; the deletes are idempotent.
+// subjectRetention is how long a subject revocation ("everything issued
+// before T") is kept past T: the longest a token issued before T can live
+// (a refresh token, or an access token if configured longer) plus the
+// verifiers' leeway and a margin. Past it every token the entry refuses
+// has expired anyway.
+func (s *Server) subjectRetention() time.Duration {
+	return max(issuer.DefaultRefreshTTL, s.cfg.AccessTokenTTL) + Leeway + 5*time.Minute
+}
+
+// purge deletes refresh tokens past their expiry, spent or not, jti
+// revocations of tokens that have expired anyway, and subject revocations
+// past subjectRetention, so that no table grows with every login, refresh
+// and revocation. Every node of a fleet runs it; the deletes are
+// idempotent.
 func (s *Server) purge(ctx context.Context, now time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	revocations := func(ctx context.Context, now time.Time) (int, error) {
+		return s.store.DeleteExpiredRevocations(ctx, now, now.Add(-s.subjectRetention()))
+	}
 	for _, p := range []struct {
 		what string
 		del  func(context.Context, time.Time) (int, error)
-	}{{"expired refresh tokens", s.store.DeleteExpiredRefreshTokens}, {"expired revocations", s.store.DeleteExpiredRevocations}} {
+	}{{"expired refresh tokens", s.store.DeleteExpiredRefreshTokens}, {"expired revocations", revocations}} {
 		n, err := p.del(ctx, now)
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -348,8 +348,15 @@ func TestPurgeExpired(t *testing.T) {
 		}
 		return len(rs)
 	}
-	if revocations() != 1 {
-		t.Fatal("the revocation is not stored")
+	// A subject revocation from long before the purge (past its
+	// retention then), and one that will still be needed.
+	for _, rv := range []string{`{"subject":"old-user","before":"` + t0.Add(-time.Hour).UTC().Format(time.RFC3339) + `"}`, `{"subject":"kept-user"}`} {
+		if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/revocations", rv, jh); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("revoke subject: %d %s", resp.StatusCode, body)
+		}
+	}
+	if revocations() != 3 {
+		t.Fatal("the revocations are not stored")
 	}
 	later := t0.Add(issuer.DefaultRefreshTTL + time.Second)
 	now.Store(&later)
@@ -375,11 +382,18 @@ func TestPurgeExpired(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for revocations() != 0 {
+	for revocations() != 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("the lapsed revocation was not deleted")
+			t.Fatal("the lapsed revocations were not deleted")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if rs, _ := l.store.Revocations(context.Background(), t0); len(rs) != 1 || rs[0].Subject != "kept-user" {
+		t.Errorf("left in the store: %+v, want the kept-user revocation", rs)
+	}
+	issued := t0.Add(-2 * time.Hour)
+	if l.revoked.Revoked(testIssuer, "", "old-user", issued) || !l.revoked.Revoked(testIssuer, "", "kept-user", issued) {
+		t.Error("the node's memory did not drop just the subject revocation past its retention")
 	}
 	cancel()
 	<-done

@@ -169,9 +169,10 @@ type Store interface {
 	// whose Until has not passed, and every subject revocation).
 	Revocations(ctx context.Context, now time.Time) ([]Revocation, error)
 	// DeleteExpiredRevocations removes the jti revocations whose Until is
-	// at or before now (the tokens have expired anyway) and returns how
-	// many. Subject revocations stay.
-	DeleteExpiredRevocations(ctx context.Context, now time.Time) (int, error)
+	// at or before now (the tokens have expired anyway) and the subject
+	// revocations whose Before is before subjectsBefore (zero keeps them
+	// all), and returns how many.
+	DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error)
 
 	Close() error
 }

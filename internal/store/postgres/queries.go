@@ -463,11 +463,17 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 // Revocations.
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
-// before now and returns how many.
-func (s *Store) DeleteExpiredRevocations(ctx context.Context, now time.Time) (int, error) {
+// before now and the subject revocations whose Before is before
+// subjectsBefore (zero: none), and returns how many.
+func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE jti <> '' AND until_at <= $1`, ts(now))
+	var cutoff any // NULL: no subject revocation matches
+	if !subjectsBefore.IsZero() {
+		cutoff = ts(subjectsBefore)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= $1) OR (subject <> '' AND before_at < $2)`,
+		ts(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/keygate/keygate/internal/store"
@@ -409,9 +410,15 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 // Revocations.
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
-// before now and returns how many.
-func (s *Store) DeleteExpiredRevocations(ctx context.Context, now time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE jti <> '' AND until_at <= ?`, micros(now))
+// before now and the subject revocations whose Before is before
+// subjectsBefore (zero: none), and returns how many.
+func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
+	cutoff := int64(math.MinInt64)
+	if !subjectsBefore.IsZero() {
+		cutoff = micros(subjectsBefore)
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= ?) OR (subject <> '' AND before_at < ?)`,
+		micros(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
 	}

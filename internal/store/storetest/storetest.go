@@ -816,8 +816,9 @@ func testRevocations(t *testing.T, s store.Store) {
 	same(t, "Revocations(t0-90m)", rs, []store.Revocation{in[2], in[3], in[4], in[5], in[1], in[0], in[6]})
 
 	// Deleting the lapsed ones (Until at or before t0) keeps the rest, and
-	// every subject revocation, even one whose Before is long past.
-	n, err := s.DeleteExpiredRevocations(ctx, t0)
+	// with no subject cutoff every subject revocation, even one whose
+	// Before is long past.
+	n, err := s.DeleteExpiredRevocations(ctx, t0, time.Time{})
 	must(t, "DeleteExpiredRevocations", err)
 	if n != 2 {
 		t.Errorf("DeleteExpiredRevocations(t0) = %d, want 2", n)
@@ -825,11 +826,20 @@ func testRevocations(t *testing.T, s store.Store) {
 	rs, err = s.Revocations(ctx, t0.Add(-90*time.Minute))
 	must(t, "Revocations(earlier) after the delete", err)
 	same(t, "Revocations(t0-90m) after the delete", rs, []store.Revocation{in[4], in[5], in[1], in[0], in[6]})
-	n, err = s.DeleteExpiredRevocations(ctx, t0)
+	n, err = s.DeleteExpiredRevocations(ctx, t0, time.Time{})
 	must(t, "DeleteExpiredRevocations again", err)
 	if n != 0 {
 		t.Errorf("DeleteExpiredRevocations again = %d, want 0", n)
 	}
+	// A subject cutoff drops the subject revocations before it, only.
+	n, err = s.DeleteExpiredRevocations(ctx, t0, t0.Add(-time.Hour))
+	must(t, "DeleteExpiredRevocations(subject cutoff)", err)
+	if n != 1 {
+		t.Errorf("DeleteExpiredRevocations(t0, t0-1h) = %d, want 1 (user-2)", n)
+	}
+	rs, err = s.Revocations(ctx, t0.Add(-90*time.Minute))
+	must(t, "Revocations after the subject cutoff", err)
+	same(t, "Revocations after the subject cutoff", rs, []store.Revocation{in[4], in[1], in[0], in[6]})
 }
 
 func testRevocationIdempotent(t *testing.T, s store.Store) {
@@ -970,7 +980,7 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"ListSigningKeys", func() error { _, err := s.ListSigningKeys(ctx); return err }},
 		{"GetRefreshToken", func() error { _, err := s.GetRefreshToken(ctx, Digest("a")); return err }},
 		{"Revocations", func() error { _, err := s.Revocations(ctx, t0); return err }},
-		{"DeleteExpiredRevocations", func() error { _, err := s.DeleteExpiredRevocations(ctx, t0); return err }},
+		{"DeleteExpiredRevocations", func() error { _, err := s.DeleteExpiredRevocations(ctx, t0, t0); return err }},
 	}
 	for _, c := range calls {
 		wantErr(t, c.name+" with a canceled context", c.f(), context.Canceled)
