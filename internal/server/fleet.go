@@ -76,7 +76,8 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 	// On a cluster, sharded pub/sub keeps revocation events on the shard
 	// that holds the set instead of broadcasting them over the bus.
 	fo, err := redisfanout.NewFanout(redisfanout.FanoutConfig{Client: client, Prefix: prefix + ":revoke", Sharded: cluster,
-		Memory: mem, MaxStaleness: cfg.RevocationMaxStaleness, SubjectRetention: s.subjectRetention(), Logger: s.log, Now: cfg.Now})
+		Memory: mem, MaxStaleness: cfg.RevocationMaxStaleness, Grace: RevocationGrace, SubjectRetention: s.subjectRetention(),
+		Logger: s.log, Now: cfg.Now})
 	if err != nil {
 		client.Close()
 		return fmt.Errorf("server: revocation fan-out: %w", err)

@@ -214,7 +214,7 @@ func (s *Server) loadSigningKeys(ctx context.Context) error {
 // loadRevocations fills the node's in-memory revocation set from the store
 // and returns how many revocations it holds.
 func (s *Server) loadRevocations(ctx context.Context) (int, error) {
-	revs, err := s.store.Revocations(ctx, s.cfg.Now())
+	revs, err := s.store.Revocations(ctx, s.cfg.Now().Add(-RevocationGrace))
 	if err != nil {
 		return 0, fmt.Errorf("server: revocations: %w", err)
 	}
@@ -399,7 +399,7 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 				}
 			}
 			now := s.cfg.Now()
-			s.revoked.Sweep(now)
+			s.revoked.Sweep(now.Add(-RevocationGrace))
 			s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
@@ -415,8 +415,13 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 // verifiers' leeway and a margin. Past it every token the entry refuses
 // has expired anyway.
 func (s *Server) subjectRetention() time.Duration {
-	return max(issuer.DefaultRefreshTTL, s.cfg.AccessTokenTTL) + Leeway + 5*time.Minute
+	return max(issuer.DefaultRefreshTTL, s.cfg.AccessTokenTTL) + RevocationGrace
 }
+
+// RevocationGrace is how long past a revoked token's expiry its revocation
+// is kept, in memory, in the store and in Redis: verifiers accept a token
+// up to their leeway past exp, and the revocation must outlive that.
+const RevocationGrace = Leeway + 4*time.Minute
 
 // purge deletes refresh tokens past their expiry, spent or not, jti
 // revocations of tokens that have expired anyway, and subject revocations
@@ -427,7 +432,7 @@ func (s *Server) purge(ctx context.Context, now time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	revocations := func(ctx context.Context, now time.Time) (int, error) {
-		return s.store.DeleteExpiredRevocations(ctx, now, now.Add(-s.subjectRetention()))
+		return s.store.DeleteExpiredRevocations(ctx, now.Add(-RevocationGrace), now.Add(-s.subjectRetention()))
 	}
 	for _, p := range []struct {
 		what string

@@ -401,3 +401,41 @@ func TestPurgeExpired(t *testing.T) {
 		t.Error("a refresh token that has not expired was deleted")
 	}
 }
+
+// TestRevocationOutlivesLeeway: a revoked token stays refused while /auth
+// would still accept it past its exp (the leeway), on a node without Redis
+// whose schedule sweeps the revocation set, and after a restart that loads
+// the revocations from the store.
+func TestRevocationOutlivesLeeway(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	clock := func() time.Time { return *now.Load() }
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true, Now: clock}
+	l := startLive(t, cfg)
+	b := l.Bootstrap()
+	access := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
+	if resp, body := do(t, http.MethodPost, l.base+"/oauth2/revoke", "token="+access+"&client_id="+b.DemoClientID+"&client_secret="+b.DemoClientSecret, form()); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
+	}
+	// Past exp, within the leeway.
+	late := t0.Add(15*time.Minute + Leeway/2)
+	now.Store(&late)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.tick(ctx, 5*time.Millisecond) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	<-done
+	if resp, _ := do(t, http.MethodGet, l.base+"/auth", "", bearer(access)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a revoked token within the leeway after the sweep: %d, want 401", resp.StatusCode)
+	}
+	if err := l.stop(); err != nil {
+		t.Fatal(err)
+	}
+	again := startLive(t, Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true, Now: clock})
+	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(access)); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a revoked token within the leeway after a restart: %d, want 401", resp.StatusCode)
+	}
+}
