@@ -399,8 +399,10 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 				}
 			}
 			now := s.cfg.Now()
-			s.revoked.Sweep(now.Add(-RevocationGrace))
-			s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
+			if s.fleet == nil { // with Redis, the fan-out sweeps at each resync
+				s.revoked.Sweep(now.Add(-RevocationGrace))
+				s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
+			}
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
 				s.purge(ctx, now)
