@@ -32,7 +32,8 @@ type serveFlags struct {
 	maxStaleness, storeTimeout                     time.Duration
 	tokenRate                                      float64
 	signingAlg                                     string
-	alg                                            jose.Alg // parsed --signing-alg
+	alg                                            jose.Alg       // parsed --signing-alg
+	trusted                                        []netip.Prefix // parsed --trusted-proxy
 	keyRotation, keyPrePublish, accessTTL          time.Duration
 	dev                                            bool
 	algs, trustedProxies                           stringList
@@ -197,14 +198,15 @@ func pick[T comparable](use bool, dst *T, v T) {
 	}
 }
 
-// checkKeyPolicy validates the signing-key and token-lifetime flags.
+// checkKeyPolicy validates the signing-key, token-lifetime and proxy flags,
+// keeping the parsed algorithm and proxy prefixes.
 func (f *serveFlags) checkKeyPolicy() error {
 	alg, err := jose.ParseAlg(f.signingAlg)
 	if err != nil || !slices.Contains(server.SigningAlgs, alg) {
 		return usageErrorf("keygate serve", "--signing-alg %q: want one of ES256, ES384, ES512, RS256, PS256, EdDSA", f.signingAlg)
 	}
 	f.alg = alg
-	if _, err := config.ParsePrefixes(f.trustedProxies); err != nil {
+	if f.trusted, err = config.ParsePrefixes(f.trustedProxies); err != nil {
 		return usageErrorf("keygate serve", "--trusted-proxy: %v", err)
 	}
 	switch {
@@ -224,13 +226,6 @@ func (f *serveFlags) checkKeyPolicy() error {
 		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
 	}
 	return nil
-}
-
-// trustedPrefixes is --trusted-proxy parsed (checkKeyPolicy has refused
-// anything unparsable).
-func (f *serveFlags) trustedPrefixes() []netip.Prefix {
-	p, _ := config.ParsePrefixes(f.trustedProxies)
-	return p
 }
 
 // tokenLimit maps --token-rate-limit to a limit with a burst of twice the
@@ -317,7 +312,7 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		DatabaseURL:    f.databaseURL,
 		StoreTimeout:   f.storeTimeout,
 		TokenLimit:     f.tokenLimit(),
-		TrustedProxies: f.trustedPrefixes(),
+		TrustedProxies: f.trusted,
 		RootKeyFile:    f.rootKeyFile,
 		RootKeyEnv:     "KEYGATE_ROOT_KEY",
 		KeyringFile:    f.keyringFile,
