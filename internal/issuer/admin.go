@@ -108,6 +108,12 @@ func checkScopes(w http.ResponseWriter, scopes []string) bool {
 	return true
 }
 
+// narrowed reports whether next lacks a scope of prev: tokens issued under
+// prev may then carry a scope their holder no longer has.
+func narrowed(prev, next []string) bool {
+	return slices.ContainsFunc(prev, func(s string) bool { return !slices.Contains(next, s) })
+}
+
 func scopeToken(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
@@ -223,7 +229,7 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 		c.Name = *in.Name
 	}
 	if in.Scopes != nil {
-		if slices.ContainsFunc(c.Scopes, func(s string) bool { return !slices.Contains(*in.Scopes, s) }) {
+		if narrowed(c.Scopes, *in.Scopes) {
 			if err := a.svc.revokeSubject(r.Context(), id); err != nil {
 				a.storeError(w, "revocation", err)
 				return
@@ -366,7 +372,7 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 		if !checkScopes(w, *in.Scopes) {
 			return
 		}
-		revoke = revoke || slices.ContainsFunc(u.Scopes, func(s string) bool { return !slices.Contains(*in.Scopes, s) })
+		revoke = revoke || narrowed(u.Scopes, *in.Scopes)
 		u.Scopes = slices.Clone(*in.Scopes)
 	}
 	if in.Disabled != nil {
