@@ -40,6 +40,35 @@ function common.result(summary, latency, wraps)
       latency:percentile(50), latency:percentile(99)))
 end
 
+-- read_tokens returns the non-empty lines of path among its lines lo to
+-- hi - 1, counted from 0 (every line when lo is nil).
+function common.read_tokens(path, lo, hi)
+   local out, i = {}, 0
+   for line in io.lines(path) do
+      if line ~= "" and (not lo or (i >= lo and i < hi)) then
+         out[#out + 1] = line
+      end
+      i = i + 1
+   end
+   return out
+end
+
+-- cycle returns a function giving the tokens one after another, starting
+-- the list again at its end and counting that in the thread's "wraps"
+-- global (a repeated token would be a cache hit; see wraps_of).
+function common.cycle(tokens)
+   local pos = 0
+   wraps = 0
+   return function()
+      pos = pos + 1
+      if pos > #tokens then
+         pos = 1
+         wraps = wraps + 1
+      end
+      return tokens[pos]
+   end
+end
+
 -- wraps_of sums the "wraps" global of the threads setup() collected.
 function common.wraps_of(threads)
    local w = 0

@@ -18,34 +18,22 @@ function setup(thread)
    table.insert(threads, thread)
 end
 
-local tokens = {}
-local count = 0
-local pos = 0
+local next_token
 
 function init(args)
    if not args[1] or not args[2] then
       error("usage: wrk ... -s unique-form.lua URL -- AUTH_FILE TOKEN_FILE")
    end
-   for line in io.lines(args[2]) do
-      if line ~= "" then
-         count = count + 1
-         tokens[count] = line
-      end
-   end
-   if count == 0 then
+   local tokens = common.read_tokens(args[2])
+   if #tokens == 0 then
       error(args[2] .. ": no tokens")
    end
    common.form_post(args[1])
-   wraps = 0
+   next_token = common.cycle(tokens)
 end
 
 function request()
-   pos = pos + 1
-   if pos > count then
-      pos = 1
-      wraps = wraps + 1
-   end
-   return wrk.format(nil, nil, nil, "token=" .. tokens[pos]) -- sets Content-Length
+   return wrk.format(nil, nil, nil, "token=" .. next_token()) -- sets Content-Length
 end
 
 function done(summary, latency, requests)

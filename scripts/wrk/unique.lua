@@ -21,9 +21,7 @@ function setup(thread)
    table.insert(threads, thread)
 end
 
-local tokens = {}
-local count = 0
-local pos = 0
+local next_token
 local prefix, suffix
 
 function init(args)
@@ -35,17 +33,8 @@ function init(args)
    for _ in io.lines(path) do
       total = total + 1
    end
-   local lo = math.floor(total * id / nthreads)
-   local hi = math.floor(total * (id + 1) / nthreads)
-   local i = 0
-   for line in io.lines(path) do
-      if i >= lo and i < hi and line ~= "" then
-         count = count + 1
-         tokens[count] = line
-      end
-      i = i + 1
-   end
-   if count == 0 then
+   local tokens = common.read_tokens(path, math.floor(total * id / nthreads), math.floor(total * (id + 1) / nthreads))
+   if #tokens == 0 then
       error(path .. ": no tokens for thread " .. id)
    end
    -- Build the request once around a marker and splice each token in.
@@ -53,16 +42,11 @@ function init(args)
    local req = wrk.format()
    local at = req:find("@TOKEN@", 1, true)
    prefix, suffix = req:sub(1, at - 1), req:sub(at + 7)
-   wraps = 0
+   next_token = common.cycle(tokens)
 end
 
 function request()
-   pos = pos + 1
-   if pos > count then
-      pos = 1
-      wraps = wraps + 1
-   end
-   return prefix .. tokens[pos] .. suffix
+   return prefix .. next_token() .. suffix
 end
 
 function done(summary, latency, requests)
