@@ -26,6 +26,7 @@ import (
 type serveFlags struct {
 	listen, adminListen, dataDir, issuer, audience string
 	configPath, jwksURL, upstream                  string
+	proxy                                          string
 	databaseURL, rootKeyFile, adminTokenFile       string
 	keyringFile                                    string
 	redisURL                                       string
@@ -57,6 +58,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the admin API token (or KEYGATE_ADMIN_TOKEN; at least 32 characters)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
+	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default RS256 and ES256)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
@@ -246,7 +248,7 @@ func (f *serveFlags) rotation() time.Duration {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen}
+	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, Proxy: f.proxy}
 }
 
 // quickStart turns --jwks-url, --issuer, --audience, --alg and --upstream

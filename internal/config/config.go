@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
@@ -88,8 +89,34 @@ type JWKS struct {
 
 // Forward configures the forward-auth endpoint.
 type Forward struct {
-	Cookie string  `yaml:"cookie"` // also accept the token from this cookie
-	Rules  []Route `yaml:"rules"`  // route rules matched on X-Forwarded-Method/-Uri
+	Cookie string `yaml:"cookie"` // also accept the token from this cookie
+	// Proxy names the proxy in front (auto, nginx, traefik, caddy, envoy):
+	// it decides which forwarding headers name the request the rules are
+	// matched on (see gateway.Forwarding). Default auto.
+	Proxy string `yaml:"proxy"`
+	// TrustedHeaders names the forwarding headers one by one instead of a
+	// Proxy preset.
+	TrustedHeaders *TrustedHeaders `yaml:"trusted_headers"`
+	Rules          []Route         `yaml:"rules"` // matched on the forwarded method, URI and host
+}
+
+// TrustedHeaders are the headers a custom proxy set-up overwrites on every
+// forward-auth request; each is then required. An empty one takes that
+// part from the request keygate receives.
+type TrustedHeaders struct {
+	Method string `yaml:"method"`
+	URI    string `yaml:"uri"`
+	Host   string `yaml:"host"`
+}
+
+// Forwarding returns the forwarding headers forward-auth trusts; Validate
+// has checked the names.
+func (f *Forward) Forwarding() gateway.Forwarding {
+	if th := f.TrustedHeaders; th != nil {
+		return gateway.CustomForwarding(gateway.ProxyCustom, th.Method, th.URI, th.Host)
+	}
+	fw, _ := gateway.Preset(f.Proxy)
+	return fw
 }
 
 // Route matches requests by host, path prefix and method, and says what they
@@ -287,6 +314,7 @@ func (c *Config) Validate() error {
 			seen[iss] = true
 		}
 	}
+	c.ForwardAuth.validate("forward_auth", bad)
 	for i, r := range c.ForwardAuth.Rules {
 		r.validate(fmt.Sprintf("forward_auth.rules[%d]", i), false, seen, bad)
 	}
@@ -295,6 +323,24 @@ func (c *Config) Validate() error {
 	}
 	c.TokenService.validate("token_service", bad)
 	return errors.Join(errs...)
+}
+
+func (f *Forward) validate(field string, bad func(field, format string, args ...any)) {
+	if _, err := gateway.Preset(f.Proxy); err != nil {
+		bad(field+".proxy", "must be one of %s, not %q", strings.Join(gateway.Proxies, ", "), f.Proxy)
+	}
+	th := f.TrustedHeaders
+	if th == nil {
+		return
+	}
+	if f.Proxy != "" {
+		bad(field+".trusted_headers", "cannot be combined with proxy: name the headers or the proxy")
+	}
+	for _, h := range []struct{ name, v string }{{"method", th.Method}, {"uri", th.URI}, {"host", th.Host}} {
+		if h.v != "" && !verify.ValidHeaderName(h.v) {
+			bad(field+".trusted_headers."+h.name, "%q is not a valid header name", h.v)
+		}
+	}
 }
 
 func (t *TokenService) validate(field string, bad func(field, format string, args ...any)) {

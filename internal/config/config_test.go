@@ -91,6 +91,9 @@ func TestLoadErrors(t *testing.T) {
 		{"route prefix", "routes:\n  - path_prefix: x\n    upstream: http://u\n", "routes[0].path_prefix"},
 		{"route issuer", "routes:\n  - upstream: http://u\n    issuers: [ghost]\n", `routes[0].issuers: "ghost" is not a configured issuer`},
 		{"anonymous with scopes", "routes:\n  - upstream: http://u\n    anonymous: true\n    scopes: [x]\n", "routes[0]: an anonymous route"},
+		{"unknown proxy", "forward_auth:\n  proxy: haproxy\n", `forward_auth.proxy: must be one of auto, nginx, traefik, caddy, envoy, not "haproxy"`},
+		{"proxy and trusted headers", "forward_auth:\n  proxy: nginx\n  trusted_headers: {uri: X-Original-URI}\n", "forward_auth.trusted_headers: cannot be combined"},
+		{"bad trusted header", "forward_auth:\n  trusted_headers: {uri: \"X Uri\"}\n", "forward_auth.trusted_headers.uri"},
 		{"rule upstream", "forward_auth:\n  rules:\n    - upstream: http://u\n", "forward_auth.rules[0].upstream"},
 		{"lowercase method", "routes:\n  - upstream: http://u\n    methods: [get]\n", "routes[0].methods"},
 		{"token issuer", "token_service:\n  issuer: auth.example.com\n", "token_service.issuer"},
@@ -115,6 +118,28 @@ func TestLoadErrors(t *testing.T) {
 				t.Fatalf("error %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestForwarding(t *testing.T) {
+	cases := []struct {
+		yaml, proxy string
+		trusted     []string
+	}{
+		{"", "auto", []string{"X-Forwarded-Method", "X-Original-Method", "X-Forwarded-Uri", "X-Original-Uri", "X-Forwarded-Host"}},
+		{"forward_auth: {proxy: nginx}\n", "nginx", []string{"X-Original-Method", "X-Original-Uri", "X-Forwarded-Host"}},
+		{"forward_auth: {proxy: envoy}\n", "envoy", nil},
+		{"forward_auth: {trusted_headers: {method: x-real-method, uri: X-Real-Uri}}\n", "custom", []string{"X-Real-Method", "X-Real-Uri"}},
+	}
+	for _, tc := range cases {
+		c, err := Load(writeConfig(t, "listen: 127.0.0.1:1\n"+tc.yaml), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		fw := c.ForwardAuth.Forwarding()
+		if fw.Proxy != tc.proxy || strings.Join(fw.Headers(), ",") != strings.Join(tc.trusted, ",") {
+			t.Errorf("%q: proxy %q trusting %v, want %q trusting %v", tc.yaml, fw.Proxy, fw.Headers(), tc.proxy, tc.trusted)
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ type ForwardAuth struct {
 	verifier Verifier
 	routes   *Router
 	cookie   string
+	fwd      Forwarding
 	headers  []string // every configured claim header, canonical form
 	metrics  *telemetry.Decisions
 	log      *slog.Logger
@@ -45,6 +46,9 @@ type ForwardAuthConfig struct {
 	// Cookie, if set, names a cookie to take the token from when there is
 	// no Authorization header.
 	Cookie string
+	// Forwarding says which headers name the request being asked about;
+	// the zero value is the auto preset (see Forwarding).
+	Forwarding Forwarding
 	// Headers lists every claim header any issuer maps. All of them are set
 	// on every 200, empty when the token lacks the claim, so that a proxy
 	// copying them always overwrites a value the client forged.
@@ -62,7 +66,11 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, headers: canonical(cfg.Headers),
+	fwd := cfg.Forwarding
+	if fwd.Proxy == "" {
+		fwd, _ = Preset(ProxyAuto)
+	}
+	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, fwd: fwd, headers: canonical(cfg.Headers),
 		metrics: cfg.Metrics, log: cfg.Logger}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
@@ -70,13 +78,18 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	return f, nil
 }
 
-// ServeHTTP decides. It ignores the request's own path and query: proxies
-// append their own, and the decision depends only on the forwarded route.
+// ServeHTTP decides on the request the proxy forwards (see Forwarding);
+// forwarding headers that are repeated, disagree or are missing where the
+// proxy must set them get 400 invalid_request.
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.metrics != nil {
 		defer f.metrics.Begin()()
 	}
-	method, host, path := forwardedTarget(r)
+	method, host, path, problem := f.fwd.target(r)
+	if problem != "" {
+		f.deny(w, http.StatusBadRequest, "invalid_request", problem, forwardedText[problem])
+		return
+	}
 	route, ok := f.routes.Match(host, method, path)
 	if !ok {
 		f.deny(w, http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
@@ -227,39 +240,6 @@ func bearer(r *http.Request, cookie string) (token, problem string) {
 	// accepts only strict base64url and dots, and a token reaches neither
 	// logs (only its fingerprint) nor the cache unless it verified.
 	return token, ""
-}
-
-// forwardedTarget is the request the proxy is asking about: method and URI
-// from X-Forwarded-Method and X-Forwarded-Uri (Traefik, Caddy) or
-// X-Original-Method and X-Original-URI (the usual nginx set-up), host from
-// X-Forwarded-Host. Without them it falls back to the request itself.
-func forwardedTarget(r *http.Request) (method, host, path string) {
-	h := r.Header
-	method = first(h, "X-Forwarded-Method", "X-Original-Method")
-	if method == "" {
-		method = r.Method
-	}
-	host = first(h, "X-Forwarded-Host")
-	if host == "" {
-		host = r.Host
-	}
-	uri := first(h, "X-Forwarded-Uri", "X-Original-Uri")
-	if uri == "" {
-		return method, host, r.URL.Path
-	}
-	if i := strings.IndexAny(uri, "?#"); i >= 0 {
-		uri = uri[:i]
-	}
-	return method, host, uri
-}
-
-func first(h http.Header, names ...string) string {
-	for _, n := range names {
-		if v := h[n]; len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
 }
 
 // Wrap is the decision as Go middleware: a request that carries an

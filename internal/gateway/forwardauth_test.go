@@ -45,6 +45,12 @@ func newSigner(t *testing.T, kid string) *jose.Signer {
 
 func newFixture(t *testing.T, routes []Route, cookie string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, routes, cookie, Forwarding{})
+}
+
+// newFixtureWith is newFixture behind a given forwarding preset.
+func newFixtureWith(t *testing.T, routes []Route, cookie string, fwd Forwarding) *fixture {
+	t.Helper()
 	f := &fixture{signerA: newSigner(t, "a1"), signerB: newSigner(t, "b1"), metrics: telemetry.New()}
 	headers := []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}, {Header: "X-Auth-Scopes", Claim: "scope"},
 		{Header: "X-Auth-Tenant", Claim: "tenant"}, {Header: "X-Auth-Roles", Claim: "realm_access.roles"}}
@@ -60,7 +66,7 @@ func newFixture(t *testing.T, routes []Route, cookie string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.handler, err = NewForwardAuth(ForwardAuthConfig{Verifier: p, Routes: routes, Cookie: cookie,
+	f.handler, err = NewForwardAuth(ForwardAuthConfig{Verifier: p, Routes: routes, Cookie: cookie, Forwarding: fwd,
 		Headers: []string{"X-Auth-Subject", "X-Auth-Scopes", "x-auth-tenant", "X-Auth-Roles"},
 		Metrics: f.metrics.Decisions(telemetry.FrontForwardAuth, nil)})
 	if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -16,52 +17,224 @@ import (
 	"time"
 )
 
-// TestNginxAuthRequest puts the real nginx in front of a test upstream, with
-// auth_request asking keygate's forward-auth handler. CI installs nginx and
-// sets KEYGATE_REQUIRE_NGINX=1 so that this test cannot silently skip there.
-func TestNginxAuthRequest(t *testing.T) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		bin = "/usr/sbin/nginx"
-		if _, serr := os.Stat(bin); serr != nil {
-			if os.Getenv("KEYGATE_REQUIRE_NGINX") != "" {
-				t.Fatal("nginx is required (KEYGATE_REQUIRE_NGINX is set) but not installed")
-			}
-			t.Skip("nginx not installed; apt-get install nginx-light, or run .ci/run")
-		}
+// claimHeaders are the fixture's claim headers, as keygate config would
+// list them.
+var claimHeaders = []string{"X-Auth-Roles", "X-Auth-Scopes", "X-Auth-Subject", "X-Auth-Tenant"}
+
+// proxyRoutes are the rules of the real-proxy tests: an anonymous prefix, a
+// method-restricted anonymous route, a host that is public, and an admin
+// prefix, so that steering any of method, path or host would show.
+var proxyRoutes = []Route{
+	{PathPrefix: "/public", Anonymous: true},
+	{PathPrefix: "/reports", Methods: []string{"GET"}, Anonymous: true},
+	{Host: "public.example", PathPrefix: "/", Anonymous: true},
+	{PathPrefix: "/admin", Scopes: []string{"admin"}},
+	{PathPrefix: "/"},
+}
+
+// forgery is one request a client sends through the real proxy, trying to
+// steer forward-auth's decision or to smuggle claim headers to the app.
+type forgery struct {
+	name, method, host, path string
+	token                    string   // "good": the fixture's token without the admin scope
+	headers                  []string // name: value lines, sent as given (repeats kept)
+	// status is what the client must get; body, when set, what the app saw.
+	status int
+	body   string
+}
+
+// forgeries returns the cases: every forwarding header keygate has ever
+// read (and their case and underscore variants, and repeats), and every
+// claim header, forged.
+func forgeries(good string) []forgery {
+	all := []string{"X-Auth-Subject: mallory", "X-Auth-Scopes: admin", "X-Auth-Tenant: evil-corp", "X-Auth-Roles: root"}
+	return []forgery{
+		{name: "valid token reaches the app with its claims", method: "GET", path: "/orders", token: good, status: 200,
+			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
+		{name: "every claim header forged is replaced", method: "GET", path: "/orders", token: good, headers: all, status: 200,
+			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
+		{name: "forged claim headers on an anonymous path are removed", method: "GET", path: "/public/x", headers: all, status: 200,
+			body: "GET /public/x subject= scopes= tenant= roles="},
+		{name: "lower-case forged claim headers are removed", method: "GET", path: "/public/x",
+			headers: []string{"x-auth-subject: mallory", "x-auth-scopes: admin"}, status: 200,
+			body: "GET /public/x subject= scopes= tenant= roles="},
+		{name: "repeated forged claim headers are removed", method: "GET", path: "/public/x",
+			headers: []string{"X-Auth-Scopes: admin", "X-Auth-Scopes: root"}, status: 200,
+			body: "GET /public/x subject= scopes= tenant= roles="},
+		{name: "no token", method: "GET", path: "/admin/users", status: 401},
+		{name: "X-Forwarded-Uri to an anonymous path", method: "GET", path: "/admin/users",
+			headers: []string{"X-Forwarded-Uri: /public/x"}, status: 401},
+		{name: "X-Forwarded-Uri lower case", method: "GET", path: "/admin/users",
+			headers: []string{"x-forwarded-uri: /public/x"}, status: 401},
+		{name: "X-Forwarded-Uri repeated", method: "GET", path: "/admin/users",
+			headers: []string{"X-Forwarded-Uri: /public/x", "X-Forwarded-Uri: /public/y"}, status: 401},
+		{name: "X_Forwarded_Uri with underscores", method: "GET", path: "/admin/users",
+			headers: []string{"X_Forwarded_Uri: /public/x"}, status: 401},
+		{name: "X-Original-URI to an anonymous path", method: "GET", path: "/admin/users",
+			headers: []string{"X-Original-URI: /public/x"}, status: 401},
+		{name: "X-Original-URL to an anonymous path", method: "GET", path: "/admin/users",
+			headers: []string{"X-Original-URL: http://x/public/x", "X-Rewrite-URL: /public/x"}, status: 401},
+		{name: "X-Forwarded-Uri with a token lacking the scope", method: "GET", path: "/admin/users", token: good,
+			headers: []string{"X-Forwarded-Uri: /orders"}, status: 403},
+		{name: "X-Forwarded-Method to the anonymous GET route", method: "DELETE", path: "/reports/1",
+			headers: []string{"X-Forwarded-Method: GET"}, status: 401},
+		{name: "X-Original-Method to the anonymous GET route", method: "DELETE", path: "/reports/1",
+			headers: []string{"X-Original-Method: GET"}, status: 401},
+		{name: "X-HTTP-Method-Override to the anonymous GET route", method: "DELETE", path: "/reports/1",
+			headers: []string{"X-HTTP-Method-Override: GET", "X-Method-Override: GET"}, status: 401},
+		{name: "anonymous GET route without a token", method: "GET", path: "/reports/1", status: 200,
+			body: "GET /reports/1 subject= scopes= tenant= roles="},
+		{name: "X-Forwarded-Host to the public host", method: "GET", host: "api.example", path: "/admin/users",
+			headers: []string{"X-Forwarded-Host: public.example"}, status: 401},
+		{name: "X-Forwarded-Host repeated", method: "GET", host: "api.example", path: "/admin/users",
+			headers: []string{"X-Forwarded-Host: public.example", "X-Forwarded-Host: public.example"}, status: 401},
+		{name: "Forwarded host and X-Forwarded-Server", method: "GET", host: "api.example", path: "/admin/users",
+			headers: []string{"Forwarded: host=public.example", "X-Forwarded-Server: public.example", "X-Host: public.example"}, status: 401},
+		{name: "the public host itself", method: "GET", host: "public.example", path: "/admin/users", status: 200,
+			body: "GET /admin/users subject= scopes= tenant= roles="},
+		{name: "every forwarding header at once", method: "DELETE", host: "api.example", path: "/admin/users",
+			headers: []string{"X-Forwarded-Uri: /public/x", "X-Original-URI: /public/x", "X-Forwarded-Method: GET",
+				"X-Original-Method: GET", "X-Forwarded-Host: public.example"}, status: 401},
 	}
-	f := newFixture(t, []Route{
-		{PathPrefix: "/public", Anonymous: true},
-		{PathPrefix: "/admin", Scopes: []string{"admin"}},
-		{PathPrefix: "/"},
-	}, "")
+}
+
+// TestNginxForgedHeaders puts the real nginx in front of an app, configured
+// with exactly what `keygate config nginx` prints, and sends every forged
+// forwarding and claim header through it. Behind --proxy nginx keygate
+// trusts only the headers that block sets, so a forged one is ignored and
+// the request is decided as what it is. CI installs nginx and sets
+// KEYGATE_REQUIRE_NGINX=1 so that this test cannot silently skip there.
+func TestNginxForgedHeaders(t *testing.T) {
+	bin := nginxBinary(t)
+	nginxPreset, _ := Preset(ProxyNginx)
+	runForgeries(t, proxyRoutes, nginxPreset, func(t *testing.T, keygate, app string) string {
+		snippet, err := Snippet{Keygate: keygate, App: app, Headers: claimHeaders}.Nginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startNginx(t, bin, snippet)
+	}, nil)
+}
+
+// TestNginxForgedHeadersAuto is the same behind the default preset (auto):
+// a forged X-Forwarded-* header disagrees with the X-Original-* one nginx
+// sets, keygate answers 400, and nginx turns that into a 500 for the
+// client. Either way the request never reaches the app.
+func TestNginxForgedHeadersAuto(t *testing.T) {
+	bin := nginxBinary(t)
+	auto, _ := Preset(ProxyAuto)
+	refusedByConflict := map[string]bool{
+		"X-Forwarded-Uri to an anonymous path": true, "X-Forwarded-Uri lower case": true,
+		"X-Forwarded-Uri repeated": true, "X-Forwarded-Uri with a token lacking the scope": true,
+		"X-Forwarded-Method to the anonymous GET route": true, "every forwarding header at once": true,
+	}
+	runForgeries(t, proxyRoutes, auto, func(t *testing.T, keygate, app string) string {
+		snippet, err := Snippet{Keygate: keygate, App: app, Headers: claimHeaders}.Nginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startNginx(t, bin, snippet)
+	}, func(c *forgery) {
+		if refusedByConflict[c.name] {
+			c.status, c.body = http.StatusInternalServerError, ""
+		}
+	})
+}
+
+// runForgeries starts keygate's forward-auth behind fwd and an app that
+// echoes what it received, lets start put the proxy in front, and sends
+// every forgery through it. adjust, if set, changes a case's expectation.
+func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *testing.T, keygate, app string) string, adjust func(*forgery)) {
+	f := newFixtureWith(t, routes, "", fwd)
 	keygate := httptest.NewServer(f.handler)
 	defer keygate.Close()
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "subject=%s scopes=%s tenant=%s path=%s", r.Header.Get("X-Auth-Subject"),
-			r.Header.Get("X-Auth-Scopes"), r.Header.Get("X-Auth-Tenant"), r.URL.Path)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header
+		fmt.Fprintf(w, "%s %s subject=%s scopes=%s tenant=%s roles=%s", r.Method, r.URL.Path, strings.Join(h.Values("X-Auth-Subject"), "|"),
+			strings.Join(h.Values("X-Auth-Scopes"), "|"), strings.Join(h.Values("X-Auth-Tenant"), "|"), strings.Join(h.Values("X-Auth-Roles"), "|"))
 	}))
-	defer upstream.Close()
+	defer app.Close()
+	addr := start(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://"))
+	for _, c := range forgeries(sign(t, f.signerA, nil)) {
+		if adjust != nil {
+			adjust(&c)
+		}
+		t.Run(c.name, func(t *testing.T) {
+			status, body := rawRequest(t, addr, c)
+			if status != c.status {
+				t.Fatalf("status %d, want %d; body %q", status, c.status, body)
+			}
+			if c.body != "" && body != c.body {
+				t.Errorf("app saw %q, want %q", body, c.body)
+			}
+		})
+	}
+}
 
-	addr := startNginx(t, bin, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(upstream.URL, "http://"))
+// rawRequest writes the request by hand so that repeated, lower-case and
+// underscored header names reach the proxy exactly as a client sent them.
+func rawRequest(t *testing.T, addr string, c forgery) (int, string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	host := c.host
+	if host == "" {
+		host = "localhost"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", c.method, c.path, host)
+	if c.token != "" {
+		fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", c.token)
+	}
+	for _, h := range c.headers {
+		b.WriteString(h + "\r\n")
+	}
+	b.WriteString("\r\n")
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestNginxAuthRequest checks the answers nginx passes on: the challenge on
+// 401, and that an oversized token (up to the header limit nginx and keygate
+// allow) gets keygate's 401 rather than nginx's 500.
+func TestNginxAuthRequest(t *testing.T) {
+	bin := nginxBinary(t)
+	nginxPreset, _ := Preset(ProxyNginx)
+	f := newFixtureWith(t, proxyRoutes, "", nginxPreset)
+	keygate := httptest.NewServer(f.handler)
+	defer keygate.Close()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") }))
+	defer app.Close()
+	snippet, err := Snippet{Keygate: strings.TrimPrefix(keygate.URL, "http://"), App: strings.TrimPrefix(app.URL, "http://"), Headers: claimHeaders}.Nginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startNginx(t, bin, snippet)
 	good := sign(t, f.signerA, nil)
 	cases := []struct {
 		name, path, auth string
-		forged           bool
 		status           int
-		body, challenge  string
+		challenge        string
 	}{
-		{"valid token reaches upstream with claim headers", "/orders", "Bearer " + good, false, 200,
-			"subject=alice scopes=read write tenant=acme path=/orders", ""},
-		{"client-forged claim headers are overwritten", "/orders", "Bearer " + sign(t, f.signerA, map[string]any{"tenant": nil}), true, 200,
-			"subject=alice scopes=read write tenant= path=/orders", ""},
-		{"anonymous path needs no token", "/public/x", "", true, 200, "subject= scopes= tenant= path=/public/x", ""},
-		{"missing token", "/orders", "", false, 401, "", `Bearer realm="keygate"`},
-		{"invalid token", "/orders", "Bearer " + good[:len(good)-4] + "AAAA", false, 401, "",
+		{"valid token", "/orders", "Bearer " + good, 200, ""},
+		{"missing token", "/orders", "", 401, `Bearer realm="keygate"`},
+		{"invalid token", "/orders", "Bearer " + good[:len(good)-4] + "AAAA", 401,
 			`Bearer realm="keygate", error="invalid_token", error_description="bad_signature"`},
-		{"oversized token gets 401, not 500", "/orders", "Bearer " + strings.Repeat("A", 9000), false, 401, "",
+		{"oversized token gets 401, not 500", "/orders", "Bearer " + strings.Repeat("A", 9000), 401,
 			`Bearer realm="keygate", error="invalid_token", error_description="too_large"`},
-		{"missing scope", "/admin/users", "Bearer " + good, false, 403, "", ""},
+		{"missing scope", "/admin/users", "Bearer " + good, 403, ""},
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, tc := range cases {
@@ -69,11 +242,6 @@ func TestNginxAuthRequest(t *testing.T) {
 			req, _ := http.NewRequest("GET", "http://"+addr+tc.path, nil)
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
-			}
-			if tc.forged {
-				req.Header.Set("X-Auth-Subject", "mallory")
-				req.Header.Set("X-Auth-Tenant", "evil-corp")
-				req.Header.Set("X-Auth-Scopes", "admin")
 			}
 			resp, err := client.Do(req)
 			if err != nil {
@@ -84,9 +252,6 @@ func TestNginxAuthRequest(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d; body %q", resp.StatusCode, tc.status, body)
 			}
-			if tc.body != "" && string(body) != tc.body {
-				t.Errorf("upstream saw %q, want %q", body, tc.body)
-			}
 			if got := resp.Header.Get("WWW-Authenticate"); tc.challenge != "" && got != tc.challenge {
 				t.Errorf("WWW-Authenticate %q, want %q", got, tc.challenge)
 			}
@@ -94,17 +259,31 @@ func TestNginxAuthRequest(t *testing.T) {
 	}
 }
 
-// startNginx writes a configuration into a temporary prefix, starts nginx in
-// the foreground and waits for its port.
-func startNginx(t *testing.T, bin, keygate, upstream string) string {
+// nginxBinary finds nginx, or skips (fails under KEYGATE_REQUIRE_NGINX).
+func nginxBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err == nil {
+		return bin
+	}
+	bin = "/usr/sbin/nginx"
+	if _, serr := os.Stat(bin); serr == nil {
+		return bin
+	}
+	if os.Getenv("KEYGATE_REQUIRE_NGINX") != "" {
+		t.Fatal("nginx is required (KEYGATE_REQUIRE_NGINX is set) but not installed")
+	}
+	t.Skip("nginx not installed; apt-get install nginx-light, or run .ci/run")
+	return ""
+}
+
+// startNginx writes a configuration with snippet as its one server's
+// locations into a temporary prefix, starts nginx in the foreground and
+// waits for its port.
+func startNginx(t *testing.T, bin, snippet string) string {
 	t.Helper()
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	conf := fmt.Sprintf(`
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
@@ -117,33 +296,13 @@ http {
   fastcgi_temp_path %[1]s/fastcgi;
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
-  large_client_header_buffers 4 16k;
-  upstream keygate { server %[3]s; }
-  upstream app { server %[4]s; }
+  large_client_header_buffers 4 64k;
   server {
     listen %[2]s;
-    location = /_keygate {
-      internal;
-      proxy_pass http://keygate/auth;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Forwarded-Host $host;
-    }
-    location / {
-      auth_request /_keygate;
-      auth_request_set $kg_subject $upstream_http_x_auth_subject;
-      auth_request_set $kg_scopes $upstream_http_x_auth_scopes;
-      auth_request_set $kg_tenant $upstream_http_x_auth_tenant;
-      proxy_set_header X-Auth-Subject $kg_subject;
-      proxy_set_header X-Auth-Scopes $kg_scopes;
-      proxy_set_header X-Auth-Tenant $kg_tenant;
-      proxy_pass http://app;
-    }
+%[3]s
   }
 }
-`, dir, addr, keygate, upstream)
+`, dir, addr, snippet)
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -166,12 +325,28 @@ http {
 			}
 		}
 	})
+	waitListening(t, addr, "nginx")
+	return addr
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitListening(t *testing.T, addr, what string) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return addr
+			return
 		}
 	}
-	t.Fatal("nginx did not start listening within 10s")
-	return ""
+	t.Fatalf("%s did not start listening on %s within 10s", what, addr)
 }

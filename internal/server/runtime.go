@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/textproto"
 	"reflect"
 	"slices"
 	"sort"
@@ -27,6 +29,9 @@ type runtime struct {
 	pipeline *verify.Pipeline
 	forward  http.Handler
 	proxy    http.Handler // nil when no routes are configured
+	// authTree: forward-auth also answers under /auth/ (Envoy's HTTP
+	// ext_authz sends path_prefix + the original path).
+	authTree bool
 	// hitsBase and missesBase are the cache counts of the runtimes this
 	// one replaced, so that the metrics count across reloads.
 	hitsBase, missesBase uint64
@@ -56,7 +61,6 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		}
 	}()
 	var policies []verify.Policy
-	headerSet := map[string]bool{}
 	for i := range cfg.Issuers {
 		is := &cfg.Issuers[i]
 		src, err := s.issuerSource(ctx, is, prev)
@@ -71,11 +75,6 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		rt.sources[p.Issuer] = src
 		policies = append(policies, p)
 	}
-	for _, p := range policies {
-		for _, h := range p.Headers {
-			headerSet[h.Header] = true
-		}
-	}
 	pipe, err := verify.New(verify.Config{
 		Policies:     policies,
 		Revocation:   s.revocation,
@@ -88,14 +87,11 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		return nil, err
 	}
 	rt.pipeline = pipe
-	headers := make([]string, 0, len(headerSet))
-	for h := range headerSet {
-		headers = append(headers, h)
-	}
-	sort.Strings(headers)
+	headers := ClaimHeaders(cfg)
+	rt.authTree = cfg.ForwardAuth.Forwarding().MountPrefix != ""
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
-		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Headers: headers,
-		Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
+		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
+		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	if len(cfg.Routes) > 0 {
@@ -106,6 +102,29 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	}
 	ok = true
 	return rt, nil
+}
+
+// ClaimHeaders lists, sorted and canonical, every claim header the
+// configuration's issuers map (DefaultHeaders for an issuer that maps none,
+// and for the dev issuer when none is configured): the headers forward-auth
+// sets on every 200 and a proxy in front must overwrite.
+func ClaimHeaders(cfg *config.Config) []string {
+	set := map[string]bool{}
+	add := func(m map[string]string) {
+		for h := range m {
+			set[textproto.CanonicalMIMEHeaderKey(h)] = true
+		}
+	}
+	if len(cfg.Issuers) == 0 {
+		add(DefaultHeaders)
+	}
+	for i := range cfg.Issuers {
+		if len(cfg.Issuers[i].Headers) == 0 {
+			add(DefaultHeaders)
+		}
+		add(cfg.Issuers[i].Headers)
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
@@ -259,9 +278,13 @@ func (s *Server) reload(ctx context.Context) error {
 // Overrides are command-line settings that win over the file on every load.
 type Overrides struct {
 	Listen, AdminListen string
+	Proxy               string // forward_auth.proxy; replaces trusted_headers too
 }
 
 func (o Overrides) Apply(c *config.Config) {
+	if o.Proxy != "" {
+		c.ForwardAuth.Proxy, c.ForwardAuth.TrustedHeaders = o.Proxy, nil
+	}
 	if o.Listen != "" {
 		c.Listen = o.Listen
 	}
@@ -296,12 +319,20 @@ func (s *Server) traffic() http.Handler {
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle("/auth", forward)
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := s.rt.Load().proxy; p != nil {
 			p.ServeHTTP(w, r)
 			return
 		}
 		http.NotFound(w, r)
+	})
+	mux.Handle("/", rest)
+	mux.Handle("/auth/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt := s.rt.Load(); rt.authTree {
+			rt.forward.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
 	}))
 	return mux
 }
@@ -342,7 +373,8 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 // that every series exists at zero before the first refusal.
 var decisionReasons = []string{"missing_token", "no_route", "malformed", "too_large", "unsupported_alg",
 	"unknown_kid", "bad_signature", "expired", "not_yet_valid", "wrong_issuer", "wrong_audience", "revoked",
-	"missing_claim", "insufficient_scope", "invalid_request", "internal"}
+	"missing_claim", "insufficient_scope", "invalid_request", "internal",
+	gateway.ReasonForwardedRepeated, gateway.ReasonForwardedConflict, gateway.ReasonForwardedMissing}
 
 func newDecisions(m *telemetry.Metrics, front string) *telemetry.Decisions {
 	if m == nil {

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,7 +308,12 @@ func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 		go func() { errc <- asrv.Serve(admin) }()
 		attrs = append(attrs, "admin", admin.Addr().String())
 	}
+	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
+	attrs = append(attrs, "forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
 	s.log.Info("listening", attrs...)
+	if fw.Proxy == gateway.ProxyAuto && len(s.rt.Load().cfg.ForwardAuth.Rules) > 0 {
+		s.log.Warn("forward_auth.proxy is not set: /auth reads both X-Forwarded-* and X-Original-* and refuses requests on which they disagree; name the proxy in front (--proxy nginx|traefik|caddy|envoy) so that only the headers it sets are trusted")
+	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if s.cfg.ConfigPath != "" {
