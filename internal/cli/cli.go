@@ -97,6 +97,11 @@ func commands() []*command {
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
 		}},
 		{name: "serve", summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
+		{name: "config", summary: "print a proxy's configuration for keygate's forward-auth", subs: []*command{
+			{name: "nginx", summary: "nginx auth_request locations (keygate serve --proxy nginx)", run: proxyConfig("nginx")},
+			{name: "caddy", summary: "Caddyfile forward_auth directives (keygate serve --proxy caddy)", run: proxyConfig("caddy")},
+			{name: "traefik", summary: "Traefik ForwardAuth dynamic configuration (keygate serve --proxy traefik)", run: proxyConfig("traefik")},
+		}},
 		{name: "keyring", summary: "set up passphrase unsealing", subs: []*command{
 			{name: "init", summary: "derive the root key from a passphrase; write keyring.json", run: (*app).keyringInit},
 		}},
