@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -121,8 +123,15 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		ln.Close()
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
-	a.printBootstrap(srv.Bootstrap(), ln.Addr())
-	if len(cfg.Issuers) == 0 {
+	b := srv.Bootstrap()
+	a.printBootstrap(b, ln.Addr())
+	switch {
+	case srv.Sealed():
+		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
+	case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || f.dev):
+		// A working token goes to the terminal only in dev mode, and on a
+		// restart that reuses the dev files only when --dev asks again:
+		// stdout is often a container's log.
 		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
 			ln.Close()
 			return err
@@ -298,17 +307,18 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		issuer = "http://" + addr
 	}
 	return server.New(ctx, server.Config{
-		DataDir:    cfg.DataDir,
-		Issuer:     issuer,
-		Audience:   f.audienceOrDefault(),
-		Logger:     log,
-		Now:        a.now,
-		Rand:       a.random,
-		Gateway:    cfg,
-		ConfigPath: f.configPath,
-		Env:        a.env,
-		Overrides:  f.overrides(),
-		Metrics:    telemetry.New(),
+		GatewayOnly: f.gatewayOnly(cfg, a.lookupEnv),
+		DataDir:     cfg.DataDir,
+		Issuer:      issuer,
+		Audience:    f.audienceOrDefault(),
+		Logger:      log,
+		Now:         a.now,
+		Rand:        a.random,
+		Gateway:     cfg,
+		ConfigPath:  f.configPath,
+		Env:         a.env,
+		Overrides:   f.overrides(),
+		Metrics:     telemetry.New(),
 
 		Dev:            f.dev,
 		DatabaseURL:    f.databaseURL,
@@ -334,6 +344,25 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		KeyPrePublish:  f.keyPrePublish,
 		AccessTokenTTL: f.accessTTL,
 	})
+}
+
+// gatewayOnly reports whether serve runs the gateway alone: issuers are
+// configured and nothing asks for a token service (--dev, a store, a root
+// key or keyring, an admin token, Redis, or any token_service setting).
+// Such a node creates no files and no credentials.
+func (f *serveFlags) gatewayOnly(cfg *config.Config, env func(string) string) bool {
+	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(cfg.TokenService).IsZero() {
+		return false
+	}
+	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.adminTokenFile, f.redisURL,
+		env("KEYGATE_ROOT_KEY"), env("KEYGATE_ADMIN_TOKEN")} {
+		if v != "" {
+			return false
+		}
+	}
+	// A keyring set up in the data directory asks for a sealed token service.
+	_, err := os.Stat(filepath.Join(cfg.DataDir, server.KeyringFile))
+	return err != nil
 }
 
 // reloadOnHangup reloads the configuration on SIGHUP until ctx is done or
@@ -389,10 +418,6 @@ func (a *app) printBootstrap(b server.Bootstrap, addr net.Addr) {
 
 // printSample prints a demo token and a curl command that presents it.
 func (a *app) printSample(srv *server.Server, audience string, addr net.Addr) error {
-	if srv.Sealed() {
-		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
-		return nil
-	}
 	token, err := srv.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
 	if err != nil {
 		return fmt.Errorf("sample token: %w", err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/keyring"
 )
 
 // serving is a "keygate serve" run in the background.
@@ -138,7 +141,7 @@ func checkSample(t *testing.T, h *harness, data, jwk, token, addr string) {
 	claims := decodeClaims(t, h.must("token", "verify", "--key", jwk, "--alg", "ES256",
 		"--iss", "http://"+addr, "--aud", "keygate-demo", token))
 	checkMinted(t, claims, h.now, time.Hour)
-	again := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://fixed.test", "--audience", "other")
+	again := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://fixed.test", "--audience", "other", "--dev")
 	if code := again.stop(); code != ExitOK {
 		t.Fatalf("second serve exit %d", code)
 	}
@@ -296,5 +299,77 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 	if r := h.run("serve", "--listen", "127.0.0.1:0", "--config", h.path("absent.yaml")); r.code != ExitFail || !strings.Contains(r.stderr, "absent.yaml") {
 		t.Errorf("missing config file: %d %s", r.code, r.stderr)
+	}
+}
+
+// TestServeGatewayOnly: a node that only verifies tokens of a configured
+// issuer creates no data directory and no credentials, prints nothing, and
+// serves no token endpoints.
+func TestServeGatewayOnly(t *testing.T) {
+	h := newHarness(t)
+	keyPath := h.path("idp.pem")
+	h.must("keys", "generate", "--alg", "ES256", "--out", keyPath)
+	jwks := h.must("keys", "jwks", keyPath)
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	defer idp.Close()
+	data := h.path("data")
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://idp.test/", "--jwks-url", idp.URL)
+	defer s.stop()
+	admin := s.adminURL(t)
+	if out := s.stdout.String(); out != "" {
+		t.Errorf("a gateway-only node printed:\n%s", out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("a gateway-only node created its data directory (%v)", err)
+	}
+	tok := strings.TrimSpace(h.must("token", "sign", "--key", keyPath, "--iss", "https://idp.test/", "--sub", "bob"))
+	if resp := get(t, "http://"+s.addr+"/auth", tok); resp.StatusCode != http.StatusOK {
+		t.Errorf("forward-auth: %d", resp.StatusCode)
+	}
+	for _, u := range []string{"http://" + s.addr + "/.well-known/jwks.json", admin + "/v1/sys/seal-status", admin + "/v1/admin/clients"} {
+		if resp := get(t, u, ""); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404 on a gateway-only node", u, resp.StatusCode)
+		}
+	}
+	if code, _ := post(t, "http://"+s.addr+"/oauth2/token", "grant_type=client_credentials", basic("a", "b")); code != http.StatusNotFound {
+		t.Errorf("POST /oauth2/token: %d, want 404 on a gateway-only node", code)
+	}
+	if resp := get(t, admin+"/readyz", ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("readyz: %d", resp.StatusCode)
+	}
+	if !strings.Contains(s.stderr.String(), "gateway only") {
+		t.Errorf("the log does not say the node runs as a gateway only:\n%s", s.stderr)
+	}
+}
+
+// TestServeSampleOnlyInDevMode: a working token reaches stdout only in dev
+// mode, on the start that created the dev files or when --dev asks again;
+// never on a node with a root key of its own.
+func TestServeSampleOnlyInDevMode(t *testing.T) {
+	h := newHarness(t)
+	rootKey := h.path("root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))
+	dev := h.path("dev")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		sample bool
+	}{
+		{"production node with its own root key", []string{"--data-dir", h.path("prod"), "--root-key-file", rootKey, "--admin-token-file", adminFile}, false},
+		{"first dev start", []string{"--data-dir", dev}, true},
+		{"dev restart reusing the dev files", []string{"--data-dir", dev}, false},
+		{"dev restart with --dev", []string{"--data-dir", dev, "--dev"}, true},
+	} {
+		s := h.serve(append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)
+		out := s.stdout.String()
+		if code := s.stop(); code != ExitOK {
+			t.Fatalf("%s: exit %d\n%s", tc.name, code, s.stderr)
+		}
+		if got := tokenLine.MatchString(out); got != tc.sample {
+			t.Errorf("%s: sample token printed %v, want %v:\n%s", tc.name, got, tc.sample, out)
+		}
 	}
 }

@@ -63,7 +63,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // verify with.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
-	if s.keyring.Sealed() {
+	if s.Sealed() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "sealed": true,
 			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"})
 		return nil
@@ -95,9 +95,11 @@ func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
 	mux.Handle("GET /readyz", s.handle(s.readyz))
-	mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
-	mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
-	mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
+	if s.keyring != nil {
+		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
+		mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
+		mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
+	}
 	if s.metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
 	}

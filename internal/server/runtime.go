@@ -297,19 +297,16 @@ func (o Overrides) Apply(c *config.Config) {
 // reverse proxy for everything else when routes are configured.
 func (s *Server) traffic() http.Handler {
 	mux := http.NewServeMux()
-	tokens := s.tokens.Handler()
-	own := []struct {
+	type route struct {
 		method, path string
 		h            http.Handler
-	}{
-		{"GET", "/healthz", s.handle(s.healthz)},
-		{"GET", "/.well-known/jwks.json", tokens},
-		{"GET", "/.well-known/openid-configuration", tokens},
-		{"GET", "/.well-known/oauth-authorization-server", tokens},
-		{"POST", "/oauth2/token", tokens},
-		{"POST", "/oauth2/revoke", tokens},
-		{"POST", "/oauth2/introspect", tokens},
-		{"POST", "/v1/login", tokens},
+	}
+	own := []route{{"GET", "/healthz", s.handle(s.healthz)}}
+	if s.tokens != nil { // a gateway-only node leaves these paths to the proxy
+		tokens := s.tokens.Handler()
+		own = append(own, route{"GET", "/.well-known/jwks.json", tokens}, route{"GET", "/.well-known/openid-configuration", tokens},
+			route{"GET", "/.well-known/oauth-authorization-server", tokens}, route{"POST", "/oauth2/token", tokens},
+			route{"POST", "/oauth2/revoke", tokens}, route{"POST", "/oauth2/introspect", tokens}, route{"POST", "/v1/login", tokens})
 	}
 	for _, e := range own {
 		mux.Handle(e.method+" "+e.path, e.h)

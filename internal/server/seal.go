@@ -33,7 +33,7 @@ func (s *Server) keyringFile() string {
 }
 
 // Sealed reports whether the node is sealed.
-func (s *Server) Sealed() bool { return s.keyring.Sealed() }
+func (s *Server) Sealed() bool { return s.keyring != nil && s.keyring.Sealed() }
 
 // sealStatus is the body of every seal endpoint's answer.
 func (s *Server) sealStatus() map[string]any {

@@ -49,6 +49,9 @@ const (
 	Leeway            = verify.DefaultLeeway // clock skew /auth tolerates
 )
 
+// ErrNoTokenService: the node runs as a gateway only (Config.GatewayOnly).
+var ErrNoTokenService = errors.New("server: this node runs no token service")
+
 // Config configures a Server.
 type Config struct {
 	DataDir  string           // holds the SQLite store and dev files; created (0700) if missing
@@ -69,6 +72,13 @@ type Config struct {
 	Overrides  Overrides
 	// Metrics, if set, receives decisions, fetches and reloads.
 	Metrics *telemetry.Metrics
+
+	// GatewayOnly runs the gateway without a token service: no data
+	// directory, root key, admin token or store is created or opened, the
+	// token endpoints are not served (the proxy, if any, forwards those
+	// paths like any other) and the admin listener has no /v1/ API.
+	// Gateway must configure at least one issuer.
+	GatewayOnly bool
 
 	// Dev generates what is missing in the data directory: a root key
 	// (root.key), an admin token (admin.token) and a demo client. Without
@@ -139,6 +149,8 @@ func (c *Config) Validate() error {
 		return errors.New("server: no issuer")
 	case c.Audience == "":
 		return errors.New("server: no audience")
+	case c.GatewayOnly && (c.Gateway == nil || len(c.Gateway.Issuers) == 0):
+		return errors.New("server: a gateway-only node needs at least one issuer to trust")
 	}
 	return nil
 }
@@ -203,20 +215,26 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server: data directory: %w", err)
-	}
-	if err := s.openTokenService(ctx); err != nil {
-		return nil, err
+	if cfg.GatewayOnly {
+		s.log.Info("gateway only: no token service, nothing written to disk (--dev or token_service settings start one)")
+	} else {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: data directory: %w", err)
+		}
+		if err := s.openTokenService(ctx); err != nil {
+			return nil, err
+		}
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
 		s.closeFleet()
-		s.store.Close()
+		if s.store != nil {
+			s.store.Close()
+		}
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
-	if s.metrics != nil {
+	if s.metrics != nil && s.tokens != nil {
 		s.metrics.Sealed(s.keyring.Sealed)
 		s.metrics.Cache(s.cacheStats)
 		s.metrics.KeySchedule(func() (int, time.Time) {
@@ -272,6 +290,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Thumbprint returns the RFC 7638 thumbprint of the signing key in force,
 // which is also its kid; "" while sealed.
 func (s *Server) Thumbprint() string {
+	if s.keys == nil {
+		return ""
+	}
 	if sg := s.keys.Signer(); sg != nil {
 		return sg.Key().Thumbprint()
 	}
@@ -279,8 +300,12 @@ func (s *Server) Thumbprint() string {
 }
 
 // Mint signs claims with the signing key in force; an empty Issuer becomes
-// the server's own. It fails with issuer.ErrSealed while sealed.
+// the server's own. It fails with issuer.ErrSealed while sealed, and
+// ErrNoTokenService on a gateway-only node.
 func (s *Server) Mint(c mint.Claims) (string, error) {
+	if s.keys == nil {
+		return "", ErrNoTokenService
+	}
 	if c.Issuer == "" {
 		c.Issuer = s.cfg.Issuer
 	}
@@ -320,7 +345,12 @@ func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 		go s.watch(wctx, 2*time.Second)
 	}
 	tickDone := make(chan struct{})
-	go func() { defer close(tickDone); s.tick(wctx, TickInterval) }()
+	go func() {
+		defer close(tickDone)
+		if s.tokens != nil {
+			s.tick(wctx, TickInterval)
+		}
+	}()
 	defer func() { stopWatch(); <-tickDone }()
 	select {
 	case err := <-errc:
