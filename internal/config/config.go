@@ -33,6 +33,10 @@ const (
 	DefaultAdminListen = "127.0.0.1:9090"
 )
 
+// MaxTokenSize is the largest max_token_size: a token arrives in a header,
+// and the server reads at most 64 KiB of them.
+const MaxTokenSize = 60 << 10
+
 // Config is keygate's whole configuration.
 type Config struct {
 	Listen       string   `yaml:"listen"`
@@ -299,8 +303,8 @@ func (c *Config) Validate() error {
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
 		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
 	}
-	if c.MaxTokenSize < 512 || c.MaxTokenSize > 1<<20 {
-		bad("max_token_size", "must be between 512 and 1048576 bytes, not %d", c.MaxTokenSize)
+	if c.MaxTokenSize < 512 || c.MaxTokenSize > MaxTokenSize {
+		bad("max_token_size", "must be between 512 and %d bytes (a request's headers are read up to 64 KiB), not %d", MaxTokenSize, c.MaxTokenSize)
 	}
 	if c.Cache.MaxEntries < 0 || c.Cache.MaxBytes < 0 || c.Cache.MaxTTL < 0 {
 		bad("cache", "limits must not be negative")

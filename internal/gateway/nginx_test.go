@@ -234,6 +234,8 @@ func TestNginxAuthRequest(t *testing.T) {
 			`Bearer realm="keygate", error="invalid_token", error_description="bad_signature"`},
 		{"oversized token gets 401, not 500", "/orders", "Bearer " + strings.Repeat("A", 9000), 401,
 			`Bearer realm="keygate", error="invalid_token", error_description="too_large"`},
+		{"40 KiB token gets keygate's 401", "/orders", "Bearer " + strings.Repeat("A", 40<<10), 401,
+			`Bearer realm="keygate", error="invalid_token", error_description="too_large"`},
 		{"missing scope", "/admin/users", "Bearer " + good, 403, ""},
 	}
 	client := &http.Client{Timeout: 5 * time.Second}

@@ -40,7 +40,12 @@ import (
 
 // Limits and timeouts of the HTTP server.
 const (
-	MaxHeaderBytes    = 16 << 10
+	// MaxHeaderBytes bounds a request's headers (net/http allows 4 KiB
+	// more). Tokens from identity providers that pack groups or roles
+	// reach tens of KiB, and a proxy turns keygate's 431 into a 500, so
+	// up to this size keygate reads the request and answers a token over
+	// max_token_size with its own 401 too_large; beyond it, 431.
+	MaxHeaderBytes    = 64 << 10
 	ReadHeaderTimeout = 5 * time.Second
 	ReadTimeout       = 10 * time.Second
 	WriteTimeout      = 10 * time.Second

@@ -474,6 +474,8 @@ func TestOversizedHeaders(t *testing.T) {
 	}{
 		// Under MaxHeaderBytes but over the token limit: a 401 naming the reason.
 		{"token over limit", strings.Repeat("a", jose.DefaultMaxTokenSize+1), http.StatusUnauthorized},
+		{"20 KiB token", strings.Repeat("a", 20<<10), http.StatusUnauthorized},
+		{"60 KiB token", strings.Repeat("a", 60<<10), http.StatusUnauthorized},
 		// Over MaxHeaderBytes: net/http refuses before the handler runs.
 		{"header over limit", strings.Repeat("a", 4*MaxHeaderBytes), http.StatusRequestHeaderFieldsTooLarge},
 	}
