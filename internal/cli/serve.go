@@ -27,6 +27,7 @@ import (
 // serveFlags are the flags of serve.
 type serveFlags struct {
 	listen, adminListen, dataDir, issuer, audience string
+	probeListen                                    string
 	configPath, jwksURL, upstream                  string
 	proxy                                          string
 	databaseURL, rootKeyFile, adminTokenFile       string
@@ -47,6 +48,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration `file` (reloaded on SIGHUP and when it changes)")
 	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
+	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
@@ -110,17 +112,21 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("admin listen: %w", err)
 		}
 	}
+	var probe net.Listener
+	if cfg.ProbeListen != "" {
+		if probe, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.ProbeListen); err != nil {
+			closeAll(ln, admin)
+			return fmt.Errorf("probe listen: %w", err)
+		}
+	}
 	srv, err := a.newServer(ctx, f, cfg, ln.Addr().String(), log)
 	if err != nil {
-		ln.Close()
-		if admin != nil {
-			admin.Close()
-		}
+		closeAll(ln, admin, probe)
 		return err
 	}
 	defer srv.Close()
 	if srv.Sealed() && admin == nil {
-		ln.Close()
+		closeAll(ln, probe)
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
 	b := srv.Bootstrap()
@@ -133,7 +139,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// restart that reuses the dev files only when --dev asks again:
 		// stdout is often a container's log.
 		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
-			ln.Close()
+			closeAll(ln, admin, probe)
 			return err
 		}
 	}
@@ -142,7 +148,16 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
 	defer stop()
-	return srv.Serve(ctx, ln, admin)
+	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe})
+}
+
+// closeAll closes the listeners that are not nil.
+func closeAll(lns ...net.Listener) {
+	for _, l := range lns {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 // gatewayConfig assembles the configuration: the file if given, else the
@@ -257,7 +272,7 @@ func (f *serveFlags) rotation() time.Duration {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, Proxy: f.proxy}
+	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
 }
 
 // quickStart turns --jwks-url, --issuer, --audience, --alg and --upstream

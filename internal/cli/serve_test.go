@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -372,4 +373,33 @@ func TestServeSampleOnlyInDevMode(t *testing.T) {
 			t.Errorf("%s: sample token printed %v, want %v:\n%s", tc.name, got, tc.sample, out)
 		}
 	}
+}
+
+// TestServeProbeListener: --probe-listen serves the health checks and
+// nothing else of the admin listener.
+func TestServeProbeListener(t *testing.T) {
+	h := newHarness(t)
+	probe := freeAddr(t)
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--probe-listen", probe)
+	defer s.stop()
+	s.adminURL(t) // waits for the listening line
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 404, "/debug/pprof/cmdline": 404,
+		"/v1/sys/seal-status": 404, "/v1/admin/clients": 404} {
+		if resp := get(t, "http://"+probe+path, ""); resp.StatusCode != want {
+			t.Errorf("probe %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	if !strings.Contains(s.stderr.String(), "probe="+probe) {
+		t.Errorf("the probe address is not logged:\n%s", s.stderr)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -39,8 +39,11 @@ const MaxTokenSize = 60 << 10
 
 // Config is keygate's whole configuration.
 type Config struct {
-	Listen       string   `yaml:"listen"`
-	AdminListen  string   `yaml:"admin_listen"`
+	Listen      string `yaml:"listen"`
+	AdminListen string `yaml:"admin_listen"`
+	// ProbeListen, if set, serves /healthz and /readyz alone, for a
+	// probe port opened wider than the admin listener.
+	ProbeListen  string   `yaml:"probe_listen"`
 	LogLevel     string   `yaml:"log_level"` // debug, info, warn, error
 	DataDir      string   `yaml:"data_dir"`
 	MaxTokenSize int      `yaml:"max_token_size"`
@@ -236,6 +239,8 @@ func (c *Config) ApplyEnv(env []string) error {
 			c.Listen = v
 		case "KEYGATE_ADMIN_LISTEN":
 			c.AdminListen = v
+		case "KEYGATE_PROBE_LISTEN":
+			c.ProbeListen = v
 		case "KEYGATE_LOG_LEVEL":
 			c.LogLevel = v
 		case "KEYGATE_DATA_DIR":
@@ -299,6 +304,9 @@ func (c *Config) Validate() error {
 	checkAddr("listen", c.Listen)
 	if c.AdminListen != "off" {
 		checkAddr("admin_listen", c.AdminListen)
+	}
+	if c.ProbeListen != "" {
+		checkAddr("probe_listen", c.ProbeListen)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
 		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)

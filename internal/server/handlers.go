@@ -89,6 +89,14 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// probeHandler serves the health checks alone, for a probe listener.
+func (s *Server) probeHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", s.handle(s.healthz))
+	mux.Handle("GET /readyz", s.handle(s.readyz))
+	return mux
+}
+
 // adminHandler serves the operations endpoints, on their own listener so
 // that they are never exposed with the traffic.
 func (s *Server) adminHandler() http.Handler {

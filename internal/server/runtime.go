@@ -277,8 +277,8 @@ func (s *Server) reload(ctx context.Context) error {
 
 // Overrides are command-line settings that win over the file on every load.
 type Overrides struct {
-	Listen, AdminListen string
-	Proxy               string // forward_auth.proxy; replaces trusted_headers too
+	Listen, AdminListen, ProbeListen string
+	Proxy                            string // forward_auth.proxy; replaces trusted_headers too
 }
 
 func (o Overrides) Apply(c *config.Config) {
@@ -290,6 +290,9 @@ func (o Overrides) Apply(c *config.Config) {
 	}
 	if o.AdminListen != "" {
 		c.AdminListen = o.AdminListen
+	}
+	if o.ProbeListen != "" {
+		c.ProbeListen = o.ProbeListen
 	}
 }
 

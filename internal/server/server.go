@@ -322,21 +322,42 @@ func (s *Server) Mint(c mint.Claims) (string, error) {
 }
 
 // Serve serves traffic on ln, and the admin endpoints on admin when it is
-// not nil, until ctx is done; then it stops accepting, waits up to
-// ShutdownTimeout for requests in flight, and returns. It closes both
-// listeners. With a configuration file it also reloads when the file
-// changes.
+// not nil; see ServeListeners.
 func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
+	return s.ServeListeners(ctx, Listeners{Traffic: ln, Admin: admin})
+}
+
+// Listeners are where a Server serves; only Traffic is required.
+type Listeners struct {
+	Traffic net.Listener
+	Admin   net.Listener // metrics, health, seal, the admin API, pprof
+	// Probe serves only /healthz and /readyz, so that a port can be opened
+	// to the cluster's health checks without the admin endpoints.
+	Probe net.Listener
+}
+
+// ServeListeners serves on ls until ctx is done; then it stops accepting,
+// waits up to ShutdownTimeout for requests in flight, and returns. It
+// closes the listeners. With a configuration file it also reloads when the
+// file changes.
+func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	srv := s.httpServer(s.handler)
 	servers := []*http.Server{srv}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
-	attrs := []any{"addr", ln.Addr().String(), "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
-	if admin != nil {
-		asrv := s.httpServer(s.adminHandler())
-		servers = append(servers, asrv)
-		go func() { errc <- asrv.Serve(admin) }()
-		attrs = append(attrs, "admin", admin.Addr().String())
+	errc := make(chan error, 3)
+	go func() { errc <- srv.Serve(ls.Traffic) }()
+	attrs := []any{"addr", ls.Traffic.Addr().String(), "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
+	for _, l := range []struct {
+		name string
+		ln   net.Listener
+		h    func() http.Handler
+	}{{"admin", ls.Admin, s.adminHandler}, {"probe", ls.Probe, s.probeHandler}} {
+		if l.ln == nil {
+			continue
+		}
+		hs := s.httpServer(l.h())
+		servers = append(servers, hs)
+		go func() { errc <- hs.Serve(l.ln) }()
+		attrs = append(attrs, l.name, l.ln.Addr().String())
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
 	attrs = append(attrs, "forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
