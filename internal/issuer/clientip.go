@@ -38,6 +38,19 @@ func clientIP(r *http.Request, trusted []netip.Prefix) string {
 	return peer.String()
 }
 
+// addrKey is the client's address as a rate-limit key: an IPv4 address,
+// or the /64 an IPv6 address is in, since one host commonly holds a whole
+// /64 and could otherwise claim a fresh address per attempt.
+func addrKey(r *http.Request, trusted []netip.Prefix) string {
+	s := clientIP(r, trusted)
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Is4() {
+		return s
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
+}
+
 // hopAddr parses one X-Forwarded-For entry: an address, or an address with
 // a port ("198.51.100.1:4711", "[2001:db8::1]:4711"), which some proxies
 // write.

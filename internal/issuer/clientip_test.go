@@ -55,3 +55,18 @@ func FuzzClientIP(f *testing.F) {
 		}
 	})
 }
+
+func TestAddrKey(t *testing.T) {
+	for _, tt := range []struct{ remote, want string }{
+		{"203.0.113.7:4000", "203.0.113.7"},
+		{"[2001:db8:1:2:aaaa::1]:4000", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:4000", "2001:db8:1:2::/64"}, // the same /64: one budget
+		{"[::ffff:198.51.100.1]:1", "198.51.100.1"},
+		{"pipe", "pipe"},
+	} {
+		r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
+		if got := addrKey(r, nil); got != tt.want {
+			t.Errorf("addrKey(%q) = %q, want %q", tt.remote, got, tt.want)
+		}
+	}
+}

@@ -81,11 +81,14 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	if s.cfg.Limiter == nil {
 		return 0, true
 	}
-	// The account's key is a digest: usernames are unbounded and personal,
-	// and the limiter's keys may live in a shared Redis.
+	// The address is charged first: an attempt its address may not make
+	// never touches the account's bucket, so one address cannot flood the
+	// limiter with one-off accounts to push a victim's bucket out. The
+	// account's key is a digest: usernames are unbounded and personal, and
+	// the limiter's keys may live in a shared Redis.
 	user := sha256.Sum256([]byte(username))
-	for _, key := range []string{"login:user:" + base64.RawURLEncoding.EncodeToString(user[:]),
-		"login:ip:" + clientIP(r, s.cfg.TrustedProxies)} {
+	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies),
+		"login:user:" + base64.RawURLEncoding.EncodeToString(user[:])} {
 		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
 		if err != nil {
 			s.log.Warn("rate limiter failed; refusing the attempt", "err", err)

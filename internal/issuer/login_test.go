@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -476,5 +477,86 @@ func TestRefreshWhileRevocationsStale(t *testing.T) {
 	chk.revoked.Store(false)
 	if r := refresh(second); r.status != 400 {
 		t.Errorf("the family of a revoked subject's token was not revoked: %d %v", r.status, r.body)
+	}
+}
+
+// TestLoginChargesAddressFirst: an attempt its address may not make never
+// reaches the account's bucket, so one address cannot flood the limiter
+// with one-off accounts (to push a victim's bucket out of it).
+func TestLoginChargesAddressFirst(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	lim := &fixedLimiter{n: 2, seen: map[string]int{}}
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow }, Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	for i := range 5 {
+		form := url.Values{"username": {fmt.Sprint("one-off-", i)}, "password": {"wrong password!"}}
+		want := 401
+		if i >= 2 {
+			want = 429
+		}
+		if r := f.post(t, "/v1/login", form, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != want {
+			t.Fatalf("attempt %d: %d, want %d", i, r.status, want)
+		}
+	}
+	accounts := 0
+	for k := range lim.seen {
+		if strings.HasPrefix(k, "login:user:") {
+			accounts++
+		}
+	}
+	if accounts != 2 {
+		t.Errorf("%d account buckets charged, want 2 (only the attempts the address could make): %v", accounts, lim.seen)
+	}
+}
+
+// countingStore counts client reads.
+type countingStore struct {
+	*memStore
+	reads atomic.Int64
+}
+
+func (s *countingStore) GetClient(ctx context.Context, id string) (store.Client, error) {
+	s.reads.Add(1)
+	return s.memStore.GetClient(ctx, id)
+}
+
+// TestPreAuthLimit: requests naming client_ids the node has not read
+// lately cost a store read each, bounded per address before any other
+// limit; a client read recently is served from memory whatever its
+// address has spent.
+func TestPreAuthLimit(t *testing.T) {
+	f := newOAuthFixture(t)
+	st := &countingStore{memStore: f.st}
+	lim := &fixedLimiter{n: 3, seen: map[string]int{}}
+	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.keys, Now: func() time.Time { return f.clockNow }, PreAuthLimiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if r := f.post(t, "/oauth2/token", form, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != 200 {
+		t.Fatalf("known client: %d %v", r.status, r.body)
+	}
+	for i := range 10 {
+		want := 401
+		if i >= 2 {
+			want = 429
+		}
+		r := f.post(t, "/oauth2/token", form, [2]string{fmt.Sprint("kgc_random", i), "x"}, "")
+		if r.status != want {
+			t.Fatalf("unknown client %d: %d, want %d", i, r.status, want)
+		}
+		if want == 429 && (r.header.Get("Retry-After") == "" || r.body["error"] != "slow_down") {
+			t.Errorf("unknown client %d: %v %v", i, r.header, r.body)
+		}
+	}
+	if n := st.reads.Load(); n != 3 {
+		t.Errorf("%d client reads, want 3 (the known client once, then two unknown ones)", n)
+	}
+	if r := f.post(t, "/oauth2/token", form, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != 200 {
+		t.Errorf("the cached client after the address's budget is spent: %d %v", r.status, r.body)
 	}
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
@@ -14,7 +15,9 @@ type LocalConfig struct {
 	// about 16 bytes plus map overhead, whatever the key's length). Past it
 	// idle keys are forgotten first, which changes nothing: an idle key's
 	// bucket is full. Only when too few are idle are active keys forgotten,
-	// at random, each getting a full bucket again.
+	// those nearest to a full bucket first: a key being throttled hard (an
+	// account under a guessing attack) is the last to go, so filling a
+	// shard with one-off keys cannot reset its limit.
 	MaxKeys int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -39,9 +42,10 @@ type Local struct {
 }
 
 type shard struct {
-	mu  sync.Mutex
-	tat map[uint64]int64 // key hash → theoretical arrival time, Unix ns
-	_   [48]byte         // keep shards on separate cache lines
+	mu      sync.Mutex
+	tat     map[uint64]int64 // key hash → theoretical arrival time, Unix ns
+	scratch []int64          // evict's buffer, kept to not allocate each time
+	_       [24]byte         // keep shards on separate cache lines
 }
 
 var _ Limiter = (*Local)(nil)
@@ -69,7 +73,7 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 // fails; ctx is unused.
 func (l *Local) Allow(_ context.Context, key string) (bool, time.Duration, error) {
 	h := maphash.String(l.seed, key)
-	s := &l.shards[h>>(64-6)] // top bits: the map uses the low ones
+	s := &l.shards[shardIndex(h)]
 	now := l.now().UnixNano()
 	s.mu.Lock()
 	tat, ok := s.tat[h]
@@ -87,10 +91,19 @@ func (l *Local) Allow(_ context.Context, key string) (bool, time.Duration, error
 	return true, 0, nil
 }
 
+// shardIndex takes a hash's top bits: the map uses the low ones.
+func shardIndex(h uint64) uint64 { return h >> (64 - 6) }
+
+// shardOf returns the shard key falls in (tests).
+func (l *Local) shardOf(key string) uint64 { return shardIndex(maphash.String(l.seed, key)) }
+
 // evict makes room in a full shard: it drops every idle key (its bucket is
 // full again, so forgetting it changes nothing), and if that frees less
-// than an eighth of the shard, random active keys too, so that the next
-// evictions are an eighth of a shard of inserts away.
+// than an eighth of the shard, the active keys with the earliest
+// theoretical arrival times too (the least charged, nearest to a full
+// bucket), so that the next evictions are an eighth of a shard of inserts
+// away. Keys charged hardest stay: forgetting one would hand it a full
+// burst again.
 func (s *shard) evict(now int64, limit int) {
 	for h, tat := range s.tat {
 		if tat <= now {
@@ -98,11 +111,20 @@ func (s *shard) evict(now int64, limit int) {
 		}
 	}
 	target := limit - max(limit/8, 1)
-	for h := range s.tat { // map order is random
-		if len(s.tat) <= target {
-			break
+	excess := len(s.tat) - target
+	if excess <= 0 {
+		return
+	}
+	s.scratch = s.scratch[:0]
+	for _, tat := range s.tat {
+		s.scratch = append(s.scratch, tat)
+	}
+	slices.Sort(s.scratch)
+	cut := s.scratch[excess-1] // drop every key at or below the excess-th earliest
+	for h, tat := range s.tat {
+		if tat <= cut {
+			delete(s.tat, h)
 		}
-		delete(s.tat, h)
 	}
 }
 

@@ -156,14 +156,48 @@ func TestLocalEvictsIdleFirst(t *testing.T) {
 			t.Errorf("idle key %d kept", h)
 		}
 	}
-	// All active: an eighth of the shard goes, at random.
+	// All active: an eighth of the shard goes, the least charged first.
 	for i := range 16 {
-		s.tat[uint64(i)] = now + int64(time.Second)
+		s.tat[uint64(i)] = now + int64(i+1)*int64(time.Second)
 	}
 	s.evict(now, 16)
 	if len(s.tat) != 14 {
 		t.Errorf("%d keys left, want 14", len(s.tat))
 	}
+	for h := range 2 {
+		if _, ok := s.tat[uint64(h)]; ok {
+			t.Errorf("key %d, among the two least charged, was kept", h)
+		}
+	}
+}
+
+// TestLocalThrottledKeySurvivesFlood: an attacker who fills the victim's
+// shard with one-off keys, again and again, never resets the limit of a
+// key being throttled (a per-account login limit under attack).
+func TestLocalThrottledKeySurvivesFlood(t *testing.T) {
+	c := newClock()
+	const maxKeys = 64 * 8 // 8 keys a shard
+	l := c.local(t, Limit{Rate: 10.0 / 60, Burst: 5}, maxKeys)
+	victim := "login:user:victim"
+	for range 5 {
+		mustAllow(t, l, victim)
+	}
+	mustDeny(t, l, victim)
+	shard := l.shardOf(victim)
+	sent := 0
+	for i := 0; sent < 2000; i++ {
+		k := fmt.Sprint("one-off-", i)
+		if l.shardOf(k) != shard {
+			continue
+		}
+		sent++
+		mustAllow(t, l, k)
+		if sent%100 == 0 {
+			c.Advance(10 * time.Millisecond) // the flood takes a while; not long enough to refill the victim
+			mustDeny(t, l, victim)
+		}
+	}
+	mustDeny(t, l, victim)
 }
 
 func TestLocalAllocations(t *testing.T) {
