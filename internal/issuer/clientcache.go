@@ -29,13 +29,19 @@ type cachedClient struct {
 	expires time.Time
 }
 
-func (cc *clientCache) get(ctx context.Context, st store.Store, id string, now time.Time) (store.Client, error) {
+// cached returns the client id if it was read less than clientCacheTTL ago.
+func (cc *clientCache) cached(id string, now time.Time) (store.Client, bool) {
 	cc.mu.RLock()
 	e, ok := cc.entries[id]
 	cc.mu.RUnlock()
 	if ok && now.Before(e.expires) {
-		return e.c, nil
+		return e.c, true
 	}
+	return store.Client{}, false
+}
+
+// load reads the client id from the store and caches it.
+func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now time.Time) (store.Client, error) {
 	c, err := st.GetClient(ctx, id)
 	if err != nil {
 		return c, err

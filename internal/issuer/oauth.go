@@ -40,8 +40,13 @@ type Config struct {
 	// endpoint (key "token:client:<id>"). It is asked only once the client
 	// has authenticated, so nobody can spend another client's budget.
 	TokenLimiter Limiter
-	Store        store.Store
-	Keys         *KeyManager
+	// PreAuthLimiter, if set, bounds per address (key "preauth:ip:<addr>")
+	// the store reads that client authentication makes for a client_id not
+	// read in the last clientCacheTTL: without it, requests naming random
+	// client_ids cost a store read each before any other limit applies.
+	PreAuthLimiter Limiter
+	Store          store.Store
+	Keys           *KeyManager
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
@@ -225,7 +230,11 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 	}
 	c, basic, err := s.authenticate(r.Context(), r, v)
 	var oe *oauthError
+	var sd *slowDown
 	switch {
+	case errors.As(err, &sd):
+		tooMany(w, sd.wait)
+		return nil, store.Client{}, false
 	case errors.As(err, &oe):
 		writeOAuthError(w, err, basic)
 		return nil, store.Client{}, false
@@ -258,7 +267,15 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	if id == "" || secret == "" {
 		return store.Client{}, basic, errInvalidClient
 	}
-	c, err := s.clients.get(ctx, s.cfg.Store, id, s.cfg.Now())
+	now := s.cfg.Now()
+	c, ok := s.clients.cached(id, now)
+	var err error
+	if !ok {
+		if err := s.allowRead(ctx, r); err != nil {
+			return store.Client{}, basic, err
+		}
+		c, err = s.clients.load(ctx, s.cfg.Store, id, now)
+	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.Client{}, basic, err
 	}
@@ -272,6 +289,28 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	}
 	return c, basic, nil
 }
+
+// allowRead charges the request's address for a store read made before its
+// client has authenticated (Config.PreAuthLimiter).
+func (s *Service) allowRead(ctx context.Context, r *http.Request) error {
+	if s.cfg.PreAuthLimiter == nil {
+		return nil
+	}
+	ok, wait, err := s.cfg.PreAuthLimiter.Allow(ctx, "preauth:ip:"+addrKey(r, s.cfg.TrustedProxies))
+	if err != nil {
+		s.log.Warn("pre-authentication rate limiter failed; refusing the request", "err", err)
+		ok, wait = false, time.Second
+	}
+	if !ok {
+		return &slowDown{wait: wait}
+	}
+	return nil
+}
+
+// slowDown is a refusal by a rate limit: 429 slow_down with Retry-After.
+type slowDown struct{ wait time.Duration }
+
+func (e *slowDown) Error() string { return "rate limited for " + e.wait.String() }
 
 // SecretDigest is how a client secret or a refresh token is stored:
 // SHA-256, which is enough for a 256-bit random secret and costs a

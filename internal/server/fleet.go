@@ -25,6 +25,12 @@ const DefaultRedisPrefix = "keygate"
 // LoginLimit bounds /v1/login attempts per account and per address.
 var LoginLimit = ratelimit.Limit{Rate: 10.0 / 60, Burst: 5}
 
+// PreAuthLimit bounds, per client address, the store reads the token
+// endpoints make for client_ids not read in the last 2 s: enough for a
+// hundred clients behind one address, few enough that random client_ids
+// cannot make the store the bottleneck.
+var PreAuthLimit = ratelimit.Limit{Rate: 50, Burst: 200}
+
 // redisStartWait bounds how long New waits for the first revocation sync
 // from Redis; past it the node starts anyway and keeps trying.
 var redisStartWait = 5 * time.Second

@@ -99,6 +99,9 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	if icfg.TokenLimiter, err = s.tokenLimiter(); err != nil {
 		return fmt.Errorf("server: token rate limit: %w", err)
 	}
+	if icfg.PreAuthLimiter, err = s.limiter("preauth", PreAuthLimit); err != nil {
+		return fmt.Errorf("server: pre-authentication rate limit: %w", err)
+	}
 	if s.tokens, err = issuer.New(icfg); err != nil {
 		return fmt.Errorf("server: token service: %w", err)
 	}
