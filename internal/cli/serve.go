@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/server"
@@ -91,6 +92,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	f.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
+	}
+	if _, err := gateway.Preset(f.proxy); err != nil {
+		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
 	}
 	cfg, err := f.gatewayConfig(a.env)
 	if err != nil {

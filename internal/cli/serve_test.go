@@ -291,6 +291,7 @@ func TestServeFlagErrors(t *testing.T) {
 		"negative token rate":   {"--token-rate-limit", "-1"},
 		"token rate too high":   {"--token-rate-limit", "1e7"},
 		"bad trusted proxy":     {"--trusted-proxy", "10.0.0.0/33"},
+		"unknown proxy":         {"--proxy", "haproxy"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if code := h.run(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...); code.code != ExitUsage {
