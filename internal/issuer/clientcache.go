@@ -10,7 +10,8 @@ import (
 
 // clientCacheTTL bounds how long a node keeps answering from a cached
 // client after another node changed or deleted it. Changes made through this
-// node's admin API take effect at once.
+// node's admin API take effect at once. A refresh, which grants for 30 days
+// more, reads the client from the store besides (refreshGrant).
 const clientCacheTTL = 2 * time.Second
 
 // maxCachedClients bounds the cache; when it is full it starts over.

@@ -173,6 +173,8 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, 
 	writeTokens(w, tok, exp, refresh, scopes)
 }
 
+// newRefresh makes a refresh token in family; a new family begins with
+// it (OriginAt is its IssuedAt), which a rotation replaces by the family's.
 func (s *Service) newRefresh(clientID, sub string, scopes []string, family string) (string, store.RefreshToken, error) {
 	token, err := randomSecret(s.cfg.Rand, "kgr_")
 	if err != nil {
@@ -181,21 +183,31 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 	d := SecretDigest(token)
 	now := s.cfg.Now().UTC()
 	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
-		IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
+		IssuedAt: now, OriginAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
 }
 
 // refreshGrant is grant_type=refresh_token: the presented token is spent
 // and a new one issued in its family. Presenting a spent token again
 // revokes the whole family (the store does that atomically), since one of
 // its holders must be a thief.
+//
+// A refresh is decided on the store's current state, never on this node's
+// memory alone, which misses what other nodes did while Redis is down: the
+// user must exist and be enabled, the client must exist (read from the
+// store, not the client cache), and no revocation of the subject may
+// postdate the family's origin (the login), which the store checks in the
+// rotation's own transaction. A refusal for any of these revokes the
+// family for good. The scopes granted are the family's, narrowed to those
+// the client and the user hold now, for the new refresh token too.
 func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.Client, v url.Values) {
 	presented := v.Get("refresh_token")
 	if presented == "" {
 		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}, false)
 		return
 	}
+	ctx := r.Context()
 	d := SecretDigest(presented)
-	old, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:])
+	old, err := s.cfg.Store.GetRefreshToken(ctx, d[:])
 	if err != nil || old.ClientID != c.ID {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.fail(w, "reading a refresh token", err)
@@ -204,22 +216,45 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		writeOAuthError(w, errInvalidGrant, false)
 		return
 	}
-	// "Everything issued to the subject before T" covers its refresh tokens:
-	// otherwise one issued before T would mint access tokens that postdate
-	// the revocation. Its family is revoked for good.
-	switch revoked, err := s.isRevoked(r.Context(), "", old.Subject, old.IssuedAt); {
-	case err != nil:
-		s.fail(w, "reading revocations", err)
-		return
-	case revoked:
-		if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.fail(w, "revoking a refresh token family", err)
+	// The node's revocation set can refuse at once; it cannot allow, since
+	// it may lack what other nodes revoked. "Everything issued to the
+	// subject before T" covers every family begun before T.
+	if s.cfg.Checker != nil {
+		switch revoked, err := s.isRevoked(ctx, "", old.Subject, old.OriginAt); {
+		case err != nil:
+			s.fail(w, "reading revocations", err)
+			return
+		case revoked:
+			s.endFamily(w, r, c.ID, d[:], "its subject is revoked")
 			return
 		}
-		writeOAuthError(w, errInvalidGrant, false)
+	}
+	u, err := s.cfg.Store.GetUser(ctx, old.Subject)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.endFamily(w, r, c.ID, d[:], "its user was deleted")
+		return
+	case err != nil:
+		s.fail(w, "reading a user", err)
+		return
+	case u.Disabled:
+		s.endFamily(w, r, c.ID, d[:], "its user is disabled")
 		return
 	}
-	scopes, ok := narrowScopes(old.Scopes, v.Get("scope"))
+	// c came through the client cache, which may be up to clientCacheTTL
+	// behind a change made at another node: what a refresh grants for
+	// 30 days more is decided on the client as stored now.
+	cur, err := s.cfg.Store.GetClient(ctx, c.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.endFamily(w, r, c.ID, d[:], "its client was deleted")
+		return
+	case err != nil:
+		s.fail(w, "reading a client", err)
+		return
+	}
+	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
+	scopes, ok := narrowScopes(held, v.Get("scope"))
 	if !ok {
 		writeOAuthError(w, errInvalidScope, false)
 		return
@@ -230,15 +265,19 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		s.fail(w, "issuing an access token", err)
 		return
 	}
-	next, rt, err := s.newRefresh(c.ID, old.Subject, old.Scopes, old.FamilyID)
+	next, rt, err := s.newRefresh(c.ID, old.Subject, held, old.FamilyID)
 	if err != nil {
 		s.fail(w, "making a refresh token", err)
 		return
 	}
-	if _, err := s.cfg.Store.RotateRefreshToken(r.Context(), d[:], rt, s.cfg.Now().UTC()); err != nil {
+	rt.OriginAt = old.OriginAt
+	if _, err := s.cfg.Store.RotateRefreshToken(ctx, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
 			s.log.Warn("a spent refresh token was presented again; its family is revoked", "client", c.ID)
+			writeOAuthError(w, errInvalidGrant, false)
+		case errors.Is(err, store.ErrSubjectRevoked):
+			s.log.Info("refresh refused and its family revoked: its subject is revoked", "client", c.ID)
 			writeOAuthError(w, errInvalidGrant, false)
 		case errors.Is(err, store.ErrRevoked), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrNotFound):
 			writeOAuthError(w, errInvalidGrant, false)
@@ -248,6 +287,18 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		return
 	}
 	writeTokens(w, tok, exp, next, scopes)
+}
+
+// endFamily refuses a refresh for the state of its user, client or
+// subject: the family of digest is revoked for good, so that undoing the
+// change (enabling the user again) does not bring it back.
+func (s *Service) endFamily(w http.ResponseWriter, r *http.Request, clientID string, digest []byte, why string) {
+	if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), digest); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.fail(w, "revoking a refresh token family", err)
+		return
+	}
+	s.log.Info("refresh refused and its family revoked: "+why, "client", clientID)
+	writeOAuthError(w, errInvalidGrant, false)
 }
 
 // fail answers an error that is not the client's: 503 when the node cannot

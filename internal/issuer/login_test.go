@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -37,9 +38,23 @@ func (s *userStore) GetUserByName(_ context.Context, name string) (store.User, e
 	return u, nil
 }
 
+func (s *userStore) GetUser(_ context.Context, id string) (store.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.users {
+		if u.ID == id {
+			return u, nil
+		}
+	}
+	return store.User{}, store.ErrNotFound
+}
+
 func (s *userStore) CreateRefreshToken(_ context.Context, t store.RefreshToken) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if t.OriginAt.IsZero() {
+		t.OriginAt = t.IssuedAt
+	}
 	s.refresh[string(t.Digest)] = t
 	return nil
 }
@@ -58,20 +73,25 @@ func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.refresh[string(old)]
-	switch {
-	case !ok:
+	if !ok {
 		return t, store.ErrNotFound
-	case !t.UsedAt.IsZero():
-		s.revokeFamily(t.FamilyID)
-		return t, store.ErrReused
-	case t.Revoked:
-		return t, store.ErrRevoked
-	case !now.Before(t.ExpiresAt):
-		return t, store.ErrExpired
+	}
+	var revokedBefore time.Time
+	for _, r := range s.revs {
+		if r.Subject == t.Subject && r.Before.After(revokedBefore) {
+			revokedBefore = r.Before
+		}
+	}
+	if err := store.CheckRotation(t, revokedBefore, now); err != nil {
+		if errors.Is(err, store.ErrReused) || errors.Is(err, store.ErrSubjectRevoked) {
+			s.revokeFamily(t.FamilyID)
+		}
+		return t, err
 	}
 	spent := t
 	spent.UsedAt = now
 	s.refresh[string(old)] = spent
+	next.FamilyID, next.OriginAt = t.FamilyID, t.OriginAt
 	s.refresh[string(next.Digest)] = next
 	return t, nil
 }

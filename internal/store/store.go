@@ -10,6 +10,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +23,11 @@ var (
 	ErrReused = errors.New("store: refresh token reused")
 	// ErrRevoked: the refresh token, or its family, is revoked.
 	ErrRevoked = errors.New("store: refresh token revoked")
+	// ErrSubjectRevoked: the refresh token's subject was revoked
+	// ("everything issued before T") after its family began. The store has
+	// revoked the whole family by the time it says so. It is also
+	// ErrRevoked.
+	ErrSubjectRevoked = fmt.Errorf("%w: its subject was revoked after its family began", ErrRevoked)
 	// ErrExpired: the refresh token is past its expiry.
 	ErrExpired = errors.New("store: refresh token expired")
 	// ErrUnavailable: the store could not be reached or did not answer in
@@ -68,14 +74,20 @@ type SigningKey struct {
 }
 
 // RefreshToken is the stored form of an opaque refresh token: only its
-// digest is kept. Tokens rotated from one another share a FamilyID.
+// digest is kept. Tokens rotated from one another share a FamilyID and an
+// OriginAt.
 type RefreshToken struct {
-	Digest    []byte // SHA-256 of the token
-	FamilyID  string
-	ClientID  string
-	Subject   string
-	Scopes    []string
-	IssuedAt  time.Time
+	Digest   []byte // SHA-256 of the token
+	FamilyID string
+	ClientID string
+	Subject  string
+	Scopes   []string
+	IssuedAt time.Time
+	// OriginAt is when the family began: the IssuedAt of its first token
+	// (the login). A subject revocation is compared with it, not with
+	// IssuedAt, so that a token rotated after a revocation cannot carry
+	// a session that began before it past the revocation.
+	OriginAt  time.Time
 	ExpiresAt time.Time
 	UsedAt    time.Time // zero until rotated
 	Revoked   bool
@@ -93,15 +105,20 @@ type Revocation struct {
 }
 
 // CheckRotation states whether a refresh token may be spent at now, the
-// same in every backend: ErrReused if it was spent already (the backend
-// then revokes its family), else ErrRevoked, else ErrExpired at or after
-// its expiry, compared at the stores' microsecond precision; nil if it may.
-func CheckRotation(cur RefreshToken, now time.Time) error {
+// same in every backend, given revokedBefore, the latest Before of the
+// subject revocations of cur.Subject (zero if none): ErrReused if it was
+// spent already (the backend then revokes its family), else ErrRevoked,
+// else ErrSubjectRevoked if its family began before revokedBefore (the
+// backend then revokes its family), else ErrExpired at or after its
+// expiry, compared at the stores' microsecond precision; nil if it may.
+func CheckRotation(cur RefreshToken, revokedBefore, now time.Time) error {
 	switch {
 	case !cur.UsedAt.IsZero():
 		return ErrReused
 	case cur.Revoked:
 		return ErrRevoked
+	case cur.OriginAt.Before(revokedBefore):
+		return ErrSubjectRevoked
 	case !now.Truncate(time.Microsecond).Before(cur.ExpiresAt):
 		return ErrExpired
 	}
@@ -150,12 +167,23 @@ type Store interface {
 	// DeleteSigningKey removes a key (after retirement has passed).
 	DeleteSigningKey(ctx context.Context, kid string) error
 
+	// CreateRefreshToken stores the first token of a new family; a zero
+	// OriginAt is taken to be its IssuedAt.
 	CreateRefreshToken(ctx context.Context, t RefreshToken) error
 	// RotateRefreshToken spends the token with digest old and stores next
-	// in the same family, atomically, at time now. If old was already
-	// spent, it revokes the whole family and returns ErrReused; a revoked
-	// or expired old gives ErrRevoked or ErrExpired; an unknown one
-	// ErrNotFound. It returns old's record as it was before spending.
+	// in the same family, atomically, at time now; next's FamilyID and
+	// OriginAt are old's, whatever next says. If old was already spent,
+	// it revokes the whole family and returns ErrReused; a revoked or
+	// expired old gives ErrRevoked or ErrExpired; an unknown one
+	// ErrNotFound. If a subject revocation of old's Subject, of any
+	// issuer, has a Before after the family's OriginAt, it revokes the
+	// whole family and returns ErrSubjectRevoked. That check is made in
+	// the rotation's transaction; a revocation that commits after it
+	// refuses next at its first use, since next carries the family's
+	// OriginAt. (Refresh tokens are not bound to an issuer, and a store
+	// holds one token service's users: a revocation of the subject under
+	// any issuer name ends the family.) It returns old's record as it was
+	// before spending.
 	RotateRefreshToken(ctx context.Context, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
 	GetRefreshToken(ctx context.Context, digest []byte) (RefreshToken, error)
 	// RevokeRefreshFamily revokes every token of the family of digest.

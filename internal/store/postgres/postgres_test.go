@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/storetest"
 )
 
@@ -140,6 +141,43 @@ func TestConcurrentMigrate(t *testing.T) {
 	if rows != version || rows < 1 {
 		t.Errorf("schema_migrations: %d rows, version %d", rows, version)
 	}
+}
+
+// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
+// family's earliest IssuedAt as OriginAt when the schema is migrated.
+func TestMigrateRefreshOrigin(t *testing.T) {
+	u := newSchema(t)
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+		ms[0].SQL,
+		`INSERT INTO schema_migrations (version, name) VALUES (1, 'init')`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range storetest.LegacyRefreshTokens() {
+		tok := l.Token
+		if _, err := conn.Exec(ctx, `INSERT INTO refresh_tokens
+			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+			VALUES ($1, $2, $3, $4, $5, '[]', $6, $7, $8, false)`,
+			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, tok.IssuedAt, tok.ExpiresAt, nullTS(tok.UsedAt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, u)
+	defer s.Close()
+	storetest.CheckLegacyOrigins(t, s)
 }
 
 func TestNewerSchemaRefused(t *testing.T) {

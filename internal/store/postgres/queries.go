@@ -298,30 +298,38 @@ func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
 
 // Refresh tokens.
 
-const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked
+const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked
 	FROM refresh_tokens`
 
-func scanRefresh(row pgx.Row) (store.RefreshToken, int32, error) {
+// selectRotated is selectRefresh with, last, the latest Before of the
+// subject revocations of the token's subject (NULL if none), and the
+// token's row lock.
+const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
+	FROM refresh_tokens WHERE digest = $1 FOR UPDATE OF refresh_tokens`
+
+func scanRefresh(row pgx.Row, more ...any) (store.RefreshToken, int32, error) {
 	var (
 		t      store.RefreshToken
 		gen    int32
 		scopes []byte
 		used   *time.Time
 	)
-	if err := row.Scan(&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &t.IssuedAt, &t.ExpiresAt, &used, &t.Revoked); err != nil {
+	dest := append([]any{&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &t.IssuedAt, &t.OriginAt, &t.ExpiresAt, &used, &t.Revoked}, more...)
+	if err := row.Scan(dest...); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
 	var err error
 	if t.Scopes, err = codec.DecodeScopes(scopes); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
-	t.IssuedAt, t.ExpiresAt, t.UsedAt = t.IssuedAt.UTC(), t.ExpiresAt.UTC(), fromNullTS(used)
+	t.IssuedAt, t.OriginAt, t.ExpiresAt, t.UsedAt = t.IssuedAt.UTC(), t.OriginAt.UTC(), t.ExpiresAt.UTC(), fromNullTS(used)
 	return t, gen, nil
 }
 
 const insertRefresh = `INSERT INTO refresh_tokens
-	(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	(digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 func insertRefreshArgs(t store.RefreshToken, gen int32) ([]any, error) {
 	scopes, err := codec.EncodeScopes(t.Scopes)
@@ -329,14 +337,18 @@ func insertRefreshArgs(t store.RefreshToken, gen int32) ([]any, error) {
 		return nil, err
 	}
 	return []any{codec.NonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
-		ts(t.IssuedAt), ts(t.ExpiresAt), nullTS(t.UsedAt), t.Revoked}, nil
+		ts(t.IssuedAt), ts(t.OriginAt), ts(t.ExpiresAt), nullTS(t.UsedAt), t.Revoked}, nil
 }
 
-// CreateRefreshToken stores the first token of a new family. An existing
-// Digest, or a FamilyID already in use, is store.ErrConflict.
+// CreateRefreshToken stores the first token of a new family; a zero
+// OriginAt is stored as IssuedAt. An existing Digest, or a FamilyID
+// already in use, is store.ErrConflict.
 func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	if t.OriginAt.IsZero() {
+		t.OriginAt = t.IssuedAt
+	}
 	args, err := insertRefreshArgs(t, 0)
 	if err != nil {
 		return err
@@ -355,12 +367,17 @@ const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(famil
 
 // RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
 // transaction, holding the family's lock and the token's row lock, it
-// marks old used at now and stores next in old's family (next.FamilyID is
-// ignored). It returns old as it was before, also with ErrReused,
-// ErrRevoked and ErrExpired; a spent old is checked first, so a replay is
-// always reported and always revokes the family. old is expired when now
-// is at or past its ExpiresAt. If next's Digest exists it returns
-// store.ErrConflict and spends nothing.
+// marks old used at now and stores next in old's family (next.FamilyID and
+// next.OriginAt are old's). It returns old as it was before, also with
+// ErrReused, ErrRevoked, ErrSubjectRevoked and ErrExpired; a spent old is
+// checked first, so a replay is always reported and always revokes the
+// family. old is expired when now is at or past its ExpiresAt. If next's
+// Digest exists it returns store.ErrConflict and spends nothing.
+//
+// The subject's revocations are read by the statement that locks the
+// token (READ COMMITTED: every revocation committed before it); one that
+// commits between that read and the commit does not stop this rotation,
+// and refuses next at its first use instead.
 func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -378,15 +395,16 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	// look at the row) the row lock.
 	var b pgx.Batch
 	b.Queue(lockFamilyOf, old, lockFamily)
-	b.Queue(selectRefresh+` WHERE digest = $1 FOR UPDATE`, old)
+	b.Queue(selectRotated, old)
 	br := tx.SendBatch(ctx, &b)
 	_, err = br.Exec()
 	var (
-		cur store.RefreshToken
-		gen int32
+		cur           store.RefreshToken
+		gen           int32
+		revokedBefore *time.Time
 	)
 	if err == nil {
-		cur, gen, err = scanRefresh(br.QueryRow())
+		cur, gen, err = scanRefresh(br.QueryRow(), &revokedBefore)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -394,8 +412,8 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
-	if err := store.CheckRotation(cur, now); err != nil {
-		if errors.Is(err, store.ErrReused) {
+	if err := store.CheckRotation(cur, fromNullTS(revokedBefore), now); err != nil {
+		if errors.Is(err, store.ErrReused) || errors.Is(err, store.ErrSubjectRevoked) {
 			if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked = true WHERE family_id = $1`, cur.FamilyID); err != nil {
 				return store.RefreshToken{}, wrap(ctx, op, err)
 			}
@@ -406,9 +424,9 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 		return cur, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	// Spend old and store next in one statement.
-	args[1], args[2] = cur.FamilyID, gen+1
+	args[1], args[2], args[7] = cur.FamilyID, gen+1, cur.OriginAt
 	args = append(args, ts(now), old)
-	if _, err := tx.Exec(ctx, `WITH spent AS (UPDATE refresh_tokens SET used_at = $11 WHERE digest = $12) `+insertRefresh, args...); err != nil {
+	if _, err := tx.Exec(ctx, `WITH spent AS (UPDATE refresh_tokens SET used_at = $12 WHERE digest = $13) `+insertRefresh, args...); err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -280,33 +280,40 @@ func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
 
 // Refresh tokens.
 
-const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked
+const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked
 	FROM refresh_tokens`
 
-func scanRefresh(row scanner) (store.RefreshToken, int64, error) {
+// selectRotated is selectRefresh with, last, the latest Before of the
+// subject revocations of the token's subject (NULL if none).
+const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
+	FROM refresh_tokens WHERE digest = ?`
+
+func scanRefresh(row scanner, more ...any) (store.RefreshToken, int64, error) {
 	var (
-		t               store.RefreshToken
-		gen             int64
-		scopes          string
-		issued, expires int64
-		used            sql.NullInt64
-		revoked         int
+		t                       store.RefreshToken
+		gen                     int64
+		scopes                  string
+		issued, origin, expires int64
+		used                    sql.NullInt64
+		revoked                 int
 	)
-	if err := row.Scan(&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &issued, &expires, &used, &revoked); err != nil {
+	dest := append([]any{&t.Digest, &t.FamilyID, &gen, &t.ClientID, &t.Subject, &scopes, &issued, &origin, &expires, &used, &revoked}, more...)
+	if err := row.Scan(dest...); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
 	var err error
 	if t.Scopes, err = codec.DecodeScopes([]byte(scopes)); err != nil {
 		return store.RefreshToken{}, 0, err
 	}
-	t.IssuedAt, t.ExpiresAt, t.UsedAt = fromMicros(issued), fromMicros(expires), fromNullMicros(used)
+	t.IssuedAt, t.OriginAt, t.ExpiresAt, t.UsedAt = fromMicros(issued), fromMicros(origin), fromMicros(expires), fromNullMicros(used)
 	t.Revoked = revoked != 0
 	return t, gen, nil
 }
 
 const insertRefresh = `INSERT INTO refresh_tokens
-	(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertRefreshArgs(t store.RefreshToken, gen int64) ([]any, error) {
 	scopes, err := codec.EncodeScopes(t.Scopes)
@@ -314,12 +321,16 @@ func insertRefreshArgs(t store.RefreshToken, gen int64) ([]any, error) {
 		return nil, err
 	}
 	return []any{codec.NonNil(t.Digest), t.FamilyID, gen, t.ClientID, t.Subject, scopes,
-		micros(t.IssuedAt), micros(t.ExpiresAt), nullMicros(t.UsedAt), boolInt(t.Revoked)}, nil
+		micros(t.IssuedAt), micros(t.OriginAt), micros(t.ExpiresAt), nullMicros(t.UsedAt), boolInt(t.Revoked)}, nil
 }
 
-// CreateRefreshToken stores the first token of a new family. An existing
-// Digest, or a FamilyID already in use, is store.ErrConflict.
+// CreateRefreshToken stores the first token of a new family; a zero
+// OriginAt is stored as IssuedAt. An existing Digest, or a FamilyID
+// already in use, is store.ErrConflict.
 func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
+	if t.OriginAt.IsZero() {
+		t.OriginAt = t.IssuedAt
+	}
 	args, err := insertRefreshArgs(t, 0)
 	if err != nil {
 		return err
@@ -332,11 +343,14 @@ func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) er
 
 // RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
 // transaction it marks old used at now and stores next in old's family
-// (next.FamilyID is ignored). It returns old as it was before, also with
-// ErrReused, ErrRevoked and ErrExpired; a spent old is checked first, so a
-// replay is always reported and always revokes the family. old is expired
-// when now is at or past its ExpiresAt. If next's Digest exists it returns
-// store.ErrConflict and spends nothing.
+// (next.FamilyID and next.OriginAt are old's). It returns old as it was
+// before, also with ErrReused, ErrRevoked, ErrSubjectRevoked and
+// ErrExpired; a spent old is checked first, so a replay is always reported
+// and always revokes the family. old is expired when now is at or past its
+// ExpiresAt. If next's Digest exists it returns store.ErrConflict and
+// spends nothing. The transaction is IMMEDIATE, holding the write lock
+// from its start, so no revocation commits between the check and the
+// rotation.
 func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	const op = "rotate refresh token"
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -344,12 +358,13 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
 	defer tx.Rollback()
-	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRefresh+` WHERE digest = ?`, old))
+	var revokedBefore sql.NullInt64
+	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRotated, old), &revokedBefore)
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
-	if err := store.CheckRotation(cur, now); err != nil {
-		if errors.Is(err, store.ErrReused) {
+	if err := store.CheckRotation(cur, fromNullMicros(revokedBefore), now); err != nil {
+		if errors.Is(err, store.ErrReused) || errors.Is(err, store.ErrSubjectRevoked) {
 			if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked = 1 WHERE family_id = ?`, cur.FamilyID); err != nil {
 				return store.RefreshToken{}, wrap(ctx, op, err)
 			}
@@ -362,7 +377,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE digest = ?`, micros(now), old); err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
-	next.FamilyID = cur.FamilyID
+	next.FamilyID, next.OriginAt = cur.FamilyID, cur.OriginAt
 	args, err := insertRefreshArgs(next, gen+1)
 	if err != nil {
 		return store.RefreshToken{}, err

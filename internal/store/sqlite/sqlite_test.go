@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/storetest"
 )
 
@@ -117,10 +118,53 @@ func TestReopen(t *testing.T) {
 	if err != nil || got.Name != "one" || !got.UpdatedAt.Equal(c.UpdatedAt) {
 		t.Fatalf("after reopen: %+v, %v", got, err)
 	}
-	var n int
-	if err := s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("schema_migrations: %d rows, %v; want 1", n, err)
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
 	}
+	var n int
+	if err := s.w.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(ms) {
+		t.Errorf("schema_migrations: %d rows, %v; want %d", n, err, len(ms))
+	}
+}
+
+// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
+// family's earliest IssuedAt as OriginAt when the database is opened.
+func TestMigrateRefreshOrigin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keygate.db")
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`,
+		ms[0].SQL,
+		`INSERT INTO schema_migrations VALUES (1, 'init', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range storetest.LegacyRefreshTokens() {
+		tok := l.Token
+		if _, err := db.ExecContext(ctx, `INSERT INTO refresh_tokens
+			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+			VALUES (?, ?, ?, ?, ?, '[]', ?, ?, ?, 0)`,
+			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, micros(tok.IssuedAt), micros(tok.ExpiresAt), nullMicros(tok.UsedAt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path)
+	defer s.Close()
+	storetest.CheckLegacyOrigins(t, s)
 }
 
 func TestNewerSchemaRefused(t *testing.T) {

@@ -275,6 +275,9 @@ func checkDurability(t *testing.T, s store.Store, a acks) {
 			if tok.FamilyID != famID(i) {
 				t.Errorf("family %d generation %d: FamilyID %q", i, gen, tok.FamilyID)
 			}
+			if !tok.OriginAt.Equal(toks[0].IssuedAt) {
+				t.Errorf("family %d generation %d: OriginAt %v, want the first token's IssuedAt %v", i, gen, tok.OriginAt, toks[0].IssuedAt)
+			}
 			last := gen == len(toks)-1
 			if last != tok.UsedAt.IsZero() {
 				t.Errorf("family %d generation %d of %d: UsedAt %v (a token is spent exactly when it has a successor)", i, gen, len(toks), tok.UsedAt)

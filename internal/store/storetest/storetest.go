@@ -22,9 +22,9 @@ import (
 var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 
 // Run runs the suite: round trips, not found, conflicts, updates,
-// deletes, list order, refresh rotation (success, reuse, revoked, expired,
-// unknown, 20 at once), family revocation, cleanup, revocations,
-// cancellation and concurrent writers. open must return a new, empty store
+// deletes, list order, refresh rotation (success, reuse, revoked, subject
+// revoked since the family's origin, expired, unknown, 20 at once), family
+// revocation, cleanup, revocations, cancellation and concurrent writers. open must return a new, empty store
 // for each call; Run closes it when the subtest ends, before open's own
 // t.Cleanup functions run. Subtests run in parallel.
 //
@@ -32,7 +32,8 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 // back in UTC truncated to the microsecond; empty scope lists come back
 // nil; lists are ordered by creation time, then id (revocations by
 // creation time, issuer, jti, subject); a refresh family is started only
-// by CreateRefreshToken and extended only by rotation; a token is expired
+// by CreateRefreshToken and extended only by rotation, which carries its
+// OriginAt forward (a zero OriginAt at creation is IssuedAt); a token is expired
 // at and after its ExpiresAt, and DeleteExpiredRefreshTokens removes those
 // expired at now; a spent token presented again is ErrReused even once its
 // family is revoked; PutSigningKey never overwrites; AddRevocation is
@@ -63,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RotateSuccess", testRotateSuccess},
 		{"RotateReuse", testRotateReuse},
 		{"RotateRevoked", testRotateRevoked},
+		{"RotateSubjectRevoked", testRotateSubjectRevoked},
 		{"RotateExpired", testRotateExpired},
 		{"RotateUnknown", testRotateUnknown},
 		{"RotateNextConflict", testRotateNextConflict},
@@ -138,6 +140,7 @@ func refresh(name, family string, issued time.Time) store.RefreshToken {
 		Subject:   "user-1",
 		Scopes:    []string{"openid", "offline_access"},
 		IssuedAt:  issued,
+		OriginAt:  issued,
 		ExpiresAt: issued.Add(24 * time.Hour),
 	}
 }
@@ -544,7 +547,19 @@ func testRefreshRoundTrip(t *testing.T, s store.Store) {
 	b.Scopes, b.ClientID = nil, ""
 	must(t, "CreateRefreshToken(bare)", s.CreateRefreshToken(ctx, b))
 	same(t, "GetRefreshToken(bare)", getRefresh(t, s, "b"), b)
-	absent(t, s, "c")
+
+	// A family begins with its first token: without an OriginAt, at its
+	// IssuedAt; with one, at that (stored as given).
+	c := refresh("c", "fam-3", t0)
+	c.OriginAt = time.Time{}
+	must(t, "CreateRefreshToken(no origin)", s.CreateRefreshToken(ctx, c))
+	c.OriginAt = c.IssuedAt
+	same(t, "GetRefreshToken(no origin)", getRefresh(t, s, "c"), c)
+	d := refresh("d", "fam-4", t0)
+	d.OriginAt = t0.Add(-time.Hour)
+	must(t, "CreateRefreshToken(earlier origin)", s.CreateRefreshToken(ctx, d))
+	same(t, "GetRefreshToken(earlier origin)", getRefresh(t, s, "d"), d)
+	absent(t, s, "e")
 }
 
 func testRefreshConflict(t *testing.T, s store.Store) {
@@ -564,7 +579,7 @@ func testRotateSuccess(t *testing.T, s store.Store) {
 	a := refresh("a", "fam-1", t0)
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, a))
 	now := t0.Add(time.Minute)
-	b := refresh("b", "ignored", now)
+	b := refresh("b", "ignored", now) // its OriginAt, now, is ignored too
 	b.Scopes = []string{"openid"}
 	got, err := s.RotateRefreshToken(ctx, Digest("a"), b, now)
 	must(t, "RotateRefreshToken(a→b)", err)
@@ -573,15 +588,16 @@ func testRotateSuccess(t *testing.T, s store.Store) {
 	spent := a
 	spent.UsedAt = now
 	same(t, "a after rotation", getRefresh(t, s, "a"), spent)
-	b.FamilyID = "fam-1"
+	b.FamilyID, b.OriginAt = "fam-1", t0
 	same(t, "b after rotation", getRefresh(t, s, "b"), b)
 
 	later := now.Add(time.Minute)
 	c := refresh("c", "", later)
+	c.OriginAt = time.Time{}
 	got, err = s.RotateRefreshToken(ctx, Digest("b"), c, later)
 	must(t, "RotateRefreshToken(b→c)", err)
 	same(t, "RotateRefreshToken(b→c) returns b", got, b)
-	c.FamilyID = "fam-1"
+	c.FamilyID, c.OriginAt = "fam-1", t0
 	same(t, "c after rotation", getRefresh(t, s, "c"), c)
 	if tok := getRefresh(t, s, "b"); !tok.UsedAt.Equal(later) || tok.Revoked {
 		t.Errorf("b after rotation: UsedAt %v Revoked %v, want %v false", tok.UsedAt, tok.Revoked, later)
@@ -646,6 +662,53 @@ func testRotateRevoked(t *testing.T, s store.Store) {
 	_, err = s.RotateRefreshToken(ctx, Digest("c"), refresh("d", "", now), now)
 	wantErr(t, "RotateRefreshToken(created revoked)", err, store.ErrRevoked)
 	absent(t, s, "d")
+}
+
+// testRotateSubjectRevoked: a subject revocation of the token's subject,
+// under any issuer, whose Before is after the family's origin refuses the
+// rotation — even of a token issued after the revocation — and revokes the
+// whole family; one at the origin, of another subject, or of a jti does
+// not, and neither does it reach a family begun after it.
+func testRotateSubjectRevoked(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, refresh("a", "fam-1", t0)))
+	now := t0.Add(time.Hour)
+	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	must(t, "RotateRefreshToken(a→b)", err)
+	for _, r := range []store.Revocation{
+		{Issuer: "iss", Subject: "user-2", Before: now, CreatedAt: now},
+		{Issuer: "iss", Subject: "user-1", Before: t0, CreatedAt: now}, // tokens issued before the origin: none of the family
+		{Issuer: "iss", JTI: "user-1", Until: now.Add(time.Hour), CreatedAt: now},
+	} {
+		must(t, "AddRevocation", s.AddRevocation(ctx, r))
+	}
+	later := now.Add(time.Minute)
+	_, err = s.RotateRefreshToken(ctx, Digest("b"), refresh("c", "", later), later)
+	must(t, "RotateRefreshToken(b→c) past revocations that do not reach the family", err)
+
+	// After the origin by a microsecond, and long before c was issued.
+	must(t, "AddRevocation(after the origin)", s.AddRevocation(ctx,
+		store.Revocation{Issuer: "another-iss", Subject: "user-1", Before: t0.Add(time.Microsecond), CreatedAt: later}))
+	fresh := refresh("fresh", "fam-2", later) // the same subject, a family begun after the revocation
+	must(t, "CreateRefreshToken(fresh)", s.CreateRefreshToken(ctx, fresh))
+	c := getRefresh(t, s, "c")
+	got, err := s.RotateRefreshToken(ctx, Digest("c"), refresh("d", "", later), later)
+	wantErr(t, "RotateRefreshToken(c) after the subject revocation", err, store.ErrSubjectRevoked)
+	wantErr(t, "RotateRefreshToken(c) after the subject revocation", err, store.ErrRevoked)
+	same(t, "RotateRefreshToken(c) returns c", got, c)
+	absent(t, s, "d")
+	for _, name := range []string{"a", "b", "c"} {
+		if tok := getRefresh(t, s, name); !tok.Revoked {
+			t.Errorf("%s not revoked after the refused rotation", name)
+		}
+	}
+	if tok := getRefresh(t, s, "c"); !tok.UsedAt.IsZero() {
+		t.Errorf("c spent by the refused rotation: UsedAt %v", tok.UsedAt)
+	}
+	_, err = s.RotateRefreshToken(ctx, Digest("c"), refresh("e", "", later), later)
+	wantErr(t, "RotateRefreshToken(c) again", err, store.ErrRevoked)
+	_, err = s.RotateRefreshToken(ctx, Digest("fresh"), refresh("fresh2", "", later), later)
+	must(t, "RotateRefreshToken(fresh), a family begun after the revocation", err)
 }
 
 func testRotateExpired(t *testing.T, s store.Store) {
@@ -907,7 +970,9 @@ func testTimePrecision(t *testing.T, s store.Store) {
 	must(t, "RotateRefreshToken", err)
 	a := getRefresh(t, s, "a")
 	check("RefreshToken.IssuedAt", a.IssuedAt)
+	check("RefreshToken.OriginAt", a.OriginAt)
 	check("RefreshToken.UsedAt", a.UsedAt)
+	check("RefreshToken.OriginAt after rotation", getRefresh(t, s, "b").OriginAt)
 	if want := want.Add(time.Hour); a.ExpiresAt != want {
 		t.Errorf("RefreshToken.ExpiresAt = %v, want %v", a.ExpiresAt, want)
 	}
@@ -1057,5 +1122,50 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 	must(t, "Revocations", err)
 	if len(clients) != workers*each || len(rs) != workers*each {
 		t.Errorf("%d clients and %d revocations, want %d each", len(clients), len(rs), workers*each)
+	}
+}
+
+// LegacyRefresh is a refresh token as a schema-1 store held it: no
+// OriginAt, and its generation in its family.
+type LegacyRefresh struct {
+	Token      store.RefreshToken
+	Generation int
+}
+
+// LegacyRefreshTokens are the rows a backend's migration test writes into
+// a schema-1 database before opening it; CheckLegacyOrigins then checks
+// what the migration made of them. fam-1 has its login and the token
+// rotated from it; fam-2 only its login; fam-3 only a rotated token, its
+// login's row having been purged.
+func LegacyRefreshTokens() []LegacyRefresh {
+	login := refresh("legacy-a", "fam-1", t0)
+	login.UsedAt = t0.Add(time.Hour)
+	return []LegacyRefresh{
+		{login, 0},
+		{refresh("legacy-b", "fam-1", t0.Add(time.Hour)), 1},
+		{refresh("legacy-c", "fam-2", t0.Add(2*time.Hour)), 0},
+		{refresh("legacy-d", "fam-3", t0.Add(3*time.Hour)), 4},
+	}
+}
+
+// CheckLegacyOrigins checks that the migration gave each token of
+// LegacyRefreshTokens the earliest IssuedAt its family still had — the
+// login's where its row was kept — and that the families rotate on, with
+// that origin.
+func CheckLegacyOrigins(t *testing.T, s store.Store) {
+	t.Helper()
+	for name, want := range map[string]time.Time{
+		"legacy-a": t0, "legacy-b": t0, "legacy-c": t0.Add(2 * time.Hour), "legacy-d": t0.Add(3 * time.Hour),
+	} {
+		if got := getRefresh(t, s, name).OriginAt; got != want {
+			t.Errorf("%s: OriginAt %v after the migration, want %v", name, got, want)
+		}
+	}
+	now := t0.Add(4 * time.Hour)
+	if _, err := s.RotateRefreshToken(t.Context(), Digest("legacy-b"), refresh("legacy-b2", "", now), now); err != nil {
+		t.Fatalf("RotateRefreshToken(legacy-b): %v", err)
+	}
+	if got := getRefresh(t, s, "legacy-b2").OriginAt; got != t0 {
+		t.Errorf("legacy-b2: OriginAt %v, want fam-1's origin %v", got, t0)
 	}
 }
