@@ -52,6 +52,10 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		tooMany(w, wait)
 		return
 	}
+	// The session begins before the user is read: a password change or a
+	// disable that commits after that read revokes the subject at a later
+	// time, which then covers this family and its access token.
+	at := s.cfg.Now()
 	u, err := s.cfg.Store.GetUserByName(r.Context(), username)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.fail(w, "looking up a user", err)
@@ -72,7 +76,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, "making a token family", err)
 		return
 	}
-	s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family)
+	s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family, at)
 }
 
 // allow applies the per-account and per-address limits; without a
@@ -152,16 +156,16 @@ func randomSecret(r io.Reader, prefix string) (string, error) {
 	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// grant issues an access token and a new refresh token in family. The
-// access token is signed before the refresh token is stored, so a node
-// that cannot sign (sealed) writes nothing.
-func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, sub string, scopes []string, family string) {
-	tok, exp, err := s.accessToken(sub, c.ID, scopes)
+// grant issues an access token and a new refresh token in family, both
+// issued at. The access token is signed before the refresh token is
+// stored, so a node that cannot sign (sealed) writes nothing.
+func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, sub string, scopes []string, family string, at time.Time) {
+	tok, exp, err := s.accessToken(sub, c.ID, scopes, at)
 	if err != nil {
 		s.fail(w, "issuing an access token", err)
 		return
 	}
-	refresh, rt, err := s.newRefresh(c.ID, sub, scopes, family)
+	refresh, rt, err := s.newRefresh(c.ID, sub, scopes, family, at)
 	if err != nil {
 		s.fail(w, "making a refresh token", err)
 		return
@@ -173,15 +177,16 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, 
 	writeTokens(w, tok, exp, refresh, scopes)
 }
 
-// newRefresh makes a refresh token in family; a new family begins with
-// it (OriginAt is its IssuedAt), which a rotation replaces by the family's.
-func (s *Service) newRefresh(clientID, sub string, scopes []string, family string) (string, store.RefreshToken, error) {
+// newRefresh makes a refresh token in family, issued at; a new family
+// begins with it (OriginAt is its IssuedAt), which a rotation replaces by
+// the family's.
+func (s *Service) newRefresh(clientID, sub string, scopes []string, family string, at time.Time) (string, store.RefreshToken, error) {
 	token, err := randomSecret(s.cfg.Rand, "kgr_")
 	if err != nil {
 		return "", store.RefreshToken{}, err
 	}
 	d := SecretDigest(token)
-	now := s.cfg.Now().UTC()
+	now := at.UTC()
 	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
 		IssuedAt: now, OriginAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
 }
@@ -206,6 +211,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		return
 	}
 	ctx := r.Context()
+	at := s.cfg.Now() // before any state is read; see login
 	d := SecretDigest(presented)
 	old, err := s.cfg.Store.GetRefreshToken(ctx, d[:])
 	if err != nil || old.ClientID != c.ID {
@@ -260,12 +266,12 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.C
 		return
 	}
 	// Sign first: a node that cannot sign must not spend the token.
-	tok, exp, err := s.accessToken(old.Subject, c.ID, scopes)
+	tok, exp, err := s.accessToken(old.Subject, c.ID, scopes, at)
 	if err != nil {
 		s.fail(w, "issuing an access token", err)
 		return
 	}
-	next, rt, err := s.newRefresh(c.ID, old.Subject, held, old.FamilyID)
+	next, rt, err := s.newRefresh(c.ID, old.Subject, held, old.FamilyID, at)
 	if err != nil {
 		s.fail(w, "making a refresh token", err)
 		return

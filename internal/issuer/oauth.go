@@ -348,7 +348,7 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c st
 		writeOAuthError(w, errInvalidScope, false)
 		return
 	}
-	tok, exp, err := s.accessToken(c.ID, c.ID, scopes)
+	tok, exp, err := s.accessToken(c.ID, c.ID, scopes, s.cfg.Now())
 	if err != nil {
 		s.fail(w, "issuing an access token", err)
 		return
@@ -397,7 +397,10 @@ func (s *Service) canSign() error {
 	return ErrNoActiveKey
 }
 
-func (s *Service) accessToken(sub, clientID string, scopes []string) (string, time.Duration, error) {
+// accessToken signs a token issued at (its iat): the time the state it was
+// decided on was read, so that a subject revocation made after that read
+// covers it.
+func (s *Service) accessToken(sub, clientID string, scopes []string, at time.Time) (string, time.Duration, error) {
 	signer := s.cfg.Keys.AccessSigner()
 	if signer == nil {
 		return "", 0, s.canSign()
@@ -406,9 +409,8 @@ func (s *Service) accessToken(sub, clientID string, scopes []string) (string, ti
 	if err != nil {
 		return "", 0, err
 	}
-	now := s.cfg.Now()
-	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: now.Unix(),
-		Exp: now.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
+	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: at.Unix(),
+		Exp: at.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
 		ClientID: clientID, Scope: strings.Join(scopes, " ")}
 	tok, err := signer.Sign(c.marshal())
 	return tok, s.cfg.AccessTokenTTL, err

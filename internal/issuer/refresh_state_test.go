@@ -428,3 +428,56 @@ func TestRefreshRacingDisable(t *testing.T) {
 		t.Error("the refused rotation did not revoke the family")
 	}
 }
+
+// readRacingStore runs before after the user a login reads is read: what
+// another node commits between a login's read and its grant.
+type readRacingStore struct {
+	store.Store
+	after func(ctx context.Context)
+}
+
+func (s *readRacingStore) GetUserByName(ctx context.Context, name string) (store.User, error) {
+	u, err := s.Store.GetUserByName(ctx, name)
+	if s.after != nil {
+		s.after(ctx)
+	}
+	return u, err
+}
+
+// TestLoginRacingPasswordChange: node A changes the user's password (and
+// so revokes the subject) a second after node B's login has read the user
+// with the old one. The session B grants began before that read, so the
+// revocation covers both its refresh token (refused at first use) and its
+// access token (revoked at introspection).
+func TestLoginRacingPasswordChange(t *testing.T) {
+	var race func(ctx context.Context)
+	f := newTwoNodes(t, func(st store.Store) store.Store {
+		return &readRacingStore{Store: st, after: func(ctx context.Context) {
+			if race != nil {
+				race(ctx)
+			}
+		}}
+	})
+	c := f.mustCall(t, f.a, 201, "POST", "/v1/admin/clients", map[string]any{"name": "app", "scopes": []string{"read", "introspect"}})
+	u := f.mustCall(t, f.a, 201, "POST", "/v1/admin/users", map[string]any{"username": "alice", "password": "correct horse battery", "scopes": []string{"read"}})
+	client := [2]string{c["client_id"].(string), c["client_secret"].(string)}
+	race = func(ctx context.Context) {
+		race = nil
+		f.now = f.now.Add(time.Second) // A's change lands a second after B read the user
+		f.mustCall(t, f.a, 200, "PATCH", "/v1/admin/users/"+u["id"].(string), map[string]any{"password": "a brand new passphrase"})
+	}
+	form := url.Values{"username": {"alice"}, "password": {"correct horse battery"}, "client_id": {client[0]}, "client_secret": {client[1]}}
+	code, tok := jsonReply(t)(http.Post(f.b.pub.URL+"/v1/login", "application/x-www-form-urlencoded", strings.NewReader(form.Encode())))
+	if code != 200 || race != nil {
+		t.Fatalf("login at B with the password it read: %d %v (race ran: %v)", code, tok, race == nil)
+	}
+	f.now = f.now.Add(time.Second)
+	if code, m := f.refresh(t, f.b, client, tok["refresh_token"].(string), ""); code != 400 || m["error"] != "invalid_grant" {
+		t.Errorf("refresh of the session begun before the password change: %d %v, want 400 invalid_grant", code, m)
+	}
+	in := url.Values{"token": {tok["access_token"].(string)}, "client_id": {client[0]}, "client_secret": {client[1]}}
+	code, m := jsonReply(t)(http.Post(f.a.pub.URL+"/oauth2/introspect", "application/x-www-form-urlencoded", strings.NewReader(in.Encode())))
+	if code != 200 || m["active"] != false {
+		t.Errorf("introspection of the access token granted before the password change: %d %v, want inactive", code, m)
+	}
+}
