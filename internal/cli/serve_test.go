@@ -207,7 +207,7 @@ func TestServeRefuses(t *testing.T) {
 		stderr string
 	}{
 		{"bad listen address", []string{"--listen", "256.0.0.1:0"}, ExitFail, "listen"},
-		{"data dir is a file", []string{"--listen", "127.0.0.1:0", "--data-dir", file}, ExitFail, "data directory"},
+		{"data dir is a file", []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", file}, ExitFail, "data directory"},
 		{"bad log level", []string{"--log-level", "loud"}, ExitUsage, "log-level"},
 		{"argument", []string{"extra"}, ExitUsage, "unexpected argument"},
 	}

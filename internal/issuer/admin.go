@@ -228,13 +228,14 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 	if in.Name != nil {
 		c.Name = *in.Name
 	}
-	if in.Scopes != nil {
-		if narrowed(c.Scopes, *in.Scopes) {
-			if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-				a.storeError(w, "revocation", err)
-				return
-			}
+	revoke := in.Scopes != nil && narrowed(c.Scopes, *in.Scopes)
+	if revoke {
+		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+			a.storeError(w, "revocation", err)
+			return
 		}
+	}
+	if in.Scopes != nil {
 		c.Scopes = slices.Clone(*in.Scopes)
 	}
 	c.UpdatedAt = a.svc.cfg.Now().UTC()
@@ -242,6 +243,9 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 	a.svc.clients.forget(id)
 	if err != nil {
 		a.storeError(w, "client", err)
+		return
+	}
+	if revoke && !a.revokeAfter(w, r, id) {
 		return
 	}
 	writeJSON(w, http.StatusOK, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
@@ -279,7 +283,25 @@ func (a *Admin) deleteRevoking(w http.ResponseWriter, r *http.Request, what, id 
 		a.storeError(w, what, err)
 		return
 	}
+	if !a.revokeAfter(w, r, id) {
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// revokeAfter revokes subject's tokens again once a change that ends them
+// is written. The revocation made before the write keeps a failed write
+// from leaving tokens that should have ended; this one, later, covers what
+// a login, a refresh or another node's client cache read of the old state
+// between the two (their tokens are dated before that read). When it fails
+// it has answered with the error: the change is in, and repeating the
+// request repeats the revocation.
+func (a *Admin) revokeAfter(w http.ResponseWriter, r *http.Request, subject string) bool {
+	if err := a.svc.revokeSubject(r.Context(), subject); err != nil {
+		a.storeError(w, "revocation", err)
+		return false
+	}
+	return true
 }
 
 type userView struct {
@@ -388,6 +410,9 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 	u.UpdatedAt = a.svc.cfg.Now().UTC()
 	if err := a.svc.cfg.Store.UpdateUser(r.Context(), u); err != nil {
 		a.storeError(w, "user", err)
+		return
+	}
+	if revoke && !a.revokeAfter(w, r, u.ID) {
 		return
 	}
 	writeJSON(w, http.StatusOK, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})

@@ -25,28 +25,38 @@ type clientCache struct {
 	entries map[string]cachedClient
 }
 
+// client is a client as authenticated, with the time its record was read:
+// what the token endpoint issues is decided on the client as it was then,
+// so client_credentials tokens carry that time as their iat (a revocation
+// of the client made after the read covers them, whatever cache served it).
+type client struct {
+	store.Client
+	readAt time.Time
+}
+
 type cachedClient struct {
-	c       store.Client
+	c       client
 	expires time.Time
 }
 
 // cached returns the client id if it was read less than clientCacheTTL ago.
-func (cc *clientCache) cached(id string, now time.Time) (store.Client, bool) {
+func (cc *clientCache) cached(id string, now time.Time) (client, bool) {
 	cc.mu.RLock()
 	e, ok := cc.entries[id]
 	cc.mu.RUnlock()
 	if ok && now.Before(e.expires) {
 		return e.c, true
 	}
-	return store.Client{}, false
+	return client{}, false
 }
 
-// load reads the client id from the store and caches it.
-func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now time.Time) (store.Client, error) {
-	c, err := st.GetClient(ctx, id)
+// load reads the client id from the store, as of now, and caches it.
+func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now time.Time) (client, error) {
+	sc, err := st.GetClient(ctx, id)
 	if err != nil {
-		return c, err
+		return client{}, err
 	}
+	c := client{Client: sc, readAt: now}
 	cc.mu.Lock()
 	if cc.entries == nil || len(cc.entries) >= maxCachedClients {
 		cc.entries = make(map[string]cachedClient)

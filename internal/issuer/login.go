@@ -159,7 +159,7 @@ func randomSecret(r io.Reader, prefix string) (string, error) {
 // grant issues an access token and a new refresh token in family, both
 // issued at. The access token is signed before the refresh token is
 // stored, so a node that cannot sign (sealed) writes nothing.
-func (s *Service) grant(w http.ResponseWriter, r *http.Request, c store.Client, sub string, scopes []string, family string, at time.Time) {
+func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub string, scopes []string, family string, at time.Time) {
 	tok, exp, err := s.accessToken(sub, c.ID, scopes, at)
 	if err != nil {
 		s.fail(w, "issuing an access token", err)
@@ -204,7 +204,7 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 // rotation's own transaction. A refusal for any of these revokes the
 // family for good. The scopes granted are the family's, narrowed to those
 // the client and the user hold now, for the new refresh token too.
-func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c store.Client, v url.Values) {
+func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client, v url.Values) {
 	presented := v.Get("refresh_token")
 	if presented == "" {
 		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}, false)

@@ -222,11 +222,11 @@ func form(w http.ResponseWriter, r *http.Request) (url.Values, error) {
 
 // clientRequest reads an endpoint's form and authenticates the client
 // sending it. When it fails it has written the error answer.
-func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Values, store.Client, bool) {
+func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Values, client, bool) {
 	v, err := form(w, r)
 	if err != nil {
 		writeOAuthError(w, err, false)
-		return nil, store.Client{}, false
+		return nil, client{}, false
 	}
 	c, basic, err := s.authenticate(r.Context(), r, v)
 	var oe *oauthError
@@ -234,13 +234,13 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 	switch {
 	case errors.As(err, &sd):
 		tooMany(w, sd.wait)
-		return nil, store.Client{}, false
+		return nil, client{}, false
 	case errors.As(err, &oe):
 		writeOAuthError(w, err, basic)
-		return nil, store.Client{}, false
+		return nil, client{}, false
 	case err != nil:
 		s.fail(w, "looking up a client", err)
-		return nil, store.Client{}, false
+		return nil, client{}, false
 	}
 	return v, c, true
 }
@@ -248,36 +248,36 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 // authenticate checks client_secret_basic or client_secret_post. It
 // compares digests in constant time and does the same work for an unknown
 // client, so response timing does not reveal which client IDs exist.
-func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (store.Client, bool, error) {
+func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (client, bool, error) {
 	id, secret, basic := r.BasicAuth()
 	if basic {
 		if v.Get("client_secret") != "" {
-			return store.Client{}, true, errTwoAuthMethods
+			return client{}, true, errTwoAuthMethods
 		}
 		var err1, err2 error
 		if id, err1 = url.QueryUnescape(id); err1 == nil {
 			secret, err2 = url.QueryUnescape(secret)
 		}
 		if err1 != nil || err2 != nil {
-			return store.Client{}, true, errInvalidClient
+			return client{}, true, errInvalidClient
 		}
 	} else {
 		id, secret = v.Get("client_id"), v.Get("client_secret")
 	}
 	if id == "" || secret == "" {
-		return store.Client{}, basic, errInvalidClient
+		return client{}, basic, errInvalidClient
 	}
 	now := s.cfg.Now()
 	c, ok := s.clients.cached(id, now)
 	var err error
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
-			return store.Client{}, basic, err
+			return client{}, basic, err
 		}
 		c, err = s.clients.load(ctx, s.cfg.Store, id, now)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.Client{}, basic, err
+		return client{}, basic, err
 	}
 	want := c.SecretDigest
 	if len(want) != sha256.Size {
@@ -285,7 +285,7 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	}
 	got := SecretDigest(secret)
 	if subtle.ConstantTimeCompare(got[:], want) != 1 || err != nil {
-		return store.Client{}, basic, errInvalidClient
+		return client{}, basic, errInvalidClient
 	}
 	return c, basic, nil
 }
@@ -342,13 +342,13 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c store.Client, v url.Values) {
+func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c client, v url.Values) {
 	scopes, ok := narrowScopes(c.Scopes, v.Get("scope"))
 	if !ok {
 		writeOAuthError(w, errInvalidScope, false)
 		return
 	}
-	tok, exp, err := s.accessToken(c.ID, c.ID, scopes, s.cfg.Now())
+	tok, exp, err := s.accessToken(c.ID, c.ID, scopes, c.readAt)
 	if err != nil {
 		s.fail(w, "issuing an access token", err)
 		return
@@ -413,7 +413,8 @@ func (s *Service) accessToken(sub, clientID string, scopes []string, at time.Tim
 		Exp: at.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
 		ClientID: clientID, Scope: strings.Join(scopes, " ")}
 	tok, err := signer.Sign(c.marshal())
-	return tok, s.cfg.AccessTokenTTL, err
+	// expires_in: what is left of the lifetime, which began at at.
+	return tok, s.cfg.AccessTokenTTL - s.cfg.Now().Sub(at), err
 }
 
 // verifyOwn verifies an access token this service issued, against its own

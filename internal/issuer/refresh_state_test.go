@@ -481,3 +481,32 @@ func TestLoginRacingPasswordChange(t *testing.T) {
 		t.Errorf("introspection of the access token granted before the password change: %d %v, want inactive", code, m)
 	}
 }
+
+// TestClientCredentialsFromStaleCache: node B still holds a client in its
+// cache when node A deletes it. B may go on answering for up to
+// clientCacheTTL, but the token it issues is dated when B read the client,
+// before the deletion, so A's revocation of the client covers it.
+func TestClientCredentialsFromStaleCache(t *testing.T) {
+	f := newTwoNodes(t, nil)
+	c := f.mustCall(t, f.a, 201, "POST", "/v1/admin/clients", map[string]any{"name": "svc", "scopes": []string{"read"}})
+	rs := f.mustCall(t, f.a, 201, "POST", "/v1/admin/clients", map[string]any{"name": "rs", "scopes": []string{"introspect"}})
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {c["client_id"].(string)}, "client_secret": {c["client_secret"].(string)}}
+	token := func() (int, map[string]any) {
+		return jsonReply(t)(http.Post(f.b.pub.URL+"/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode())))
+	}
+	if code, m := token(); code != 200 {
+		t.Fatalf("token at B: %d %v", code, m) // B now caches the client
+	}
+	f.now = f.now.Add(time.Second)
+	f.mustCall(t, f.a, 204, "DELETE", "/v1/admin/clients/"+c["client_id"].(string), nil)
+	f.now = f.now.Add(500 * time.Millisecond) // within B's cache TTL
+	code, m := token()
+	if code != 200 {
+		t.Skipf("B no longer answers from its cache (%d); nothing to check", code)
+	}
+	in := url.Values{"token": {m["access_token"].(string)}, "client_id": {rs["client_id"].(string)}, "client_secret": {rs["client_secret"].(string)}}
+	code, got := jsonReply(t)(http.Post(f.a.pub.URL+"/oauth2/introspect", "application/x-www-form-urlencoded", strings.NewReader(in.Encode())))
+	if code != 200 || got["active"] != false {
+		t.Errorf("a token B issued from its cache after A deleted the client: %d %v, want inactive", code, got)
+	}
+}
