@@ -17,8 +17,8 @@ import (
 
 // Proxy is the reverse-proxy front end: it routes each request by host, path
 // prefix and method, checks its token against the route, strips any
-// client-sent copies of the claim headers, sets them from the verified token,
-// and forwards the request (streaming bodies and WebSocket upgrades) to the
+// client-sent copies of the claim headers from the outgoing request, sets
+// them there from the verified token, and forwards the request (streaming bodies and WebSocket upgrades) to the
 // route's upstream over a pooled keep-alive transport.
 type Proxy struct {
 	auth     *ForwardAuth // the same decision logic as forward-auth
@@ -85,6 +85,12 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			pr.SetURL(u)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
+			// The claim headers go on the outgoing request, after
+			// ReverseProxy has removed the hop-by-hop headers: set on
+			// the incoming one, a client could have them removed by
+			// naming them in Connection.
+			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
+			p.setClaims(pr.Out.Header, d)
 		},
 		Transport:     tr,
 		FlushInterval: -1, // stream: flush every write (server-sent events, long polls)
@@ -109,27 +115,80 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
 		return
 	}
-	// Client-sent claim headers never reach an upstream, whatever the route:
-	// each is replaced (empty on an anonymous route) in the request the
-	// backend copies its outgoing headers from.
-	var res *verify.Result
+	d := &decision{}
 	if !route.Anonymous {
 		var ok bool
-		if res, ok = a.authorize(w, r, route); !ok {
+		if d.res, ok = a.authorize(w, r, route); !ok {
 			return
 		}
-	}
-	for _, name := range a.headers {
-		v := ""
-		if res != nil {
-			v = headerValue(res, name)
-		}
-		r.Header[name] = []string{v}
 	}
 	if a.metrics != nil {
 		a.metrics.Allow()
 	}
-	p.backends[p.routes.index(route)].ServeHTTP(w, r)
+	p.backends[p.routes.index(route)].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+}
+
+// decision is what ServeHTTP decided about a request, for the backend's
+// Rewrite to apply to the outgoing request.
+type decision struct {
+	res *verify.Result // nil on an anonymous route
+}
+
+type decisionKey struct{}
+
+// setClaims makes the claim headers of h those of the decision: every
+// client-sent copy is removed, in any case and with underscores for dashes
+// (CGI-style upstreams, PHP among them, read X_Auth_Subject as
+// X-Auth-Subject), and each is then set, empty on an anonymous route or
+// when the token lacks the claim. Without a decision (which ServeHTTP
+// always attaches) each is set empty.
+func (p *Proxy) setClaims(h http.Header, d *decision) {
+	names := p.auth.headers
+	if len(names) == 0 {
+		return
+	}
+	for k := range h {
+		for _, name := range names {
+			if sameHeader(k, name) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+	for _, name := range names {
+		v := ""
+		if d != nil && d.res != nil {
+			v = headerValue(d.res, name)
+		}
+		h[name] = []string{v}
+	}
+}
+
+// sameHeader reports whether two header names are the same ignoring ASCII
+// case and treating '_' as '-'.
+func sameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // canonical returns header names in canonical form, without duplicates.

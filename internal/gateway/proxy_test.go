@@ -32,9 +32,9 @@ func upstreamEcho() *httptest.Server {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "%s %s sub=%q tenant=%q scopes=%q host=%s body=%s", r.Method, r.URL.Path,
+		fmt.Fprintf(w, "%s %s sub=%q tenant=%q scopes=%q host=%s body=%s under=%q", r.Method, r.URL.Path,
 			r.Header.Values("X-Auth-Subject"), r.Header.Values("X-Auth-Tenant"), r.Header.Values("X-Auth-Scopes"),
-			r.Host, body)
+			r.Host, body, r.Header.Values("X_auth_subject"))
 	}))
 }
 
@@ -117,6 +117,46 @@ func TestProxy(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) {
 				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, b, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestProxyClaimHeadersSurviveConnection: a client naming the claim headers
+// in Connection (which makes them hop-by-hop) must not strip them from what
+// the upstream receives, and no client-sent copy in any spelling (case, or
+// underscores that CGI-style upstreams read as dashes) may reach it.
+func TestProxyClaimHeadersSurviveConnection(t *testing.T) {
+	f := newFixture(t, nil, "")
+	up := upstreamEcho()
+	defer up.Close()
+	px := newProxy(t, f, up.URL)
+	good := sign(t, f.signerA, map[string]any{"tenant": nil})
+	for _, tc := range []struct {
+		name, path, auth, connection string
+		want                         string
+	}{
+		{"token route", "/orders", good, "X-Auth-Subject", `sub=["alice"] tenant=[""] scopes=["read write"]`},
+		{"token route, lower case, several", "/orders", good, "x-auth-subject, X-AUTH-TENANT, keep-alive, x-auth-scopes",
+			`sub=["alice"] tenant=[""] scopes=["read write"]`},
+		{"anonymous route", "/public/a", "", "X-Auth-Subject, X-Auth-Tenant", `sub=[""] tenant=[""] scopes=[""]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", px.URL+tc.path, nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.auth)
+			}
+			req.Header.Set("Connection", tc.connection)
+			req.Header["x-auth-subject"] = []string{"mallory"} // sent as is, not canonicalised
+			req.Header["X_Auth_Subject"] = []string{"mallory"}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(b), tc.want) || !strings.Contains(string(b), `under=[]`) {
+				t.Fatalf("got %d %q, want 200 containing %q and under=[]", resp.StatusCode, b, tc.want)
 			}
 		})
 	}
