@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/telemetry"
@@ -69,6 +71,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		tr = NewTransport()
 	}
 	p := &Proxy{auth: auth, routes: auth.routes}
+	tr = splitTransport{std: tr, upgrade: http1Only(tr)}
 	for i, r := range cfg.Routes {
 		u, err := url.Parse(r.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -85,6 +88,13 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			pr.SetURL(u)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
+			if upgradesToHTTP(pr.Out.Header) {
+				// Decline the offer, as a server that does not take it
+				// up would, and forward the request as an ordinary one.
+				delete(pr.Out.Header, "Upgrade")
+				delete(pr.Out.Header, "Connection")
+				delete(pr.Out.Header, "Http2-Settings")
+			}
 			// The claim headers go on the outgoing request, after
 			// ReverseProxy has removed the hop-by-hop headers: set on
 			// the incoming one, a client could have them removed by
@@ -102,6 +112,62 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream service did not answer")
 		},
 	}
+}
+
+// splitTransport sends protocol upgrades on their own transport. ReverseProxy
+// re-adds Upgrade (with Connection: Upgrade) to the outgoing request only for
+// an upgrade, after removing every client-sent hop-by-hop header.
+type splitTransport struct {
+	std, upgrade http.RoundTripper
+}
+
+func (t splitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(r.Header["Upgrade"]) > 0 {
+		return t.upgrade.RoundTrip(r)
+	}
+	return t.std.RoundTrip(r)
+}
+
+// http1Only returns a copy of tr that speaks only HTTP/1.1, the one version
+// with protocol upgrades. net/http's Transport keeps to HTTP/1.1 by itself
+// only for "Upgrade: websocket" (Request.requiresHTTP1); any other upgrade
+// to an https upstream that offers h2 would go out as HTTP/2 and be refused
+// ("invalid Upgrade request header"). Its connections are not kept alive:
+// an upgrade takes its connection over, and upgrades are rare enough that
+// the pool a refused one would leave is not worth keeping (and each reload
+// builds a new copy). Another RoundTripper is used as it is.
+func http1Only(tr http.RoundTripper) http.RoundTripper {
+	t, ok := tr.(*http.Transport)
+	if !ok {
+		return tr
+	}
+	h1 := t.Clone()
+	h1.Protocols = new(http.Protocols)
+	h1.Protocols.SetHTTP1(true)
+	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if h1.TLSClientConfig != nil {
+		h1.TLSClientConfig.NextProtos = nil // no ALPN: the server speaks HTTP/1.1
+	}
+	h1.DisableKeepAlives = true
+	return h1
+}
+
+// upgradesToHTTP reports whether an Upgrade header offers a protocol that
+// carries HTTP requests: h2c (RFC 7540 §3.2), h2, HTTP/x or TLS/x (RFC 2817).
+// An upstream's server takes those up by itself, whatever the path.
+func upgradesToHTTP(h http.Header) bool {
+	for _, v := range h["Upgrade"] {
+		for _, p := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(strings.Trim(p, " \t"), "/")
+			for _, bad := range []string{"h2c", "h2", "http", "tls"} {
+				if strings.EqualFold(name, bad) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // ServeHTTP routes, decides and forwards.

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -223,6 +225,136 @@ func TestProxyStreamingAndUpgrade(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Errorf("tokenless upgrade: %d", resp.StatusCode)
+	}
+}
+
+// upgradeAny accepts an upgrade to whatever protocol is asked for, the way
+// an application handler for a custom protocol does, and echoes one line;
+// a request without one is answered "plain" with what it saw.
+func upgradeAny(w http.ResponseWriter, r *http.Request) {
+	proto := r.Header.Get("Upgrade")
+	if proto == "" {
+		fmt.Fprintf(w, "plain %s connection=%q settings=%q", r.Proto, r.Header.Values("Connection"), r.Header.Values("Http2-Settings"))
+		return
+	}
+	conn, rw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + proto + "\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	line, _ := rw.ReadString('\n')
+	rw.WriteString("echo:" + line)
+	rw.Flush()
+}
+
+// rawUpgrade sends an upgrade request on a new connection to the proxy at
+// addr and returns the status line, and what the upgraded connection echoes
+// to "hello" (or the response body when there was no 101).
+func rawUpgrade(t *testing.T, addr, token, connection, upgrade, extra string) (status, got string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "GET /x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nConnection: %s\r\nUpgrade: %s\r\n%s\r\n",
+		token, connection, upgrade, extra)
+	cr := bufio.NewReader(conn)
+	status, _ = cr.ReadString('\n')
+	length := 0
+	for {
+		l, err := cr.ReadString('\n')
+		if err != nil || l == "\r\n" {
+			break
+		}
+		if v, ok := strings.CutPrefix(strings.ToLower(l), "content-length: "); ok {
+			fmt.Sscan(v, &length)
+		}
+	}
+	if !strings.Contains(status, " 101 ") {
+		b := make([]byte, length)
+		io.ReadFull(cr, b)
+		return status, string(b)
+	}
+	fmt.Fprintf(conn, "hello\n")
+	got, _ = cr.ReadString('\n')
+	return status, got
+}
+
+// TestProxyUpgrades: any protocol an upstream's handler accepts is
+// upgraded to through the proxy, over a plain or a TLS connection to an
+// upstream that also speaks HTTP/2 (ALPN would otherwise pick h2, where no
+// upgrade exists); upgrades to HTTP itself (h2c, TLS) are not forwarded, so
+// that a client cannot turn one checked request into a connection on which
+// it sends the upstream any request it likes.
+func TestProxyUpgrades(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			f := newFixture(t, nil, "")
+			up := httptest.NewUnstartedServer(http.HandlerFunc(upgradeAny))
+			tr := NewTransport()
+			if useTLS {
+				up.EnableHTTP2 = true
+				up.StartTLS()
+				pool := x509.NewCertPool()
+				pool.AddCert(up.Certificate())
+				tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+			} else {
+				up.Start()
+			}
+			defer up.Close()
+			p, err := NewProxy(ProxyConfig{Verifier: f.handler.verifier, Routes: []Route{{PathPrefix: "/", Upstream: up.URL}}, Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			px := httptest.NewServer(p)
+			defer px.Close()
+			addr := strings.TrimPrefix(px.URL, "http://")
+			good := sign(t, f.signerA, nil)
+
+			// Ordinary requests still use HTTP/2 where the upstream offers it.
+			req, _ := http.NewRequest("GET", px.URL+"/x", nil)
+			req.Header.Set("Authorization", "Bearer "+good)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			wantProto := "HTTP/1.1"
+			if useTLS {
+				wantProto = "HTTP/2.0"
+			}
+			if !strings.HasPrefix(string(b), "plain "+wantProto) {
+				t.Errorf("plain request reached the upstream as %q, want %s", b, wantProto)
+			}
+
+			for _, proto := range []string{"websocket", "my-proto", "My-Proto/2"} {
+				status, got := rawUpgrade(t, addr, good, "Upgrade", proto, "")
+				if !strings.Contains(status, " 101 ") || got != "echo:hello\n" {
+					t.Errorf("upgrade to %s: %q then %q, want 101 and an echo", proto, status, got)
+				}
+			}
+			for _, tc := range []struct{ connection, upgrade, extra string }{
+				{"Upgrade, HTTP2-Settings", "h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"},
+				{"Upgrade", "h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"},
+				{"Upgrade", "H2C", ""},
+				{"Upgrade", "websocket, h2c", ""},
+				{"Upgrade", "HTTP/2.0", ""},
+				{"Upgrade", "TLS/1.2, HTTP/1.1", ""},
+			} {
+				status, got := rawUpgrade(t, addr, good, tc.connection, tc.upgrade, tc.extra)
+				if !strings.Contains(status, " 200 ") || !strings.HasPrefix(got, "plain ") || strings.Contains(got, "AAMA") {
+					t.Errorf("upgrade to %s: %q %q, want it forwarded as a plain request without HTTP2-Settings", tc.upgrade, status, got)
+				}
+			}
+			if status, _ := rawUpgrade(t, addr, "x.y.z", "Upgrade", "my-proto", ""); !strings.Contains(status, " 401 ") {
+				t.Errorf("upgrade with a bad token: %q, want 401", status)
+			}
+		})
 	}
 }
 
