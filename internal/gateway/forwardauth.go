@@ -77,8 +77,14 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer f.metrics.Begin()()
 	}
 	method, host, path := forwardedTarget(r)
-	route, ok := f.routes.Match(host, method, path)
-	if !ok {
+	route, err := f.routes.Match(host, method, path)
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		// 403, not 400: nginx turns any status from auth_request but 2xx,
+		// 401 and 403 into a 500 for the client.
+		f.deny(w, http.StatusForbidden, "invalid_request", "ambiguous_path", "ambiguous_path")
+		return
+	case err != nil:
 		f.deny(w, http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
 		return
 	}

@@ -62,6 +62,9 @@ func TestNginxAuthRequest(t *testing.T) {
 		{"oversized token gets 401, not 500", "/orders", "Bearer " + strings.Repeat("A", 9000), false, 401, "",
 			`Bearer realm="keygate", error="invalid_token", error_description="too_large"`},
 		{"missing scope", "/admin/users", "Bearer " + good, false, 403, "", ""},
+		// nginx forwards $request_uri as sent; Tomcat would read /admin/users.
+		{"path parameters are refused with 403, not 500", "/public/..;/admin/users", "", false, 403, "", ""},
+		{"encoded dots are refused", "/public/%2e%2e/admin/users", "", false, 403, "", ""},
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, tc := range cases {

@@ -18,7 +18,9 @@ import (
 )
 
 // Proxy is the reverse-proxy front end: it routes each request by host, path
-// prefix and method, checks its token against the route, strips any
+// prefix and method (the path read and checked as Router.Match says, and
+// forwarded in the canonical form the route was chosen by), checks its token
+// against the route, strips any
 // client-sent copies of the claim headers from the outgoing request, sets
 // them there from the verified token, and forwards the request (streaming bodies and WebSocket upgrades) to the
 // route's upstream over a pooled keep-alive transport.
@@ -85,6 +87,13 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i int) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
+			if d != nil && d.path != "" {
+				// The path the route was chosen by, never the raw one an
+				// upstream could read another way. Every character in it
+				// may appear raw, so EscapedPath gives it back as it is.
+				pr.Out.URL.Path, pr.Out.URL.RawPath = unescape(d.path), d.path
+			}
 			pr.SetURL(u)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
@@ -99,7 +108,6 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			// ReverseProxy has removed the hop-by-hop headers: set on
 			// the incoming one, a client could have them removed by
 			// naming them in Connection.
-			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
 			p.setClaims(pr.Out.Header, d)
 		},
 		Transport:     tr,
@@ -176,12 +184,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.metrics != nil {
 		defer a.metrics.Begin()()
 	}
-	route, ok := p.routes.Match(r.Host, r.Method, r.URL.EscapedPath())
-	if !ok {
+	route, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		a.deny(w, http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path")
+		return
+	case err != nil:
 		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
 		return
 	}
-	d := &decision{}
+	d := &decision{path: path.canonical(route.AllowPathParams)}
 	if !route.Anonymous {
 		var ok bool
 		if d.res, ok = a.authorize(w, r, route); !ok {
@@ -197,7 +209,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decision is what ServeHTTP decided about a request, for the backend's
 // Rewrite to apply to the outgoing request.
 type decision struct {
-	res *verify.Result // nil on an anonymous route
+	res  *verify.Result // nil on an anonymous route
+	path string         // canonical, percent-encoded: what the route was chosen by
+}
+
+// requestPath is the path of the request target as the client sent it
+// (r.URL.EscapedPath re-encodes a raw backslash, for one, as %5C).
+func requestPath(r *http.Request) string {
+	if u := r.RequestURI; strings.HasPrefix(u, "/") {
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		return u
+	}
+	return r.URL.EscapedPath()
 }
 
 type decisionKey struct{}

@@ -34,9 +34,9 @@ func upstreamEcho() *httptest.Server {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "%s %s sub=%q tenant=%q scopes=%q host=%s body=%s under=%q", r.Method, r.URL.Path,
+		fmt.Fprintf(w, "%s %s sub=%q tenant=%q scopes=%q host=%s body=%s under=%q uri=%s", r.Method, r.URL.Path,
 			r.Header.Values("X-Auth-Subject"), r.Header.Values("X-Auth-Tenant"), r.Header.Values("X-Auth-Scopes"),
-			r.Host, body, r.Header.Values("X_auth_subject"))
+			r.Host, body, r.Header.Values("X_auth_subject"), r.RequestURI)
 	}))
 }
 
@@ -60,15 +60,20 @@ func upgradeEcho(w http.ResponseWriter, r *http.Request) {
 
 func newProxy(t *testing.T, f *fixture, upstream string) *httptest.Server {
 	t.Helper()
+	return newProxyRoutes(t, f, []Route{
+		{PathPrefix: "/public", Anonymous: true, Upstream: upstream},
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, Upstream: upstream},
+		{PathPrefix: "/", Upstream: upstream},
+	})
+}
+
+func newProxyRoutes(t *testing.T, f *fixture, routes []Route) *httptest.Server {
+	t.Helper()
 	p, err := NewProxy(ProxyConfig{
 		Verifier: f.handler.verifier,
-		Routes: []Route{
-			{PathPrefix: "/public", Anonymous: true, Upstream: upstream},
-			{PathPrefix: "/admin", Scopes: []string{"admin"}, Upstream: upstream},
-			{PathPrefix: "/", Upstream: upstream},
-		},
-		Headers: []string{"X-Auth-Subject", "X-Auth-Tenant", "X-Auth-Scopes"},
-		Metrics: telemetry.New().Decisions(telemetry.FrontProxy, nil),
+		Routes:   routes,
+		Headers:  []string{"X-Auth-Subject", "X-Auth-Tenant", "X-Auth-Scopes"},
+		Metrics:  telemetry.New().Decisions(telemetry.FrontProxy, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +358,121 @@ func TestProxyUpgrades(t *testing.T) {
 			}
 			if status, _ := rawUpgrade(t, addr, "x.y.z", "Upgrade", "my-proto", ""); !strings.Contains(status, " 401 ") {
 				t.Errorf("upgrade with a bad token: %q, want 401", status)
+			}
+		})
+	}
+}
+
+// rawGet sends target as it is, on a new connection, and returns the
+// response's status code and body.
+func rawGet(t *testing.T, addr, target, token string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", target, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+// TestProxyAmbiguousPaths: the proxy refuses a path that upstreams read in
+// different ways with 400, before it reaches the upstream, and forwards the
+// path it decided on: dot segments resolved, empty segments dropped,
+// escapes of unreserved characters decoded, never the raw form.
+func TestProxyAmbiguousPaths(t *testing.T) {
+	f := newFixture(t, nil, "")
+	up := upstreamEcho()
+	defer up.Close()
+	px := newProxy(t, f, up.URL)
+	addr := strings.TrimPrefix(px.URL, "http://")
+	good := sign(t, f.signerA, nil) // "read write": no admin scope
+	for _, tc := range []struct {
+		target, token string
+		status        int
+		uri           string // what the upstream received, for a 200
+	}{
+		{"/public/..;/admin/x", "", 400, ""},
+		{"/public/..;/admin/x", good, 400, ""},
+		{"/admin;x/y", good, 400, ""},
+		{"/public/x;jsessionid=1", "", 400, ""},
+		{"/public/%2e%2e/admin/x", good, 400, ""},
+		{"/public/%252e%252e/admin/x", "", 400, ""},
+		{"/public/..%2Fadmin/x", "", 400, ""},
+		{"/public/..%5Cadmin/x", "", 400, ""},
+		{`/public\..\admin\x`, "", 400, ""},
+		{"/public/%00", "", 400, ""},
+		{"/public/%c0%ae%c0%ae/admin/x", "", 400, ""},
+		{"/public/a/../b?q=1", "", 200, "/public/b?q=1"},
+		{"//public//x/", "", 200, "/public/x/"},
+		{"/public/./x/.", "", 200, "/public/x/"},
+		{"/public/x/..", "", 200, "/public/"},
+		{"/orders/%7euser/%41b%2a", good, 200, "/orders/~user/Ab%2A"},
+		{"/orders/caf%c3%a9%20x", good, 200, "/orders/caf%C3%A9%20x"},
+		{"/orders/a=b,c:d@e", good, 200, "/orders/a=b,c:d@e"},
+		{"/public/../admin/x", good, 403, ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			status, body := rawGet(t, addr, tc.target, tc.token)
+			if status != tc.status {
+				t.Fatalf("status %d, want %d (body %s)", status, tc.status, body)
+			}
+			switch {
+			case status == 400:
+				if body != `{"error":"invalid_request","error_description":"ambiguous_path"}` {
+					t.Errorf("body %s", body)
+				}
+			case status == 200:
+				if !strings.HasSuffix(body, " uri="+tc.uri) {
+					t.Errorf("upstream got %q, want uri=%s", body, tc.uri)
+				}
+			}
+		})
+	}
+}
+
+// TestProxyPathOptions: where a rule opts in, the proxy forwards the
+// parameters and encoded slashes it allows, on the path it decided on.
+func TestProxyPathOptions(t *testing.T) {
+	f := newFixture(t, nil, "")
+	up := upstreamEcho()
+	defer up.Close()
+	px := newProxyRoutes(t, f, []Route{
+		{PathPrefix: "/public", Anonymous: true, AllowPathParams: true, Upstream: up.URL},
+		{PathPrefix: "/files", AllowEncodedSlashes: true, Upstream: up.URL},
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, CaseInsensitive: true, Upstream: up.URL},
+		{PathPrefix: "/", Upstream: up.URL},
+	})
+	addr := strings.TrimPrefix(px.URL, "http://")
+	good := sign(t, f.signerA, nil)
+	for _, tc := range []struct {
+		target, token string
+		status        int
+		want          string // the end of the upstream's echo
+	}{
+		{"/public/x;jsessionid=1", "", 200, "uri=/public/x;jsessionid=1"},
+		{"/public/a/..;/b;k=v?q", "", 200, "uri=/public/b;k=v?q"},
+		{"/public/..;/admin/x", "", 400, ""},
+		{"/files/group%2fname", good, 200, "uri=/files/group%2Fname"},
+		{"/files%2F..%2Fadmin", good, 400, ""},
+		{"/ADMIN/x", good, 403, ""},
+		{"/Admin/x", "", 401, ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			status, body := rawGet(t, addr, tc.target, tc.token)
+			if status != tc.status || !strings.HasSuffix(body, tc.want) {
+				t.Fatalf("got %d %q, want %d ending %q", status, body, tc.status, tc.want)
 			}
 		})
 	}
