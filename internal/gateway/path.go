@@ -22,7 +22,7 @@ import (
 //     "%" (double encoding such as %252e);
 //   - ";" parameters, unless the rule opts in (PathOptions.AllowPathParams);
 //   - percent-encoded "/" and "\" (%2F, %5C), unless the rule opts in
-//     (PathOptions.AllowEncodedSlashes), and even then when one hides a dot
+//     (PathOptions.AllowEncodedSlashes), and always when one hides a dot
 //     segment ("..%2F").
 //
 // With an opt-in, the path must also mean the same rule under every other
