@@ -128,6 +128,7 @@ func (f *Forward) Forwarding() gateway.Forwarding {
 
 // Route matches requests by host, path prefix and method, and says what they
 // need: anonymous access, or a token from some issuers with some scopes.
+// Paths are read as gateway.Router.Match describes.
 type Route struct {
 	Host       string   `yaml:"host"`
 	PathPrefix string   `yaml:"path_prefix"`
@@ -136,6 +137,14 @@ type Route struct {
 	Anonymous  bool     `yaml:"anonymous"`
 	Issuers    []string `yaml:"issuers"` // empty: any configured issuer
 	Scopes     []string `yaml:"scopes"`
+	// CaseInsensitive matches path_prefix ignoring case, for an upstream
+	// that does; the default is case-sensitive.
+	CaseInsensitive bool `yaml:"case_insensitive"`
+	// AllowPathParams accepts ";" parameters ("/app;jsessionid=1"), and
+	// AllowEncodedSlashes %2F and %5C, in the paths this rule covers;
+	// otherwise such paths are refused.
+	AllowPathParams     bool `yaml:"allow_path_params"`
+	AllowEncodedSlashes bool `yaml:"allow_encoded_slashes"`
 }
 
 // TokenService is the token service's section. Empty fields take the
@@ -434,8 +443,8 @@ func (is *Issuer) validate(field string, bad func(field, format string, args ...
 }
 
 func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad func(field, format string, args ...any)) {
-	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
-		bad(field+".path_prefix", "must start with /: %q", r.PathPrefix)
+	if err := gateway.CheckPathPrefix(r.PathPrefix); err != nil {
+		bad(field+".path_prefix", "%v", err)
 	}
 	if proxy {
 		if u, err := url.Parse(r.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

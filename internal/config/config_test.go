@@ -38,6 +38,11 @@ routes:
     upstream: http://127.0.0.1:9001
     issuers: [tenant-b]
     scopes: [write]
+  - path_prefix: /Files
+    upstream: http://127.0.0.1:9002
+    case_insensitive: true
+    allow_path_params: true
+    allow_encoded_slashes: true
 `
 
 func writeConfig(t *testing.T, body string) string {
@@ -67,6 +72,10 @@ func TestLoadGood(t *testing.T) {
 	if a.Headers["X-Auth-Roles"] != "realm_access.roles" || len(a.Algs()) != 2 {
 		t.Errorf("issuer a: %+v", a)
 	}
+	if r := c.Routes[2]; !r.CaseInsensitive || !r.AllowPathParams || !r.AllowEncodedSlashes || c.Routes[0].CaseInsensitive ||
+		c.Routes[0].AllowPathParams || c.Routes[0].AllowEncodedSlashes {
+		t.Errorf("path options: %+v, %+v", c.Routes[0], r)
+	}
 }
 
 // TestLoadErrors checks that each mistake is reported with the field it is in.
@@ -89,6 +98,9 @@ func TestLoadErrors(t *testing.T) {
 		{"leeway", "issuers:\n  - {issuer: a, key_files: [x], algorithms: [ES256], leeway: 2h}\n", "issuers[0].leeway"},
 		{"route upstream", "routes:\n  - path_prefix: /x\n    upstream: nope\n", "routes[0].upstream"},
 		{"route prefix", "routes:\n  - path_prefix: x\n    upstream: http://u\n", "routes[0].path_prefix"},
+		{"route prefix dot segment", "routes:\n  - path_prefix: /a/../b\n    upstream: http://u\n", "routes[0].path_prefix"},
+		{"rule prefix with params", "forward_auth:\n  rules:\n    - path_prefix: /a;b\n", "forward_auth.rules[0].path_prefix"},
+		{"rule prefix encoded", "forward_auth:\n  rules:\n    - path_prefix: /a%2Fb\n", "forward_auth.rules[0].path_prefix"},
 		{"route issuer", "routes:\n  - upstream: http://u\n    issuers: [ghost]\n", `routes[0].issuers: "ghost" is not a configured issuer`},
 		{"anonymous with scopes", "routes:\n  - upstream: http://u\n    anonymous: true\n    scopes: [x]\n", "routes[0]: an anonymous route"},
 		{"unknown proxy", "forward_auth:\n  proxy: haproxy\n", `forward_auth.proxy: must be one of auto, nginx, traefik, caddy, envoy, not "haproxy"`},

@@ -30,7 +30,7 @@ func TestCaddyForgedHeaders(t *testing.T) {
 
 // TestCaddyForgedHeadersAuto is the same behind the default preset: Caddy
 // overwrites X-Forwarded-Method/-Uri/-Host, and a forged X-Original-* copy
-// that disagrees with them is refused with 400, which Caddy passes on.
+// that disagrees with them is refused with 401, which Caddy passes on.
 func TestCaddyForgedHeadersAuto(t *testing.T) {
 	bin := caddyBinary(t)
 	auto, _ := Preset(ProxyAuto)
@@ -46,7 +46,7 @@ func TestCaddyForgedHeadersAuto(t *testing.T) {
 		return startCaddy(t, bin, snippet)
 	}, func(c *forgery) {
 		if refusedByConflict[c.name] {
-			c.status, c.body = 400, ""
+			c.status, c.body = 401, ""
 		}
 	})
 }

@@ -87,11 +87,18 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	method, host, path, problem := f.fwd.target(r)
 	if problem != "" {
-		f.deny(w, http.StatusBadRequest, "invalid_request", problem, forwardedText[problem])
+		// 401, not 400: nginx turns any status from auth_request but 2xx,
+		// 401 and 403 into a 500 for the client.
+		f.deny(w, http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
 		return
 	}
-	route, ok := f.routes.Match(host, method, path)
-	if !ok {
+	route, err := f.routes.Match(host, method, path)
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		// 403, not 400, for the same reason.
+		f.deny(w, http.StatusForbidden, "invalid_request", "ambiguous_path", "ambiguous_path")
+		return
+	case err != nil:
 		f.deny(w, http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
 		return
 	}

@@ -206,7 +206,7 @@ func TestForwardAuthRoutes(t *testing.T) {
 		{"anonymous without token", "GET", "x", "/public/logo.png", "X-Forwarded-Uri", "", 200},
 		{"anonymous, nginx header with query", "GET", "x", "/public/a?x=1", "X-Original-Uri", "", 200},
 		{"traversal out of the anonymous prefix", "GET", "x", "/public/../api/x", "X-Forwarded-Uri", "", 401},
-		{"encoded traversal", "GET", "x", "/public/%2e%2e/api/x", "X-Forwarded-Uri", "", 401},
+		{"encoded traversal is refused", "GET", "x", "/public/%2e%2e/api/x", "X-Forwarded-Uri", "", 403},
 		{"prefix is whole segments", "GET", "x", "/publicity", "X-Forwarded-Uri", "", 403},
 		{"read route", "GET", "x", "/api/orders", "X-Forwarded-Uri", readOnly, 200},
 		{"write route needs write", "POST", "x", "/api/orders", "X-Forwarded-Uri", readOnly, 403},
@@ -238,6 +238,8 @@ func TestForwardAuthMetrics(t *testing.T) {
 	f.do(request{auth: []string{"Bearer " + good}})
 	f.do(request{})
 	f.do(request{auth: []string{"Bearer x.y.z"}})
+	f.do(request{headers: map[string]string{"X-Forwarded-Uri": "/public/%2e%2e/admin"}}) // refused even without rules
+	f.do(request{headers: map[string]string{"X-Forwarded-Uri": "/%c0%ae%c0%ae/admin"}})
 	mfs, err := f.metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -256,13 +258,193 @@ func TestForwardAuthMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"frontend=forward_auth,reason=,result=allow,":             2,
-		"frontend=forward_auth,reason=missing_token,result=deny,": 1,
-		"frontend=forward_auth,reason=malformed,result=deny,":     1,
+		"frontend=forward_auth,reason=,result=allow,":              2,
+		"frontend=forward_auth,reason=missing_token,result=deny,":  1,
+		"frontend=forward_auth,reason=malformed,result=deny,":      1,
+		"frontend=forward_auth,reason=ambiguous_path,result=deny,": 2,
 	}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
 		}
+	}
+}
+
+// reviewRoutes are the rules of the security review's example: an anonymous
+// prefix, a scoped one and a catch-all.
+var reviewRoutes = []Route{
+	{PathPrefix: "/public", Anonymous: true},
+	{PathPrefix: "/admin", Scopes: []string{"admin"}},
+	{PathPrefix: "/"},
+}
+
+// TestForwardAuthAmbiguousPaths: a path that common upstreams read in
+// different ways (path parameters, encoded dots and slashes, backslashes,
+// NUL and control characters, double encoding, bad escapes, invalid UTF-8)
+// is refused, whichever rule a lenient reading would pick; one that every
+// reading agrees on is decided as before.
+func TestForwardAuthAmbiguousPaths(t *testing.T) {
+	f := newFixture(t, reviewRoutes, "")
+	read := sign(t, f.signerA, map[string]any{"scope": "read"})
+	const refused = -1
+	cases := []struct {
+		uri, token string
+		status     int // refused: 403 invalid_request ambiguous_path
+	}{
+		{"/public/..;/admin/x", "", refused}, // Tomcat: /admin/x
+		{"/public/..;/admin/x", read, refused},
+		{"/public/..;x=1/admin/x", "", refused},
+		{"/public/.;/../admin/x", "", refused},
+		{"/public;x/../admin/x", read, refused},
+		{"/admin;x/y", read, refused}, // Tomcat: /admin/y; as written, under the catch-all
+		{"/admin/users;", read, refused},
+		{"/public/x;jsessionid=1", "", refused}, // no rule opts in
+		{"/public/%2e%2e/admin/x", "", refused},
+		{"/public/%2E%2E/admin/x", "", refused},
+		{"/public/.%2e/admin/x", "", refused},
+		{"/public/%2e", "", refused},
+		{"/public/a%2Eb", "", refused},
+		{"/public/%252e%252e/admin/x", "", refused}, // decoded twice: /admin/x
+		{"/public/%252E%252e/admin/x", "", refused},
+		{"/public/%25252e%25252e/admin/x", "", refused},
+		{"/public/..%2Fadmin/x", "", refused},
+		{"/public/..%2fadmin/x", "", refused},
+		{"/public%2F..%2Fadmin/x", "", refused},
+		{"/public/..%5Cadmin/x", "", refused}, // IIS and Windows: \ is /
+		{"/public/..%5cadmin/x", "", refused},
+		{`/public\..\admin\x`, "", refused},
+		{`/public/..\admin`, "", refused},
+		{"/public/%00/../admin/x", "", refused},
+		{"/public/a%0a", "", refused},
+		{"/public/a%09", "", refused},
+		{"/public/%3b/../admin", "", refused},
+		{"/public/a%3Bb", "", refused},
+		{"/public/%zz", "", refused},
+		{"/public/%2", "", refused},
+		{"/public/%", "", refused},
+		{"/public/%c0%ae%c0%ae/admin/x", "", refused}, // overlong UTF-8 for ..
+		{"/public/%e0%80%ae", "", refused},
+		{"/public/%ff", "", refused},
+		{"/public/%ed%a0%80", "", refused}, // a UTF-16 surrogate
+		// Read the same way everywhere: decided as before.
+		{"/public/x", "", 200},
+		{"/public/", "", 200},
+		{"/public", "", 200},
+		{"/public/a%20b", "", 200},
+		{"/public/caf%C3%A9", "", 200},
+		{"/public/100%25", "", 200},
+		{"/public/a%7Eb%41", "", 200},
+		{"/public/a/../b", "", 200},
+		{"/public/./b", "", 200},
+		{"/public/../admin/x", "", 401},
+		{"/public/../admin/x", read, 403},
+		{"//admin//x", read, 403},
+		{"/admin/", read, 403},
+		{"/admin/x/..", read, 403},
+		{"/x/../../admin", read, 403},
+		{"/publicx/..;/x", read, refused},
+		{"/ADMIN/x", read, 200}, // case-sensitive by default: the catch-all
+	}
+	for _, tc := range cases {
+		t.Run(tc.uri, func(t *testing.T) {
+			var auth []string
+			if tc.token != "" {
+				auth = []string{"Bearer " + tc.token}
+			}
+			w := f.do(request{auth: auth, headers: map[string]string{"X-Forwarded-Uri": tc.uri, "X-Forwarded-Method": "GET"}})
+			if tc.status != refused {
+				if w.Code != tc.status {
+					t.Fatalf("status %d, want %d (body %s)", w.Code, tc.status, w.Body)
+				}
+				return
+			}
+			if w.Code != http.StatusForbidden || w.Body.String() != `{"error":"invalid_request","error_description":"ambiguous_path"}` {
+				t.Fatalf("got %d %s, want 403 invalid_request ambiguous_path", w.Code, w.Body)
+			}
+			if h := w.Header().Get("WWW-Authenticate"); h != "" {
+				t.Errorf("WWW-Authenticate %q on a refused path", h)
+			}
+		})
+	}
+}
+
+// TestForwardAuthHosts: a host rule covers its host with a port, in any
+// case, with the trailing dot of a fully qualified name, and as an IPv6
+// literal in brackets.
+func TestForwardAuthHosts(t *testing.T) {
+	f := newFixture(t, []Route{
+		{Host: "admin.example.com", Scopes: []string{"admin"}},
+		{Host: "[::1]", Scopes: []string{"admin"}},
+		{PathPrefix: "/"},
+	}, "")
+	read := sign(t, f.signerA, map[string]any{"scope": "read"})
+	for _, tc := range []struct {
+		host   string
+		status int
+	}{
+		{"admin.example.com", 403},
+		{"ADMIN.Example.COM:8443", 403},
+		{"admin.example.com.", 403},
+		{"admin.example.com.:443", 403},
+		{"[::1]:8080", 403},
+		{"::1", 403},
+		{"other.example.com", 200},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			w := f.do(request{auth: []string{"Bearer " + read}, headers: map[string]string{"X-Forwarded-Host": tc.host, "X-Forwarded-Uri": "/x"}})
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d (body %s)", w.Code, tc.status, w.Body)
+			}
+		})
+	}
+}
+
+// TestForwardAuthPathOptions: a rule's opt-ins let through what it allows,
+// only when every reading of the path agrees on that rule; case-insensitive
+// rules cover every spelling.
+func TestForwardAuthPathOptions(t *testing.T) {
+	f := newFixture(t, []Route{
+		{PathPrefix: "/public", Anonymous: true, AllowPathParams: true},
+		{PathPrefix: "/api", AllowEncodedSlashes: true},
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, CaseInsensitive: true},
+		{PathPrefix: "/"},
+	}, "")
+	read := sign(t, f.signerA, map[string]any{"scope": "read"})
+	const refused = -1
+	for _, tc := range []struct {
+		uri, token string
+		status     int
+	}{
+		{"/public/x;jsessionid=1", "", 200},
+		{"/public/a/..;/b", "", 200},
+		{"/public/..;/admin/x", "", refused},
+		{"/admin/..;/public/x", "", refused}, // under /admin as nginx and Go read it
+		{"/public;x/y", "", refused},
+		{"/api/projects/group%2Fname", read, 200},
+		{"/api/projects/group%2Fname", "", 401},
+		{"/api%2F..%2Fadmin", read, refused},
+		{"/api/..%2Fadmin", read, refused},
+		{"/admin%2Fx", read, refused},
+		{"/api/x;y", read, refused},
+		{"/ADMIN/x", read, 403},
+		{"/AdMiN", "", 401},
+		{"/x/../Admin/", read, 403},
+	} {
+		t.Run(tc.uri, func(t *testing.T) {
+			var auth []string
+			if tc.token != "" {
+				auth = []string{"Bearer " + tc.token}
+			}
+			w := f.do(request{auth: auth, headers: map[string]string{"X-Forwarded-Uri": tc.uri}})
+			if tc.status == refused {
+				if w.Code != 403 || !strings.Contains(w.Body.String(), `"ambiguous_path"`) {
+					t.Fatalf("got %d %s, want 403 ambiguous_path", w.Code, w.Body)
+				}
+				return
+			}
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d (body %s)", w.Code, tc.status, w.Body)
+			}
+		})
 	}
 }

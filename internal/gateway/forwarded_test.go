@@ -74,12 +74,16 @@ func TestPresetUnknown(t *testing.T) {
 }
 
 // TestForwardAuthForwardedRefusals checks that a refused forwarding header
-// is answered 400 invalid_request and counted under its reason.
+// is answered 401 invalid_request (nginx shows a 400 as a 500) and counted
+// under its reason.
 func TestForwardAuthForwardedRefusals(t *testing.T) {
 	f := newFixtureWith(t, []Route{{PathPrefix: "/public", Anonymous: true}, {PathPrefix: "/"}}, "", Forwarding{})
 	w := f.do(request{headers: map[string]string{"X-Forwarded-Uri": "/public/x", "X-Original-Uri": "/admin"}})
-	if w.Code != http.StatusBadRequest {
-		t.Fatalf("status %d, want 400 (body %s)", w.Code, w.Body)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401 (body %s)", w.Code, w.Body)
+	}
+	if want := `Bearer realm="keygate", error="invalid_request", error_description="forwarding headers disagree on the request"`; w.Header().Get("WWW-Authenticate") != want {
+		t.Errorf("WWW-Authenticate %q, want %q", w.Header().Get("WWW-Authenticate"), want)
 	}
 	if want := `{"error":"invalid_request","error_description":"forwarding headers disagree on the request"}`; w.Body.String() != want {
 		t.Errorf("body %s, want %s", w.Body, want)

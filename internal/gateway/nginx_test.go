@@ -118,8 +118,7 @@ func TestNginxForgedHeaders(t *testing.T) {
 
 // TestNginxForgedHeadersAuto is the same behind the default preset (auto):
 // a forged X-Forwarded-* header disagrees with the X-Original-* one nginx
-// sets, keygate answers 400, and nginx turns that into a 500 for the
-// client. Either way the request never reaches the app.
+// sets, and keygate refuses the request with 401 invalid_request.
 func TestNginxForgedHeadersAuto(t *testing.T) {
 	bin := nginxBinary(t)
 	auto, _ := Preset(ProxyAuto)
@@ -136,7 +135,7 @@ func TestNginxForgedHeadersAuto(t *testing.T) {
 		return startNginx(t, bin, snippet)
 	}, func(c *forgery) {
 		if refusedByConflict[c.name] {
-			c.status, c.body = http.StatusInternalServerError, ""
+			c.status, c.body = http.StatusUnauthorized, ""
 		}
 	})
 }
@@ -237,6 +236,9 @@ func TestNginxAuthRequest(t *testing.T) {
 		{"40 KiB token gets keygate's 401", "/orders", "Bearer " + strings.Repeat("A", 40<<10), 401,
 			`Bearer realm="keygate", error="invalid_token", error_description="too_large"`},
 		{"missing scope", "/admin/users", "Bearer " + good, 403, ""},
+		// nginx forwards $request_uri as sent; Tomcat would read /admin/users.
+		{"path parameters are refused with 403, not 500", "/public/..;/admin/users", "", 403, ""},
+		{"encoded dots are refused", "/public/%2e%2e/admin/users", "", 403, ""},
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, tc := range cases {

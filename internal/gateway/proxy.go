@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/telemetry"
@@ -16,9 +18,11 @@ import (
 )
 
 // Proxy is the reverse-proxy front end: it routes each request by host, path
-// prefix and method, checks its token against the route, strips any
-// client-sent copies of the claim headers, sets them from the verified token,
-// and forwards the request (streaming bodies and WebSocket upgrades) to the
+// prefix and method (the path read and checked as Router.Match says, and
+// forwarded in the canonical form the route was chosen by), checks its token
+// against the route, strips any
+// client-sent copies of the claim headers from the outgoing request, sets
+// them there from the verified token, and forwards the request (streaming bodies and WebSocket upgrades) to the
 // route's upstream over a pooled keep-alive transport.
 type Proxy struct {
 	auth     *ForwardAuth // the same decision logic as forward-auth
@@ -69,6 +73,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		tr = NewTransport()
 	}
 	p := &Proxy{auth: auth, routes: auth.routes}
+	tr = splitTransport{std: tr, upgrade: http1Only(tr)}
 	for i, r := range cfg.Routes {
 		u, err := url.Parse(r.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -82,9 +87,28 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i int) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
+			if d != nil && d.path != "" {
+				// The path the route was chosen by, never the raw one an
+				// upstream could read another way. Every character in it
+				// may appear raw, so EscapedPath gives it back as it is.
+				pr.Out.URL.Path, pr.Out.URL.RawPath = unescape(d.path), d.path
+			}
 			pr.SetURL(u)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host // the upstream sees the host the client asked for
+			if upgradesToHTTP(pr.Out.Header) {
+				// Decline the offer, as a server that does not take it
+				// up would, and forward the request as an ordinary one.
+				delete(pr.Out.Header, "Upgrade")
+				delete(pr.Out.Header, "Connection")
+				delete(pr.Out.Header, "Http2-Settings")
+			}
+			// The claim headers go on the outgoing request, after
+			// ReverseProxy has removed the hop-by-hop headers: set on
+			// the incoming one, a client could have them removed by
+			// naming them in Connection.
+			p.setClaims(pr.Out.Header, d)
 		},
 		Transport:     tr,
 		FlushInterval: -1, // stream: flush every write (server-sent events, long polls)
@@ -98,38 +122,164 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 	}
 }
 
+// splitTransport sends protocol upgrades on their own transport. ReverseProxy
+// re-adds Upgrade (with Connection: Upgrade) to the outgoing request only for
+// an upgrade, after removing every client-sent hop-by-hop header.
+type splitTransport struct {
+	std, upgrade http.RoundTripper
+}
+
+func (t splitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(r.Header["Upgrade"]) > 0 {
+		return t.upgrade.RoundTrip(r)
+	}
+	return t.std.RoundTrip(r)
+}
+
+// http1Only returns a copy of tr that speaks only HTTP/1.1, the one version
+// with protocol upgrades. net/http's Transport keeps to HTTP/1.1 by itself
+// only for "Upgrade: websocket" (Request.requiresHTTP1); any other upgrade
+// to an https upstream that offers h2 would go out as HTTP/2 and be refused
+// ("invalid Upgrade request header"). Its connections are not kept alive:
+// an upgrade takes its connection over, and upgrades are rare enough that
+// the pool a refused one would leave is not worth keeping (and each reload
+// builds a new copy). Another RoundTripper is used as it is.
+func http1Only(tr http.RoundTripper) http.RoundTripper {
+	t, ok := tr.(*http.Transport)
+	if !ok {
+		return tr
+	}
+	h1 := t.Clone()
+	h1.Protocols = new(http.Protocols)
+	h1.Protocols.SetHTTP1(true)
+	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if h1.TLSClientConfig != nil {
+		h1.TLSClientConfig.NextProtos = nil // no ALPN: the server speaks HTTP/1.1
+	}
+	h1.DisableKeepAlives = true
+	return h1
+}
+
+// upgradesToHTTP reports whether an Upgrade header offers a protocol that
+// carries HTTP requests: h2c (RFC 7540 §3.2), h2, HTTP/x or TLS/x (RFC 2817).
+// An upstream's server takes those up by itself, whatever the path.
+func upgradesToHTTP(h http.Header) bool {
+	for _, v := range h["Upgrade"] {
+		for _, p := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(strings.Trim(p, " \t"), "/")
+			for _, bad := range []string{"h2c", "h2", "http", "tls"} {
+				if strings.EqualFold(name, bad) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // ServeHTTP routes, decides and forwards.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := p.auth
 	if a.metrics != nil {
 		defer a.metrics.Begin()()
 	}
-	route, ok := p.routes.Match(r.Host, r.Method, r.URL.EscapedPath())
-	if !ok {
+	route, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		a.deny(w, http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path")
+		return
+	case err != nil:
 		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
 		return
 	}
-	// Client-sent claim headers never reach an upstream, whatever the route:
-	// each is replaced (empty on an anonymous route) in the request the
-	// backend copies its outgoing headers from.
-	var res *verify.Result
+	d := &decision{path: path.canonical(route.AllowPathParams)}
 	if !route.Anonymous {
 		var ok bool
-		if res, ok = a.authorize(w, r, route); !ok {
+		if d.res, ok = a.authorize(w, r, route); !ok {
 			return
 		}
-	}
-	for _, name := range a.headers {
-		v := ""
-		if res != nil {
-			v = headerValue(res, name)
-		}
-		r.Header[name] = []string{v}
 	}
 	if a.metrics != nil {
 		a.metrics.Allow()
 	}
-	p.backends[p.routes.index(route)].ServeHTTP(w, r)
+	p.backends[p.routes.index(route)].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+}
+
+// decision is what ServeHTTP decided about a request, for the backend's
+// Rewrite to apply to the outgoing request.
+type decision struct {
+	res  *verify.Result // nil on an anonymous route
+	path string         // canonical, percent-encoded: what the route was chosen by
+}
+
+// requestPath is the path of the request target as the client sent it
+// (r.URL.EscapedPath re-encodes a raw backslash, for one, as %5C).
+func requestPath(r *http.Request) string {
+	if u := r.RequestURI; strings.HasPrefix(u, "/") {
+		if i := strings.IndexByte(u, '?'); i >= 0 {
+			u = u[:i]
+		}
+		return u
+	}
+	return r.URL.EscapedPath()
+}
+
+type decisionKey struct{}
+
+// setClaims makes the claim headers of h those of the decision: every
+// client-sent copy is removed, in any case and with underscores for dashes
+// (CGI-style upstreams, PHP among them, read X_Auth_Subject as
+// X-Auth-Subject), and each is then set, empty on an anonymous route or
+// when the token lacks the claim. Without a decision (which ServeHTTP
+// always attaches) each is set empty.
+func (p *Proxy) setClaims(h http.Header, d *decision) {
+	names := p.auth.headers
+	if len(names) == 0 {
+		return
+	}
+	for k := range h {
+		for _, name := range names {
+			if sameHeader(k, name) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+	for _, name := range names {
+		v := ""
+		if d != nil && d.res != nil {
+			v = headerValue(d.res, name)
+		}
+		h[name] = []string{v}
+	}
+}
+
+// sameHeader reports whether two header names are the same ignoring ASCII
+// case and treating '_' as '-'.
+func sameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // canonical returns header names in canonical form, without duplicates.

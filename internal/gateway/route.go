@@ -1,11 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
-	"path"
 	"slices"
 	"strings"
 
@@ -16,13 +14,21 @@ import (
 // they need: nothing (anonymous), or a token from one of Issuers (any
 // configured issuer when empty) carrying every scope in Scopes.
 type Route struct {
-	Host       string // exact host, case-insensitive; empty matches any
-	PathPrefix string // whole path segments: "/v1" covers "/v1" and "/v1/x", not "/v1x"
+	Host       string // exact host, case-insensitive, port and a trailing dot ignored; empty matches any
+	PathPrefix string // decoded whole path segments: "/v1" covers "/v1" and "/v1/x", not "/v1x"
 	Methods    []string
 	Anonymous  bool
 	Issuers    []string
 	Scopes     []string
 	Upstream   string // for the reverse proxy
+	// CaseInsensitive matches PathPrefix ignoring case (Unicode simple
+	// folding, as strings.EqualFold), for an upstream that does.
+	CaseInsensitive bool
+	// AllowPathParams and AllowEncodedSlashes let through paths with ";"
+	// parameters or %2F and %5C, which are otherwise refused (see
+	// PathOptions and Router.Match).
+	AllowPathParams     bool
+	AllowEncodedSlashes bool
 }
 
 // Router finds the first route, in configuration order, that covers a
@@ -32,11 +38,14 @@ type Router struct {
 	routes []Route
 }
 
+// ErrNoRoute is the error for a request that no route covers.
+var ErrNoRoute = errors.New("gateway: no route covers the request")
+
 // NewRouter checks and stores routes.
 func NewRouter(routes []Route) (*Router, error) {
 	for i, r := range routes {
-		if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
-			return nil, fmt.Errorf("gateway: route %d: path prefix %q must start with /", i, r.PathPrefix)
+		if err := CheckPathPrefix(r.PathPrefix); err != nil {
+			return nil, fmt.Errorf("gateway: route %d: %w", i, err)
 		}
 		if r.Anonymous && (len(r.Issuers) > 0 || len(r.Scopes) > 0) {
 			return nil, fmt.Errorf("gateway: route %d: an anonymous route cannot require issuers or scopes", i)
@@ -45,20 +54,63 @@ func NewRouter(routes []Route) (*Router, error) {
 	return &Router{routes: slices.Clone(routes)}, nil
 }
 
-var implicitRoute = &Route{}
+// implicitRoute covers every request when no routes are configured. Every
+// path then gets the same decision, so nothing is gained by refusing path
+// parameters or encoded slashes; the rest of what parsePath refuses still
+// is.
+var implicitRoute = &Route{AllowPathParams: true, AllowEncodedSlashes: true}
 
-// Match returns the route covering the request. The path is
-// percent-decoded and cleaned first, so "/public/../admin" and
-// "/public/%2e%2e/admin" are matched as "/admin".
-func (rt *Router) Match(host, method, rawPath string) (*Route, bool) {
-	p, ok := cleanPath(rawPath)
-	if !ok {
-		return nil, false
+// Match returns the route covering a request to host with method and
+// rawPath (as sent: percent-encoded, no query), or ErrNoRoute, or
+// ErrAmbiguousPath for a path that upstreams read in different ways.
+//
+// The path is matched as Tomcat reads it: ";" parameters stripped from
+// each segment, percent-decoded, dot segments resolved, empty segments
+// dropped. That reading decides which route covers the request, and the
+// route must allow what the path holds (PathOptions). A path with ";"
+// parameters or encoded slashes must also be covered by that same route
+// under every other reading (parameters kept in the segment, encoded
+// slashes as separators, and both), so that a route that opts in is never
+// reached by a path that some upstream resolves elsewhere, and no other
+// route is reached by a path that Tomcat resolves to it.
+func (rt *Router) Match(host, method, rawPath string) (*Route, error) {
+	r, _, err := rt.match(host, method, rawPath)
+	return r, err
+}
+
+func (rt *Router) match(host, method, rawPath string) (*Route, parsedPath, error) {
+	p, err := parsePath(rawPath)
+	if err != nil {
+		return nil, p, err
 	}
 	if len(rt.routes) == 0 {
-		return implicitRoute, true
+		return implicitRoute, p, nil
 	}
 	host = hostOnly(host)
+	i := rt.find(host, method, p.reading(false, false))
+	for _, keep := range [2]bool{false, true} {
+		for _, split := range [2]bool{false, true} {
+			if !keep && !split || keep && !p.params || split && !p.encSlash {
+				continue
+			}
+			if rt.find(host, method, p.reading(keep, split)) != i {
+				return nil, p, ErrAmbiguousPath
+			}
+		}
+	}
+	if i < 0 {
+		return nil, p, ErrNoRoute
+	}
+	r := &rt.routes[i]
+	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes}) {
+		return nil, p, ErrAmbiguousPath
+	}
+	return r, p, nil
+}
+
+// find returns the index of the first route covering host, method and the
+// decoded path p, or -1.
+func (rt *Router) find(host, method, p string) int {
 	for i := range rt.routes {
 		r := &rt.routes[i]
 		if r.Host != "" && !strings.EqualFold(hostOnly(r.Host), host) {
@@ -67,12 +119,11 @@ func (rt *Router) Match(host, method, rawPath string) (*Route, bool) {
 		if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
 			continue
 		}
-		if !underPrefix(p, r.PathPrefix) {
-			continue
+		if r.covers(p) {
+			return i
 		}
-		return r, true
 	}
-	return nil, false
+	return -1
 }
 
 // index returns the position of r, which Match returned, in the routes.
@@ -85,33 +136,53 @@ func (rt *Router) index(r *Route) int {
 	return -1
 }
 
-func cleanPath(raw string) (string, bool) {
-	if raw == "" {
-		return "/", true
-	}
-	p, err := url.PathUnescape(raw)
-	if err != nil || strings.IndexByte(p, 0) >= 0 {
-		return "", false
-	}
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p
-	}
-	return path.Clean(p), true
-}
-
-func underPrefix(p, prefix string) bool {
-	if prefix == "" || prefix == "/" {
+// covers reports whether the decoded path p is under the route's prefix,
+// in whole segments.
+func (r *Route) covers(p string) bool {
+	prefix := strings.TrimSuffix(r.PathPrefix, "/")
+	if prefix == "" {
 		return true
 	}
-	prefix = strings.TrimSuffix(prefix, "/")
-	return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
+	if !r.CaseInsensitive {
+		return p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
+	}
+	// Segment by segment: folded, a segment may change its length in bytes.
+	for prefix != "" {
+		if p == "" {
+			return false
+		}
+		var want, got string
+		want, prefix = nextSegment(prefix)
+		got, p = nextSegment(p)
+		if !strings.EqualFold(want, got) {
+			return false
+		}
+	}
+	return true
 }
 
-func hostOnly(h string) string {
-	if host, _, err := net.SplitHostPort(h); err == nil {
-		return host
+// nextSegment splits s ("/a/b") into its first segment ("a") and the rest
+// ("/b").
+func nextSegment(s string) (seg, rest string) {
+	s = s[1:]
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i:]
 	}
-	return h
+	return s, ""
+}
+
+// hostOnly returns a Host header's or a route's host name without port,
+// IPv6 brackets, or the trailing dot of a fully qualified name.
+// (net.SplitHostPort would allocate an error for every host without a port.)
+func hostOnly(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			h = h[1:i]
+		}
+	} else if i := strings.IndexByte(h, ':'); i >= 0 && strings.LastIndexByte(h, ':') == i {
+		h = h[:i]
+	}
+	return strings.TrimSuffix(h, ".")
 }
 
 // Admits checks a verified token against the route's issuers and scopes. It

@@ -50,8 +50,8 @@ func TestForwardingPresets(t *testing.T) {
 	if got := authStatus(t, c.url+"/auth", both); got != 200 {
 		t.Fatalf("nginx preset: status %d, want 200 (X-Original-Uri names the anonymous path; X-Forwarded-* is ignored)", got)
 	}
-	if got := authStatus(t, c.url+"/auth", traefikSays); got != 400 {
-		t.Fatalf("nginx preset without X-Original-*: status %d, want 400", got)
+	if got := authStatus(t, c.url+"/auth", traefikSays); got != 401 {
+		t.Fatalf("nginx preset without X-Original-*: status %d, want 401", got)
 	}
 	if got := authStatus(t, c.url+"/auth/public/x", nil); got != 404 {
 		t.Fatalf("nginx preset: /auth/public/x answered %d, want 404 (only envoy serves below /auth/)", got)
@@ -71,8 +71,8 @@ func TestForwardingPresets(t *testing.T) {
 		t.Fatalf("traefik preset: status %d, want 401 (X-Forwarded-Uri names /admin; X-Original-* is ignored)", got)
 	}
 	reload("auto")
-	if got := authStatus(t, c.url+"/auth", both); got != 400 {
-		t.Fatalf("auto: status %d, want 400 for disagreeing forwarding headers", got)
+	if got := authStatus(t, c.url+"/auth", both); got != 401 {
+		t.Fatalf("auto: status %d, want 401 for disagreeing forwarding headers", got)
 	}
 	if got := authStatus(t, c.url+"/auth", nginxSays); got != 200 {
 		t.Fatalf("auto with nginx's headers only: status %d, want 200", got)

@@ -206,7 +206,8 @@ func gatewayRoutes(rs []config.Route) []gateway.Route {
 	out := make([]gateway.Route, len(rs))
 	for i, r := range rs {
 		out[i] = gateway.Route{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Anonymous: r.Anonymous,
-			Issuers: r.Issuers, Scopes: r.Scopes, Upstream: r.Upstream}
+			Issuers: r.Issuers, Scopes: r.Scopes, Upstream: r.Upstream, CaseInsensitive: r.CaseInsensitive,
+			AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes}
 	}
 	return out
 }
@@ -373,7 +374,7 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 // that every series exists at zero before the first refusal.
 var decisionReasons = []string{"missing_token", "no_route", "malformed", "too_large", "unsupported_alg",
 	"unknown_kid", "bad_signature", "expired", "not_yet_valid", "wrong_issuer", "wrong_audience", "revoked",
-	"missing_claim", "insufficient_scope", "invalid_request", "internal",
+	"missing_claim", "insufficient_scope", "invalid_request", "ambiguous_path", "internal",
 	gateway.ReasonForwardedRepeated, gateway.ReasonForwardedConflict, gateway.ReasonForwardedMissing}
 
 func newDecisions(m *telemetry.Metrics, front string) *telemetry.Decisions {

@@ -511,3 +511,72 @@ func TestOwnPathsOtherMethods(t *testing.T) {
 		t.Errorf("GET /elsewhere: %d %q, want the upstream", code, body)
 	}
 }
+
+// TestAmbiguousPaths: from a configuration file, both front ends refuse a
+// path that upstreams read in different ways, count it under
+// reason="ambiguous_path" (a series that exists from the start), and honour
+// the rules' path options.
+func TestAmbiguousPaths(t *testing.T) {
+	p := newIDP(t)
+	k1 := ecSigner(t, "k1")
+	p.publish(t, k1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream "+r.RequestURI)
+	}))
+	defer up.Close()
+	c := startConfigured(t, configYAML(p.srv.URL, `
+forward_auth:
+  rules:
+    - {path_prefix: /public, anonymous: true, allow_path_params: true}
+    - {path_prefix: /admin, scopes: [admin], case_insensitive: true}
+    - {path_prefix: /}
+routes:
+  - {path_prefix: /public, anonymous: true, allow_path_params: true, upstream: `+up.URL+`}
+  - {path_prefix: /files, allow_encoded_slashes: true, upstream: `+up.URL+`}
+  - {path_prefix: /, upstream: `+up.URL+`}
+`))
+	for _, front := range []string{"forward_auth", "proxy"} {
+		if want := `keygate_decisions_total{frontend="` + front + `",reason="ambiguous_path",result="deny"} 0`; !strings.Contains(scrape(t, c), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	tok := idpToken(t, k1, nil)
+	auth := func(uri, token string) (int, string) {
+		req, _ := http.NewRequest("GET", c.url+"/auth", nil)
+		req.Header.Set("X-Forwarded-Uri", uri)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := auth("/public/..;/admin/x", ""); code != 403 || !strings.Contains(body, "ambiguous_path") {
+		t.Errorf("forward-auth, /public/..;/admin/x: %d %s", code, body)
+	}
+	if code, _ := auth("/public/x;jsessionid=1", ""); code != 200 {
+		t.Errorf("forward-auth, /public/x;jsessionid=1: %d", code)
+	}
+	if code, body := auth("/ADMIN/x", tok); code != 403 || !strings.Contains(body, "insufficient_scope") {
+		t.Errorf("forward-auth, /ADMIN/x: %d %s", code, body)
+	}
+	if code, _, body := get(t, c.url+"/public/..;/admin/x", ""); code != 400 || !strings.Contains(body, "ambiguous_path") {
+		t.Errorf("proxy, /public/..;/admin/x: %d %s", code, body)
+	}
+	if code, _, body := get(t, c.url+"/public/a/..;/x;jsessionid=1", ""); code != 200 || body != "upstream /public/x;jsessionid=1" {
+		t.Errorf("proxy, /public/a/..;/x;jsessionid=1: %d %q", code, body)
+	}
+	if code, _, body := get(t, c.url+"/files/a%2fb", tok); code != 200 || body != "upstream /files/a%2Fb" {
+		t.Errorf("proxy, /files/a%%2fb: %d %q", code, body)
+	}
+	m := scrape(t, c)
+	for _, front := range []string{"forward_auth", "proxy"} {
+		if want := `keygate_decisions_total{frontend="` + front + `",reason="ambiguous_path",result="deny"} 1`; !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}

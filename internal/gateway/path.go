@@ -1,0 +1,404 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Request paths
+//
+// A rule is only as good as the agreement between keygate and the upstream
+// on which path a request names. keygate reads a path the way Tomcat does
+// (";" parameters stripped from each segment, then percent-decoded, then
+// dot segments resolved) and refuses, with ErrAmbiguousPath, every path
+// that common upstreams read in different ways:
+//
+//   - control characters and NUL, raw or percent-encoded, and raw backslashes;
+//   - percent-encoded ".", ";" (any case), and any escape that does not
+//     decode, or decodes to invalid UTF-8 (overlong forms of "." among them);
+//   - an escape that decodes to the escape of one of these or of "/", "\" or
+//     "%" (double encoding such as %252e);
+//   - ";" parameters, unless the rule opts in (PathOptions.AllowPathParams);
+//   - percent-encoded "/" and "\" (%2F, %5C), unless the rule opts in
+//     (PathOptions.AllowEncodedSlashes), and always when one hides a dot
+//     segment ("..%2F").
+//
+// With an opt-in, the path must also mean the same rule under every other
+// reading an upstream may apply (parameters kept as part of the segment,
+// as nginx and Go do; encoded slashes decoded into separators, as nginx
+// and Apache may): see Router.Match.
+
+// ErrAmbiguousPath is the error for a request path that common upstream
+// servers read in different ways (see "Request paths" above).
+var ErrAmbiguousPath = errors.New("gateway: ambiguous request path")
+
+// PathOptions are what a rule lets through that a path is otherwise
+// refused for.
+type PathOptions struct {
+	// AllowPathParams accepts ";" parameters in segments, as in
+	// "/app/login;jsessionid=1", and keeps them in the forwarded path.
+	AllowPathParams bool
+	// AllowEncodedSlashes accepts %2F and %5C, and keeps them encoded in
+	// the forwarded path.
+	AllowEncodedSlashes bool
+}
+
+// CanonicalPath checks raw, a request path as sent (percent-encoded, no
+// query), and returns the path keygate decides on and forwards: dot
+// segments resolved, empty segments dropped, a trailing slash kept, escapes
+// of unreserved characters decoded and other escapes in upper case,
+// characters that may not appear raw in a path encoded, and ";" parameters
+// and encoded slashes kept where opts allow them. A path it returns is its
+// own canonical form.
+func CanonicalPath(raw string, opts PathOptions) (string, error) {
+	p, err := parsePath(raw)
+	if err != nil {
+		return "", err
+	}
+	if !p.allowedBy(opts) {
+		return "", ErrAmbiguousPath
+	}
+	return p.canonical(opts.AllowPathParams), nil
+}
+
+// parsedPath is a checked request path.
+type parsedPath struct {
+	raw      string // set when the path is plain: already canonical
+	segs     []segment
+	params   bool // some segment has ";" parameters
+	encSlash bool // some segment has %2F or %5C
+}
+
+// segment is one segment of a path that is not plain.
+type segment struct {
+	name      string // before the first ';', escapes normalised
+	params    string // after it, escapes normalised
+	hasParams bool
+	decoded   string // name, decoded
+}
+
+func (p *parsedPath) allowedBy(o PathOptions) bool {
+	return (!p.params || o.AllowPathParams) && (!p.encSlash || o.AllowEncodedSlashes)
+}
+
+func parsePath(raw string) (parsedPath, error) {
+	if raw == "" || raw[0] != '/' {
+		raw = "/" + raw
+	}
+	if plainPath(raw) {
+		return parsedPath{raw: raw}, nil
+	}
+	var p parsedPath
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '%':
+			if i+2 >= len(raw) || !ishex(raw[i+1]) || !ishex(raw[i+2]) {
+				return p, ErrAmbiguousPath
+			}
+			switch b := unhex(raw[i+1])<<4 | unhex(raw[i+2]); {
+			case b == '/' || b == '\\':
+				p.encSlash = true
+			case b < 0x20 || b == 0x7f || b == '.' || b == ';':
+				return p, ErrAmbiguousPath
+			}
+			i += 2
+		case c == ';':
+			p.params = true
+		case c < 0x20 || c == 0x7f || c == '\\':
+			return p, ErrAmbiguousPath
+		}
+	}
+	// Every escape is valid now; what they decode to must be UTF-8 and no
+	// escape of a refused character.
+	if d := unescape(raw); !utf8.ValidString(d) || doubleEncoded(d) {
+		return p, ErrAmbiguousPath
+	}
+	p.segs = make([]segment, 0, strings.Count(raw, "/"))
+	for rest := raw[1:]; ; {
+		seg, after, more := strings.Cut(rest, "/")
+		if p.encSlash && hidesDotSegment(seg) {
+			return p, ErrAmbiguousPath
+		}
+		name, params, has := strings.Cut(seg, ";")
+		s := segment{name: normEscapes(name), hasParams: has}
+		s.decoded = unescape(s.name)
+		if has {
+			s.params = normEscapes(params)
+		}
+		p.segs = append(p.segs, s)
+		if !more {
+			break
+		}
+		rest = after
+	}
+	return p, nil
+}
+
+// plainPath reports whether raw (starting with '/') is already canonical
+// and means the same to every upstream: only characters that stand for
+// themselves, no escapes or parameters, no empty or dot segments but a
+// trailing slash.
+func plainPath(raw string) bool {
+	start := 1
+	for i := 1; i <= len(raw); i++ {
+		if i < len(raw) && raw[i] != '/' {
+			if !plainByte(raw[i]) {
+				return false
+			}
+			continue
+		}
+		switch raw[start:i] {
+		case "":
+			if i < len(raw) {
+				return false
+			}
+		case ".", "..":
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
+
+// reading returns the path one way of reading p gives, decoded and with
+// dot segments resolved, for matching: "/" and segments joined by "/". A
+// slash decoded inside a segment is NUL there, which no path prefix holds.
+// keepParams keeps ";" parameters as part of their segment (nginx, Go);
+// splitSlashes makes %2F and %5C separators (nginx, Apache with
+// AllowEncodedSlashes On). Neither is Tomcat's reading, which decides.
+func (p *parsedPath) reading(keepParams, splitSlashes bool) string {
+	if p.segs == nil {
+		if len(p.raw) > 1 {
+			return strings.TrimSuffix(p.raw, "/")
+		}
+		return p.raw
+	}
+	stack := make([]string, 0, len(p.segs))
+	for _, s := range p.segs {
+		d := s.decoded
+		if keepParams && s.hasParams {
+			d = unescape(s.name + ";" + s.params)
+		}
+		if !splitSlashes {
+			stack = pushSegment(stack, strings.ReplaceAll(d, "/", "\x00"))
+			continue
+		}
+		for _, piece := range strings.FieldsFunc(d, isSlash) {
+			stack = pushSegment(stack, piece)
+		}
+	}
+	return "/" + strings.Join(stack, "/")
+}
+
+func pushSegment(stack []string, s string) []string {
+	switch s {
+	case "", ".":
+	case "..":
+		if len(stack) > 0 {
+			stack = stack[:len(stack)-1]
+		}
+	default:
+		stack = append(stack, s)
+	}
+	return stack
+}
+
+// canonical returns the path to forward: Tomcat's reading (the one that
+// decides), from the normalised segments, with their parameters when
+// keepParams. A last segment that is empty or a dot segment leaves a
+// trailing slash, as RFC 3986's remove_dot_segments does.
+func (p *parsedPath) canonical(keepParams bool) string {
+	if p.segs == nil {
+		return p.raw
+	}
+	kept := make([]int, 0, len(p.segs))
+	trailing := false
+	for i, s := range p.segs {
+		switch s.decoded {
+		case "", ".":
+			trailing = true
+		case "..":
+			if len(kept) > 0 {
+				kept = kept[:len(kept)-1]
+			}
+			trailing = true
+		default:
+			kept = append(kept, i)
+			trailing = false
+		}
+	}
+	var b strings.Builder
+	for _, i := range kept {
+		s := &p.segs[i]
+		b.WriteByte('/')
+		b.WriteString(s.name)
+		if keepParams && s.hasParams {
+			b.WriteByte(';')
+			b.WriteString(s.params)
+		}
+	}
+	if trailing || b.Len() == 0 {
+		b.WriteByte('/')
+	}
+	return b.String()
+}
+
+// hidesDotSegment reports whether a raw segment holding an encoded slash
+// has a dot segment (parameters stripped) between its decoded slashes.
+func hidesDotSegment(seg string) bool {
+	d := unescape(seg)
+	if strings.IndexFunc(d, isSlash) < 0 {
+		return false
+	}
+	for _, piece := range strings.FieldsFunc(d, isSlash) {
+		if name, _, _ := strings.Cut(piece, ";"); name == "." || name == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// doubleEncoded reports whether a decoded path still holds the escape of a
+// character refused or given a meaning above: decoded once more, as some
+// applications do, it would change the path's meaning.
+func doubleEncoded(d string) bool {
+	for i := 0; i+2 < len(d); i++ {
+		if d[i] != '%' || !ishex(d[i+1]) || !ishex(d[i+2]) {
+			continue
+		}
+		switch b := unhex(d[i+1])<<4 | unhex(d[i+2]); {
+		case b < 0x20 || b == 0x7f || b == '.' || b == '/' || b == '\\' || b == ';' || b == '%':
+			return true
+		}
+	}
+	return false
+}
+
+// normEscapes decodes the escapes of unreserved characters, writes the
+// other escapes in upper case and encodes the characters that may not
+// appear raw, leaving reserved characters as they were: raw or encoded,
+// they mean different things (RFC 3986 §2.2).
+func normEscapes(s string) string {
+	i := 0
+	for i < len(s) && s[i] != '%' && rawByte(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]):
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+			if unreserved(c) {
+				b.WriteByte(c)
+				continue
+			}
+		case rawByte(c):
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+	return b.String()
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// unescape decodes the escapes in s (parsePath has checked them all; one
+// that is not valid would be left as it is).
+func unescape(s string) string {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func isSlash(r rune) bool { return r == '/' || r == '\\' }
+
+// unreserved reports whether c is an RFC 3986 unreserved character, which
+// means the same encoded or not.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// plainByte reports whether c stands for itself in a path segment
+// everywhere: unreserved, or a sub-delimiter but ';', or ':' or '@'.
+func plainByte(c byte) bool {
+	if unreserved(c) {
+		return true
+	}
+	switch c {
+	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', '=', ':', '@':
+		return true
+	}
+	return false
+}
+
+// rawByte reports whether c stays raw in a canonical segment or its
+// parameters.
+func rawByte(c byte) bool { return plainByte(c) || c == ';' }
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// CheckPathPrefix reports why prefix cannot be a rule's path prefix: it
+// must start with "/" and name whole decoded segments that a request path
+// can match, so no empty or dot segments, and no ';', '\', '%' or control
+// characters.
+func CheckPathPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if prefix[0] != '/' {
+		return fmt.Errorf("path prefix %q must start with /", prefix)
+	}
+	if !utf8.ValidString(prefix) {
+		return fmt.Errorf("path prefix %q is not UTF-8", prefix)
+	}
+	for _, c := range []byte(prefix) {
+		if c < 0x20 || c == 0x7f || c == ';' || c == '\\' || c == '%' {
+			return fmt.Errorf("path prefix %q holds %q: write the decoded path, without ; parameters or backslashes", prefix, c)
+		}
+	}
+	if trimmed := strings.TrimSuffix(prefix, "/"); trimmed != "" {
+		for _, seg := range strings.Split(trimmed[1:], "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				return fmt.Errorf("path prefix %q has an empty or dot segment", prefix)
+			}
+		}
+	}
+	return nil
+}
