@@ -30,7 +30,7 @@ type fixture struct {
 	metrics          *telemetry.Metrics
 }
 
-func newSigner(t *testing.T, kid string) *jose.Signer {
+func newSigner(t testing.TB, kid string) *jose.Signer {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -43,13 +43,13 @@ func newSigner(t *testing.T, kid string) *jose.Signer {
 	return s
 }
 
-func newFixture(t *testing.T, routes []Route, cookie string) *fixture {
+func newFixture(t testing.TB, routes []Route, cookie string) *fixture {
 	t.Helper()
 	return newFixtureWith(t, routes, cookie, Forwarding{})
 }
 
 // newFixtureWith is newFixture behind a given forwarding preset.
-func newFixtureWith(t *testing.T, routes []Route, cookie string, fwd Forwarding) *fixture {
+func newFixtureWith(t testing.TB, routes []Route, cookie string, fwd Forwarding) *fixture {
 	t.Helper()
 	f := &fixture{signerA: newSigner(t, "a1"), signerB: newSigner(t, "b1"), metrics: telemetry.New()}
 	headers := []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}, {Header: "X-Auth-Scopes", Claim: "scope"},
@@ -75,7 +75,7 @@ func newFixtureWith(t *testing.T, routes []Route, cookie string, fwd Forwarding)
 	return f
 }
 
-func sign(t *testing.T, s *jose.Signer, claims map[string]any) string {
+func sign(t testing.TB, s *jose.Signer, claims map[string]any) string {
 	t.Helper()
 	base := map[string]any{"iss": issA, "sub": "alice", "aud": "api", "exp": testNow.Add(time.Hour).Unix(),
 		"scope": "read write", "tenant": "acme", "realm_access": map[string]any{"roles": []string{"admin", "ops"}}}
