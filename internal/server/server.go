@@ -45,6 +45,7 @@ const (
 	WriteTimeout      = 10 * time.Second
 	IdleTimeout       = 120 * time.Second
 	ShutdownTimeout   = 10 * time.Second     // how long Serve drains on shutdown
+	WatchInterval     = 2 * time.Second      // how often the configuration and key files are checked for changes
 	Leeway            = verify.DefaultLeeway // clock skew /auth tolerates
 )
 
@@ -294,7 +295,8 @@ func (s *Server) Mint(c mint.Claims) (string, error) {
 // not nil, until ctx is done; then it stops accepting, waits up to
 // ShutdownTimeout for requests in flight, and returns. It closes both
 // listeners. With a configuration file it also reloads when the file
-// changes.
+// changes, and it reads key files again when they change; both watchers end
+// before Serve returns.
 func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 	srv := s.httpServer(s.handler)
 	servers := []*http.Server{srv}
@@ -310,12 +312,10 @@ func (s *Server) Serve(ctx context.Context, ln, admin net.Listener) error {
 	s.log.Info("listening", attrs...)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	if s.cfg.ConfigPath != "" {
-		go s.watch(wctx, 2*time.Second)
-	}
-	tickDone := make(chan struct{})
+	watchDone, tickDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watchDone); s.watch(wctx, WatchInterval) }()
 	go func() { defer close(tickDone); s.tick(wctx, TickInterval) }()
-	defer func() { stopWatch(); <-tickDone }()
+	defer func() { stopWatch(); <-watchDone; <-tickDone }()
 	select {
 	case err := <-errc:
 		for _, hs := range servers {
