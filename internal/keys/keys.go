@@ -37,7 +37,14 @@
 //   - Keys are fetched only over https, or plain http to a loopback host.
 //     Discovery insists that the document names the configured issuer
 //     exactly (OpenID Connect Discovery 1.0 §4.3). A remote JWKS may hold
-//     only public keys: secret (oct) keys in it are skipped.
+//     only public keys: secret (oct) keys in it are skipped. Each key is
+//     bound to one algorithm, its "alg" or the one its type and curve imply
+//     (jose.ParsePublicKeySet), never to every algorithm it could serve.
+//   - Every key a fetch leaves out is logged, with its kid, thumbprint and
+//     reason, and reported in FetchEvent.Skipped once: not again while
+//     later fetches keep leaving it out for the same reason.
+//   - Where keys come from is configuration only: nothing in a token (jku,
+//     x5u, jwk, x5c, or an issuer it names) makes a source fetch a URL.
 //   - Logs name URLs, kids and RFC 7638 thumbprints, never key material.
 //
 // # Errors
