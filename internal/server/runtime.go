@@ -167,8 +167,12 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 
 func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 	return func(ev keys.FetchEvent) {
-		if s.metrics != nil {
-			s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+		if s.metrics == nil {
+			return
+		}
+		s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+		for _, sk := range ev.Skipped {
+			s.metrics.JWKSKeySkipped(issuer, string(sk.Reason))
 		}
 	}
 }
