@@ -7,6 +7,9 @@
 // A [Key] is parsed once and bound to exactly one algorithm; a token whose
 // header names another algorithm is refused before any cryptography runs, so
 // "alg":"none" and RSA-public-key-as-HMAC-secret confusion cannot happen.
+// [ParsePublicKeySet] binds each JWK of a published JWKS to one algorithm
+// (its "alg", or the one its type and curve imply) and reports every JWK it
+// leaves out, with a [SkipReason].
 // Header members that point at keys (jku, x5u, jwk, x5c) are never used to find
 // one. Input is checked strictly: a size limit before any decoding, strict
 // base64url, strict JSON with duplicate member names refused. HMAC tags are

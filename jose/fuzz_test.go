@@ -838,6 +838,51 @@ func fzCheckJWK(t *testing.T, j *JWK) {
 	}
 }
 
+// fzPublicKeySet checks ParsePublicKeySet on data: it refuses exactly the
+// documents ParseKeySet refuses; it keeps no secret key, only keys that
+// ParseKeySet binds too, and never two under one kid and algorithm, each
+// resolving by its kid; and every key it leaves out has a reason.
+func fzPublicKeySet(t *testing.T, data []byte) {
+	t.Helper()
+	pub, err := ParsePublicKeySet(data, Algorithms()...)
+	wide, werr := ParseKeySet(data, Algorithms()...)
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("ParsePublicKeySet error %v, ParseKeySet error %v", err, werr)
+	}
+	if err != nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, k := range wide.Keys() {
+		have[k.KeyID()+"\x00"+k.Alg().String()+"\x00"+k.Thumbprint()] = true
+	}
+	seen := map[string]bool{}
+	for _, k := range pub.Keys() {
+		if k.Public() == nil {
+			t.Fatalf("secret key %q kept", k.KeyID())
+		}
+		if !have[k.KeyID()+"\x00"+k.Alg().String()+"\x00"+k.Thumbprint()] {
+			t.Fatalf("key %q/%v is not one ParseKeySet binds", k.KeyID(), k.Alg())
+		}
+		if k.KeyID() == "" {
+			continue
+		}
+		id := k.KeyID() + "\x00" + k.Alg().String()
+		if seen[id] {
+			t.Fatalf("two keys kept under %q/%v", k.KeyID(), k.Alg())
+		}
+		seen[id] = true
+		if r, err := pub.ResolveKey(k.KeyID(), k.Alg()); err != nil || r != k {
+			t.Fatalf("key %q/%v does not resolve: %v", k.KeyID(), k.Alg(), err)
+		}
+	}
+	for _, sk := range pub.SkippedKeys() {
+		if sk.Reason == "" || ReasonOf(sk.Err) == 0 {
+			t.Fatalf("skipped without a reason: %v", sk)
+		}
+	}
+}
+
 // FuzzParseKeySet: ParseKeySet never panics and refuses only with a Reason.
 // Every key resolves by its kid and alg unless that pair is ambiguous. A set
 // without HMAC keys survives MarshalJSON: it re-parses to one key per
@@ -876,6 +921,7 @@ func FuzzParseKeySet(f *testing.F) {
 		f.Add([]byte(`{"keys":[` + string(b) + `]}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		fzPublicKeySet(t, data)
 		s, err := ParseKeySet(data)
 		if err != nil {
 			if s != nil || ReasonOf(err) == 0 {

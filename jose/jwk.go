@@ -289,44 +289,122 @@ func (j *JWK) usableFor(op string) error {
 // follow from their curve, and RSA and oct keys take every algorithm of
 // their family in allowed, or RS256 and HS256 when allowed is empty.
 func (j *JWK) Algs(allowed []Alg) ([]Alg, error) {
-	if j.Algorithm != "" {
-		a := lookupAlg(j.Algorithm)
-		if a == 0 {
-			return nil, keyError("key alg " + quote(j.Algorithm) + " is not a supported JWS algorithm")
-		}
-		if err := checkFits(j, a); err != nil {
-			return nil, err
-		}
-		return []Alg{a}, nil
-	}
-	var cands []Alg
+	algs, _, err := j.algsFor(allowed, false)
+	return algs, err
+}
+
+// impliedAlg is the one algorithm the key's type and curve imply: RS256
+// for RSA, ES256/384/512 for P-256/384/521, EdDSA for Ed25519, HS256 for
+// oct.
+func (j *JWK) impliedAlg() Alg {
 	switch j.kty {
 	case "EC":
 		_, a := curveByName(j.public.(*ecdsa.PublicKey).Curve.Params().Name)
-		cands = []Alg{a}
+		return a
 	case "OKP":
-		cands = []Alg{EdDSA}
+		return EdDSA
+	case "RSA":
+		return RS256
+	case "oct":
+		return HS256
+	}
+	return 0
+}
+
+// algsFor is Algs, and with one the binding ParsePublicKeySet makes:
+// exactly one algorithm, which must be in allowed (when allowed is not
+// empty). On failure it also says why, as a SkipReason.
+func (j *JWK) algsFor(allowed []Alg, one bool) ([]Alg, SkipReason, error) {
+	isAllowed := func(a Alg) bool { return len(allowed) == 0 || slices.Contains(allowed, a) }
+	if j.Algorithm != "" {
+		a := lookupAlg(j.Algorithm)
+		if a == 0 {
+			return nil, SkipUnsupportedAlg, keyError("key alg " + quote(j.Algorithm) + " is not a supported JWS algorithm")
+		}
+		if err := checkFits(j, a); err != nil {
+			return nil, fitReason(err), err
+		}
+		if one && !isAllowed(a) {
+			return nil, SkipAlgNotAllowed, keyError(a.String() + " is not an allowed algorithm")
+		}
+		return []Alg{a}, "", nil
+	}
+	if one {
+		implied := j.impliedAlg()
+		if err := checkFits(j, implied); err != nil {
+			return nil, fitReason(err), err
+		}
+		if isAllowed(implied) {
+			return []Alg{implied}, "", nil
+		}
+		// The implied algorithm is not allowed: an allow-list naming exactly
+		// one algorithm that fits the key says which the issuer uses.
+		var fits []Alg
+		for _, a := range allowed {
+			if checkFits(j, a) == nil {
+				fits = append(fits, a)
+			}
+		}
+		switch len(fits) {
+		case 0:
+			return nil, SkipAlgNotAllowed, keyError("the key has no alg and " + implied.String() + ", which it implies, is not an allowed algorithm")
+		case 1:
+			return fits, "", nil
+		}
+		return nil, SkipAmbiguousAlg, keyError("the key has no alg, " + implied.String() + " is not allowed and several allowed algorithms fit it")
+	}
+	var cands []Alg
+	switch j.kty {
 	case "RSA":
 		cands = []Alg{RS256, RS384, RS512, PS256, PS384, PS512}
-		if len(allowed) == 0 {
-			cands = []Alg{RS256}
-		}
 	case "oct":
 		cands = []Alg{HS256, HS384, HS512}
-		if len(allowed) == 0 {
-			cands = []Alg{HS256}
-		}
+	}
+	if len(cands) == 0 || len(allowed) == 0 {
+		cands = []Alg{j.impliedAlg()}
 	}
 	var out []Alg
+	var weak error
 	for _, a := range cands {
-		if (len(allowed) == 0 || slices.Contains(allowed, a)) && checkFits(j, a) == nil {
-			out = append(out, a)
+		if !isAllowed(a) {
+			continue
 		}
+		if err := checkFits(j, a); err != nil {
+			if fitReason(err) == SkipWeakKey && weak == nil {
+				weak = err
+			}
+			continue
+		}
+		out = append(out, a)
 	}
-	if len(out) == 0 {
-		return nil, keyError("no allowed algorithm fits the key")
+	switch {
+	case len(out) > 0:
+		return out, "", nil
+	case weak != nil:
+		return nil, SkipWeakKey, weak
 	}
-	return out, nil
+	return nil, SkipAlgNotAllowed, keyError("no allowed algorithm fits the key")
+}
+
+// fitReason classifies checkFits's refusal of a key for an algorithm.
+func fitReason(err error) SkipReason {
+	switch {
+	case isWeak(err):
+		return SkipWeakKey
+	case err == errKeyAlg || err == errECCurve: // sentinels, returned unwrapped
+		return SkipAlgMismatch
+	}
+	return SkipInvalidKey
+}
+
+// isWeak reports whether err is a refusal of key material that is well
+// formed but too weak to trust.
+func isWeak(err error) bool {
+	switch err { // sentinels of this package, returned unwrapped
+	case errRSASize, errRSAExp, errROCA, errHMACShort:
+		return true
+	}
+	return false
 }
 
 func checkFits(j *JWK, a Alg) error {
@@ -335,7 +413,7 @@ func checkFits(j *JWK, a Alg) error {
 			return errKeyAlg
 		}
 		if len(j.secret) < a.hash().Size() {
-			return keyError("HMAC secret is shorter than the hash output")
+			return errHMACShort
 		}
 		return nil
 	}

@@ -137,7 +137,7 @@ func NewHMACKey(alg Alg, kid string, secret []byte) (*Key, error) {
 		return nil, errKeyIDUTF8
 	}
 	if len(secret) < alg.hash().Size() {
-		return nil, keyError("HMAC secret is shorter than the hash output")
+		return nil, errHMACShort
 	}
 	thumb, err := thumbprint(nil, secret)
 	if err != nil {
@@ -147,12 +147,14 @@ func NewHMACKey(alg Alg, kid string, secret []byte) (*Key, error) {
 }
 
 var (
-	errKeyAlg   = keyError("key type does not fit the algorithm")
-	errRSASize  = keyError("RSA modulus must be 2048 to 8192 bits")
-	errRSAExp   = keyError("RSA public exponent must be odd, at least 3 and below 2^31")
-	errECCurve  = keyError("EC key is not on the curve the algorithm names")
-	errEdSize   = keyError("Ed25519 public key must be 32 bytes")
-	errNoKeyAlg = keyError("algorithm is not supported")
+	errKeyAlg    = keyError("key type does not fit the algorithm")
+	errRSASize   = keyError("RSA modulus must be 2048 to 8192 bits")
+	errRSAExp    = keyError("RSA public exponent must be odd, at least 3 and below 2^31")
+	errECCurve   = keyError("EC key is not on the curve the algorithm names")
+	errEdSize    = keyError("Ed25519 public key must be 32 bytes")
+	errROCA      = keyError("RSA key has the ROCA fingerprint (CVE-2017-15361)")
+	errHMACShort = keyError("HMAC secret is shorter than the hash output")
+	errNoKeyAlg  = keyError("algorithm is not supported")
 	// A kid is a JSON string: one that is not UTF-8 cannot be written into
 	// a header as it is, and no parsed header could ever name it.
 	errKeyIDUTF8 = keyError("kid is not valid UTF-8")
@@ -207,7 +209,7 @@ func checkRSA(p *rsa.PublicKey) error {
 		return errRSAExp
 	}
 	if isROCA(p.N) {
-		return keyError("RSA key has the ROCA fingerprint (CVE-2017-15361)")
+		return errROCA
 	}
 	return nil
 }

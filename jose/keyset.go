@@ -1,6 +1,9 @@
 package jose
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // KeyResolver finds the verification key for a token. It is given only the
 // token's kid and alg: never a URL or key the token carries.
@@ -32,8 +35,51 @@ func (k *Key) ResolveKey(kid string, alg Alg) (*Key, error) {
 type KeySet struct {
 	keys    []*Key
 	index   map[kidAlg]*Key // nil value: ambiguous
-	skipped []error
+	skipped []SkippedKey
 }
+
+// SkipReason says why a JWK was left out of a parsed key set. The names are
+// stable, for metrics labels and logs.
+type SkipReason string
+
+// The reasons a JWK is skipped.
+const (
+	SkipInvalidKey     SkipReason = "invalid_key"     // malformed: bad JSON or base64url, a point off its curve, inconsistent private members
+	SkipWeakKey        SkipReason = "weak_key"        // RSA under 2048 or over 8192 bits, a bad exponent, the ROCA fingerprint, an HMAC secret shorter than its hash
+	SkipUnsupportedKey SkipReason = "unsupported_kty" // a key type or curve jose does not verify with (X25519, secp256k1, ...)
+	SkipBadUse         SkipReason = "bad_use"         // "use" other than "sig", or "key_ops" without "verify"
+	SkipUnsupportedAlg SkipReason = "unsupported_alg" // a declared "alg" that is not a supported JWS algorithm
+	SkipAlgMismatch    SkipReason = "alg_mismatch"    // a declared "alg" for another key type or curve
+	SkipAlgNotAllowed  SkipReason = "alg_not_allowed" // the key's algorithm is not in the allow-list
+	SkipAmbiguousAlg   SkipReason = "ambiguous_alg"   // no "alg", the implied one is not allowed, and several allowed ones fit
+	SkipDuplicateKID   SkipReason = "duplicate_kid"   // another key has the same kid and algorithm
+	SkipSecretKey      SkipReason = "secret_key"      // an oct key in a set that takes public keys only
+)
+
+// SkippedKey is a JWK that ParseKeySet or ParsePublicKeySet left out, and
+// why. It names the key, never its material.
+type SkippedKey struct {
+	KeyID      string // the JWK's kid, empty if it had none (or not as a string)
+	Thumbprint string // the RFC 7638 thumbprint; empty when the JWK did not parse, and for secret keys
+	Reason     SkipReason
+	Err        error // what was wrong with it: an *Error
+}
+
+// Error describes the skipped key and why it was skipped.
+func (k SkippedKey) Error() string {
+	s := "kid " + quote(k.KeyID)
+	if k.Thumbprint != "" {
+		s += " (" + k.Thumbprint + ")"
+	}
+	s += ": " + string(k.Reason)
+	if k.Err != nil {
+		s += ": " + k.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Err.
+func (k SkippedKey) Unwrap() error { return k.Err }
 
 type kidAlg struct {
 	kid string
@@ -87,17 +133,59 @@ func (s *KeySet) Keys() []*Key { return append([]*Key(nil), s.keys...) }
 // Len returns the number of keys.
 func (s *KeySet) Len() int { return len(s.keys) }
 
-// Skipped returns why each JWK that ParseKeySet left out was unusable.
-func (s *KeySet) Skipped() []error { return s.skipped }
+// Skipped returns why each JWK that ParseKeySet or ParsePublicKeySet left
+// out was unusable (the Err of each of SkippedKeys).
+func (s *KeySet) Skipped() []error {
+	out := make([]error, len(s.skipped))
+	for i, k := range s.skipped {
+		out[i] = k.Err
+	}
+	return out
+}
+
+// SkippedKeys returns the JWKs that ParseKeySet or ParsePublicKeySet left
+// out, in document order, with why.
+func (s *KeySet) SkippedKeys() []SkippedKey { return slices.Clone(s.skipped) }
 
 // ParseKeySet parses a JWKS document ({"keys":[...]}). Each usable signing
 // key is bound to its declared alg, or to every algorithm of allowed that
 // fits it (see [JWK.Algs]). Keys that are unusable (weak, for encryption,
-// of an unknown type) are skipped and reported by Skipped, so one odd key at
-// an identity provider does not take the others down. A set that mixes
-// secret (oct) keys with public ones is refused: a public document holding a
-// secret is a leak, and mixing invites algorithm confusion.
+// of an unknown type) are skipped and reported by SkippedKeys, so one odd
+// key at an identity provider does not take the others down. A set that
+// mixes secret (oct) keys with public ones is refused: a public document
+// holding a secret is a leak, and mixing invites algorithm confusion.
+//
+// For a JWKS fetched from an identity provider, ParsePublicKeySet binds
+// each key to one algorithm only.
 func ParseKeySet(data []byte, allowed ...Alg) (*KeySet, error) {
+	return parseKeySet(data, allowed, false)
+}
+
+// ParsePublicKeySet parses a JWKS that an identity provider publishes, for
+// verifying its tokens. Unlike ParseKeySet it binds every key to exactly
+// one algorithm, so that a key never verifies a token of an algorithm its
+// owner did not sign with:
+//
+//   - a key with "alg" is bound to it, and skipped if allowed (when not
+//     empty) does not hold it;
+//   - a key without "alg" is bound to the one algorithm its type and curve
+//     imply: RS256 for RSA, ES256, ES384 or ES512 for P-256, P-384 or P-521,
+//     EdDSA for Ed25519. When allowed does not hold that one but holds
+//     exactly one other algorithm that fits the key (an RSA key with
+//     allowed [PS256]), the key is bound to that; with several it is
+//     skipped as ambiguous.
+//
+// Secret (oct) keys are skipped: a published JWKS has no business holding
+// one. Keys that share a kid and algorithm are all skipped (one is kept if
+// they are copies of the same key), so a token naming that kid is never
+// verified with a key picked among several. Every skipped key is reported
+// by SkippedKeys with its reason; the error is for a document that is not
+// a JWKS at all, or mixes secret and public keys.
+func ParsePublicKeySet(data []byte, allowed ...Alg) (*KeySet, error) {
+	return parseKeySet(data, allowed, true)
+}
+
+func parseKeySet(data []byte, allowed []Alg, public bool) (*KeySet, error) {
 	if err := strictObject(data); err != nil {
 		return nil, err
 	}
@@ -111,44 +199,128 @@ func ParseKeySet(data []byte, allowed ...Alg) (*KeySet, error) {
 		return nil, keyError(`JWKS has no "keys" array`)
 	}
 	s := NewKeySet()
-	var secret, public bool
+	var bound []*Key
+	var secret, pub bool
 	for _, raw := range doc.Keys {
 		j, err := ParseJWK(raw)
 		if err != nil {
-			s.skipped = append(s.skipped, err)
+			s.skipped = append(s.skipped, skippedJWK(raw, err))
 			continue
 		}
 		if j.kty == "oct" {
 			secret = true
 		} else {
-			public = true
+			pub = true
 		}
-		if err := s.addJWK(j, allowed); err != nil {
-			s.skipped = append(s.skipped, err)
+		skip := func(r SkipReason, err error) {
+			sk := SkippedKey{KeyID: j.KeyID, Reason: r, Err: err}
+			if j.kty != "oct" { // even the hash of a secret is left out
+				sk.Thumbprint = j.thumb
+			}
+			s.skipped = append(s.skipped, sk)
+		}
+		if public && j.kty == "oct" {
+			skip(SkipSecretKey, errSecretInPublicSet)
+			continue
+		}
+		if err := j.usableFor("verify"); err != nil {
+			skip(SkipBadUse, err)
+			continue
+		}
+		algs, reason, err := j.algsFor(allowed, public)
+		if err != nil {
+			skip(reason, err)
+			continue
+		}
+		for _, a := range algs {
+			k, err := j.Key(a)
+			if err != nil {
+				skip(fitReason(err), err)
+				break
+			}
+			bound = append(bound, k)
 		}
 	}
-	if secret && public {
+	if secret && pub {
 		return nil, keyError("JWKS mixes secret and public keys")
+	}
+	if public {
+		bound = s.dropDuplicates(bound)
+	}
+	for _, k := range bound {
+		s.add(k)
 	}
 	return s, nil
 }
 
-func (s *KeySet) addJWK(j *JWK, allowed []Alg) error {
-	if err := j.usableFor("verify"); err != nil {
-		return err
-	}
-	algs, err := j.Algs(allowed)
-	if err != nil {
-		return err
-	}
-	for _, a := range algs {
-		k, err := j.Key(a)
-		if err != nil {
-			return err
+var (
+	errSecretInPublicSet = keyError("secret (oct) key in a set of public keys")
+	errDuplicateKID      = keyError("several keys have this kid and algorithm")
+	errDuplicateKey      = keyError("the same key is listed again under this kid and algorithm")
+)
+
+// dropDuplicates returns keys without those whose kid and algorithm
+// another key shares, recording them as skipped. Copies of one key leave
+// that key once.
+func (s *KeySet) dropDuplicates(keys []*Key) []*Key {
+	groups := make(map[kidAlg][]*Key, len(keys))
+	for _, k := range keys {
+		if k.kid != "" {
+			ka := kidAlg{k.kid, k.alg}
+			groups[ka] = append(groups[ka], k)
 		}
-		s.add(k)
 	}
-	return nil
+	out := make([]*Key, 0, len(keys))
+	for _, k := range keys {
+		g := groups[kidAlg{k.kid, k.alg}]
+		if k.kid == "" || len(g) == 1 {
+			out = append(out, k)
+			continue
+		}
+		same := true
+		for _, o := range g {
+			same = same && o.thumb == g[0].thumb
+		}
+		switch {
+		case same && k == g[0]:
+			out = append(out, k)
+		case same:
+			s.skipped = append(s.skipped, SkippedKey{KeyID: k.kid, Thumbprint: k.thumb, Reason: SkipDuplicateKID, Err: errDuplicateKey})
+		default:
+			s.skipped = append(s.skipped, SkippedKey{KeyID: k.kid, Thumbprint: k.thumb, Reason: SkipDuplicateKID, Err: errDuplicateKID})
+		}
+	}
+	return out
+}
+
+// skippedJWK describes a JWK that did not parse: its kid when it has one,
+// and whether its type or curve is one jose does not support at all, or
+// its material is weak, rather than broken.
+func skippedJWK(raw []byte, err error) SkippedKey {
+	var head struct {
+		Kid json.RawMessage `json:"kid"`
+		Kty json.RawMessage `json:"kty"`
+		Crv json.RawMessage `json:"crv"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	str := func(m json.RawMessage) string {
+		var v string
+		if json.Unmarshal(m, &v) != nil {
+			return ""
+		}
+		return v
+	}
+	sk := SkippedKey{KeyID: str(head.Kid), Reason: SkipInvalidKey, Err: err}
+	kty, crv := str(head.Kty), str(head.Crv)
+	switch {
+	case isWeak(err):
+		sk.Reason = SkipWeakKey
+	case kty != "" && kty != "RSA" && kty != "EC" && kty != "OKP" && kty != "oct",
+		kty == "EC" && crv != "" && crv != "P-256" && crv != "P-384" && crv != "P-521",
+		kty == "OKP" && crv != "" && crv != "Ed25519":
+		sk.Reason = SkipUnsupportedKey
+	}
+	return sk
 }
 
 // MarshalJSON encodes the public keys as a JWKS. A key bound to several

@@ -65,7 +65,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
 	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
-	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default RS256 and ES256)")
+	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default every asymmetric one: RS256/384/512,\nPS256/384/512, ES256/384/512, EdDSA, each key bound to its own alg or the one its type implies)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
 	fs.StringVar(&f.signingAlg, "signing-alg", "ES256", "`algorithm` of the signing keys the token service creates: ES256, ES384, ES512, RS256, PS256 or EdDSA")
 	fs.DurationVar(&f.keyRotation, "key-rotation", 720*time.Hour, "how long a signing key signs before its successor takes over (`duration`; 0: manual rotation only)")
@@ -279,6 +279,13 @@ func (f *serveFlags) overrides() server.Overrides {
 	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
 }
 
+// quickStartAlgs are the algorithms the quick start (--jwks-url) allows
+// without --alg: every asymmetric one. Each key of the JWKS is bound to one
+// of them only, its "alg" or the one its type and curve imply (see
+// jose.ParsePublicKeySet); HMAC never comes from a remote JWKS.
+var quickStartAlgs = []jose.Alg{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
+	jose.ES256, jose.ES384, jose.ES512, jose.EdDSA}
+
 // quickStart turns --jwks-url, --issuer, --audience, --alg and --upstream
 // into a one-issuer configuration.
 func (f *serveFlags) quickStart() (*config.Config, error) {
@@ -293,8 +300,15 @@ func (f *serveFlags) quickStart() (*config.Config, error) {
 		return nil, usageErrorf("keygate serve", "--jwks-url needs --issuer: the exact \"iss\" to trust")
 	}
 	algs := []string(f.algs)
+	for _, a := range algs {
+		if alg, err := jose.ParseAlg(a); err == nil && !slices.Contains(quickStartAlgs, alg) {
+			return nil, usageErrorf("keygate serve", "--alg %s: a JWKS URL publishes public keys only; a shared secret goes in key_files of a --config file", a)
+		}
+	}
 	if len(algs) == 0 {
-		algs = []string{"RS256", "ES256"}
+		for _, a := range quickStartAlgs {
+			algs = append(algs, a.String())
+		}
 	}
 	is := config.Issuer{Issuer: f.issuer, JWKSURL: f.jwksURL, Algorithms: algs}
 	if f.audience != "" {

@@ -36,10 +36,10 @@ func FuzzParseKeyFile(f *testing.F) {
 		if alg != 0 {
 			algs = []jose.Alg{alg}
 		}
-		keys, kerr := parseKeys(data, algs, kid)
+		keys, kerr := ParseKeys(data, algs, kid)
 		for i, k := range keys {
 			if k == nil {
-				t.Fatalf("parseKeys returned a nil key at %d", i)
+				t.Fatalf("ParseKeys returned a nil key at %d", i)
 			}
 		}
 		s, serr := parseSigner(data, alg, kid)

@@ -140,15 +140,15 @@ func LoadKeys(path string, algs []jose.Alg, kid string) ([]*jose.Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := parseKeys(data, algs, kid)
+	keys, err := ParseKeys(data, algs, kid)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return keys, nil
 }
 
-// parseKeys is LoadKeys on a file's contents.
-func parseKeys(data []byte, algs []jose.Alg, kid string) ([]*jose.Key, error) {
+// ParseKeys is LoadKeys on a file's contents.
+func ParseKeys(data []byte, algs []jose.Alg, kid string) ([]*jose.Key, error) {
 	if err := checkKeyID(kid); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,20 @@
 // Package keys supplies the verification keys of each trusted issuer as
-// immutable [jose.KeySet] snapshots: a [Static] set read once from PEM, JWK
-// and JWKS files, and a [Remote] set fetched from a JWKS URL, configured or
-// found by OpenID Connect discovery ([Discover], [NewDiscovered]), and
-// refreshed in the background.
+// immutable [jose.KeySet] snapshots: a [Files] set read from PEM, JWK and
+// JWKS files and read again when they change, a [Static] set fixed by the
+// caller, and a [Remote] set fetched from a JWKS URL, configured or found by
+// OpenID Connect discovery ([Discover], [NewDiscovered]), and refreshed in
+// the background.
 //
 // # Guarantees
 //
+//   - Key files are read again on [Files.Reload] and when [Files.Poll] finds
+//     the content of one changed (by SHA-256, so a same-size edit or an
+//     atomic rename is seen whatever the modification time says). A key
+//     removed from a file stops verifying on the first request after that
+//     load. A load that fails (unreadable file, bad key, no key) never
+//     empties the set: the last good keys keep serving, and the failure is
+//     returned, logged once per broken content, reported to OnLoad and kept
+//     in Status until a load succeeds.
 //   - Current never blocks, takes no lock and never returns nil. It loads an
 //     atomic pointer to a set that is never modified once published, so a
 //     request sees the old set or the new one, never a mix of the two.
@@ -28,7 +37,14 @@
 //   - Keys are fetched only over https, or plain http to a loopback host.
 //     Discovery insists that the document names the configured issuer
 //     exactly (OpenID Connect Discovery 1.0 §4.3). A remote JWKS may hold
-//     only public keys: secret (oct) keys in it are skipped.
+//     only public keys: secret (oct) keys in it are skipped. Each key is
+//     bound to one algorithm, its "alg" or the one its type and curve imply
+//     (jose.ParsePublicKeySet), never to every algorithm it could serve.
+//   - Every key a fetch leaves out is logged, with its kid, thumbprint and
+//     reason, and reported in FetchEvent.Skipped once: not again while
+//     later fetches keep leaving it out for the same reason.
+//   - Where keys come from is configuration only: nothing in a token (jku,
+//     x5u, jwk, x5c, or an issuer it names) makes a source fetch a URL.
 //   - Logs name URLs, kids and RFC 7638 thumbprints, never key material.
 //
 // # Errors
@@ -79,6 +95,7 @@ func (s Status) Ready() bool { return s.Keys > 0 }
 var emptySet = jose.NewKeySet()
 
 var (
+	_ Source = (*Files)(nil)
 	_ Source = (*Static)(nil)
 	_ Source = (*Remote)(nil)
 )

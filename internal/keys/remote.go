@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/keygate/keygate/jose"
 )
@@ -24,8 +25,9 @@ type RemoteConfig struct {
 	// and response header waits, and follows at most five redirects that
 	// stay on https.
 	Client *http.Client
-	// Algorithms binds keys that declare no "alg" (see jose.ParseKeySet)
-	// and, when not empty, is the only algorithms whose keys are kept.
+	// Algorithms, when not empty, is the only algorithms whose keys are
+	// kept. Each key is bound to one algorithm: its "alg", or the one its
+	// type and curve imply (see jose.ParsePublicKeySet).
 	Algorithms []jose.Alg
 
 	// MinRefresh and MaxRefresh bound the refresh interval the response's
@@ -81,6 +83,11 @@ type FetchEvent struct {
 	Duration  time.Duration // time the fetch took
 	Keys      int           // keys in the new set when a JWKS fetch succeeded
 	At        time.Time     // when the fetch ended, by RemoteConfig.Now
+	// Skipped are the keys of the fetched JWKS that were left out, and
+	// that the previous fetch had not already left out for the same
+	// reason: a key skipped by every refresh of an unchanged JWKS is
+	// reported once.
+	Skipped []jose.SkippedKey
 }
 
 // Remote is a key set fetched from a JWKS URL and refreshed in the
@@ -101,6 +108,10 @@ type Remote struct {
 	first     chan struct{}  // closed after the first JWKS fetch
 	firstOnce sync.Once
 	firstErr  error // that fetch's error; written before first is closed
+
+	// skipped are the keys the last parsed JWKS left out, so that each is
+	// logged and reported once. Only attempt touches it, one at a time.
+	skipped map[skipID]bool
 
 	mu            sync.Mutex // guards what follows
 	url           string     // the JWKS URL, empty until discovered
@@ -387,12 +398,14 @@ func (r *Remote) attempt() (fetched bool, err error) {
 		start := time.Now()
 		var set *jose.KeySet
 		var interval time.Duration
-		set, interval, err = r.fetch(ctx, u)
+		var skipped []jose.SkippedKey
+		set, interval, skipped, err = r.fetch(ctx, u)
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		fetched = true
-		ev := FetchEvent{URL: redact(u), Result: resultOf(err), Duration: time.Since(start), At: r.cfg.Now()}
+		ev := FetchEvent{URL: redact(u), Result: resultOf(err), Duration: time.Since(start), At: r.cfg.Now(),
+			Skipped: r.newlySkipped(u, skipped)}
 		if err == nil {
 			ev.Keys = set.Len()
 			r.succeeded(u, set, interval, ev.At)
@@ -459,50 +472,95 @@ func (r *Remote) jwksURL(ctx context.Context) (string, error) {
 	return u, nil
 }
 
-// fetch gets and parses the JWKS at u, returning the usable keys and how
-// long to keep them.
-func (r *Remote) fetch(ctx context.Context, u string) (*jose.KeySet, time.Duration, error) {
+// fetch gets and parses the JWKS at u, returning the usable keys, how long
+// to keep them, and the keys left out. Keys are public only (a secret key
+// in a JWKS fetched over the network is a leak, not a verification key),
+// each bound to one algorithm of the allowed ones (jose.ParsePublicKeySet).
+// skipped is set whenever the document parsed, even if no key was usable.
+func (r *Remote) fetch(ctx context.Context, u string) (*jose.KeySet, time.Duration, []jose.SkippedKey, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	body, h, err := get(ctx, r.cfg.Client, u, r.cfg.MaxBody)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	parsed, err := jose.ParseKeySet(body, r.cfg.Algorithms...)
+	set, err := jose.ParsePublicKeySet(body, r.cfg.Algorithms...)
 	if err != nil {
-		return nil, 0, &FetchError{URL: redact(u), Result: ResultBadJSON, Err: err}
+		return nil, 0, nil, &FetchError{URL: redact(u), Result: ResultBadJSON, Err: err}
 	}
-	keys, skipped := r.usable(parsed)
-	if len(keys) == 0 {
-		return nil, 0, &FetchError{URL: redact(u), Result: ResultNoKeys,
+	skipped := set.SkippedKeys()
+	if set.Len() == 0 {
+		return nil, 0, skipped, &FetchError{URL: redact(u), Result: ResultNoKeys,
 			Err: fmt.Errorf("%w; skipped: %s", ErrNoKeys, reasons(skipped))}
 	}
-	if len(skipped) > 0 {
-		r.log.Debug("keys: JWKS keys skipped", "url", redact(u), "skipped", reasons(skipped))
-	}
 	interval := refreshInterval(h, r.cfg.Now(), r.cfg.MinRefresh, r.cfg.MaxRefresh, r.cfg.DefaultRefresh)
-	return jose.NewKeySet(keys...), interval, nil
+	return set, interval, skipped, nil
 }
 
-// usable keeps the public keys of an allowed algorithm. A secret (oct) key
-// in a JWKS fetched over the network is a leak, not a verification key.
-func (r *Remote) usable(parsed *jose.KeySet) (keys []*jose.Key, skipped []error) {
-	skipped = slices.Clone(parsed.Skipped())
-	for _, k := range parsed.Keys() {
-		switch {
-		case k.Public() == nil:
-			skipped = append(skipped, fmt.Errorf("kid %.100q: secret key in a remote JWKS", k.KeyID()))
-		case len(r.cfg.Algorithms) > 0 && !slices.Contains(r.cfg.Algorithms, k.Alg()):
-			skipped = append(skipped, fmt.Errorf("kid %.100q: %v is not an allowed algorithm", k.KeyID(), k.Alg()))
-		default:
-			keys = append(keys, k)
-		}
+// skipID identifies a skipped key across fetches.
+type skipID struct {
+	kid, thumb string
+	reason     jose.SkipReason
+	detail     string
+}
+
+// newlySkipped logs the keys of skipped that the previous parsed JWKS did
+// not leave out too, and returns them; it then remembers skipped (nil,
+// from a fetch that did not parse, forgets nothing). An encryption key
+// (bad_use), which identity providers routinely publish beside their
+// signing keys, is logged at Info; every other reason at Warn.
+func (r *Remote) newlySkipped(u string, skipped []jose.SkippedKey) []jose.SkippedKey {
+	if skipped == nil {
+		return nil
 	}
-	return keys, skipped
+	seen := make(map[skipID]bool, len(skipped))
+	var fresh []jose.SkippedKey
+	for _, sk := range skipped {
+		id := skipID{sk.KeyID, sk.Thumbprint, sk.Reason, errDetail(sk.Err)}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if r.skipped[id] {
+			continue
+		}
+		fresh = append(fresh, sk)
+		level := slog.LevelWarn
+		if sk.Reason == jose.SkipBadUse {
+			level = slog.LevelInfo
+		}
+		attrs := []any{"url", redact(u), "kid", truncate(sk.KeyID, 100), "thumbprint", sk.Thumbprint,
+			"reason", string(sk.Reason), "detail", errDetail(sk.Err)}
+		if r.issuer != "" {
+			attrs = append(attrs, "issuer", r.issuer)
+		}
+		r.log.Log(context.Background(), level, "keys: JWKS key skipped", attrs...)
+	}
+	r.skipped = seen
+	return fresh
+}
+
+// truncate cuts s, which comes from the network, to at most n bytes
+// (whole UTF-8 sequences) for a log line.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func errDetail(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), "\n", " ")
 }
 
 // reasons lists why keys were skipped, at most ten of them, on one line.
-func reasons(errs []error) string {
+func reasons(errs []jose.SkippedKey) string {
 	const most = 10
 	var b strings.Builder
 	for i, err := range errs {

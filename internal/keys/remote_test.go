@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -648,4 +649,57 @@ func BenchmarkRemoteCurrent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRemoteReportsSkippedKeysOnce: a key the JWKS keeps offering and
+// keygate keeps leaving out is logged and reported (FetchEvent.Skipped) on
+// the first fetch only, not on every refresh; a newly skipped key is
+// reported when it appears, and one that comes back after leaving again.
+func TestRemoteReportsSkippedKeysOnce(t *testing.T) {
+	t.Parallel()
+	withEnc := jwksOf(jwkWith("a", nil), jwkWith("d", nil), jwkWith("b", map[string]any{"use": "enc"}))
+	p := newIDP(t, serve(withEnc, "Cache-Control", "max-age=0"))
+	var logs logBuffer
+	var rec recorder
+	r := newTestRemote(t, RemoteConfig{URL: p.url(), MinRefresh: 20 * time.Millisecond, Logger: logs.logger(),
+		Algorithms: []jose.Alg{jose.ES256}, OnFetch: rec.on})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "five fetches", func() bool { return len(rec.events()) >= 5 })
+	skippedIn := func() (n int, reasons []string) {
+		for _, ev := range rec.events() {
+			for _, sk := range ev.Skipped {
+				n++
+				reasons = append(reasons, sk.KeyID+":"+string(sk.Reason))
+			}
+		}
+		return n, reasons
+	}
+	if n, rs := skippedIn(); n != 2 || !slices.Contains(rs, "d:alg_not_allowed") || !slices.Contains(rs, "b:bad_use") {
+		t.Fatalf("skipped keys reported %d times over %d fetches (%v), want d and b once each", n, len(rec.events()), rs)
+	}
+	if first := rec.events()[0]; len(first.Skipped) != 2 {
+		t.Errorf("the first fetch reported %d skipped keys", len(first.Skipped))
+	}
+	out := logs.String()
+	if c := strings.Count(out, "JWKS key skipped"); c != 2 {
+		t.Errorf("%d skipped-key log lines over %d fetches, want 2:\n%s", c, len(rec.events()), out)
+	}
+	for _, want := range []string{"kid=d", "reason=alg_not_allowed", key("d").Thumbprint(), "level=WARN", "kid=b", "reason=bad_use"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+
+	// d leaves the JWKS, then comes back: reported again once.
+	p.set(serve(jwksOf(jwkWith("a", nil), jwkWith("b", map[string]any{"use": "enc"})), "Cache-Control", "max-age=0"))
+	n := len(rec.events())
+	eventually(t, 5*time.Second, "fetches without d", func() bool { return len(rec.events()) >= n+3 })
+	p.set(serve(withEnc, "Cache-Control", "max-age=0"))
+	n = len(rec.events())
+	eventually(t, 5*time.Second, "fetches with d again", func() bool { return len(rec.events()) >= n+3 })
+	if c, rs := skippedIn(); c != 3 {
+		t.Errorf("after d left and came back: %d reports (%v), want 3", c, rs)
+	}
 }

@@ -2,16 +2,13 @@ package keys
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/jose"
 )
 
-// Static is a key set fixed at construction, typically read from files.
-// It is always as fresh as it will ever be: Refetch returns Current.
+// Static is a key set fixed at construction (key files, which can change,
+// are a [Files] source). Refetch returns Current.
 type Static struct {
 	set    *jose.KeySet
 	loaded time.Time
@@ -23,26 +20,6 @@ func NewStatic(set *jose.KeySet) *Static {
 		set = emptySet
 	}
 	return &Static{set: set, loaded: time.Now()}
-}
-
-// LoadStatic reads verification keys from PEM (public or private key), JWK
-// and JWKS files, binding each key to every algorithm of algs that fits it,
-// or with no algs to the one the key implies (see [keyfile.LoadKeys]). A key
-// without a kid gets its RFC 7638 thumbprint. Every file must yield at least
-// one key; an error names the file at fault.
-func LoadStatic(paths []string, algs []jose.Alg) (*Static, error) {
-	if len(paths) == 0 {
-		return nil, errors.New("keys: no key files given")
-	}
-	var all []*jose.Key
-	for _, p := range paths {
-		ks, err := keyfile.LoadKeys(p, algs, "")
-		if err != nil {
-			return nil, fmt.Errorf("keys: %w", err)
-		}
-		all = append(all, ks...)
-	}
-	return NewStatic(jose.NewKeySet(all...)), nil
 }
 
 // Current returns the set. It never returns nil.

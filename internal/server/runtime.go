@@ -43,6 +43,7 @@ type source struct {
 	keys.Source
 	spec  string
 	close func()
+	files *keys.Files // the source, when it reads key files; nil otherwise
 }
 
 // DefaultHeaders are the claim headers an issuer gets when it maps none.
@@ -145,20 +146,28 @@ func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
 }
 
 // issuerSource returns the issuer's key source, reusing prev's when its
-// settings are the same.
+// settings are the same. Key files are read again either way: a reload is
+// how an operator makes a key removed from a file stop verifying, so a file
+// that no longer loads fails the reload (its last good keys keep serving).
 func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runtime) (*source, error) {
 	spec := fmt.Sprintf("%q %q %v %q %v %+v", is.JWKSURL, is.Issuer, is.Discovery, is.KeyFiles, is.Algorithms, is.JWKS)
 	if prev != nil {
 		if old, ok := prev.sources[is.Issuer]; ok && old.spec == spec {
+			if old.files != nil {
+				if err := old.files.Reload(); err != nil {
+					return nil, err
+				}
+			}
 			return old, nil
 		}
 	}
 	if len(is.KeyFiles) > 0 {
-		st, err := keys.LoadStatic(is.KeyFiles, is.Algs())
+		f, err := keys.LoadFiles(keys.FilesConfig{Paths: is.KeyFiles, Algorithms: is.Algs(),
+			Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnLoad: s.onKeyFileLoad(is.Issuer)})
 		if err != nil {
 			return nil, err
 		}
-		return &source{Source: st, spec: spec, close: func() {}}, nil
+		return &source{Source: f, spec: spec, close: func() {}, files: f}, nil
 	}
 	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
 		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
@@ -177,8 +186,20 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 
 func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 	return func(ev keys.FetchEvent) {
+		if s.metrics == nil {
+			return
+		}
+		s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+		for _, sk := range ev.Skipped {
+			s.metrics.JWKSKeySkipped(issuer, string(sk.Reason))
+		}
+	}
+}
+
+func (s *Server) onKeyFileLoad(issuer string) func(keys.LoadEvent) {
+	return func(ev keys.LoadEvent) {
 		if s.metrics != nil {
-			s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+			s.metrics.KeyFileLoad(issuer, ev.Result == keys.ResultOK, ev.Keys, ev.At)
 		}
 	}
 }
@@ -351,10 +372,16 @@ func methodNotAllowed(method string) http.Handler {
 	})
 }
 
-// watch reloads when the configuration file changes, polling its size and
-// modification time, until ctx is done.
+// watch, until ctx is done, reloads when the configuration file (if any)
+// changes, polling its size and modification time, and reads the key files
+// of the runtime in force again when their content changes (see
+// keys.Files.Poll). A key file that fails to load is logged and counted by
+// its source, once per broken content, and its last good keys keep serving.
 func (s *Server) watch(ctx context.Context, every time.Duration) {
-	last := fileStamp(s.cfg.ConfigPath)
+	last := ""
+	if s.cfg.ConfigPath != "" {
+		last = fileStamp(s.cfg.ConfigPath)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -363,9 +390,23 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if cur := fileStamp(s.cfg.ConfigPath); cur != last {
-			last = cur
-			s.Reload(ctx) //nolint:errcheck // logged and counted by Reload
+		if s.cfg.ConfigPath != "" {
+			if cur := fileStamp(s.cfg.ConfigPath); cur != last {
+				last = cur
+				s.Reload(ctx) //nolint:errcheck // logged and counted by Reload
+			}
+		}
+		s.pollKeyFiles()
+	}
+}
+
+// pollKeyFiles reads the key files of the runtime in force again where
+// they changed. A reload reading the same files at the same time is
+// serialized with it by the source, so the later read is the one in force.
+func (s *Server) pollKeyFiles() {
+	for _, src := range s.rt.Load().sources {
+		if src.files != nil {
+			src.files.Poll() //nolint:errcheck // logged and counted by the source
 		}
 	}
 }

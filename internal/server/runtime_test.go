@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -103,10 +104,18 @@ type configured struct {
 	metrics *telemetry.Metrics
 	url     string // traffic
 	admin   string
+	stop    func() // ends Serve and waits for it to return; Cleanup calls it too
 }
 
 // startConfigured runs a server from a configuration file on real listeners.
 func startConfigured(t *testing.T, yaml string) *configured {
+	t.Helper()
+	return startConfiguredWith(t, yaml, nil)
+}
+
+// startConfiguredWith is startConfigured with the server's logs written to
+// logs (text, debug level) when it is not nil.
+func startConfiguredWith(t *testing.T, yaml string, logs io.Writer) *configured {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keygate.yaml")
@@ -118,8 +127,12 @@ func startConfigured(t *testing.T, yaml string) *configured {
 		t.Fatal(err)
 	}
 	m := telemetry.New()
+	var log *slog.Logger
+	if logs != nil {
+		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	s, err := New(context.Background(), Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x",
-		Gateway: cfg, ConfigPath: path, Metrics: m})
+		Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +141,17 @@ func startConfigured(t *testing.T, yaml string) *configured {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln, admin) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
+	})
+	t.Cleanup(func() {
+		stop()
 		s.Close()
 	})
-	return &configured{Server: s, path: path, metrics: m, url: "http://" + ln.Addr().String(), admin: "http://" + admin.Addr().String()}
+	return &configured{Server: s, path: path, metrics: m, url: "http://" + ln.Addr().String(), admin: "http://" + admin.Addr().String(), stop: stop}
 }
 
 func get(t *testing.T, url, token string) (int, http.Header, string) {

@@ -51,6 +51,7 @@ const (
 	WriteTimeout      = 10 * time.Second
 	IdleTimeout       = 120 * time.Second
 	ShutdownTimeout   = 10 * time.Second     // how long Serve drains on shutdown
+	WatchInterval     = 2 * time.Second      // how often the configuration and key files are checked for changes
 	Leeway            = verify.DefaultLeeway // clock skew /auth tolerates
 )
 
@@ -339,7 +340,8 @@ type Listeners struct {
 // ServeListeners serves on ls until ctx is done; then it stops accepting,
 // waits up to ShutdownTimeout for requests in flight, and returns. It
 // closes the listeners. With a configuration file it also reloads when the
-// file changes.
+// file changes, and it reads key files again when they change; both
+// watchers end before it returns.
 func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	srv := s.httpServer(s.handler)
 	servers := []*http.Server{srv}
@@ -367,17 +369,15 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	if s.cfg.ConfigPath != "" {
-		go s.watch(wctx, 2*time.Second)
-	}
-	tickDone := make(chan struct{})
+	watchDone, tickDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(watchDone); s.watch(wctx, WatchInterval) }()
 	go func() {
 		defer close(tickDone)
 		if s.tokens != nil {
 			s.tick(wctx, TickInterval)
 		}
 	}()
-	defer func() { stopWatch(); <-tickDone }()
+	defer func() { stopWatch(); <-watchDone; <-tickDone }()
 	select {
 	case err := <-errc:
 		for _, hs := range servers {

@@ -31,9 +31,11 @@ type Metrics struct {
 	verifySeconds *prometheus.HistogramVec
 	jwksFetches   *prometheus.CounterVec
 	jwksKeys      *prometheus.GaugeVec
+	jwksSkipped   *prometheus.CounterVec
 	jwksAge       *prometheus.GaugeVec
 	inFlight      *prometheus.GaugeVec
 	reloads       *prometheus.CounterVec
+	keyFileLoads  *prometheus.CounterVec
 	tokenRequests *prometheus.CounterVec
 	tokenSeconds  *prometheus.HistogramVec
 	keyErrors     prometheus.Counter
@@ -65,10 +67,18 @@ func New() *Metrics {
 			Name: "keygate_jwks_keys",
 			Help: "Keys in each issuer's current key set.",
 		}, []string{"issuer"}),
+		jwksSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_jwks_keys_skipped_total",
+			Help: "Keys of a remote JWKS left out, by issuer and reason (alg_not_allowed, weak_key, unsupported_kty, bad_use, duplicate_kid, ...); a key left out by every refresh of an unchanged JWKS counts once.",
+		}, []string{"issuer", "reason"}),
 		jwksAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "keygate_jwks_last_success_timestamp_seconds",
 			Help: "When each issuer's keys were last loaded successfully (Unix time).",
 		}, []string{"issuer"}),
+		keyFileLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_key_file_loads_total",
+			Help: "Loads of each issuer's key files (at start, on reload, and when the watcher sees them change) by result (ok, error).",
+		}, []string{"issuer", "result"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "keygate_in_flight_requests",
 			Help: "Requests being handled, by front end.",
@@ -95,8 +105,8 @@ func New() *Metrics {
 		{"revoke", ""}, {"introspect", ""}} {
 		m.tokenRequests.WithLabelValues(s[0], s[1], "ok")
 	}
-	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys,
-		m.jwksAge, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds,
+	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
+		m.jwksAge, m.keyFileLoads, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -185,6 +195,23 @@ func (m *Metrics) JWKSFetch(issuer, result string, keys int, at time.Time) {
 		m.jwksKeys.WithLabelValues(issuer).Set(float64(keys))
 		m.jwksAge.WithLabelValues(issuer).Set(float64(at.Unix()))
 	}
+}
+
+// JWKSKeySkipped counts a key of issuer's JWKS left out for reason.
+func (m *Metrics) JWKSKeySkipped(issuer, reason string) {
+	m.jwksSkipped.WithLabelValues(issuer, reason).Inc()
+}
+
+// KeyFileLoad records one load of an issuer's key files; keys is the size
+// of the set in force afterwards.
+func (m *Metrics) KeyFileLoad(issuer string, ok bool, keys int, at time.Time) {
+	if !ok {
+		m.keyFileLoads.WithLabelValues(issuer, "error").Inc()
+		return
+	}
+	m.keyFileLoads.WithLabelValues(issuer, "ok").Inc()
+	m.jwksKeys.WithLabelValues(issuer).Set(float64(keys))
+	m.jwksAge.WithLabelValues(issuer).Set(float64(at.Unix()))
 }
 
 // Reload counts a configuration reload.
