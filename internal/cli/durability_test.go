@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 // TestKill9Durability runs the real binary, kills it with SIGKILL in the
@@ -77,16 +77,6 @@ type child struct {
 	stdout *syncBuffer
 	stderr *syncBuffer
 	done   chan struct{}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func startChild(t *testing.T, bin string, args []string, addr string) *child {
@@ -200,7 +190,7 @@ func kill9(t *testing.T, bin string, extra []string, adminToken string) {
 		quietBefore  = 30
 	)
 	data := t.TempDir()
-	addr, adminAddr := freePort(t), freePort(t)
+	addr, adminAddr := testnet.ClosedAddr(t), testnet.ClosedAddr(t)
 	args := append([]string{"serve", "--dev", "--data-dir", data, "--listen", addr, "--admin-listen", adminAddr,
 		"--token-rate-limit", "0"}, extra...) // a burst far above a client's normal rate is the point here
 	first := startChild(t, bin, args, addr)

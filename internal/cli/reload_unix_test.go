@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 // TestSIGHUPReload: `keygate serve --config` reloads its file on SIGHUP. The
@@ -32,9 +34,9 @@ func TestSIGHUPReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
+	addr := testnet.ClosedAddr(t)
 	c := startChild(t, bin, []string{"serve", "--dev", "--data-dir", filepath.Join(dir, "data"), "--config", cfg,
-		"--listen", addr, "--admin-listen", freePort(t)}, addr)
+		"--listen", addr, "--admin-listen", testnet.ClosedAddr(t)}, addr)
 	anonymous := func(uri string) int {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/auth", nil)
 		req.Header.Set("X-Forwarded-Uri", uri)

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 // serving is a "keygate serve" run in the background.
@@ -236,16 +236,24 @@ type fakeAddr string
 func (a fakeAddr) Network() string { return "tcp" }
 func (a fakeAddr) String() string  { return string(a) }
 
+// idp makes an ES256 key with the CLI and serves its JWKS until t ends;
+// it returns the key's file and the server.
+func (h *harness) idp(t *testing.T) (keyPath string, srv *httptest.Server) {
+	t.Helper()
+	keyPath = h.path("idp.pem")
+	h.must("keys", "generate", "--alg", "ES256", "--out", keyPath)
+	jwks := h.must("keys", "jwks", keyPath)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
+	t.Cleanup(srv.Close)
+	return keyPath, srv
+}
+
 // TestServeQuickStart runs the one-issuer quick start against a real JWKS
 // endpoint and upstream: forward-auth and the reverse proxy both check
 // tokens of that issuer, and the dev key is not trusted.
 func TestServeQuickStart(t *testing.T) {
 	h := newHarness(t)
-	keyPath := h.path("idp.pem")
-	h.must("keys", "generate", "--alg", "ES256", "--out", keyPath)
-	jwks := h.must("keys", "jwks", keyPath)
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
-	defer idp.Close()
+	keyPath, idp := h.idp(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "upstream saw "+r.Header.Get("X-Auth-Subject"))
 	}))
@@ -309,11 +317,7 @@ func TestServeFlagErrors(t *testing.T) {
 // serves no token endpoints.
 func TestServeGatewayOnly(t *testing.T) {
 	h := newHarness(t)
-	keyPath := h.path("idp.pem")
-	h.must("keys", "generate", "--alg", "ES256", "--out", keyPath)
-	jwks := h.must("keys", "jwks", keyPath)
-	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jwks) }))
-	defer idp.Close()
+	keyPath, idp := h.idp(t)
 	data := h.path("data")
 	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--issuer", "https://idp.test/", "--jwks-url", idp.URL)
 	defer s.stop()
@@ -380,7 +384,7 @@ func TestServeSampleOnlyInDevMode(t *testing.T) {
 // nothing else of the admin listener.
 func TestServeProbeListener(t *testing.T) {
 	h := newHarness(t)
-	probe := freeAddr(t)
+	probe := testnet.ClosedAddr(t)
 	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--probe-listen", probe)
 	defer s.stop()
 	s.adminURL(t) // waits for the listening line
@@ -393,14 +397,4 @@ func TestServeProbeListener(t *testing.T) {
 	if !strings.Contains(s.stderr.String(), "probe="+probe) {
 		t.Errorf("the probe address is not logged:\n%s", s.stderr)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

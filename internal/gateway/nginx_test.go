@@ -2,17 +2,13 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -98,46 +94,63 @@ func forgeries(good string) []forgery {
 	}
 }
 
-// TestNginxForgedHeaders puts the real nginx in front of an app, configured
-// with exactly what `keygate config nginx` prints, and sends every forged
-// forwarding and claim header through it. Behind --proxy nginx keygate
-// trusts only the headers that block sets, so a forged one is ignored and
-// the request is decided as what it is. CI installs nginx and sets
-// KEYGATE_REQUIRE_NGINX=1 so that this test cannot silently skip there.
-func TestNginxForgedHeaders(t *testing.T) {
-	bin := nginxBinary(t)
-	nginxPreset, _ := Preset(ProxyNginx)
-	runForgeries(t, proxyRoutes, nginxPreset, func(t *testing.T, keygate, app string) string {
-		snippet, err := Snippet{Keygate: keygate, App: app, Headers: claimHeaders}.Nginx()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return startNginx(t, bin, snippet)
-	}, nil)
+// realProxy is a proxy the forged-header tests run for real, configured
+// with exactly what `keygate config` prints for it.
+type realProxy struct {
+	name    string
+	binary  func(t *testing.T) string // skips, or fails under KEYGATE_REQUIRE_*, when it is missing
+	snippet func(Snippet) (string, error)
+	start   func(t *testing.T, bin, snippet string) string
+	// conflicts are the forgeries that, behind the auto preset, disagree
+	// with the forwarding headers this proxy sets: keygate refuses them
+	// with 401 invalid_request.
+	conflicts []string
 }
 
-// TestNginxForgedHeadersAuto is the same behind the default preset (auto):
-// a forged X-Forwarded-* header disagrees with the X-Original-* one nginx
-// sets, and keygate refuses the request with 401 invalid_request.
-func TestNginxForgedHeadersAuto(t *testing.T) {
-	bin := nginxBinary(t)
-	auto, _ := Preset(ProxyAuto)
-	refusedByConflict := map[string]bool{
-		"X-Forwarded-Uri to an anonymous path": true, "X-Forwarded-Uri lower case": true,
-		"X-Forwarded-Uri repeated": true, "X-Forwarded-Uri with a token lacking the scope": true,
-		"X-Forwarded-Method to the anonymous GET route": true, "every forwarding header at once": true,
+var realProxies = []realProxy{
+	{name: ProxyNginx, binary: nginxBinary, snippet: Snippet.Nginx, start: startNginx, conflicts: []string{
+		"X-Forwarded-Uri to an anonymous path", "X-Forwarded-Uri lower case", "X-Forwarded-Uri repeated",
+		"X-Forwarded-Uri with a token lacking the scope", "X-Forwarded-Method to the anonymous GET route",
+		"every forwarding header at once"}},
+	{name: ProxyCaddy, binary: caddyBinary, snippet: Snippet.Caddy, start: startCaddy, conflicts: []string{
+		"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once"}},
+}
+
+// TestRealProxyForgedHeaders puts the real nginx and the real Caddy in
+// front of an app and sends every forged forwarding and claim header
+// through each. Behind the proxy's own preset keygate trusts only the
+// headers that proxy sets, so a forged one is ignored and the request is
+// decided as what it is; behind auto, a forged header that disagrees with
+// the proxy's is refused. Either way no forgery reaches the app. CI
+// installs both and sets KEYGATE_REQUIRE_NGINX and KEYGATE_REQUIRE_CADDY,
+// so that this test cannot silently skip there.
+func TestRealProxyForgedHeaders(t *testing.T) {
+	for _, p := range realProxies {
+		for _, preset := range []string{p.name, ProxyAuto} {
+			t.Run(p.name+"/"+preset, func(t *testing.T) {
+				bin := p.binary(t)
+				fwd, err := Preset(preset)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var adjust func(*forgery)
+				if preset == ProxyAuto {
+					adjust = func(c *forgery) {
+						if slices.Contains(p.conflicts, c.name) {
+							c.status, c.body = http.StatusUnauthorized, ""
+						}
+					}
+				}
+				runForgeries(t, proxyRoutes, fwd, func(t *testing.T, keygate, app string) string {
+					snippet, err := p.snippet(Snippet{Keygate: keygate, App: app, Headers: claimHeaders})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return p.start(t, bin, snippet)
+				}, adjust)
+			})
+		}
 	}
-	runForgeries(t, proxyRoutes, auto, func(t *testing.T, keygate, app string) string {
-		snippet, err := Snippet{Keygate: keygate, App: app, Headers: claimHeaders}.Nginx()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return startNginx(t, bin, snippet)
-	}, func(c *forgery) {
-		if refusedByConflict[c.name] {
-			c.status, c.body = http.StatusUnauthorized, ""
-		}
-	})
 }
 
 // runForgeries starts keygate's forward-auth behind fwd and an app that
@@ -261,96 +274,4 @@ func TestNginxAuthRequest(t *testing.T) {
 			}
 		})
 	}
-}
-
-// nginxBinary finds nginx, or skips (fails under KEYGATE_REQUIRE_NGINX).
-func nginxBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("nginx")
-	if err == nil {
-		return bin
-	}
-	bin = "/usr/sbin/nginx"
-	if _, serr := os.Stat(bin); serr == nil {
-		return bin
-	}
-	if os.Getenv("KEYGATE_REQUIRE_NGINX") != "" {
-		t.Fatal("nginx is required (KEYGATE_REQUIRE_NGINX is set) but not installed")
-	}
-	t.Skip("nginx not installed; apt-get install nginx-light, or run .ci/run")
-	return ""
-}
-
-// startNginx writes a configuration with snippet as its one server's
-// locations into a temporary prefix, starts nginx in the foreground and
-// waits for its port.
-func startNginx(t *testing.T, bin, snippet string) string {
-	t.Helper()
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	conf := fmt.Sprintf(`
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-worker_processes 1;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  large_client_header_buffers 4 64k;
-  server {
-    listen %[2]s;
-%[3]s
-  }
-}
-`, dir, addr, snippet)
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;")
-	// SIGTERM lets the master stop its workers; SIGKILL would orphan them.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			if log, err := os.ReadFile(filepath.Join(dir, "error.log")); err == nil {
-				t.Logf("nginx error.log:\n%s", log)
-			}
-		}
-	})
-	waitListening(t, addr, "nginx")
-	return addr
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitListening(t *testing.T, addr, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-	}
-	t.Fatalf("%s did not start listening on %s within 10s", what, addr)
 }
