@@ -201,15 +201,47 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	}
 
 	// Login attempts are limited fleet-wide: the burst spent across the
-	// nodes, the next attempt at any node is refused.
-	for i := range LoginLimit.Burst {
-		if st := login(t, nodes[i%3].base, basic, "nobody"); st != http.StatusBadRequest && st != http.StatusUnauthorized {
-			t.Fatalf("login attempt %d: %d", i, st)
+	// nodes, the next attempt at any node is refused. A decision Redis does
+	// not make within its 100 ms falls back to the node's own limit (by
+	// design); on a loaded machine that can happen, and then the fleet-wide
+	// count is not what this checks, so the check is made again.
+	for try := 1; ; try++ {
+		before := fallbackDecisions(nodes)
+		user := fmt.Sprint("nobody-", try)
+		for i := range LoginLimit.Burst {
+			// Another try may find the address's budget (shared by the
+			// fleet too) spent already.
+			st := login(t, nodes[i%3].base, basic, user)
+			if st != http.StatusBadRequest && st != http.StatusUnauthorized && (try == 1 || st != http.StatusTooManyRequests) {
+				t.Fatalf("try %d, login attempt %d: %d", try, i, st)
+			}
 		}
+		st := login(t, c.base, basic, user)
+		if fallbackDecisions(nodes) == before {
+			if st != http.StatusTooManyRequests {
+				t.Errorf("login attempt past the fleet's burst: %d, want 429", st)
+			}
+			break
+		}
+		if try == 3 {
+			t.Fatalf("Redis did not decide %d logins in a row without a fallback to the local limit", LoginLimit.Burst+1)
+		}
+		t.Logf("try %d: a limiter fell back to the node's own limit; trying again", try)
 	}
-	if st := login(t, c.base, basic, "nobody"); st != http.StatusTooManyRequests {
-		t.Errorf("login attempt past the fleet's burst: %d, want 429", st)
+}
+
+// fallbackDecisions counts the rate-limit decisions the nodes' local
+// fallbacks made while Redis did not answer in time.
+func fallbackDecisions(nodes []*live) uint64 {
+	var n uint64
+	for _, l := range nodes {
+		l.fleet.mu.Lock()
+		for _, nl := range l.fleet.limiters {
+			n += nl.l.Stats().FallbackDecisions
+		}
+		l.fleet.mu.Unlock()
 	}
+	return n
 }
 
 // login makes one failed /v1/login attempt and returns its status.
