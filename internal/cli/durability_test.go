@@ -81,8 +81,17 @@ type child struct {
 
 func startChild(t *testing.T, bin string, args []string, addr string) *child {
 	t.Helper()
+	return startChildEnv(t, bin, args, nil, addr)
+}
+
+// startChildEnv is startChild with env added to the child's environment.
+func startChildEnv(t *testing.T, bin string, args, env []string, addr string) *child {
+	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
+	if env != nil {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +35,10 @@ type serveFlags struct {
 	databaseURL, rootKeyFile, adminTokenFile       string
 	keyringFile                                    string
 	redisURL                                       string
+	databaseURLFile, redisURLFile                  string
+	metricsTokenFile                               string
+	pprof                                          bool
+	adminHosts                                     stringList
 	maxStaleness, storeTimeout                     time.Duration
 	tokenRate                                      float64
 	signingAlg                                     string
@@ -53,6 +58,11 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
+	fs.StringVar(&f.databaseURLFile, "database-url-file", "", "`file` holding the PostgreSQL URL, so that its password is not on the command line (or KEYGATE_DATABASE_URL)")
+	fs.StringVar(&f.redisURLFile, "redis-url-file", "", "`file` holding the Redis URL, so that its password is not on the command line (or KEYGATE_REDIS_URL)")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener, behind the admin token (never the command line)")
+	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "`file` holding a bearer token that /metrics requires (or KEYGATE_METRICS_TOKEN; default: /metrics is open)")
+	fs.Var(&f.adminHosts, "admin-host", "host `name` the admin listener answers to besides IP addresses and localhost (repeatable)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis `URL` (redis://...) shared by a fleet: revocations, login rate limits, key-rotation notices (or KEYGATE_REDIS_URL)")
 	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
 	fs.Float64Var(&f.tokenRate, "token-rate-limit", 50, "token requests per second each client may make at /oauth2/token, burst twice that\n(shared through Redis in a fleet; 0: no limit)")
@@ -104,7 +114,16 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := f.checkKeyPolicy(); err != nil {
 		return err
 	}
+	if err := f.readURLFiles(); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
+	for _, name := range []string{"database-url", "redis-url"} {
+		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
+			log.Warn("--"+name+" holds a password, which every local user can read in the process list; give it in --"+name+"-file or KEYGATE_"+
+				strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+" instead", "flag", name)
+		}
+	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -199,8 +218,12 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 // (and KEYGATE_DATABASE_URL / KEYGATE_REDIS_URL) where no flag was given.
 func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
 	pick(!fs.isSet("audience"), &f.audience, ts.Audience)
-	pick(!fs.isSet("database-url"), &f.databaseURL, ts.DatabaseURL)
-	pick(!fs.isSet("redis-url"), &f.redisURL, ts.RedisURL)
+	// A URL or its file given as a flag wins over both from the file.
+	byFlag := func(a, b string) bool { return fs.isSet(a) || fs.isSet(b) }
+	pick(!byFlag("database-url", "database-url-file"), &f.databaseURL, ts.DatabaseURL)
+	pick(!byFlag("database-url", "database-url-file"), &f.databaseURLFile, ts.DatabaseURLFile)
+	pick(!byFlag("redis-url", "redis-url-file"), &f.redisURL, ts.RedisURL)
+	pick(!byFlag("redis-url", "redis-url-file"), &f.redisURLFile, ts.RedisURLFile)
 	pick(!fs.isSet("root-key-file"), &f.rootKeyFile, ts.RootKeyFile)
 	pick(!fs.isSet("keyring-file"), &f.keyringFile, ts.KeyringFile)
 	pick(!fs.isSet("admin-token-file"), &f.adminTokenFile, ts.AdminTokenFile)
@@ -218,6 +241,63 @@ func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
 	if !fs.isSet("key-rotation") && ts.KeyRotation != nil {
 		f.keyRotation = *ts.KeyRotation
 	}
+}
+
+// readURLFiles reads --database-url-file and --redis-url-file (or their
+// token_service fields) into the URLs.
+func (f *serveFlags) readURLFiles() error {
+	for _, u := range []struct {
+		name       string
+		file       string
+		url        *string
+		prefixes   []string
+		prefixText string
+	}{
+		{"database-url", f.databaseURLFile, &f.databaseURL, []string{"postgres://", "postgresql://"}, "a postgres:// URL"},
+		{"redis-url", f.redisURLFile, &f.redisURL, []string{"redis://", "rediss://"}, "a redis:// or rediss:// URL"},
+	} {
+		if u.file == "" {
+			continue
+		}
+		if *u.url != "" {
+			return usageErrorf("keygate serve", "--%s and --%s-file cannot both be given", u.name, u.name)
+		}
+		b, err := os.ReadFile(u.file)
+		if err != nil {
+			return fmt.Errorf("--%s-file: %w", u.name, err)
+		}
+		v := strings.TrimSpace(string(b))
+		ok := false
+		for _, p := range u.prefixes {
+			ok = ok || strings.HasPrefix(v, p)
+		}
+		if !ok { // the content is a secret: the error names the file only
+			return fmt.Errorf("--%s-file %s: does not hold %s", u.name, u.file, u.prefixText)
+		}
+		*u.url = v
+	}
+	return nil
+}
+
+// firstSet returns the first of vs that is not empty.
+func firstSet(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// urlHasPassword reports whether a URL carries a password in its user
+// information.
+func urlHasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return strings.Contains(raw, "@") // unparsable: assume the worst
+	}
+	_, set := u.User.Password()
+	return set || strings.Contains(u.RawQuery, "password=")
 }
 
 // pick sets *dst to v when use is set and v is not the zero value.
@@ -353,16 +433,20 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		Overrides:   f.overrides(),
 		Metrics:     telemetry.New(),
 
-		Dev:            f.dev,
-		DatabaseURL:    f.databaseURL,
-		StoreTimeout:   f.storeTimeout,
-		TokenLimit:     f.tokenLimit(),
-		TrustedProxies: f.trusted,
-		RootKeyFile:    f.rootKeyFile,
-		RootKeyEnv:     "KEYGATE_ROOT_KEY",
-		KeyringFile:    f.keyringFile,
-		AdminTokenFile: f.adminTokenFile,
-		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		Dev:              f.dev,
+		DatabaseURL:      f.databaseURL,
+		StoreTimeout:     f.storeTimeout,
+		TokenLimit:       f.tokenLimit(),
+		TrustedProxies:   f.trusted,
+		RootKeyFile:      f.rootKeyFile,
+		RootKeyEnv:       "KEYGATE_ROOT_KEY",
+		KeyringFile:      f.keyringFile,
+		AdminTokenFile:   f.adminTokenFile,
+		Pprof:            f.pprof || cfg.Pprof,
+		MetricsTokenFile: firstSet(f.metricsTokenFile, cfg.MetricsTokenFile),
+		MetricsToken:     a.lookupEnv("KEYGATE_METRICS_TOKEN"),
+		AdminHosts:       append(slices.Clone(cfg.AdminHosts), f.adminHosts...),
+		AdminToken:       a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""
@@ -381,14 +465,17 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 
 // gatewayOnly reports whether serve runs the gateway alone: issuers are
 // configured and nothing asks for a token service (--dev, a store, a root
-// key or keyring, an admin token, Redis, or any token_service setting).
+// key or keyring, Redis, or any token_service setting but the admin token
+// file).
 // Such a node creates no files and no credentials.
 func (f *serveFlags) gatewayOnly(cfg *config.Config, env func(string) string) bool {
-	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(cfg.TokenService).IsZero() {
+	ts := cfg.TokenService
+	ts.AdminTokenFile = ""
+	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(ts).IsZero() {
 		return false
 	}
-	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.adminTokenFile, f.redisURL,
-		env("KEYGATE_ROOT_KEY"), env("KEYGATE_ADMIN_TOKEN")} {
+	// An admin token alone does not: it also guards a gateway's pprof.
+	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.redisURL, env("KEYGATE_ROOT_KEY")} {
 		if v != "" {
 			return false
 		}

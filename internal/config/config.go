@@ -43,7 +43,15 @@ type Config struct {
 	AdminListen string `yaml:"admin_listen"`
 	// ProbeListen, if set, serves /healthz and /readyz alone, for a
 	// probe port opened wider than the admin listener.
-	ProbeListen  string   `yaml:"probe_listen"`
+	ProbeListen string `yaml:"probe_listen"`
+	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
+	// token; off by default.
+	Pprof bool `yaml:"pprof"`
+	// MetricsTokenFile holds a bearer token /metrics then requires.
+	MetricsTokenFile string `yaml:"metrics_token_file"`
+	// AdminHosts are host names the admin listener answers to besides IP
+	// addresses and localhost (DNS-rebinding protection).
+	AdminHosts   []string `yaml:"admin_hosts"`
 	LogLevel     string   `yaml:"log_level"` // debug, info, warn, error
 	DataDir      string   `yaml:"data_dir"`
 	MaxTokenSize int      `yaml:"max_token_size"`
@@ -150,15 +158,19 @@ type Route struct {
 // TokenService is the token service's section. Empty fields take the
 // command-line flags' defaults; a flag given explicitly wins over the file.
 type TokenService struct {
-	Issuer         string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>)
-	Audience       string `yaml:"audience"` // "aud" of issued tokens
-	DatabaseURL    string `yaml:"database_url"`
-	RedisURL       string `yaml:"redis_url"`
-	RedisPrefix    string `yaml:"redis_prefix"`
-	RootKeyFile    string `yaml:"root_key_file"`
-	KeyringFile    string `yaml:"keyring_file"`
-	AdminTokenFile string `yaml:"admin_token_file"`
-	SigningAlg     string `yaml:"signing_alg"`
+	Issuer      string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>)
+	Audience    string `yaml:"audience"` // "aud" of issued tokens
+	DatabaseURL string `yaml:"database_url"`
+	RedisURL    string `yaml:"redis_url"`
+	// DatabaseURLFile and RedisURLFile hold the URLs instead, so that a
+	// password in them is in neither the file nor the command line.
+	DatabaseURLFile string `yaml:"database_url_file"`
+	RedisURLFile    string `yaml:"redis_url_file"`
+	RedisPrefix     string `yaml:"redis_prefix"`
+	RootKeyFile     string `yaml:"root_key_file"`
+	KeyringFile     string `yaml:"keyring_file"`
+	AdminTokenFile  string `yaml:"admin_token_file"`
+	SigningAlg      string `yaml:"signing_alg"`
 	// KeyRotation: nil means the default (720h); 0 means manual only.
 	KeyRotation            *time.Duration `yaml:"key_rotation"`
 	KeyPrePublish          time.Duration  `yaml:"key_prepublish"`
@@ -317,6 +329,11 @@ func (c *Config) Validate() error {
 	if c.ProbeListen != "" {
 		checkAddr("probe_listen", c.ProbeListen)
 	}
+	for _, h := range c.AdminHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			bad("admin_hosts", "%q is not a host name", h)
+		}
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
 		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
 	}
@@ -372,6 +389,12 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 	}
 	if t.DatabaseURL != "" && !strings.HasPrefix(t.DatabaseURL, "postgres://") && !strings.HasPrefix(t.DatabaseURL, "postgresql://") {
 		bad(field+".database_url", "must be a postgres:// URL")
+	}
+	if t.DatabaseURL != "" && t.DatabaseURLFile != "" {
+		bad(field+".database_url_file", "cannot be combined with database_url (or KEYGATE_DATABASE_URL)")
+	}
+	if t.RedisURL != "" && t.RedisURLFile != "" {
+		bad(field+".redis_url_file", "cannot be combined with redis_url (or KEYGATE_REDIS_URL)")
 	}
 	if t.RedisURL != "" && !strings.HasPrefix(t.RedisURL, "redis://") && !strings.HasPrefix(t.RedisURL, "rediss://") {
 		bad(field+".redis_url", "must be a redis:// or rediss:// URL")

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"strconv"
 	"time"
@@ -109,17 +108,19 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
 	}
 	if s.metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
+		if s.scraper.set {
+			metrics = s.scraper.require("keygate-metrics", metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
 	}
 	if s.admin != nil {
 		mux.Handle("/v1/admin/", s.admin.Handler())
 	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	if s.cfg.Pprof {
+		s.addPprof(mux)
+	}
+	return s.checkHost(mux)
 }
 
 // fileStamp identifies a version of a file by size and modification time.

@@ -195,8 +195,8 @@ func TestConfiguredIssuer(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if code, _, _ := get(t, c.admin+"/debug/pprof/", ""); code != 200 {
-		t.Errorf("pprof index %d", code)
+	if code, _, _ := get(t, c.admin+"/debug/pprof/", ""); code != 404 {
+		t.Errorf("pprof index %d, want 404: profiles are off unless enabled", code)
 	}
 	// Admin endpoints are not on the traffic listener.
 	if code, _, _ := get(t, c.url+"/metrics", ""); code != 404 {

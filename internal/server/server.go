@@ -105,9 +105,20 @@ type Config struct {
 	// POST /v1/sys/unseal. A server with a database URL and no key source
 	// also starts sealed, waiting for the root key itself.
 	KeyringFile string
-	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/).
+	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/),
+	// sealing and, when Pprof is set, the profiles.
 	AdminTokenFile string
 	AdminToken     string
+	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
+	// token (never the command line). Off by default.
+	Pprof bool
+	// MetricsTokenFile or MetricsToken, if set, is a bearer token that
+	// /metrics requires (a Prometheus scrape_config's authorization).
+	MetricsTokenFile string
+	MetricsToken     string
+	// AdminHosts are host names the admin listener answers to besides IP
+	// addresses and localhost (DNS-rebinding protection).
+	AdminHosts []string
 	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 
@@ -168,7 +179,8 @@ type Server struct {
 	keys         *issuer.KeyManager
 	keyring      *keyring.Keyring
 	unsealMu     sync.Mutex // one unseal or seal at a time
-	adminDigest  [32]byte   // SHA-256 of the admin token; zero without one
+	operator     credential // the admin token: the admin API (through admin), seal, pprof
+	scraper      credential // the metrics scrape token; unset: /metrics is open
 	store        store.Store
 	tokens       *issuer.Service
 	admin        *issuer.Admin
@@ -230,6 +242,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		if err := s.openTokenService(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.openAdminSurface(); err != nil {
+		s.closeFleet()
+		if s.store != nil {
+			s.store.Close()
+		}
+		return nil, err
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {

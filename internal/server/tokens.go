@@ -270,6 +270,7 @@ func (s *Server) openAdmin(dev bool) error {
 		s.log.Warn("no admin token configured: the admin API (/v1/admin/) is off")
 		return nil
 	}
+	s.operator = newCredential(token)
 	if s.admin, err = issuer.NewAdmin(s.tokens, token); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

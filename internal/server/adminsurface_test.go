@@ -1,0 +1,114 @@
+package server
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/telemetry"
+)
+
+func adminReq(t *testing.T, method, url, host, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestAdminSurface: pprof is off unless enabled, then behind the admin
+// token and never the command line; /metrics can require its own token;
+// the admin listener answers only to IP addresses, localhost and the
+// configured host names.
+func TestAdminSurface(t *testing.T) {
+	const admin, scrape = "admin-token-0123456789-0123456789-abcdef", "scrape-token-0123456789-0123456789-abcdef"
+	t.Run("defaults", func(t *testing.T) {
+		l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true, AdminToken: admin, Metrics: telemetry.New()})
+		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/heap"} {
+			if got := adminReq(t, "GET", l.admin+p, "", admin); got != 404 {
+				t.Errorf("GET %s with the admin token: %d, want 404 (pprof is off)", p, got)
+			}
+		}
+		if got := adminReq(t, "GET", l.admin+"/metrics", "", ""); got != 200 {
+			t.Errorf("/metrics without a scrape token configured: %d, want 200", got)
+		}
+	})
+	t.Run("enabled", func(t *testing.T) {
+		l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+			AdminToken: admin, Pprof: true, MetricsToken: scrape, Metrics: telemetry.New(), AdminHosts: []string{"admin.internal"}})
+		for _, tc := range []struct {
+			path, host, token string
+			want              int
+		}{
+			{"/debug/pprof/", "", "", 401},
+			{"/debug/pprof/", "", scrape, 401},
+			{"/debug/pprof/", "", admin, 200},
+			{"/debug/pprof/heap", "", admin, 200},
+			{"/debug/pprof/goroutine?debug=2", "", admin, 200},
+			{"/debug/pprof/symbol", "", admin, 200},
+			{"/debug/pprof/cmdline", "", admin, 404},
+			{"/debug/pprof/profile?seconds=1", "", "", 401},
+			{"/metrics", "", "", 401},
+			{"/metrics", "", admin, 401},
+			{"/metrics", "", scrape, 200},
+			{"/healthz", "evil.example:9090", "", 421},
+			{"/metrics", "rebind.attacker.test", scrape, 421},
+			{"/healthz", "localhost:9090", "", 200},
+			{"/healthz", "LOCALHOST", "", 200},
+			{"/healthz", "127.0.0.1:9090", "", 200},
+			{"/healthz", "[::1]:9090", "", 200},
+			{"/healthz", "10.1.2.3", "", 200},
+			{"/healthz", "admin.internal:9090", "", 200},
+			{"/healthz", "admin.internal.", "", 200},
+			{"/healthz", "xadmin.internal", "", 421},
+		} {
+			if got := adminReq(t, "GET", l.admin+tc.path, tc.host, tc.token); got != tc.want {
+				t.Errorf("GET %s (Host %q, token %.6s): %d, want %d", tc.path, tc.host, tc.token, got, tc.want)
+			}
+		}
+	})
+	t.Run("pprof needs an admin token", func(t *testing.T) {
+		_, err := New(t.Context(), Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience,
+			Pprof: true, Gateway: gatewayWithIssuer(t), GatewayOnly: true})
+		if err == nil || !strings.Contains(err.Error(), "admin token") {
+			t.Fatalf("New with pprof and no admin token: %v, want an error naming the admin token", err)
+		}
+	})
+}
+
+func TestAllowedAdminHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"": true, "localhost": true, "localhost:1": true, "127.0.0.1": true, "[::1]": true, "::1": true,
+		"192.0.2.7:9090": true, "[2001:db8::1]:9090": true, "ops.example": true, "OPS.example:1": true,
+		"example.com": false, "127.0.0.1.nip.io": false, "localhost.attacker.test": false, "ops.example.evil": false,
+	} {
+		if got := allowedAdminHost(host, []string{"ops.example"}); got != want {
+			t.Errorf("allowedAdminHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// gatewayWithIssuer is a configuration with one issuer, whose key file
+// need not exist until the runtime is built.
+func gatewayWithIssuer(t *testing.T) *config.Config {
+	t.Helper()
+	c := &config.Config{Issuers: []config.Issuer{{Issuer: "https://idp.test/", KeyFiles: []string{filepath.Join(t.TempDir(), "k.pem")},
+		Algorithms: []string{"ES256"}}}}
+	c.SetDefaults()
+	return c
+}
