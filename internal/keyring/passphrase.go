@@ -39,14 +39,21 @@ func DefaultArgon2() Argon2Params {
 // minArgon2 is the floor InitPassphrase enforces: OWASP's minimum.
 var minArgon2 = Argon2Params{Memory: 19 * 1024, Time: 2, Threads: 1}
 
-// Bounds ReadHeader enforces so a damaged header cannot demand absurd
-// resources.
+// maxArgon2 caps the parameters ReadHeader accepts, so that an edited or
+// damaged keyring.json cannot make an unseal exhaust the node: Argon2id's
+// work area is the memory parameter (256 MiB at most, four times
+// DefaultArgon2), each pass sweeps it once (16 at most) and each lane is a
+// goroutine (16 at most). The header holds no secret and is often
+// distributed to every node, so its parameters are input, not
+// configuration. A derivation at the caps costs about 20 times as much as
+// one at DefaultArgon2, and derivations run one at a time.
+var maxArgon2 = Argon2Params{Memory: 256 * 1024, Time: 16, Threads: 16}
+
+// Bounds ReadHeader enforces on the rest of the header.
 const (
-	maxArgon2Memory = 4 << 20 // 4 GiB, in KiB
-	maxArgon2Time   = 64
-	minSaltSize     = 16
-	maxSaltSize     = 64
-	maxHeaderSize   = 64 << 10
+	minSaltSize   = 16
+	maxSaltSize   = 64
+	maxHeaderSize = 64 << 10
 )
 
 // SaltSize is the size of the random salt InitPassphrase draws.
@@ -179,10 +186,12 @@ func (p Argon2Params) validate() error {
 		return fmt.Errorf("%w: Argon2id threads is 0", ErrHeader)
 	case p.Memory < 8*uint32(p.Threads):
 		return fmt.Errorf("%w: Argon2id memory %d KiB is under 8 KiB per thread", ErrHeader, p.Memory)
-	case p.Memory > maxArgon2Memory:
-		return fmt.Errorf("%w: Argon2id memory %d KiB is over %d", ErrHeader, p.Memory, maxArgon2Memory)
-	case p.Time == 0 || p.Time > maxArgon2Time:
-		return fmt.Errorf("%w: Argon2id time %d is outside 1..%d", ErrHeader, p.Time, maxArgon2Time)
+	case p.Threads > maxArgon2.Threads:
+		return fmt.Errorf("%w: Argon2id threads %d is over %d", ErrHeader, p.Threads, maxArgon2.Threads)
+	case p.Memory > maxArgon2.Memory:
+		return fmt.Errorf("%w: Argon2id memory %d KiB is over %d", ErrHeader, p.Memory, maxArgon2.Memory)
+	case p.Time == 0 || p.Time > maxArgon2.Time:
+		return fmt.Errorf("%w: Argon2id time %d is outside 1..%d", ErrHeader, p.Time, maxArgon2.Time)
 	}
 	return nil
 }

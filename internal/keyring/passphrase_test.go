@@ -247,3 +247,45 @@ func TestDefaultArgon2(t *testing.T) {
 		t.Errorf("unsealed with %v, want %v", id, root.ID())
 	}
 }
+
+// TestHeaderBoundsCost: an edited keyring.json cannot make an unseal
+// allocate or compute without limit. Each header below was accepted by
+// ReadHeader before the bounds were tightened (a 4 GiB or 1 GiB work area,
+// 64 passes, 255 lanes); only ReadHeader runs here, never a derivation, so
+// that the test cannot exhaust the machine if the bounds regress.
+func TestHeaderBoundsCost(t *testing.T) {
+	path, _ := initHeader(t)
+	orig, _ := os.ReadFile(path)
+	for _, tc := range []struct {
+		name    string
+		kdf     map[string]any
+		refused bool
+	}{
+		{"memory 4 GiB", map[string]any{"memory_kib": 4 << 20, "time": 1, "threads": 4}, true},
+		{"memory 1 GiB", map[string]any{"memory_kib": 1 << 20, "time": 1, "threads": 4}, true},
+		{"memory just over the cap", map[string]any{"memory_kib": maxArgon2.Memory + 1, "time": 1, "threads": 4}, true},
+		{"64 passes", map[string]any{"memory_kib": 64 * 1024, "time": 64, "threads": 4}, true},
+		{"255 lanes", map[string]any{"memory_kib": 64 * 1024, "time": 3, "threads": 255}, true},
+		{"the caps themselves", map[string]any{"memory_kib": maxArgon2.Memory, "time": maxArgon2.Time, "threads": maxArgon2.Threads}, false},
+		{"the defaults", map[string]any{"memory_kib": 64 * 1024, "time": 3, "threads": 4}, false},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal(orig, &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range tc.kdf {
+			m["kdf"].(map[string]any)[k] = v
+		}
+		data, _ := json.Marshal(m)
+		_, err := parseHeader(data)
+		if tc.refused && !errors.Is(err, ErrHeader) {
+			t.Errorf("%s: %v, want ErrHeader", tc.name, err)
+		}
+		if !tc.refused && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	if d := DefaultArgon2(); d.validate() != nil || d.Memory > maxArgon2.Memory/2 {
+		t.Errorf("DefaultArgon2 %+v is not well inside the caps %+v", d, maxArgon2)
+	}
+}
