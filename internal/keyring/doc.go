@@ -14,7 +14,14 @@
 //     passes, 4 lanes; see [DefaultArgon2]), a random 16-byte salt and a
 //     key-check value live in a versioned JSON header in the data directory
 //     (keyring.json, see [Header]), so a wrong passphrase is reported as
-//     [ErrWrongPassphrase] instead of producing garbage.
+//     [ErrWrongPassphrase] instead of producing garbage. The header's
+//     parameters are capped (see [ReadHeader]): it holds no secret and may
+//     be edited, so it cannot be trusted with the node's memory.
+//
+// A keyring with a header accepts one root key only, however it is given:
+// the key that authenticates the header's key-check value
+// ([Header.CheckKey], [ErrWrongKey]). The 32-bit [KeyID] names a key; it
+// never authenticates one.
 //
 // A RootKey is opaque and not comparable with ==; [RootKey.Equal] compares
 // in constant time, and every fmt verb and slog print only its [KeyID], an

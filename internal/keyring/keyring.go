@@ -25,8 +25,10 @@ type Options struct {
 	// base64 (see ParseKey) that unseals the keyring at once.
 	KeyEnv string
 	// HeaderFile is the keyring header (keyring.json in the data
-	// directory) that UnsealPassphrase reads. Only passphrase unsealing
-	// needs it.
+	// directory) that UnsealPassphrase reads. When it is set, every root
+	// key the keyring is given, by a key source here or by Unseal, must
+	// also authenticate against its key-check value (ErrWrongKey
+	// otherwise).
 	HeaderFile string
 
 	// Rand is the source of data keys and nonces; crypto/rand.Reader when
@@ -140,10 +142,35 @@ func newEntry(root RootKey) (*rootEntry, error) {
 // ciphertexts have not all been rewrapped yet). The keyring keeps its own
 // copies; the caller may Destroy the keys afterwards. Unseal on an unsealed
 // keyring returns ErrAlreadyUnsealed and changes nothing.
+//
+// With Options.HeaderFile set, current must be the key the header was made
+// for (Header.CheckKey): any other returns ErrWrongKey before the keyring
+// changes, whatever its KeyID.
 func (k *Keyring) Unseal(current RootKey, previous ...RootKey) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.state.Load() != nil {
+		return ErrAlreadyUnsealed
+	}
+	if err := k.checkHeader(current); err != nil {
+		return err
+	}
 	return k.unsealLocked(current, previous)
+}
+
+// checkHeader checks root against the configured header, if any.
+func (k *Keyring) checkHeader(root RootKey) error {
+	if !root.valid() {
+		return ErrNoKey
+	}
+	if k.headerFile == "" {
+		return nil
+	}
+	h, err := ReadHeader(k.headerFile)
+	if err != nil {
+		return err
+	}
+	return h.CheckKey(root)
 }
 
 func (k *Keyring) unsealLocked(current RootKey, previous []RootKey) error {

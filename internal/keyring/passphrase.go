@@ -196,7 +196,9 @@ func (p Argon2Params) validate() error {
 	return nil
 }
 
-// ReadHeader reads and validates a keyring header file.
+// ReadHeader reads and validates a keyring header file. It refuses, with
+// ErrHeader, Argon2id parameters over 256 MiB, 16 passes or 16 lanes, so
+// that an edited header cannot make a derivation exhaust the node.
 func ReadHeader(path string) (*Header, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -276,33 +278,54 @@ func (h *Header) derive(passphrase []byte) RootKey {
 }
 
 // Derive derives the root key from passphrase and checks it against the
-// header's key-check value: a wrong passphrase returns ErrWrongPassphrase.
-// It takes the time and memory the header's Argon2id parameters say. The
-// caller may wipe passphrase afterwards, and should Destroy the key once
-// it has unsealed a keyring with it.
+// header's key-check value (see CheckKey): a wrong passphrase returns
+// ErrWrongPassphrase. It takes the time and memory the header's Argon2id
+// parameters say. The caller may wipe passphrase afterwards, and should
+// Destroy the key once it has unsealed a keyring with it.
 func (h *Header) Derive(passphrase []byte) (RootKey, error) {
 	if len(passphrase) == 0 {
 		return RootKey{}, fmt.Errorf("%w: empty passphrase", ErrWrongPassphrase)
 	}
 	root := h.derive(passphrase)
+	if err := h.checkKey(root, ErrWrongPassphrase); err != nil {
+		root.Destroy()
+		return RootKey{}, err
+	}
+	return root, nil
+}
+
+// CheckKey reports whether root is the key the header was made for: it
+// must authenticate the header's key-check value, an AES-256-GCM
+// encryption of a fixed label under the key (the GCM tag is a MAC over the
+// label, the parameters and the salt, and crypto/cipher compares it in
+// constant time; the label is then compared in constant time too). A key
+// that does not is ErrWrongKey, whatever its KeyID: the 32-bit ID names a
+// key, it does not authenticate one. A key that authenticates but whose ID
+// differs from the recorded key_id means the header was edited (ErrHeader).
+func (h *Header) CheckKey(root RootKey) error {
+	return h.checkKey(root, ErrWrongKey)
+}
+
+// checkKey is CheckKey with the sentinel a mismatch returns.
+func (h *Header) checkKey(root RootKey, mismatch error) error {
+	if !root.valid() {
+		return ErrNoKey
+	}
 	var pt []byte
 	var err error
 	secretDo(func() {
 		pt, err = gcmOpen(root.k.b[:], h.check[:nonceSize], h.check[nonceSize:], h.checkAAD())
 	})
+	if err != nil && !errors.Is(err, ErrDecrypt) {
+		return err
+	}
 	if err != nil || subtle.ConstantTimeCompare(pt, []byte(checkLabel)) != 1 {
-		root.Destroy()
-		if err != nil && !errors.Is(err, ErrDecrypt) {
-			return RootKey{}, err
-		}
-		return RootKey{}, ErrWrongPassphrase
+		return mismatch
 	}
 	if root.ID() != h.keyID {
 		// The check value authenticated, so the key is right and the
 		// recorded ID was edited.
-		id := root.ID()
-		root.Destroy()
-		return RootKey{}, fmt.Errorf("%w: key_id %s does not match the derived key's %s", ErrHeader, h.keyID, id)
+		return fmt.Errorf("%w: key_id %s does not match the key's %s", ErrHeader, h.keyID, root.ID())
 	}
-	return root, nil
+	return nil
 }

@@ -289,3 +289,71 @@ func TestHeaderBoundsCost(t *testing.T) {
 		t.Errorf("DefaultArgon2 %+v is not well inside the caps %+v", d, maxArgon2)
 	}
 }
+
+// withKeyID rewrites the key_id of the header at path, as someone who
+// found a key with a colliding 32-bit ID (about 2³² HMACs) would present
+// it; editing the header simulates the search.
+func withKeyID(t *testing.T, path string, id KeyID) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["key_id"] = id.String()
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnsealKeyChecksHeader: with a keyring header configured, a root key
+// given as such (not derived from the passphrase) unseals only if it
+// authenticates against the header's key-check value; its 32-bit ID alone
+// is not enough. Before the fix, Unseal never read the header, so a key
+// whose ID matched (here: any key, once key_id is edited) unsealed.
+func TestUnsealKeyChecksHeader(t *testing.T) {
+	path, root := initHeader(t)
+	wrong := newKey(t)
+	withKeyID(t, path, wrong.ID()) // the wrong key now "matches" by ID
+
+	k, err := New(Options{HeaderFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Unseal(wrong); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("a key with the header's ID but not its check value: %v, want ErrWrongKey", err)
+	}
+	if !k.Sealed() {
+		t.Fatal("a key that fails the check value unsealed the keyring")
+	}
+	if _, err := New(Options{Root: wrong, HeaderFile: path}); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("New with a key that fails the header's check value: %v, want ErrWrongKey", err)
+	}
+	// The right key passes the check value; the edited ID then gives the
+	// tampering away.
+	if err := k.Unseal(root); !errors.Is(err, ErrHeader) || !k.Sealed() {
+		t.Errorf("the right key under an edited key_id: %v, sealed=%v; want ErrHeader", err, k.Sealed())
+	}
+	withKeyID(t, path, root.ID())
+	if err := k.Unseal(wrong); !errors.Is(err, ErrWrongKey) || !k.Sealed() {
+		t.Errorf("a key with another ID: %v, sealed=%v; want ErrWrongKey", err, k.Sealed())
+	}
+	if err := k.Unseal(RootKey{}); !errors.Is(err, ErrNoKey) || !k.Sealed() {
+		t.Errorf("no key: %v", err)
+	}
+	if err := k.Unseal(root); err != nil {
+		t.Fatalf("the right key: %v", err)
+	}
+	if id, _ := k.Current(); id != root.ID() {
+		t.Errorf("unsealed with %v, want %v", id, root.ID())
+	}
+	// Without a header nothing is checked: that is Unseal's contract for
+	// keys from the operator's own configuration.
+	if _, err := New(Options{Root: wrong}); err != nil {
+		t.Errorf("no header: %v", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -131,14 +130,15 @@ func (s *Server) openKeyring(in unsealRequest) error {
 		return badUnseal("the key is not a base64 root key of 32 bytes")
 	}
 	defer root.Destroy()
-	// With a passphrase set up, only the key it derives is the node's:
-	// on an empty store nothing else would tell a wrong key apart.
-	if h, err := keyring.ReadHeader(s.keyringFile()); err == nil && h.KeyID() != root.ID() {
+	// With a keyring.json, the keyring accepts only the key that
+	// authenticates its key-check value: on an empty store nothing else
+	// would tell a wrong key apart.
+	if err := s.keyring.Unseal(root); errors.Is(err, keyring.ErrWrongKey) {
 		return badUnseal("this root key is not the one the keyring passphrase derives")
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	} else if err != nil {
 		return err
 	}
-	return s.keyring.Unseal(root)
+	return nil
 }
 
 // seal is POST /v1/sys/seal (admin token): it drops the root key and the

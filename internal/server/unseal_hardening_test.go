@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keygate/keygate/internal/keyring"
+)
+
+// Tests of the unseal endpoint against an attacker who can reach the admin
+// listener without the admin token: a local process, or a browser page
+// posting to loopback.
+
+var jsonHeader = http.Header{"Content-Type": {"application/json"}}
+
+// sealedWithHeader starts a node sealed by a keyring.json made from
+// testPassphrase, with an empty SQLite store, and returns it with the
+// header's path and the root key the passphrase derives.
+func sealedWithHeader(t *testing.T) (*live, string, keyring.RootKey) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	header := filepath.Join(dir, KeyringFile)
+	root, err := keyring.InitPassphrase(header, []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(root.Destroy)
+	l := startLive(t, Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
+		AdminToken: "admin-token-0123456789abcdef0123456789"})
+	if !l.Sealed() {
+		t.Fatal("a node with only a keyring.json is not sealed")
+	}
+	return l, header, root
+}
+
+// setKeyID rewrites key_id in a keyring.json, standing in for the 2³²
+// HMACs it takes to find a key whose 32-bit ID matches the real one.
+func setKeyID(t *testing.T, header string, id keyring.KeyID) {
+	t.Helper()
+	data, err := os.ReadFile(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["key_id"] = id.String()
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(header, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func storedKeys(t *testing.T, l *live) int {
+	t.Helper()
+	keys, err := l.store.ListSigningKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
+}
+
+// TestUnsealRawKeyNeedsCheckValue: with a keyring.json and an empty
+// store, a raw root key whose 32-bit ID matches the header's is not
+// enough: it must authenticate against the header's key-check value.
+// Before the fix the key ID was all that was compared, and the wrong key
+// became the node's root key and sealed the first signing key.
+func TestUnsealRawKeyNeedsCheckValue(t *testing.T) {
+	l, header, _ := sealedWithHeader(t)
+	wrongText := randomKey(t)
+	wrong, err := keyring.ParseKey([]byte(wrongText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setKeyID(t, header, wrong.ID())
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+wrongText+`"}`, jsonHeader)
+	if resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+		t.Fatalf("a key matching only the key ID: %d %s, sealed=%v; want 400 and sealed", resp.StatusCode, body, l.Sealed())
+	}
+	if n := storedKeys(t, l); n != 0 {
+		t.Fatalf("%d signing keys were sealed under a key that fails the check value", n)
+	}
+}
