@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -61,15 +62,36 @@ type unsealRequest struct {
 	Key        string `json:"key"`
 }
 
+// checkSysPost refuses a seal or unseal request a browser page could have
+// sent: one with an Origin header (browsers send it on every cross-site
+// POST, and on same-origin ones; the CLI never does), or a body that is
+// not application/json (a page may POST text/plain or a form cross-site
+// without a CORS preflight). Neither needs the body to be read.
+func checkSysPost(r *http.Request) error {
+	if _, ok := r.Header["Origin"]; ok {
+		return &apiError{Status: http.StatusForbidden, Code: "forbidden",
+			Description: "requests with an Origin header (from a browser page) are refused"}
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "invalid_request",
+			Description: "the Content-Type must be application/json"}
+	}
+	return nil
+}
+
 func badUnseal(desc string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
 }
 
-// unseal is POST /v1/sys/unseal. The root key is accepted only if it opens
+// unseal is POST /v1/sys/unseal (application/json, no Origin header; see
+// checkSysPost). The root key is accepted only if it opens
 // the stored signing keys; otherwise the node stays sealed. Unsealing an
 // unsealed node is not an error: it answers the status.
 func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
+	if err := checkSysPost(r); err != nil {
+		return err
+	}
 	var in unsealRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUnsealBody))
 	dec.DisallowUnknownFields()
@@ -141,11 +163,15 @@ func (s *Server) openKeyring(in unsealRequest) error {
 	return nil
 }
 
-// seal is POST /v1/sys/seal (admin token): it drops the root key and the
+// seal is POST /v1/sys/seal (admin token, application/json, no Origin
+// header; the body is ignored): it drops the root key and the
 // private signing key from memory at once. Issuance stops until the next
 // unseal; verification goes on.
 func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
+	if err := checkSysPost(r); err != nil {
+		return err
+	}
 	if s.admin == nil || !s.admin.Authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
 		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required"}

@@ -112,10 +112,10 @@ func TestSealedStartPassphrase(t *testing.T) {
 		t.Errorf("readyz after unseal: %d", resp.StatusCode)
 	}
 
-	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", nil); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", jh); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
 		t.Fatalf("seal without the admin token: %d sealed=%v", resp.StatusCode, l.Sealed())
 	}
-	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK || !l.Sealed() {
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", adminJSON(cfg.AdminToken)); resp.StatusCode != http.StatusOK || !l.Sealed() {
 		t.Fatalf("seal: %d %s", resp.StatusCode, body)
 	}
 	if code, body := tokenStatus(t, l, "svc", secret); code != http.StatusServiceUnavailable {
@@ -165,7 +165,7 @@ func TestUnsealWithRootKey(t *testing.T) {
 	l := startLive(t, cfg)
 	secret := addClient(t, l, "svc")
 	clientToken(t, l.base, "svc", secret)
-	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", adminJSON(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("seal: %d", resp.StatusCode)
 	}
 	jh := http.Header{"Content-Type": {"application/json"}}
@@ -177,6 +177,13 @@ func TestUnsealWithRootKey(t *testing.T) {
 		t.Fatalf("unseal with the root key: %d %s", resp.StatusCode, b)
 	}
 	clientToken(t, l.base, "svc", secret)
+}
+
+// adminJSON is the headers of a seal request: the admin token and JSON.
+func adminJSON(token string) http.Header {
+	h := bearer(token)
+	h.Set("Content-Type", "application/json")
+	return h
 }
 
 func randomKey(t *testing.T) string {

@@ -88,3 +88,60 @@ func TestUnsealRawKeyNeedsCheckValue(t *testing.T) {
 		t.Fatalf("%d signing keys were sealed under a key that fails the check value", n)
 	}
 }
+
+// TestSealEndpointsRefuseBrowsers: seal and unseal take only
+// application/json (a cross-site form or text/plain POST needs no CORS
+// preflight, and the body would decode as JSON all the same) and refuse
+// any request with an Origin header, which browsers send on every
+// cross-site POST. Before the fix a text/plain body unsealed the node.
+func TestSealEndpointsRefuseBrowsers(t *testing.T) {
+	l, _, _ := sealedWithHeader(t)
+	pass := `{"passphrase":"` + testPassphrase + `"}`
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want int
+	}{
+		{"text/plain", http.Header{"Content-Type": {"text/plain"}}, http.StatusUnsupportedMediaType},
+		{"form", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, http.StatusUnsupportedMediaType},
+		{"multipart", http.Header{"Content-Type": {"multipart/form-data; boundary=x"}}, http.StatusUnsupportedMediaType},
+		{"no Content-Type", nil, http.StatusUnsupportedMediaType},
+		{"application/jsonp", http.Header{"Content-Type": {"application/jsonp"}}, http.StatusUnsupportedMediaType},
+		{"cross-site", http.Header{"Content-Type": {"application/json"}, "Origin": {"https://attacker.example"}}, http.StatusForbidden},
+		{"same origin", http.Header{"Content-Type": {"application/json"}, "Origin": {"http://127.0.0.1"}}, http.StatusForbidden},
+		{"opaque origin", http.Header{"Content-Type": {"application/json"}, "Origin": {"null"}}, http.StatusForbidden},
+		{"empty Origin", http.Header{"Content-Type": {"application/json"}, "Origin": {""}}, http.StatusForbidden},
+		{"text/plain from a page", http.Header{"Content-Type": {"text/plain;charset=UTF-8"}, "Origin": {"https://attacker.example"}}, http.StatusForbidden},
+	} {
+		if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", pass, tc.h); resp.StatusCode != tc.want || !l.Sealed() {
+			t.Fatalf("unseal, %s: %d %s, sealed=%v; want %d and sealed", tc.name, resp.StatusCode, body, l.Sealed(), tc.want)
+		}
+	}
+	utf8 := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", pass, utf8); resp.StatusCode != http.StatusOK || l.Sealed() {
+		t.Fatalf("unseal with application/json; charset=utf-8: %d %s", resp.StatusCode, body)
+	}
+
+	token := "Bearer admin-token-0123456789abcdef0123456789"
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		want int
+	}{
+		{"text/plain", http.Header{"Authorization": {token}, "Content-Type": {"text/plain"}}, http.StatusUnsupportedMediaType},
+		{"no Content-Type", http.Header{"Authorization": {token}}, http.StatusUnsupportedMediaType},
+		{"Origin", http.Header{"Authorization": {token}, "Content-Type": {"application/json"}, "Origin": {"https://attacker.example"}}, http.StatusForbidden},
+	} {
+		if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", tc.h); resp.StatusCode != tc.want || l.Sealed() {
+			t.Fatalf("seal, %s: %d %s, sealed=%v; want %d and unsealed", tc.name, resp.StatusCode, body, l.Sealed(), tc.want)
+		}
+	}
+	h := http.Header{"Authorization": {token}, "Content-Type": {"application/json"}}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", h); resp.StatusCode != http.StatusOK || !l.Sealed() {
+		t.Fatalf("seal: %d %s", resp.StatusCode, body)
+	}
+	// GET seal-status is unchanged: without CORS a page cannot read it.
+	if resp, _ := do(t, http.MethodGet, l.admin+"/v1/sys/seal-status", "", http.Header{"Origin": {"https://attacker.example"}}); resp.StatusCode != http.StatusOK {
+		t.Errorf("seal-status with an Origin: %d", resp.StatusCode)
+	}
+}
