@@ -79,6 +79,11 @@ func checkSysPost(r *http.Request) error {
 	return nil
 }
 
+// errStoreUnavailable is every unseal answer for a failure of the store:
+// the caller is not authenticated (the key is what is being tested), so
+// the detail, which may name hosts, tables or files, goes to the log only.
+var errStoreUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "store unavailable"}
+
 func badUnseal(desc string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
 }
@@ -121,7 +126,8 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 			s.log.Warn("unseal refused: the root key does not open the stored signing keys", "remote", r.RemoteAddr)
 			return badUnseal("this root key did not seal the stored signing keys")
 		}
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "the signing keys could not be loaded: " + err.Error()}
+		s.log.Error("unseal failed: the signing keys could not be loaded", "remote", r.RemoteAddr, "err", err)
+		return errStoreUnavailable
 	}
 	if !hadKeys {
 		s.rotated(s.Thumbprint()) // the first key: other nodes load it now

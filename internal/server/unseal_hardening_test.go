@@ -1,10 +1,13 @@
 package server
 
 import (
+	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/keygate/keygate/internal/keyring"
@@ -143,5 +146,50 @@ func TestSealEndpointsRefuseBrowsers(t *testing.T) {
 	// GET seal-status is unchanged: without CORS a page cannot read it.
 	if resp, _ := do(t, http.MethodGet, l.admin+"/v1/sys/seal-status", "", http.Header{"Origin": {"https://attacker.example"}}); resp.StatusCode != http.StatusOK {
 		t.Errorf("seal-status with an Origin: %d", resp.StatusCode)
+	}
+}
+
+// TestUnsealHidesStoreErrors: an unseal the store fails answers 503
+// "store unavailable" and nothing more; the detail goes to the log. The
+// caller needs no credential (the passphrase or key is what is being
+// tested), so store error text, which names tables, hosts or files, is
+// not for them. Before the fix the answer carried the store's error.
+func TestUnsealHidesStoreErrors(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	token := "admin-token-0123456789abcdef0123456789"
+	l := startLive(t, Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+		RootKeyFile: keyFile, AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", adminJSON(token)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("seal: %d %s", resp.StatusCode, body)
+	}
+	if err := l.store.Close(); err != nil { // every store call fails from now on
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"key": strings.TrimSpace(string(key))})
+	resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", string(body), jsonHeader)
+	var e struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("unseal: %d %s", resp.StatusCode, b)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || e.Error != "temporarily_unavailable" || e.Description != "store unavailable" {
+		t.Errorf("unseal with the store down: %d %s; want 503 temporarily_unavailable \"store unavailable\"", resp.StatusCode, b)
+	}
+	if !l.Sealed() {
+		t.Error("an unseal whose keys could not be checked left the node unsealed")
+	}
+	if !strings.Contains(logs.String(), "closed") {
+		t.Errorf("the store's error is not in the log:\n%s", logs)
 	}
 }
