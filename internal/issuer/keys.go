@@ -198,6 +198,27 @@ func (m *KeyManager) Load(ctx context.Context) error {
 	return m.build(keys, m.now())
 }
 
+// CheckSealer reports whether s opens every stored signing key, and how
+// many keys there are, without changing the manager: what an unseal asks
+// of a candidate root key before installing it (see keyring.Verifier). A
+// key s does not open is an error naming its kid and wrapping s's error
+// (keyring.ErrUnknownKey or keyring.ErrDecrypt for the keyring); a store
+// failure wraps the store's error.
+func (m *KeyManager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	for _, k := range keys {
+		der, err := s.Decrypt(k.Sealed, aad(k.KID))
+		if err != nil {
+			return 0, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+		}
+		clear(der)
+	}
+	return len(keys), nil
+}
+
 // Reload re-reads the keys from the store and rebuilds the snapshot,
 // creating, retiring and deleting nothing: what a node does when another
 // node has changed the keys, and on the request path when a token names a

@@ -266,6 +266,44 @@ func TestKeyManagerSealing(t *testing.T) {
 	}
 }
 
+// TestKeyManagerCheckSealer: CheckSealer tells whether a sealer opens
+// every stored key (the check an unseal runs on a candidate root key)
+// without touching the manager, which keeps signing with what it had.
+func TestKeyManagerCheckSealer(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Now()}
+	seal := newSealer(t)
+	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	ctx := context.Background()
+	if n, err := m.CheckSealer(ctx, newSealer(t)); n != 0 || err != nil {
+		t.Errorf("an empty store: %d, %v", n, err)
+	}
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rotate(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	kid := m.Signer().KeyID()
+	if n, err := m.CheckSealer(ctx, seal); n != 2 || err != nil {
+		t.Errorf("the sealer of both keys: %d, %v", n, err)
+	}
+	if n, err := m.CheckSealer(ctx, newSealer(t)); err == nil || n != 0 {
+		t.Errorf("another sealer: %d, %v", n, err)
+	}
+	// One key sealed under another sealer is enough to refuse.
+	other := NewKeyManager(st, newSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now)
+	other.Rotate(ctx, false) //nolint:errcheck // stores its key, then cannot open the one in force
+	if len(st.keys) != 3 {
+		t.Fatalf("%d stored keys, want 3", len(st.keys))
+	}
+	if _, err := m.CheckSealer(ctx, seal); err == nil || !strings.Contains(err.Error(), "signing key") {
+		t.Errorf("a store with a key sealed under another sealer: %v", err)
+	}
+	if m.Signer().KeyID() != kid {
+		t.Error("CheckSealer changed the signer in force")
+	}
+}
+
 // TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
 // with the new key at once even when the clock has not moved since the
 // previous key was made (the keys must not tie).

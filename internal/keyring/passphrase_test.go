@@ -357,3 +357,68 @@ func TestUnsealKeyChecksHeader(t *testing.T) {
 		t.Errorf("no header: %v", err)
 	}
 }
+
+// TestUnsealVerified: a verified unseal shows the key to the Verifier in a
+// keyring of its own and installs it only if the Verifier accepts it;
+// while the Verifier runs, and after it refuses, the keyring is sealed. A
+// key that fails the header's check value never reaches the Verifier.
+func TestUnsealVerified(t *testing.T) {
+	path, root := initHeader(t)
+	stored := mustEncrypt(t, newRing(t, root), []byte("signing key"), []byte("k1"))
+	k, err := New(Options{HeaderFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opensFor := func(k *Keyring) Verifier {
+		return func(c *Keyring) error {
+			if !k.Sealed() {
+				t.Error("the keyring is unsealed while the Verifier runs")
+			}
+			if _, err := k.Encrypt([]byte("x"), nil); !errors.Is(err, ErrSealed) {
+				t.Errorf("Encrypt while the Verifier runs: %v, want ErrSealed", err)
+			}
+			_, err := c.Decrypt(stored, []byte("k1"))
+			return err
+		}
+	}
+	opens := opensFor(k)
+	called := false
+	if err := k.UnsealVerified(newKey(t), func(*Keyring) error { called = true; return nil }); !errors.Is(err, ErrWrongKey) || called {
+		t.Errorf("a key failing the check value: %v, Verifier called %v", err, called)
+	}
+	var kept *Keyring
+	refuse := errors.New("refused")
+	if err := k.UnsealVerified(root, func(c *Keyring) error { kept = c; return refuse }); !errors.Is(err, refuse) || !k.Sealed() {
+		t.Fatalf("a refused key: %v, sealed=%v", err, k.Sealed())
+	}
+	if _, err := kept.Encrypt([]byte("x"), nil); !errors.Is(err, ErrSealed) {
+		t.Errorf("the candidate keyring outlived its Verifier: %v", err)
+	}
+	if err := k.UnsealPassphraseVerified([]byte(testPassphrase), func(*Keyring) error { return refuse }); !errors.Is(err, refuse) || !k.Sealed() {
+		t.Fatalf("a refused passphrase: %v, sealed=%v", err, k.Sealed())
+	}
+	if err := k.UnsealPassphraseVerified([]byte("not the passphrase"), func(*Keyring) error { called = true; return nil }); !errors.Is(err, ErrWrongPassphrase) || called {
+		t.Errorf("a wrong passphrase: %v, Verifier called %v", err, called)
+	}
+	if err := k.UnsealVerified(root, opens); err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := k.Decrypt(stored, []byte("k1")); err != nil || string(pt) != "signing key" {
+		t.Fatalf("after a verified unseal: %q, %v", pt, err)
+	}
+	if err := k.UnsealVerified(root, opens); !errors.Is(err, ErrAlreadyUnsealed) {
+		t.Errorf("on an unsealed keyring: %v", err)
+	}
+	k.Seal()
+	if err := k.UnsealPassphraseVerified([]byte(testPassphrase), opens); err != nil {
+		t.Fatal(err)
+	}
+	// Without a header, the Verifier alone decides.
+	bare, _ := New(Options{})
+	if err := bare.UnsealVerified(newKey(t), opensFor(bare)); !errors.Is(err, ErrUnknownKey) || !bare.Sealed() {
+		t.Errorf("no header, a key that does not open the ciphertext: %v", err)
+	}
+	if err := bare.UnsealVerified(root, opensFor(bare)); err != nil || bare.Sealed() {
+		t.Errorf("no header, the right key: %v", err)
+	}
+}

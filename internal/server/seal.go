@@ -89,9 +89,11 @@ func badUnseal(desc string) *apiError {
 }
 
 // unseal is POST /v1/sys/unseal (application/json, no Origin header; see
-// checkSysPost). The root key is accepted only if it opens
-// the stored signing keys; otherwise the node stays sealed. Unsealing an
-// unsealed node is not an error: it answers the status.
+// checkSysPost). The root key is accepted only if it opens every stored
+// signing key, and, with a keyring.json, authenticates its key-check
+// value; both are checked before the keyring holds it, so a wrong key is
+// never installed, not even for a moment. Otherwise the node stays sealed.
+// Unsealing an unsealed node is not an error: it answers the status.
 func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	if err := checkSysPost(r); err != nil {
@@ -112,18 +114,29 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, s.sealStatus())
 		return nil
 	}
-	if err := s.openKeyring(in); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	switch err := s.openKeyring(ctx, in); {
+	case errors.Is(err, keyring.ErrAlreadyUnsealed):
+		writeJSON(w, http.StatusOK, s.sealStatus())
+		return nil
+	case err != nil:
+		var se *storeError
+		if errors.As(err, &se) {
+			s.log.Error("unseal failed: the stored signing keys could not be read", "remote", r.RemoteAddr, "err", se.err)
+			return errStoreUnavailable
+		}
 		s.log.Warn("unseal refused", "remote", r.RemoteAddr, "err", err)
 		return err
 	}
 	hadKeys := s.keys.KeySet().Len() > 0
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
 	if err := s.keys.Load(ctx); err != nil {
+		// The key opened every stored signing key a moment ago: the store
+		// failed, or another node stored a key under another root since.
 		s.keyring.Seal()
 		s.keys.DropSigner()
 		if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt) {
-			s.log.Warn("unseal refused: the root key does not open the stored signing keys", "remote", r.RemoteAddr)
+			s.log.Warn("unseal refused: the root key does not open the stored signing keys", "remote", r.RemoteAddr, "err", err)
 			return badUnseal("this root key did not seal the stored signing keys")
 		}
 		s.log.Error("unseal failed: the signing keys could not be loaded", "remote", r.RemoteAddr, "err", err)
@@ -137,14 +150,37 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// openKeyring unseals the keyring with the request's passphrase or key.
-func (s *Server) openKeyring(in unsealRequest) error {
+// storeError marks a store failure met while verifying a candidate key.
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "store: " + e.err.Error() }
+
+// verifyRoot is the check a candidate root key passes before the keyring
+// installs it: it must open every stored signing key. Until it has, the
+// node's keyring stays sealed, so the key schedule cannot seal a new
+// signing key under a key that turns out to be wrong.
+func (s *Server) verifyRoot(ctx context.Context) keyring.Verifier {
+	return func(candidate *keyring.Keyring) error {
+		_, err := s.keys.CheckSealer(ctx, candidate)
+		switch {
+		case errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt):
+			return badUnseal("this root key did not seal the stored signing keys")
+		case err != nil:
+			return &storeError{err}
+		}
+		return nil
+	}
+}
+
+// openKeyring unseals the keyring with the request's passphrase or key,
+// which must pass the keyring header's key-check value (if there is a
+// header) and verifyRoot before the keyring holds it.
+func (s *Server) openKeyring(ctx context.Context, in unsealRequest) error {
+	verify := s.verifyRoot(ctx)
 	if in.Passphrase != "" {
 		pass := []byte(in.Passphrase)
 		defer clear(pass)
-		switch err := s.keyring.UnsealPassphrase(pass); {
-		case err == nil:
-			return nil
+		switch err := s.keyring.UnsealPassphraseVerified(pass, verify); {
 		case errors.Is(err, keyring.ErrNoHeader):
 			return badUnseal("no unseal passphrase is set up on this node (keygate keyring init)")
 		case errors.Is(err, keyring.ErrWrongPassphrase):
@@ -161,7 +197,7 @@ func (s *Server) openKeyring(in unsealRequest) error {
 	// With a keyring.json, the keyring accepts only the key that
 	// authenticates its key-check value: on an empty store nothing else
 	// would tell a wrong key apart.
-	if err := s.keyring.Unseal(root); errors.Is(err, keyring.ErrWrongKey) {
+	if err := s.keyring.UnsealVerified(root, verify); errors.Is(err, keyring.ErrWrongKey) {
 		return badUnseal("this root key is not the one the keyring passphrase derives")
 	} else if err != nil {
 		return err

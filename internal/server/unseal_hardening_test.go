@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"log/slog"
@@ -8,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/keyring"
 )
@@ -191,5 +194,173 @@ func TestUnsealHidesStoreErrors(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "closed") {
 		t.Errorf("the store's error is not in the log:\n%s", logs)
+	}
+}
+
+// sealedUnder checks every stored signing key against root, the fleet's
+// root key, and returns the kids that root does not open: keys some other
+// root key sealed.
+func sealedUnder(t *testing.T, l *live, root keyring.RootKey) (foreign []string, total int) {
+	t.Helper()
+	kr, err := keyring.New(keyring.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := l.store.ListSigningKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := kr.Decrypt(k.Sealed, []byte("keygate signing-key "+k.KID)); err != nil {
+			foreign = append(foreign, k.KID)
+		}
+	}
+	return foreign, len(keys)
+}
+
+// churnKeys runs the signing-key schedule and rotations in a loop, as the
+// node's ticker and an admin's rotations would, until the returned stop is
+// called: every moment a wrong root key were installed, they would seal a
+// new signing key under it.
+func churnKeys(l *live) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l.keys.Tick(ctx)          //nolint:errcheck // sealed: ErrSealed, or nothing due
+				l.keys.Rotate(ctx, false) //nolint:errcheck
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// rotatingConfig is a node on a fresh SQLite store with a root key file,
+// under a schedule in which every unsealed Tick creates a key; it returns
+// the root key and its file too.
+func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
+	t.Helper()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	root, err := keyring.LoadKeyFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(root.Destroy)
+	return Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+		RootKeyFile: keyFile, AdminToken: "admin-token-0123456789abcdef0123456789",
+		KeyRotation: time.Minute, KeyPrePublish: 2 * time.Hour}, root, keyFile
+}
+
+// rotatingNode starts a rotatingConfig node and seals it through the API.
+func rotatingNode(t *testing.T) (*live, keyring.RootKey, string) {
+	t.Helper()
+	cfg, root, keyFile := rotatingConfig(t)
+	l := startLive(t, cfg)
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", adminJSON(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("seal: %d %s", resp.StatusCode, body)
+	}
+	return l, root, keyFile
+}
+
+// TestUnsealNoWrongKeyWindow: a wrong root key is never installed, not
+// even for the moment it takes to find out that it does not open the
+// stored signing keys. Wrong keys are sent from two clients at once while
+// the key schedule and rotations run in a loop; afterwards every stored
+// signing key must open under the fleet's root key. Before the fix the
+// unseal installed the key, then loaded the signing keys, then sealed
+// again on failure, and the schedule sealed new signing keys under wrong
+// keys in between.
+func TestUnsealNoWrongKeyWindow(t *testing.T) {
+	l, root, keyFile := rotatingNode(t)
+	stop := churnKeys(l)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var accepted []string
+	for range 2 {
+		wg.Go(func() {
+			for range 100 {
+				resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jsonHeader)
+				if resp.StatusCode != http.StatusBadRequest {
+					mu.Lock()
+					accepted = append(accepted, resp.Status+" "+string(body))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	if len(accepted) > 0 {
+		t.Errorf("%d wrong keys were not refused with 400, e.g. %s", len(accepted), accepted[0])
+	}
+	if !l.Sealed() {
+		t.Fatal("wrong keys left the node unsealed")
+	}
+	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 {
+		t.Fatalf("%d of %d stored signing keys are sealed under a wrong root key, e.g. %s", len(foreign), total, foreign[0])
+	}
+
+	// The right key, racing a wrong one, unseals; the schedule then seals
+	// new keys under it alone.
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = churnKeys(l)
+	right, _ := json.Marshal(map[string]string{"key": strings.TrimSpace(string(key))})
+	wg.Go(func() { do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jsonHeader) })
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", string(right), jsonHeader)
+	wg.Wait()
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	if resp.StatusCode != http.StatusOK || l.Sealed() {
+		t.Fatalf("the right key: %d %s", resp.StatusCode, body)
+	}
+	if id, _ := l.keyring.Current(); id != root.ID() {
+		t.Fatalf("unsealed with %v, want %v", id, root.ID())
+	}
+	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 || total < 2 {
+		t.Fatalf("after the right key: %d of %d stored signing keys under a wrong root key", len(foreign), total)
+	}
+}
+
+// TestUnsealPassphraseNoWrongKeyWindow: the passphrase path verifies the
+// same way. Here keyring.json belongs to another root key than the one
+// the store's signing keys are sealed under (a header copied from another
+// fleet, or replaced): the passphrase passes the check value, but the key
+// it derives must still open the stored keys before the keyring holds it.
+// Before the fix it was installed, and the schedule sealed keys under it,
+// until loading the signing keys failed.
+func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
+	cfg, root, _ := rotatingConfig(t)
+	first := startLive(t, cfg) // seals the first signing key under root
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := keyring.InitPassphrase(filepath.Join(cfg.DataDir, KeyringFile), []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Destroy()
+	cfg.RootKeyFile = ""
+	l := startLive(t, cfg)
+	if !l.Sealed() {
+		t.Fatal("not sealed")
+	}
+	stop := churnKeys(l)
+	for range 4 {
+		if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jsonHeader); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+			stop()
+			t.Fatalf("a passphrase for another root key: %d %s, sealed=%v", resp.StatusCode, body, l.Sealed())
+		}
+	}
+	stop()
+	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 {
+		t.Fatalf("%d of %d stored signing keys are sealed under the header's key, e.g. %s", len(foreign), total, foreign[0])
 	}
 }
