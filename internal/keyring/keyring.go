@@ -295,6 +295,11 @@ func (k *Keyring) Seal() {
 	}
 }
 
+// HasHeader reports whether the keyring was given a header
+// (Options.HeaderFile), whose key-check value every root key must then
+// pass.
+func (k *Keyring) HasHeader() bool { return k.headerFile != "" }
+
 // Sealed reports whether the keyring is sealed.
 func (k *Keyring) Sealed() bool { return k.state.Load() == nil }
 

@@ -155,18 +155,29 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return "store: " + e.err.Error() }
 
+// errNotInitialized refuses an unseal that nothing could check: a store
+// with no signing key and no keyring.json.
+var errNotInitialized = &apiError{Status: http.StatusConflict, Code: "not_initialized",
+	Description: "the store holds no signing key and no keyring.json is set up, so no root key can be checked: initialize the fleet with keygate operator init, or start one node with its root key (--root-key-file or KEYGATE_ROOT_KEY)"}
+
 // verifyRoot is the check a candidate root key passes before the keyring
 // installs it: it must open every stored signing key. Until it has, the
 // node's keyring stays sealed, so the key schedule cannot seal a new
-// signing key under a key that turns out to be wrong.
+// signing key under a key that turns out to be wrong. On a store with no
+// signing key, only a keyring.json's check value (which the keyring has
+// checked before this runs) can vouch for a key; without one the unseal
+// is refused, so that an unauthenticated caller cannot choose the fleet's
+// root key (see Init).
 func (s *Server) verifyRoot(ctx context.Context) keyring.Verifier {
 	return func(candidate *keyring.Keyring) error {
-		_, err := s.keys.CheckSealer(ctx, candidate)
+		n, err := s.keys.CheckSealer(ctx, candidate)
 		switch {
 		case errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt):
 			return badUnseal("this root key did not seal the stored signing keys")
 		case err != nil:
 			return &storeError{err}
+		case n == 0 && !s.keyring.HasHeader():
+			return errNotInitialized
 		}
 		return nil
 	}

@@ -200,18 +200,25 @@ func randomKey(t *testing.T) string {
 }
 
 // TestSealedStartPostgres: nodes on a shared database with no key source
-// start sealed. The first key given to an empty store becomes the root
-// key; after that only it unseals, on any node.
+// start sealed. Once Init (keygate operator init) has sealed the first
+// signing key under the root key, only that key unseals, on any node.
 func TestSealedStartPostgres(t *testing.T) {
 	dbURL := newSchema(t)
 	cfg := func() Config {
 		return Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL}
 	}
+	key := randomKey(t)
+	root, err := keyring.ParseKey([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Init(t.Context(), cfg(), root); err != nil {
+		t.Fatal(err)
+	}
 	a := startLive(t, cfg())
 	if !a.Sealed() {
 		t.Fatal("a node with a database and no root key is not sealed")
 	}
-	key := randomKey(t)
 	jh := http.Header{"Content-Type": {"application/json"}}
 	if resp, b := do(t, http.MethodPost, a.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jh); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first unseal: %d %s", resp.StatusCode, b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/jose"
 )
 
 // Tests of the unseal endpoint against an attacker who can reach the admin
@@ -362,5 +364,69 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 	stop()
 	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 {
 		t.Fatalf("%d of %d stored signing keys are sealed under the header's key, e.g. %s", len(foreign), total, foreign[0])
+	}
+}
+
+// TestUnsealEmptyStoreNeedsInit: on a shared store with no signing key and
+// no keyring.json, nothing can tell the fleet's root key from any other,
+// so an unseal is refused (409 not_initialized) rather than taking the
+// first key it is given. Before the fix, whoever reached an admin listener
+// first chose the fleet's root key, with no credential at all.
+func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
+	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+		DatabaseURL: newSchema(t), AdminToken: "admin-token-0123456789abcdef0123456789"})
+	if !l.Sealed() {
+		t.Fatal("a node with a database and no root key is not sealed")
+	}
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jsonHeader)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "not_initialized") || !l.Sealed() {
+		t.Fatalf("the first key on an empty store: %d %s, sealed=%v; want 409 not_initialized and sealed", resp.StatusCode, body, l.Sealed())
+	}
+	if n := storedKeys(t, l); n != 0 {
+		t.Fatalf("%d signing keys were stored by a refused unseal", n)
+	}
+}
+
+// TestInit: Init seals the first signing key of an empty shared store
+// under the root key it is given; nodes then unseal with that key and no
+// other, and a second Init changes nothing.
+func TestInit(t *testing.T) {
+	dbURL := newSchema(t)
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+		DatabaseURL: dbURL, SigningAlg: jose.EdDSA}
+	key := randomKey(t)
+	root, err := keyring.ParseKey([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Destroy()
+	kid, err := Init(t.Context(), cfg, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := keyring.GenerateRootKey(nil)
+	defer other.Destroy()
+	if _, err := Init(t.Context(), cfg, other); !errors.Is(err, ErrInitialized) {
+		t.Errorf("a second Init: %v, want ErrInitialized", err)
+	}
+	if _, err := Init(t.Context(), Config{DataDir: t.TempDir()}, root); err == nil {
+		t.Error("Init without a database URL succeeded")
+	}
+
+	l := startLive(t, cfg)
+	if !l.Sealed() {
+		t.Fatal("not sealed")
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jsonHeader); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+		t.Fatalf("another key after Init: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jsonHeader); resp.StatusCode != http.StatusOK || l.Sealed() {
+		t.Fatalf("the key Init was given: %d %s", resp.StatusCode, body)
+	}
+	if l.Thumbprint() != kid || l.keys.Signer().Alg() != jose.EdDSA {
+		t.Errorf("signing with %s (%v), want Init's %s (EdDSA)", l.Thumbprint(), l.keys.Signer().Alg(), kid)
+	}
+	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 || total != 1 {
+		t.Errorf("%d of %d keys not under the root key", len(foreign), total)
 	}
 }
