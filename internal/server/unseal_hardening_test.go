@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -428,5 +429,58 @@ func TestInit(t *testing.T) {
 	}
 	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 || total != 1 {
 		t.Errorf("%d of %d keys not under the root key", len(foreign), total)
+	}
+}
+
+// TestUnsealMalformedKeys: keys of the wrong length or encoding, and
+// bodies over the limit, are refused with 400 before anything else, and
+// the answer never echoes the key.
+func TestUnsealMalformedKeys(t *testing.T) {
+	l, _, _ := sealedWithHeader(t)
+	b64 := func(n int) string {
+		b := make([]byte, n)
+		rand.Read(b)
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	long := b64(64)
+	for _, key := range []string{b64(16), b64(31), b64(33), long, strings.Repeat("a", 64), "0x" + strings.Repeat("ab", 32), "%%%%"} {
+		resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jsonHeader)
+		if resp.StatusCode != http.StatusBadRequest || !l.Sealed() || strings.Contains(string(body), key) {
+			t.Errorf("key %.12q...: %d %s, sealed=%v", key, resp.StatusCode, body, l.Sealed())
+		}
+	}
+	huge := `{"key":"` + strings.Repeat("A", maxUnsealBody) + `"}`
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", huge, jsonHeader); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+		t.Errorf("a body over %d bytes: %d %s", maxUnsealBody, resp.StatusCode, body)
+	}
+	if n := storedKeys(t, l); n != 0 {
+		t.Errorf("%d signing keys stored", n)
+	}
+}
+
+// TestStartRefusesKeyFileNotMatchingHeader: a root key given at start
+// beside a keyring.json made for another key is refused too: the node does
+// not start rather than seal signing keys under a key the passphrase does
+// not derive.
+func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Destroy()
+	keyFile := filepath.Join(t.TempDir(), "root.key")
+	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(t.Context(), Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, RootKeyFile: keyFile})
+	if !errors.Is(err, keyring.ErrWrongKey) {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("New with a key file keyring.json was not made for: %v, want ErrWrongKey", err)
 	}
 }
