@@ -319,7 +319,9 @@ func TestUnsealNoWrongKeyWindow(t *testing.T) {
 	wg.Go(func() { do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+randomKey(t)+`"}`, jsonHeader) })
 	resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", string(right), jsonHeader)
 	wg.Wait()
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); storedKeys(t, l) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // until the schedule has sealed a key under the right one
+	}
 	stop()
 	if resp.StatusCode != http.StatusOK || l.Sealed() {
 		t.Fatalf("the right key: %d %s", resp.StatusCode, body)
