@@ -32,6 +32,11 @@
 // A [Keyring] is sealed until it is given a root key (by [New] with a key
 // source, [Keyring.Unseal] or [Keyring.UnsealPassphrase]). While sealed,
 // every operation returns [ErrSealed], which the HTTP layer maps to 503.
+// A key from an untrusted caller (an unseal request) goes through
+// [Keyring.UnsealVerified] or [Keyring.UnsealPassphraseVerified]: it is
+// checked completely, against the header's key-check value and then by a
+// [Verifier] that sees it in a detached keyring, before the keyring holds
+// it, so a wrong key is never in use, not even for a moment.
 // The root key never leaves process memory: this package writes it nowhere
 // (except the new file of GenerateKeyFile), never logs or returns it, and
 // keeps no raw copy once the AES key schedule is built. [Keyring.Seal]
