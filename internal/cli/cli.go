@@ -105,6 +105,9 @@ func commands() []*command {
 		{name: "keyring", summary: "set up passphrase unsealing", subs: []*command{
 			{name: "init", summary: "derive the root key from a passphrase; write keyring.json", run: (*app).keyringInit},
 		}},
+		{name: "operator", summary: "set up a fleet's shared store", subs: []*command{
+			{name: "init", summary: "generate the root key and admin token; seal the first signing key in the store", run: (*app).operatorInit},
+		}},
 		{name: "unseal", summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
 		{name: "seal", summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},
 		{name: "bench", summary: "measure signing and verification throughput; load-test helpers", subs: []*command{

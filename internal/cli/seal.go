@@ -95,7 +95,7 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", "application/json") // and no Origin: the node refuses both otherwise
 	var st map[string]any
 	if err := doJSON(req, &st); err != nil { // no admin token: the passphrase is the credential
 		return err
@@ -118,7 +118,8 @@ func (a *app) seal(ctx context.Context, args []string) error {
 		return err
 	}
 	var st map[string]any
-	if err := af.call(ctx, a, http.MethodPost, "/v1/sys/seal", nil, &st); err != nil {
+	// An empty JSON object: the node takes only application/json here.
+	if err := af.call(ctx, a, http.MethodPost, "/v1/sys/seal", struct{}{}, &st); err != nil {
 		return err
 	}
 	return a.printSealStatus(st)

@@ -1,10 +1,18 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/keygate/keygate/internal/keyring"
 )
 
 // TestPassphraseSealFlow is an operator's passphrase set-up end to end:
@@ -71,5 +79,47 @@ func TestPassphraseSealFlow(t *testing.T) {
 	h.must(token...)
 	if strings.Contains(s.stderr.String(), pass) {
 		t.Error("the passphrase reached the logs")
+	}
+}
+
+// TestSealCommandsSendJSON: keygate unseal and keygate seal send what the
+// node's seal endpoints now require, a JSON body with Content-Type
+// application/json, and no Origin header. Before the fix keygate seal
+// sent no Content-Type (the node answered 415).
+func TestSealCommandsSendJSON(t *testing.T) {
+	type seen struct {
+		path, contentType string
+		origin            bool
+		body              []byte
+	}
+	var mu sync.Mutex
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, origin := r.Header["Origin"]
+		mu.Lock()
+		got = append(got, seen{r.URL.Path, r.Header.Get("Content-Type"), origin, b})
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"sealed":false}`)
+	}))
+	defer srv.Close()
+	h := newHarness(t)
+	keyFile := h.path("root.key")
+	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := h.write("admin.token", []byte(strings.Repeat("k", 40)+"\n"))
+	h.must("unseal", "--admin", srv.URL, "--key-file", keyFile)
+	h.stdin = "a long unseal passphrase\n"
+	h.must("unseal", "--admin", srv.URL)
+	h.must("seal", "--admin", srv.URL, "--admin-token-file", tokenFile)
+	if len(got) != 3 {
+		t.Fatalf("%d requests, want 3", len(got))
+	}
+	for _, r := range got {
+		if r.contentType != "application/json" || r.origin || !json.Valid(r.body) {
+			t.Errorf("%s: Content-Type %q, Origin sent %v, body %q", r.path, r.contentType, r.origin, r.body)
+		}
 	}
 }

@@ -198,6 +198,76 @@ func (m *KeyManager) Load(ctx context.Context) error {
 	return m.build(keys, m.now())
 }
 
+// ErrInitialized means Init found signing keys in the store: it is
+// initialized already, and Init changed nothing.
+var ErrInitialized = errors.New("issuer: the store already holds signing keys")
+
+// Init creates the first signing key of an empty store, sealed under the
+// manager's sealer, and returns its kid: the explicit first step of a
+// fleet whose nodes start sealed (an unseal then accepts only the root key
+// that opens this key). A store that holds any signing key is
+// ErrInitialized and is left alone. Two Inits racing on one empty store
+// each store a key; one that then finds a key its sealer does not open
+// deletes its own and returns ErrInitialized, so the store never keeps
+// keys under two root keys (if both withdraw, it is empty again).
+func (m *KeyManager) Init(ctx context.Context) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sealer.Sealed() {
+		return "", ErrSealed
+	}
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return "", fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	if len(keys) > 0 {
+		return "", ErrInitialized
+	}
+	now := m.now()
+	k, err := m.create(ctx, now, now)
+	if err != nil {
+		return "", err
+	}
+	if keys, err = m.store.ListSigningKeys(ctx); err != nil {
+		return "", fmt.Errorf("issuer: list signing keys: %w (key %s was stored)", err, k.KID)
+	}
+	for _, o := range keys {
+		if o.KID == k.KID {
+			continue
+		}
+		if der, err := m.sealer.Decrypt(o.Sealed, aad(o.KID)); err == nil {
+			clear(der)
+			continue
+		}
+		if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("issuer: another init stored key %s meanwhile, and withdrawing key %s failed: %w", o.KID, k.KID, err)
+		}
+		return "", fmt.Errorf("%w: another init stored key %s meanwhile; this one withdrew its key", ErrInitialized, o.KID)
+	}
+	return k.KID, nil
+}
+
+// CheckSealer reports whether s opens every stored signing key, and how
+// many keys there are, without changing the manager: what an unseal asks
+// of a candidate root key before installing it (see keyring.Verifier). A
+// key s does not open is an error naming its kid and wrapping s's error
+// (keyring.ErrUnknownKey or keyring.ErrDecrypt for the keyring); a store
+// failure wraps the store's error.
+func (m *KeyManager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("issuer: list signing keys: %w", err)
+	}
+	for _, k := range keys {
+		der, err := s.Decrypt(k.Sealed, aad(k.KID))
+		if err != nil {
+			return 0, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+		}
+		clear(der)
+	}
+	return len(keys), nil
+}
+
 // Reload re-reads the keys from the store and rebuilds the snapshot,
 // creating, retiring and deleting nothing: what a node does when another
 // node has changed the keys, and on the request path when a token names a

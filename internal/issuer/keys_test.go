@@ -266,6 +266,96 @@ func TestKeyManagerSealing(t *testing.T) {
 	}
 }
 
+// TestKeyManagerCheckSealer: CheckSealer tells whether a sealer opens
+// every stored key (the check an unseal runs on a candidate root key)
+// without touching the manager, which keeps signing with what it had.
+func TestKeyManagerCheckSealer(t *testing.T) {
+	st, c := newKeyStore(), &clock{time.Now()}
+	seal := newSealer(t)
+	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	ctx := context.Background()
+	if n, err := m.CheckSealer(ctx, newSealer(t)); n != 0 || err != nil {
+		t.Errorf("an empty store: %d, %v", n, err)
+	}
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rotate(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	kid := m.Signer().KeyID()
+	if n, err := m.CheckSealer(ctx, seal); n != 2 || err != nil {
+		t.Errorf("the sealer of both keys: %d, %v", n, err)
+	}
+	if n, err := m.CheckSealer(ctx, newSealer(t)); err == nil || n != 0 {
+		t.Errorf("another sealer: %d, %v", n, err)
+	}
+	// One key sealed under another sealer is enough to refuse.
+	other := NewKeyManager(st, newSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now)
+	other.Rotate(ctx, false) //nolint:errcheck // stores its key, then cannot open the one in force
+	if len(st.keys) != 3 {
+		t.Fatalf("%d stored keys, want 3", len(st.keys))
+	}
+	if _, err := m.CheckSealer(ctx, seal); err == nil || !strings.Contains(err.Error(), "signing key") {
+		t.Errorf("a store with a key sealed under another sealer: %v", err)
+	}
+	if m.Signer().KeyID() != kid {
+		t.Error("CheckSealer changed the signer in force")
+	}
+}
+
+// hidingStore hides its keys from the first listing, as if another Init
+// had stored them just after this one looked.
+type hidingStore struct {
+	*keyStore
+	listed atomic.Bool
+}
+
+func (s *hidingStore) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
+	if !s.listed.Swap(true) {
+		return nil, nil
+	}
+	return s.keyStore.ListSigningKeys(ctx)
+}
+
+// TestKeyManagerInit: Init stores the first key of an empty store and
+// refuses a store with keys; an Init that finds another one's key after
+// storing its own withdraws it, so the store never holds keys under two
+// sealers.
+func TestKeyManagerInit(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{time.Now()}
+	st, seal := newKeyStore(), newSealer(t)
+	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	kid, err := m.Init(ctx)
+	if err != nil || kid == "" {
+		t.Fatalf("Init on an empty store: %q, %v", kid, err)
+	}
+	if n, err := m.CheckSealer(ctx, seal); n != 1 || err != nil {
+		t.Fatalf("after Init: %d keys, %v", n, err)
+	}
+	if err := m.Load(ctx); err != nil || m.Signer().KeyID() != kid {
+		t.Fatalf("Load after Init: %v, signer %v", err, m.Signer())
+	}
+	if _, err := NewKeyManager(st, newSealer(t), KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) || len(st.keys) != 1 {
+		t.Errorf("Init on an initialized store: %v, %d keys", err, len(st.keys))
+	}
+	sealed := newSealer(t)
+	sealed.sealed.Store(true)
+	if _, err := NewKeyManager(newKeyStore(), sealed, KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrSealed) {
+		t.Errorf("Init with a sealed sealer: %v", err)
+	}
+
+	// The race: the first listing misses the other Init's key.
+	race := &hidingStore{keyStore: st}
+	if _, err := NewKeyManager(race, newSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) {
+		t.Fatalf("Init that lost a race: %v", err)
+	}
+	if _, ok := st.keys[kid]; !ok || len(st.keys) != 1 {
+		t.Errorf("after a lost race the store holds %d keys; want only %s", len(st.keys), kid)
+	}
+}
+
 // TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
 // with the new key at once even when the clock has not moved since the
 // previous key was made (the keys must not tie).

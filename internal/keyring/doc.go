@@ -14,7 +14,14 @@
 //     passes, 4 lanes; see [DefaultArgon2]), a random 16-byte salt and a
 //     key-check value live in a versioned JSON header in the data directory
 //     (keyring.json, see [Header]), so a wrong passphrase is reported as
-//     [ErrWrongPassphrase] instead of producing garbage.
+//     [ErrWrongPassphrase] instead of producing garbage. The header's
+//     parameters are capped (see [ReadHeader]): it holds no secret and may
+//     be edited, so it cannot be trusted with the node's memory.
+//
+// A keyring with a header accepts one root key only, however it is given:
+// the key that authenticates the header's key-check value
+// ([Header.CheckKey], [ErrWrongKey]). The 32-bit [KeyID] names a key; it
+// never authenticates one.
 //
 // A RootKey is opaque and not comparable with ==; [RootKey.Equal] compares
 // in constant time, and every fmt verb and slog print only its [KeyID], an
@@ -25,6 +32,11 @@
 // A [Keyring] is sealed until it is given a root key (by [New] with a key
 // source, [Keyring.Unseal] or [Keyring.UnsealPassphrase]). While sealed,
 // every operation returns [ErrSealed], which the HTTP layer maps to 503.
+// A key from an untrusted caller (an unseal request) goes through
+// [Keyring.UnsealVerified] or [Keyring.UnsealPassphraseVerified]: it is
+// checked completely, against the header's key-check value and then by a
+// [Verifier] that sees it in a detached keyring, before the keyring holds
+// it, so a wrong key is never in use, not even for a moment.
 // The root key never leaves process memory: this package writes it nowhere
 // (except the new file of GenerateKeyFile), never logs or returns it, and
 // keeps no raw copy once the AES key schedule is built. [Keyring.Seal]

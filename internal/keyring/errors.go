@@ -55,6 +55,10 @@ var (
 	// ErrWrongPassphrase: the passphrase does not derive the root key the
 	// header's key-check value was made with.
 	ErrWrongPassphrase = errors.New("keyring: wrong unseal passphrase")
+	// ErrWrongKey: a root key given as such (not derived from a
+	// passphrase) does not authenticate against the keyring header's
+	// key-check value: it is not the key the header was made for.
+	ErrWrongKey = errors.New("keyring: root key does not match the keyring header")
 	// ErrWeakPassphrase: a new unseal passphrase is shorter than
 	// MinPassphraseLen.
 	ErrWeakPassphrase = errors.New("keyring: unseal passphrase too short")

@@ -25,8 +25,10 @@ type Options struct {
 	// base64 (see ParseKey) that unseals the keyring at once.
 	KeyEnv string
 	// HeaderFile is the keyring header (keyring.json in the data
-	// directory) that UnsealPassphrase reads. Only passphrase unsealing
-	// needs it.
+	// directory) that UnsealPassphrase reads. When it is set, every root
+	// key the keyring is given, by a key source here or by Unseal, must
+	// also authenticate against its key-check value (ErrWrongKey
+	// otherwise).
 	HeaderFile string
 
 	// Rand is the source of data keys and nonces; crypto/rand.Reader when
@@ -44,8 +46,9 @@ type Keyring struct {
 	rand       io.Reader
 	headerFile string
 
-	mu    sync.Mutex           // serializes Unseal*, Seal, Rotate, Retire
-	state atomic.Pointer[ring] // nil while sealed
+	mu      sync.Mutex           // serializes changes of state: Unseal*, Seal, Rotate, Retire
+	attempt sync.Mutex           // one passphrase or verified unseal at a time; taken before mu
+	state   atomic.Pointer[ring] // nil while sealed
 }
 
 // ring is an immutable snapshot of the unsealed keyring, swapped whole.
@@ -140,10 +143,35 @@ func newEntry(root RootKey) (*rootEntry, error) {
 // ciphertexts have not all been rewrapped yet). The keyring keeps its own
 // copies; the caller may Destroy the keys afterwards. Unseal on an unsealed
 // keyring returns ErrAlreadyUnsealed and changes nothing.
+//
+// With Options.HeaderFile set, current must be the key the header was made
+// for (Header.CheckKey): any other returns ErrWrongKey before the keyring
+// changes, whatever its KeyID.
 func (k *Keyring) Unseal(current RootKey, previous ...RootKey) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.state.Load() != nil {
+		return ErrAlreadyUnsealed
+	}
+	if err := k.checkHeader(current); err != nil {
+		return err
+	}
 	return k.unsealLocked(current, previous)
+}
+
+// checkHeader checks root against the configured header, if any.
+func (k *Keyring) checkHeader(root RootKey) error {
+	if !root.valid() {
+		return ErrNoKey
+	}
+	if k.headerFile == "" {
+		return nil
+	}
+	h, err := ReadHeader(k.headerFile)
+	if err != nil {
+		return err
+	}
+	return h.CheckKey(root)
 }
 
 func (k *Keyring) unsealLocked(current RootKey, previous []RootKey) error {
@@ -175,12 +203,49 @@ func (k *Keyring) unsealLocked(current RootKey, previous []RootKey) error {
 // a fraction of a second and DefaultArgon2 memory; concurrent calls run one
 // at a time. The caller may wipe passphrase afterwards.
 func (k *Keyring) UnsealPassphrase(passphrase []byte) error {
+	return k.UnsealPassphraseVerified(passphrase, nil)
+}
+
+// A Verifier decides whether a candidate root key is the right one before
+// an unseal installs it, typically by decrypting what is stored under the
+// root key (the signing keys). It gets a detached keyring unsealed with
+// the candidate alone; that keyring is sealed as soon as the Verifier
+// returns, and nothing else ever sees it. An error refuses the key.
+type Verifier func(candidate *Keyring) error
+
+// UnsealVerified is Unseal for a root key from an untrusted caller, such
+// as an unseal request. The key is checked completely before the keyring
+// holds it: against the header's key-check value when a header is
+// configured (ErrWrongKey), then by verify, when not nil. Only a key that
+// passes both is installed, so there is no moment at which the keyring
+// encrypts under a key that turns out to be wrong. Verified unseals, and
+// passphrase unseals, run one at a time; the keyring is not locked while
+// verify runs (Encrypt, Decrypt and Seal go on). If the keyring was
+// unsealed in the meantime, the result is ErrAlreadyUnsealed.
+func (k *Keyring) UnsealVerified(root RootKey, verify Verifier) error {
+	k.attempt.Lock()
+	defer k.attempt.Unlock()
+	if !k.Sealed() {
+		return ErrAlreadyUnsealed
+	}
+	if err := k.checkHeader(root); err != nil {
+		return err
+	}
+	return k.installVerified(root, verify)
+}
+
+// UnsealPassphraseVerified is UnsealPassphrase with a Verifier: the
+// derived key is checked against the header's key-check value, then by
+// verify, and installed only if it passes both (see UnsealVerified).
+// Derivations run one at a time, so at most one Argon2id work area (256
+// MiB at most; see ReadHeader) is allocated at once.
+func (k *Keyring) UnsealPassphraseVerified(passphrase []byte, verify Verifier) error {
 	if k.headerFile == "" {
 		return ErrNoHeader
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.state.Load() != nil {
+	k.attempt.Lock()
+	defer k.attempt.Unlock()
+	if !k.Sealed() {
 		return ErrAlreadyUnsealed
 	}
 	h, err := ReadHeader(k.headerFile)
@@ -192,6 +257,25 @@ func (k *Keyring) UnsealPassphrase(passphrase []byte) error {
 		return err
 	}
 	defer root.Destroy()
+	return k.installVerified(root, verify)
+}
+
+// installVerified shows root to verify in a detached keyring, then, if
+// verify accepts it, installs it. The caller holds k.attempt.
+func (k *Keyring) installVerified(root RootKey, verify Verifier) error {
+	if verify != nil {
+		candidate := &Keyring{rand: k.rand}
+		if err := candidate.unsealLocked(root, nil); err != nil {
+			return err
+		}
+		err := verify(candidate)
+		candidate.Seal()
+		if err != nil {
+			return err
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	return k.unsealLocked(root, nil)
 }
 
@@ -210,6 +294,11 @@ func (k *Keyring) Seal() {
 		afterSeal()
 	}
 }
+
+// HasHeader reports whether the keyring was given a header
+// (Options.HeaderFile), whose key-check value every root key must then
+// pass.
+func (k *Keyring) HasHeader() bool { return k.headerFile != "" }
 
 // Sealed reports whether the keyring is sealed.
 func (k *Keyring) Sealed() bool { return k.state.Load() == nil }

@@ -39,14 +39,21 @@ func DefaultArgon2() Argon2Params {
 // minArgon2 is the floor InitPassphrase enforces: OWASP's minimum.
 var minArgon2 = Argon2Params{Memory: 19 * 1024, Time: 2, Threads: 1}
 
-// Bounds ReadHeader enforces so a damaged header cannot demand absurd
-// resources.
+// maxArgon2 caps the parameters ReadHeader accepts, so that an edited or
+// damaged keyring.json cannot make an unseal exhaust the node: Argon2id's
+// work area is the memory parameter (256 MiB at most, four times
+// DefaultArgon2), each pass sweeps it once (16 at most) and each lane is a
+// goroutine (16 at most). The header holds no secret and is often
+// distributed to every node, so its parameters are input, not
+// configuration. A derivation at the caps costs about 20 times as much as
+// one at DefaultArgon2, and derivations run one at a time.
+var maxArgon2 = Argon2Params{Memory: 256 * 1024, Time: 16, Threads: 16}
+
+// Bounds ReadHeader enforces on the rest of the header.
 const (
-	maxArgon2Memory = 4 << 20 // 4 GiB, in KiB
-	maxArgon2Time   = 64
-	minSaltSize     = 16
-	maxSaltSize     = 64
-	maxHeaderSize   = 64 << 10
+	minSaltSize   = 16
+	maxSaltSize   = 64
+	maxHeaderSize = 64 << 10
 )
 
 // SaltSize is the size of the random salt InitPassphrase draws.
@@ -179,15 +186,19 @@ func (p Argon2Params) validate() error {
 		return fmt.Errorf("%w: Argon2id threads is 0", ErrHeader)
 	case p.Memory < 8*uint32(p.Threads):
 		return fmt.Errorf("%w: Argon2id memory %d KiB is under 8 KiB per thread", ErrHeader, p.Memory)
-	case p.Memory > maxArgon2Memory:
-		return fmt.Errorf("%w: Argon2id memory %d KiB is over %d", ErrHeader, p.Memory, maxArgon2Memory)
-	case p.Time == 0 || p.Time > maxArgon2Time:
-		return fmt.Errorf("%w: Argon2id time %d is outside 1..%d", ErrHeader, p.Time, maxArgon2Time)
+	case p.Threads > maxArgon2.Threads:
+		return fmt.Errorf("%w: Argon2id threads %d is over %d", ErrHeader, p.Threads, maxArgon2.Threads)
+	case p.Memory > maxArgon2.Memory:
+		return fmt.Errorf("%w: Argon2id memory %d KiB is over %d", ErrHeader, p.Memory, maxArgon2.Memory)
+	case p.Time == 0 || p.Time > maxArgon2.Time:
+		return fmt.Errorf("%w: Argon2id time %d is outside 1..%d", ErrHeader, p.Time, maxArgon2.Time)
 	}
 	return nil
 }
 
-// ReadHeader reads and validates a keyring header file.
+// ReadHeader reads and validates a keyring header file. It refuses, with
+// ErrHeader, Argon2id parameters over 256 MiB, 16 passes or 16 lanes, so
+// that an edited header cannot make a derivation exhaust the node.
 func ReadHeader(path string) (*Header, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -267,33 +278,54 @@ func (h *Header) derive(passphrase []byte) RootKey {
 }
 
 // Derive derives the root key from passphrase and checks it against the
-// header's key-check value: a wrong passphrase returns ErrWrongPassphrase.
-// It takes the time and memory the header's Argon2id parameters say. The
-// caller may wipe passphrase afterwards, and should Destroy the key once
-// it has unsealed a keyring with it.
+// header's key-check value (see CheckKey): a wrong passphrase returns
+// ErrWrongPassphrase. It takes the time and memory the header's Argon2id
+// parameters say. The caller may wipe passphrase afterwards, and should
+// Destroy the key once it has unsealed a keyring with it.
 func (h *Header) Derive(passphrase []byte) (RootKey, error) {
 	if len(passphrase) == 0 {
 		return RootKey{}, fmt.Errorf("%w: empty passphrase", ErrWrongPassphrase)
 	}
 	root := h.derive(passphrase)
+	if err := h.checkKey(root, ErrWrongPassphrase); err != nil {
+		root.Destroy()
+		return RootKey{}, err
+	}
+	return root, nil
+}
+
+// CheckKey reports whether root is the key the header was made for: it
+// must authenticate the header's key-check value, an AES-256-GCM
+// encryption of a fixed label under the key (the GCM tag is a MAC over the
+// label, the parameters and the salt, and crypto/cipher compares it in
+// constant time; the label is then compared in constant time too). A key
+// that does not is ErrWrongKey, whatever its KeyID: the 32-bit ID names a
+// key, it does not authenticate one. A key that authenticates but whose ID
+// differs from the recorded key_id means the header was edited (ErrHeader).
+func (h *Header) CheckKey(root RootKey) error {
+	return h.checkKey(root, ErrWrongKey)
+}
+
+// checkKey is CheckKey with the sentinel a mismatch returns.
+func (h *Header) checkKey(root RootKey, mismatch error) error {
+	if !root.valid() {
+		return ErrNoKey
+	}
 	var pt []byte
 	var err error
 	secretDo(func() {
 		pt, err = gcmOpen(root.k.b[:], h.check[:nonceSize], h.check[nonceSize:], h.checkAAD())
 	})
+	if err != nil && !errors.Is(err, ErrDecrypt) {
+		return err
+	}
 	if err != nil || subtle.ConstantTimeCompare(pt, []byte(checkLabel)) != 1 {
-		root.Destroy()
-		if err != nil && !errors.Is(err, ErrDecrypt) {
-			return RootKey{}, err
-		}
-		return RootKey{}, ErrWrongPassphrase
+		return mismatch
 	}
 	if root.ID() != h.keyID {
 		// The check value authenticated, so the key is right and the
 		// recorded ID was edited.
-		id := root.ID()
-		root.Destroy()
-		return RootKey{}, fmt.Errorf("%w: key_id %s does not match the derived key's %s", ErrHeader, h.keyID, id)
+		return fmt.Errorf("%w: key_id %s does not match the key's %s", ErrHeader, h.keyID, root.ID())
 	}
-	return root, nil
+	return nil
 }

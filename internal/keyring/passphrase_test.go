@@ -247,3 +247,178 @@ func TestDefaultArgon2(t *testing.T) {
 		t.Errorf("unsealed with %v, want %v", id, root.ID())
 	}
 }
+
+// TestHeaderBoundsCost: an edited keyring.json cannot make an unseal
+// allocate or compute without limit. Each header below was accepted by
+// ReadHeader before the bounds were tightened (a 4 GiB or 1 GiB work area,
+// 64 passes, 255 lanes); only ReadHeader runs here, never a derivation, so
+// that the test cannot exhaust the machine if the bounds regress.
+func TestHeaderBoundsCost(t *testing.T) {
+	path, _ := initHeader(t)
+	orig, _ := os.ReadFile(path)
+	for _, tc := range []struct {
+		name    string
+		kdf     map[string]any
+		refused bool
+	}{
+		{"memory 4 GiB", map[string]any{"memory_kib": 4 << 20, "time": 1, "threads": 4}, true},
+		{"memory 1 GiB", map[string]any{"memory_kib": 1 << 20, "time": 1, "threads": 4}, true},
+		{"memory just over the cap", map[string]any{"memory_kib": maxArgon2.Memory + 1, "time": 1, "threads": 4}, true},
+		{"64 passes", map[string]any{"memory_kib": 64 * 1024, "time": 64, "threads": 4}, true},
+		{"255 lanes", map[string]any{"memory_kib": 64 * 1024, "time": 3, "threads": 255}, true},
+		{"the caps themselves", map[string]any{"memory_kib": maxArgon2.Memory, "time": maxArgon2.Time, "threads": maxArgon2.Threads}, false},
+		{"the defaults", map[string]any{"memory_kib": 64 * 1024, "time": 3, "threads": 4}, false},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal(orig, &m); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range tc.kdf {
+			m["kdf"].(map[string]any)[k] = v
+		}
+		data, _ := json.Marshal(m)
+		_, err := parseHeader(data)
+		if tc.refused && !errors.Is(err, ErrHeader) {
+			t.Errorf("%s: %v, want ErrHeader", tc.name, err)
+		}
+		if !tc.refused && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	if d := DefaultArgon2(); d.validate() != nil || d.Memory > maxArgon2.Memory/2 {
+		t.Errorf("DefaultArgon2 %+v is not well inside the caps %+v", d, maxArgon2)
+	}
+}
+
+// withKeyID rewrites the key_id of the header at path, as someone who
+// found a key with a colliding 32-bit ID (about 2³² HMACs) would present
+// it; editing the header simulates the search.
+func withKeyID(t *testing.T, path string, id KeyID) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["key_id"] = id.String()
+	data, _ = json.Marshal(m)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnsealKeyChecksHeader: with a keyring header configured, a root key
+// given as such (not derived from the passphrase) unseals only if it
+// authenticates against the header's key-check value; its 32-bit ID alone
+// is not enough. Before the fix, Unseal never read the header, so a key
+// whose ID matched (here: any key, once key_id is edited) unsealed.
+func TestUnsealKeyChecksHeader(t *testing.T) {
+	path, root := initHeader(t)
+	wrong := newKey(t)
+	withKeyID(t, path, wrong.ID()) // the wrong key now "matches" by ID
+
+	k, err := New(Options{HeaderFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Unseal(wrong); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("a key with the header's ID but not its check value: %v, want ErrWrongKey", err)
+	}
+	if !k.Sealed() {
+		t.Fatal("a key that fails the check value unsealed the keyring")
+	}
+	if _, err := New(Options{Root: wrong, HeaderFile: path}); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("New with a key that fails the header's check value: %v, want ErrWrongKey", err)
+	}
+	// The right key passes the check value; the edited ID then gives the
+	// tampering away.
+	if err := k.Unseal(root); !errors.Is(err, ErrHeader) || !k.Sealed() {
+		t.Errorf("the right key under an edited key_id: %v, sealed=%v; want ErrHeader", err, k.Sealed())
+	}
+	withKeyID(t, path, root.ID())
+	if err := k.Unseal(wrong); !errors.Is(err, ErrWrongKey) || !k.Sealed() {
+		t.Errorf("a key with another ID: %v, sealed=%v; want ErrWrongKey", err, k.Sealed())
+	}
+	if err := k.Unseal(RootKey{}); !errors.Is(err, ErrNoKey) || !k.Sealed() {
+		t.Errorf("no key: %v", err)
+	}
+	if err := k.Unseal(root); err != nil {
+		t.Fatalf("the right key: %v", err)
+	}
+	if id, _ := k.Current(); id != root.ID() {
+		t.Errorf("unsealed with %v, want %v", id, root.ID())
+	}
+	// Without a header nothing is checked: that is Unseal's contract for
+	// keys from the operator's own configuration.
+	if _, err := New(Options{Root: wrong}); err != nil {
+		t.Errorf("no header: %v", err)
+	}
+}
+
+// TestUnsealVerified: a verified unseal shows the key to the Verifier in a
+// keyring of its own and installs it only if the Verifier accepts it;
+// while the Verifier runs, and after it refuses, the keyring is sealed. A
+// key that fails the header's check value never reaches the Verifier.
+func TestUnsealVerified(t *testing.T) {
+	path, root := initHeader(t)
+	stored := mustEncrypt(t, newRing(t, root), []byte("signing key"), []byte("k1"))
+	k, err := New(Options{HeaderFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opensFor := func(k *Keyring) Verifier {
+		return func(c *Keyring) error {
+			if !k.Sealed() {
+				t.Error("the keyring is unsealed while the Verifier runs")
+			}
+			if _, err := k.Encrypt([]byte("x"), nil); !errors.Is(err, ErrSealed) {
+				t.Errorf("Encrypt while the Verifier runs: %v, want ErrSealed", err)
+			}
+			_, err := c.Decrypt(stored, []byte("k1"))
+			return err
+		}
+	}
+	opens := opensFor(k)
+	called := false
+	if err := k.UnsealVerified(newKey(t), func(*Keyring) error { called = true; return nil }); !errors.Is(err, ErrWrongKey) || called {
+		t.Errorf("a key failing the check value: %v, Verifier called %v", err, called)
+	}
+	var kept *Keyring
+	refuse := errors.New("refused")
+	if err := k.UnsealVerified(root, func(c *Keyring) error { kept = c; return refuse }); !errors.Is(err, refuse) || !k.Sealed() {
+		t.Fatalf("a refused key: %v, sealed=%v", err, k.Sealed())
+	}
+	if _, err := kept.Encrypt([]byte("x"), nil); !errors.Is(err, ErrSealed) {
+		t.Errorf("the candidate keyring outlived its Verifier: %v", err)
+	}
+	if err := k.UnsealPassphraseVerified([]byte(testPassphrase), func(*Keyring) error { return refuse }); !errors.Is(err, refuse) || !k.Sealed() {
+		t.Fatalf("a refused passphrase: %v, sealed=%v", err, k.Sealed())
+	}
+	if err := k.UnsealPassphraseVerified([]byte("not the passphrase"), func(*Keyring) error { called = true; return nil }); !errors.Is(err, ErrWrongPassphrase) || called {
+		t.Errorf("a wrong passphrase: %v, Verifier called %v", err, called)
+	}
+	if err := k.UnsealVerified(root, opens); err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := k.Decrypt(stored, []byte("k1")); err != nil || string(pt) != "signing key" {
+		t.Fatalf("after a verified unseal: %q, %v", pt, err)
+	}
+	if err := k.UnsealVerified(root, opens); !errors.Is(err, ErrAlreadyUnsealed) {
+		t.Errorf("on an unsealed keyring: %v", err)
+	}
+	k.Seal()
+	if err := k.UnsealPassphraseVerified([]byte(testPassphrase), opens); err != nil {
+		t.Fatal(err)
+	}
+	// Without a header, the Verifier alone decides.
+	bare, _ := New(Options{})
+	if err := bare.UnsealVerified(newKey(t), opensFor(bare)); !errors.Is(err, ErrUnknownKey) || !bare.Sealed() {
+		t.Errorf("no header, a key that does not open the ciphertext: %v", err)
+	}
+	if err := bare.UnsealVerified(root, opensFor(bare)); err != nil || bare.Sealed() {
+		t.Errorf("no header, the right key: %v", err)
+	}
+}

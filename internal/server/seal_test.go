@@ -112,10 +112,10 @@ func TestSealedStartPassphrase(t *testing.T) {
 		t.Errorf("readyz after unseal: %d", resp.StatusCode)
 	}
 
-	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", nil); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", jh); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
 		t.Fatalf("seal without the admin token: %d sealed=%v", resp.StatusCode, l.Sealed())
 	}
-	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK || !l.Sealed() {
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", adminJSON(cfg.AdminToken)); resp.StatusCode != http.StatusOK || !l.Sealed() {
 		t.Fatalf("seal: %d %s", resp.StatusCode, body)
 	}
 	if code, body := tokenStatus(t, l, "svc", secret); code != http.StatusServiceUnavailable {
@@ -165,7 +165,7 @@ func TestUnsealWithRootKey(t *testing.T) {
 	l := startLive(t, cfg)
 	secret := addClient(t, l, "svc")
 	clientToken(t, l.base, "svc", secret)
-	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", bearer(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", adminJSON(cfg.AdminToken)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("seal: %d", resp.StatusCode)
 	}
 	jh := http.Header{"Content-Type": {"application/json"}}
@@ -177,6 +177,13 @@ func TestUnsealWithRootKey(t *testing.T) {
 		t.Fatalf("unseal with the root key: %d %s", resp.StatusCode, b)
 	}
 	clientToken(t, l.base, "svc", secret)
+}
+
+// adminJSON is the headers of a seal request: the admin token and JSON.
+func adminJSON(token string) http.Header {
+	h := bearer(token)
+	h.Set("Content-Type", "application/json")
+	return h
 }
 
 func randomKey(t *testing.T) string {
@@ -193,18 +200,25 @@ func randomKey(t *testing.T) string {
 }
 
 // TestSealedStartPostgres: nodes on a shared database with no key source
-// start sealed. The first key given to an empty store becomes the root
-// key; after that only it unseals, on any node.
+// start sealed. Once Init (keygate operator init) has sealed the first
+// signing key under the root key, only that key unseals, on any node.
 func TestSealedStartPostgres(t *testing.T) {
 	dbURL := newSchema(t)
 	cfg := func() Config {
 		return Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL}
 	}
+	key := randomKey(t)
+	root, err := keyring.ParseKey([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Init(t.Context(), cfg(), root); err != nil {
+		t.Fatal(err)
+	}
 	a := startLive(t, cfg())
 	if !a.Sealed() {
 		t.Fatal("a node with a database and no root key is not sealed")
 	}
-	key := randomKey(t)
 	jh := http.Header{"Content-Type": {"application/json"}}
 	if resp, b := do(t, http.MethodPost, a.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jh); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first unseal: %d %s", resp.StatusCode, b)

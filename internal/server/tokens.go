@@ -147,7 +147,7 @@ func (s *Server) initKeyring() (dev bool, err error) {
 	case kopts.HeaderFile != "":
 		s.log.Warn("starting sealed: unseal with the passphrase (keygate unseal) before tokens can be issued", "keyring", header)
 	case cfg.DatabaseURL != "" && !dev:
-		s.log.Warn("starting sealed: no root key (--root-key-file, KEYGATE_ROOT_KEY or a keyring passphrase); unseal with `keygate unseal --key-file FILE`")
+		s.log.Warn("starting sealed: no root key (--root-key-file, KEYGATE_ROOT_KEY or a keyring passphrase); unseal with `keygate unseal --key-file FILE` (an empty store must first be initialized: keygate operator init)")
 	default:
 		dev = true
 		path := filepath.Join(cfg.DataDir, RootKeyFile)
@@ -206,7 +206,7 @@ func (s *Server) loadSigningKeys(ctx context.Context) error {
 		}
 		s.log.Info(msg, "alg", km.Signer().Alg().String(), "thumbprint", km.Signer().Key().Thumbprint(), "published", km.KeySet().Len())
 	case errors.Is(err, issuer.ErrSealed):
-		s.log.Info("no signing key yet; the first is created when the node is unsealed")
+		s.log.Info("no signing key yet: with a keyring.json the first is created at unseal; without one, initialize the store with keygate operator init")
 	default:
 		return fmt.Errorf("server: signing keys: %w", err)
 	}

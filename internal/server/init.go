@@ -1,0 +1,52 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/keyring"
+)
+
+// ErrInitialized: Init found signing keys in the store; it changed nothing.
+var ErrInitialized = issuer.ErrInitialized
+
+// Init is the explicit first step of a fleet whose nodes start sealed on a
+// shared store without keyring.json (keygate operator init, like vault
+// operator init): it seals a first signing key under root and stores it.
+// From then on an unseal accepts root alone, the key that opens the
+// stored signing keys; on an empty store without keyring.json it accepts
+// none, so no caller of the unauthenticated unseal endpoint can choose the
+// fleet's root key. cfg needs DatabaseURL; StoreTimeout, SigningAlg,
+// KeyRotation, KeyPrePublish and AccessTokenTTL are used as by New. A
+// store that already holds signing keys is ErrInitialized and is left
+// alone.
+func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, err error) {
+	if cfg.DatabaseURL == "" {
+		return "", errors.New("server: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	kr, err := keyring.New(keyring.Options{Root: root, Rand: cfg.Rand})
+	if err != nil {
+		return "", fmt.Errorf("server: root key: %w", err)
+	}
+	defer kr.Seal()
+	s := &Server{cfg: cfg}
+	if err := s.openStore(ctx); err != nil {
+		return "", err
+	}
+	defer s.store.Close()
+	kid, err = issuer.NewKeyManager(s.store, kr, s.keyPolicy(), cfg.Now).Init(ctx)
+	if err != nil {
+		return "", fmt.Errorf("server: init: %w", err)
+	}
+	return kid, nil
+}
