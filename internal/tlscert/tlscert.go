@@ -168,9 +168,11 @@ func Load(cfg Config) (*Files, error) {
 	return f, nil
 }
 
-// ServerConfig returns the config to serve with (http.Server.TLSConfig, or
-// tls.NewListener): every handshake gets the certificate in force.
-func (f *Files) ServerConfig() *tls.Config { return f.base }
+// ServerConfig returns a config to serve with (http.Server.TLSConfig, or
+// tls.NewListener): every handshake gets the certificate in force. Each
+// call returns a new one, since http.Server.ServeTLS changes the one it is
+// given.
+func (f *Files) ServerConfig() *tls.Config { return f.base.Clone() }
 
 // Certificate returns the leaf certificate in force.
 func (f *Files) Certificate() *x509.Certificate { return f.cur.Load().leaf }
@@ -298,6 +300,24 @@ func (f *Files) build(data [3]readResult) (*loaded, error) {
 		c.ClientAuth, c.ClientCAs, c.SessionTicketsDisabled = tls.RequireAndVerifyClientCert, pool, true
 	}
 	return &loaded{config: c, leaf: leaf}, nil
+}
+
+// CertPool reads a PEM file of CA certificates (for a client's RootCAs),
+// refusing one with no certificate or one that does not parse.
+func CertPool(path string) (*x509.CertPool, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cas, err := parseCertificates(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AddCert(ca)
+	}
+	return pool, nil
 }
 
 // parseCertificates parses every CERTIFICATE block of a PEM file, refusing
