@@ -137,6 +137,16 @@ func TestTLSListeners(t *testing.T) {
 			t.Errorf("%s: TLS version %x", u, resp.TLS.Version)
 		}
 	}
+	// Headers up to the listener's limit are read over HTTP/2 as over
+	// HTTP/1.1: a token over max_token_size gets keygate's own 401.
+	req, _ := http.NewRequest(http.MethodGet, n.traffic+"/auth", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("a", 40<<10))
+	if resp, err := c.Do(req); err != nil || resp.Proto != "HTTP/2.0" || resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_token") {
+		t.Errorf("a 40 KiB token over HTTP/2: %v %+v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
 	// An HTTP/1.1-only client is served too.
 	h1 := n.client(nil)
 	h1.Transport.(*http.Transport).ForceAttemptHTTP2 = false

@@ -160,6 +160,7 @@ func Load(cfg Config) (*Files, error) {
 	defer f.mu.Unlock()
 	data, s := f.read()
 	l, err := f.build(data)
+	clear(data[1].b) // the private key's PEM; the key itself lives on in the tls.Certificate
 	f.sums = s
 	if err != nil {
 		return nil, err
@@ -188,6 +189,7 @@ func (f *Files) Poll() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	data, s := f.read()
+	defer clear(data[1].b)
 	if s == f.sums {
 		f.pending = nil
 		return nil
