@@ -160,7 +160,7 @@ func Load(cfg Config) (*Files, error) {
 	defer f.mu.Unlock()
 	data, s := f.read()
 	l, err := f.build(data)
-	clear(data[1].b) // the private key's PEM; the key itself lives on in the tls.Certificate
+	data.clear()
 	f.sums = s
 	if err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func (f *Files) Poll() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	data, s := f.read()
-	defer clear(data[1].b)
+	defer data.clear()
 	if s == f.sums {
 		f.pending = nil
 		return nil
@@ -219,9 +219,20 @@ func (f *Files) paths() [3]string {
 	return [3]string{f.cfg.CertFile, f.cfg.KeyFile, f.cfg.ClientCAFile}
 }
 
+// files are the contents read, or why a file could not be read.
+type files [3]readResult
+
+// clear overwrites what was read: the key file's PEM (or a combined
+// file's); the key itself lives on in the tls.Certificate only.
+func (d *files) clear() {
+	for i := range d {
+		clear(d[i].b)
+	}
+}
+
 // read returns the files' contents (an error in place of one that could
 // not be read) and their sums.
-func (f *Files) read() (data [3]readResult, s sums) {
+func (f *Files) read() (data files, s sums) {
 	for i, p := range f.paths() {
 		if p == "" {
 			continue
@@ -258,7 +269,7 @@ func readFile(path string) ([]byte, error) {
 }
 
 // build parses what read returned into a config to put in force.
-func (f *Files) build(data [3]readResult) (*loaded, error) {
+func (f *Files) build(data files) (*loaded, error) {
 	field := func(name string, err error) error { return fmt.Errorf("%s.%s: %w", f.cfg.Name, name, err) }
 	for i, name := range []string{"cert_file", "key_file", "client_ca_file"} {
 		if data[i].err != nil {
