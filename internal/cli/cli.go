@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ type app struct {
 	random         io.Reader
 	env            []string          // the environment, for KEYGATE_* overrides
 	ready          func(addr string) // test hook: serve is listening on addr
+	// resolve, if set, resolves host names for serve's admin address check
+	// (a test hook; default the system's resolver).
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 func (a *app) main(ctx context.Context, args []string) int {

@@ -17,11 +17,13 @@ import (
 
 type adminFlags struct {
 	url, tokenFile string
+	tls            adminTLSFlags
 }
 
 func (f *adminFlags) register(fs *flagSet) {
 	fs.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "the node's admin listener `URL`")
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "`file` holding the admin token (default $KEYGATE_ADMIN_TOKEN, else ./keygate-data/admin.token)")
+	f.tls.register(fs)
 }
 
 func (f *adminFlags) token(a *app) (string, error) {
@@ -57,16 +59,24 @@ func (f *adminFlags) call(ctx context.Context, a *app, method, path string, body
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return doJSON(req, out)
+	return f.tls.send(req, out)
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // doJSON sends req and decodes a 2xx JSON answer into out, or turns an
 // error answer into an error naming its code.
-func doJSON(req *http.Request, out any) error {
-	resp, err := httpClient.Do(req)
+func doJSON(req *http.Request, out any) error { return sendJSON(httpClient, req, out, nil) }
+
+// sendJSON is doJSON with client c; hint, if set, may replace the error of
+// a request that failed, or of an answer that is not 2xx, with one that
+// says what to do (returning nil for the usual error).
+func sendJSON(c *http.Client, req *http.Request, out any, hint func(*http.Request, *http.Response, []byte, error) error) error {
+	resp, err := c.Do(req)
 	if err != nil {
+		if hint != nil {
+			return hint(req, nil, nil, err)
+		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -75,6 +85,11 @@ func doJSON(req *http.Request, out any) error {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
+		if hint != nil {
+			if err := hint(req, resp, b, nil); err != nil {
+				return err
+			}
+		}
 		var e struct {
 			Error       string `json:"error"`
 			Description string `json:"error_description"`

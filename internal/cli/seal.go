@@ -65,6 +65,8 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 			"first line of standard input) or, with --key-file, the root key itself to the admin\n"+
 			"listener's POST /v1/sys/unseal, and prints the seal status.")
 	adminURL := fs.String("admin", "http://127.0.0.1:9090", "the node's admin listener `URL`")
+	var tf adminTLSFlags
+	tf.register(fs)
 	keyFile := fs.String("key-file", "", "unseal with this root key `file` instead of a passphrase")
 	passFile := fs.String("passphrase-file", "", "read the passphrase from this `file` instead of standard input")
 	if _, err := fs.parse(args, 0, 0); err != nil {
@@ -97,7 +99,7 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 	}
 	req.Header.Set("Content-Type", "application/json") // and no Origin: the node refuses both otherwise
 	var st map[string]any
-	if err := doJSON(req, &st); err != nil { // no admin token: the passphrase is the credential
+	if err := tf.send(req, &st); err != nil { // no admin token: the passphrase is the credential
 		return err
 	}
 	return a.printSealStatus(st)

@@ -48,6 +48,7 @@ type serveFlags struct {
 	dev                                            bool
 	algs, trustedProxies                           stringList
 	level                                          slog.Level
+	tls                                            tlsFlags
 }
 
 func (f *serveFlags) register(fs *flagSet) {
@@ -82,6 +83,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.DurationVar(&f.keyPrePublish, "key-prepublish", time.Hour, "how long a new signing key is published before it signs (`duration`)")
 	fs.DurationVar(&f.accessTTL, "access-token-ttl", 15*time.Minute, "lifetime of the access tokens the token service issues (`duration`)")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	f.tls.register(fs)
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -111,10 +113,14 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	f.fromFile(&cfg.TokenService, fs)
+	f.tls.fromFile(&cfg.TokenService, fs)
 	if err := f.checkKeyPolicy(); err != nil {
 		return err
 	}
 	if err := f.readURLFiles(); err != nil {
+		return err
+	}
+	if err := a.checkAdminExposure(ctx, cfg, f.tls.insecureAdmin); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
@@ -134,6 +140,11 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen: %w", err)
 		}
+		if err := checkBoundAdmin(admin, cfg, f.tls.insecureAdmin); err != nil {
+			closeAll(ln, admin)
+			return err
+		}
+		warnAdminExposure(log, admin, cfg)
 	}
 	var probe net.Listener
 	if cfg.ProbeListen != "" {
@@ -153,7 +164,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
 	b := srv.Bootstrap()
-	a.printBootstrap(b, ln.Addr())
+	a.printBootstrap(b, trafficURL(ln.Addr(), cfg.TLS.Enabled()))
 	switch {
 	case srv.Sealed():
 		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
@@ -161,7 +172,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// A working token goes to the terminal only in dev mode, and on a
 		// restart that reuses the dev files only when --dev asks again:
 		// stdout is often a container's log.
-		if err := a.printSample(srv, f.audienceOrDefault(), ln.Addr()); err != nil {
+		if err := a.printSample(srv, f.audienceOrDefault(), trafficURL(ln.Addr(), cfg.TLS.Enabled())); err != nil {
 			closeAll(ln, admin, probe)
 			return err
 		}
@@ -356,7 +367,9 @@ func (f *serveFlags) rotation() time.Duration {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
+	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
+	o.TLS, o.AdminTLS = f.tls.overrides()
+	return o
 }
 
 // quickStartAlgs are the algorithms the quick start (--jwks-url) allows
@@ -418,6 +431,9 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 	}
 	if issuer == "" {
 		issuer = "http://" + addr
+		if cfg.TLS.Enabled() {
+			issuer = "https://" + addr
+		}
 	}
 	return server.New(ctx, server.Config{
 		GatewayOnly: f.gatewayOnly(cfg, a.lookupEnv),
@@ -454,6 +470,9 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 
 		RedisURL:               f.redisURL,
 		RedisPrefix:            cfg.TokenService.RedisPrefix,
+		RedisCAFile:            f.tls.redisCAFile,
+		RedisCertFile:          f.tls.redisCertFile,
+		RedisKeyFile:           f.tls.redisKeyFile,
 		RevocationMaxStaleness: f.maxStaleness,
 
 		SigningAlg:     f.alg,
@@ -475,7 +494,8 @@ func (f *serveFlags) gatewayOnly(cfg *config.Config, env func(string) string) bo
 		return false
 	}
 	// An admin token alone does not: it also guards a gateway's pprof.
-	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.redisURL, env("KEYGATE_ROOT_KEY")} {
+	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.redisURL,
+		f.tls.redisCAFile, f.tls.redisCertFile, env("KEYGATE_ROOT_KEY")} {
 		if v != "" {
 			return false
 		}
@@ -525,25 +545,26 @@ func (a *app) lookupEnv(name string) string {
 	return ""
 }
 
-// printBootstrap prints, once, the secrets dev mode created on this start.
-func (a *app) printBootstrap(b server.Bootstrap, addr net.Addr) {
+// printBootstrap prints, once, the secrets dev mode created on this start;
+// base is the traffic listener's URL.
+func (a *app) printBootstrap(b server.Bootstrap, base string) {
 	if b.AdminToken != "" {
 		fmt.Fprintf(a.stdout, "Admin token (saved in %s, shown once; the admin API is under /v1/admin/ on the admin listener):\n%s\n\n", b.AdminTokenPath, b.AdminToken)
 	}
 	if b.DemoClientID != "" {
 		fmt.Fprintf(a.stdout, "Demo client (scope \"demo\", shown once):\nclient_id=%s\nclient_secret=%s\n\n", b.DemoClientID, b.DemoClientSecret)
-		fmt.Fprintf(a.stdout, "Get a token:\ncurl -s -u '%s:%s' -d grant_type=client_credentials %s/oauth2/token\n\n", b.DemoClientID, b.DemoClientSecret, baseURL(addr))
+		fmt.Fprintf(a.stdout, "Get a token:\ncurl -s -u '%s:%s' -d grant_type=client_credentials %s/oauth2/token\n\n", b.DemoClientID, b.DemoClientSecret, base)
 	}
 }
 
 // printSample prints a demo token and a curl command that presents it.
-func (a *app) printSample(srv *server.Server, audience string, addr net.Addr) error {
+func (a *app) printSample(srv *server.Server, audience, base string) error {
 	token, err := srv.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
 	if err != nil {
 		return fmt.Errorf("sample token: %w", err)
 	}
 	fmt.Fprintf(a.stdout, "Sample token (sub \"demo\", scope \"demo\", aud %q, expires in 1h):\n%s\n\n", audience, token)
-	fmt.Fprintf(a.stdout, "Try it:\ncurl -i -H 'Authorization: Bearer %s' %s/auth\n", token, baseURL(addr))
+	fmt.Fprintf(a.stdout, "Try it:\ncurl -i -H 'Authorization: Bearer %s' %s/auth\n", token, base)
 	return nil
 }
 
@@ -561,4 +582,13 @@ func baseURL(addr net.Addr) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// trafficURL is baseURL over https when the traffic listener serves TLS.
+func trafficURL(addr net.Addr, tls bool) string {
+	u := baseURL(addr)
+	if tls {
+		u = "https://" + strings.TrimPrefix(u, "http://")
+	}
+	return u
 }

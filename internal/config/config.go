@@ -63,7 +63,36 @@ type Config struct {
 	// a reload applies the rest of the file and warns that changes here
 	// wait for a restart.
 	TokenService TokenService `yaml:"token_service"`
+	// TLS, if set, serves the traffic listener, and the probe listener
+	// with the same certificate, over TLS (HTTP/2 and HTTP/1.1).
+	TLS TLS `yaml:"tls"`
+	// AdminTLS, if set, serves the admin listener over TLS; with a client
+	// CA file, only to clients that present a certificate from one of
+	// those CAs. Like TokenService, both sections are read at start (the
+	// files they name are followed while running).
+	AdminTLS AdminTLS `yaml:"admin_tls"`
 }
+
+// TLS names a listener's certificate (followed by any intermediates) and
+// its private key, PEM files read again when their content changes.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether either file is set (Validate demands both).
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// AdminTLS is the admin listener's TLS: a certificate, and optionally the
+// CAs whose client certificates it requires (mutual TLS, on every path of
+// the listener).
+type AdminTLS struct {
+	TLS          `yaml:",inline"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// Enabled reports whether any of the files is set.
+func (t AdminTLS) Enabled() bool { return t.TLS.Enabled() || t.ClientCAFile != "" }
 
 // Cache bounds the verified-token cache.
 type Cache struct {
@@ -183,6 +212,13 @@ type TokenService struct {
 	// TrustedProxies are reverse proxies (addresses or CIDR prefixes) whose
 	// X-Forwarded-For names the client for the per-address login limit.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// RedisCAFile holds the CA certificates (PEM) a rediss:// server's
+	// certificate must chain to, instead of the system's; RedisCertFile and
+	// RedisKeyFile are the client certificate Redis asks for by default
+	// (tls-auth-clients yes).
+	RedisCAFile   string `yaml:"redis_ca_file"`
+	RedisCertFile string `yaml:"redis_cert_file"`
+	RedisKeyFile  string `yaml:"redis_key_file"`
 }
 
 // ParsePrefixes parses addresses and CIDR prefixes ("10.0.0.0/8", "::1");
@@ -360,7 +396,26 @@ func (c *Config) Validate() error {
 		r.validate(fmt.Sprintf("routes[%d]", i), true, seen, bad)
 	}
 	c.TokenService.validate("token_service", bad)
+	c.TLS.validate("tls", bad)
+	c.AdminTLS.TLS.validate("admin_tls", bad)
+	if c.AdminTLS.ClientCAFile != "" && !c.AdminTLS.TLS.Enabled() {
+		bad("admin_tls.client_ca_file", "needs admin_tls.cert_file and admin_tls.key_file: client certificates are asked for in the TLS handshake")
+	}
+	if c.AdminTLS.Enabled() && c.AdminListen == "off" {
+		bad("admin_tls", "is set but the admin listener is off (admin_listen: off)")
+	}
 	return errors.Join(errs...)
+}
+
+// validate checks that a certificate comes with its key and a key with its
+// certificate; whether the files load is checked when the listener starts.
+func (t TLS) validate(field string, bad func(field, format string, args ...any)) {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		bad(field+".key_file", "is required with %s.cert_file", field)
+	case t.KeyFile != "" && t.CertFile == "":
+		bad(field+".cert_file", "is required with %s.key_file", field)
+	}
 }
 
 func (f *Forward) validate(field string, bad func(field, format string, args ...any)) {
@@ -425,6 +480,15 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 	}
 	if t.RevocationMaxStaleness > 0 && t.RevocationMaxStaleness <= time.Second {
 		bad(field+".revocation_max_staleness", "must be above 1s")
+	}
+	switch {
+	case t.RedisCertFile != "" && t.RedisKeyFile == "":
+		bad(field+".redis_key_file", "is required with redis_cert_file")
+	case t.RedisKeyFile != "" && t.RedisCertFile == "":
+		bad(field+".redis_cert_file", "is required with redis_key_file")
+	}
+	if (t.RedisCAFile != "" || t.RedisCertFile != "") && strings.HasPrefix(t.RedisURL, "redis://") {
+		bad(field+".redis_url", "must be a rediss:// URL when redis_ca_file or redis_cert_file is set (the files are for TLS)")
 	}
 }
 

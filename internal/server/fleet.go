@@ -74,7 +74,7 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 		return nil
 	}
 	routeRedisLogs(s.log)
-	client, cluster, err := redisClient(cfg.RedisURL)
+	client, cluster, err := redisClient(cfg.RedisURL, cfg)
 	if err != nil {
 		return fmt.Errorf("server: redis URL: %w", err)
 	}
@@ -113,7 +113,7 @@ func (s *Server) openFleet(ctx context.Context, mem *revoke.Memory) error {
 // seed nodes (redis://host1:port?addr=host2:port&addr=host3:port). Socket
 // I/O honours context deadlines, so a dead Redis cannot hold a request
 // longer than its caller allows.
-func redisClient(rawURL string) (client redis.UniversalClient, cluster bool, err error) {
+func redisClient(rawURL string, cfg *Config) (client redis.UniversalClient, cluster bool, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, false, errors.New("not a URL") // the URL may hold a password: do not echo it
@@ -123,11 +123,17 @@ func redisClient(rawURL string) (client redis.UniversalClient, cluster bool, err
 		if err != nil {
 			return nil, false, err
 		}
+		if err := redisTLS(cfg, u, &opt.TLSConfig); err != nil {
+			return nil, false, err
+		}
 		opt.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opt), true, nil
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := redisTLS(cfg, u, &opt.TLSConfig); err != nil {
 		return nil, false, err
 	}
 	opt.ContextTimeoutEnabled = true

@@ -286,6 +286,9 @@ func (s *Server) reload(ctx context.Context) error {
 	if !reflect.DeepEqual(cfg.TokenService, prev.cfg.TokenService) {
 		s.log.Warn("token_service changed in the configuration file; it takes effect on restart")
 	}
+	if cfg.TLS != prev.cfg.TLS || cfg.AdminTLS != prev.cfg.AdminTLS {
+		s.log.Warn("tls or admin_tls changed in the configuration file; it takes effect on restart (the files they name are read again whenever their content changes)")
+	}
 	rt, err := s.buildRuntime(ctx, cfg, prev)
 	if err != nil {
 		return err
@@ -301,9 +304,22 @@ func (s *Server) reload(ctx context.Context) error {
 type Overrides struct {
 	Listen, AdminListen, ProbeListen string
 	Proxy                            string // forward_auth.proxy; replaces trusted_headers too
+	// TLS and AdminTLS: each file given replaces the file's field.
+	TLS      config.TLS
+	AdminTLS config.AdminTLS
 }
 
 func (o Overrides) Apply(c *config.Config) {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.TLS.CertFile, o.TLS.CertFile)
+	set(&c.TLS.KeyFile, o.TLS.KeyFile)
+	set(&c.AdminTLS.CertFile, o.AdminTLS.CertFile)
+	set(&c.AdminTLS.KeyFile, o.AdminTLS.KeyFile)
+	set(&c.AdminTLS.ClientCAFile, o.AdminTLS.ClientCAFile)
 	if o.Proxy != "" {
 		c.ForwardAuth.Proxy, c.ForwardAuth.TrustedHeaders = o.Proxy, nil
 	}
@@ -374,8 +390,8 @@ func methodNotAllowed(method string) http.Handler {
 
 // watch, until ctx is done, reloads when the configuration file (if any)
 // changes, polling its size and modification time, and reads the key files
-// of the runtime in force again when their content changes (see
-// keys.Files.Poll). A key file that fails to load is logged and counted by
+// of the runtime in force and the listeners' certificate files again when
+// their content changes (see keys.Files.Poll and tlscert.Files.Poll). A key file that fails to load is logged and counted by
 // its source, once per broken content, and its last good keys keep serving.
 func (s *Server) watch(ctx context.Context, every time.Duration) {
 	last := ""
@@ -397,6 +413,7 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 			}
 		}
 		s.pollKeyFiles()
+		s.pollCerts()
 	}
 }
 

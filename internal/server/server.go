@@ -34,6 +34,7 @@ import (
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/tlscert"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
@@ -128,6 +129,11 @@ type Config struct {
 	RedisURL string
 	// RedisPrefix names the keys and channels in Redis (default "keygate").
 	RedisPrefix string
+	// RedisCAFile, RedisCertFile and RedisKeyFile are for a rediss:// URL:
+	// the CAs Redis's certificate must chain to (default the system's) and
+	// the client certificate Redis asks for (tls-auth-clients). They are
+	// read at start.
+	RedisCAFile, RedisCertFile, RedisKeyFile string
 	// RevocationMaxStaleness, when positive, makes /auth refuse every token
 	// once the shared revocation set has not been known current for that
 	// long; zero never fails closed.
@@ -197,6 +203,9 @@ type Server struct {
 	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
 	cacheMisses  atomic.Uint64
 
+	trafficTLS *tlscert.Files // the traffic and probe listeners' certificate; nil: plain HTTP
+	adminTLS   *tlscert.Files // the admin listener's; nil: plain HTTP
+
 	rt       atomic.Pointer[runtime]
 	reloadMu sync.Mutex // one reload at a time
 	handler  http.Handler
@@ -233,6 +242,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
+	// Certificates first: a listener that cannot serve is reported before
+	// anything is written to disk.
+	if err := s.openTLS(cfg.Gateway); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.DatabaseURL != "" {
+		if w := databaseTLSWarning(cfg.DatabaseURL); w != "" {
+			s.log.Warn("database_url: " + w)
+		}
+	}
 	if cfg.GatewayOnly {
 		s.log.Info("gateway only: no token service, nothing written to disk (--dev or token_service settings start one)")
 	} else {
@@ -363,22 +382,30 @@ type Listeners struct {
 // watchers end before it returns.
 func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	srv := s.httpServer(s.handler)
+	if f := s.trafficTLS; f != nil {
+		srv.TLSConfig = f.ServerConfig()
+	}
 	servers := []*http.Server{srv}
 	errc := make(chan error, 3)
-	go func() { errc <- srv.Serve(ls.Traffic) }()
-	attrs := []any{"addr", ls.Traffic.Addr().String(), "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
+	go func() { errc <- serveOn(srv, ls.Traffic) }()
+	attrs := []any{"addr", ls.Traffic.Addr().String(), "tls", tlsState(s.trafficTLS), "issuer", s.cfg.Issuer,
+		"trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
 	for _, l := range []struct {
 		name string
 		ln   net.Listener
 		h    func() http.Handler
-	}{{"admin", ls.Admin, s.adminHandler}, {"probe", ls.Probe, s.probeHandler}} {
+	}{{ListenerAdmin, ls.Admin, s.adminHandler}, {ListenerProbe, ls.Probe, s.probeHandler}} {
 		if l.ln == nil {
 			continue
 		}
 		hs := s.httpServer(l.h())
+		f := s.listenerTLS(l.name)
+		if f != nil {
+			hs.TLSConfig = f.ServerConfig()
+		}
 		servers = append(servers, hs)
-		go func() { errc <- hs.Serve(l.ln) }()
-		attrs = append(attrs, l.name, l.ln.Addr().String())
+		go func() { errc <- serveOn(hs, l.ln) }()
+		attrs = append(attrs, l.name, l.ln.Addr().String(), l.name+"_tls", tlsState(f))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
 	attrs = append(attrs, "forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))

@@ -39,6 +39,8 @@ type Metrics struct {
 	tokenRequests *prometheus.CounterVec
 	tokenSeconds  *prometheus.HistogramVec
 	keyErrors     prometheus.Counter
+	tlsLoads      *prometheus.CounterVec
+	tlsNotAfter   *prometheus.GaugeVec
 
 	fleet     atomic.Pointer[func() FleetStats] // set by Fleet
 	fleetOnce sync.Once
@@ -93,6 +95,14 @@ func New() *Metrics {
 		}, []string{"endpoint", "grant", "result"}),
 		keyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "keygate_signing_key_schedule_errors_total",
 			Help: "Runs of the signing-key schedule (rotation, retirement) that failed."}),
+		tlsLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_tls_certificate_loads_total",
+			Help: "Loads of each listener's TLS certificate files (at start, and when the watcher sees them change) by result (ok, error); after an error the certificate in force keeps serving.",
+		}, []string{"listener", "result"}),
+		tlsNotAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "keygate_tls_certificate_not_after_timestamp_seconds",
+			Help: "When the certificate each TLS listener serves expires (Unix time).",
+		}, []string{"listener"}),
 		tokenSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "keygate_token_request_seconds",
 			Help:    "Time to answer a token service request, by endpoint.",
@@ -106,7 +116,7 @@ func New() *Metrics {
 		m.tokenRequests.WithLabelValues(s[0], s[1], "ok")
 	}
 	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
-		m.jwksAge, m.keyFileLoads, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds,
+		m.jwksAge, m.keyFileLoads, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds, m.tlsLoads, m.tlsNotAfter,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -212,6 +222,18 @@ func (m *Metrics) KeyFileLoad(issuer string, ok bool, keys int, at time.Time) {
 	m.keyFileLoads.WithLabelValues(issuer, "ok").Inc()
 	m.jwksKeys.WithLabelValues(issuer).Set(float64(keys))
 	m.jwksAge.WithLabelValues(issuer).Set(float64(at.Unix()))
+}
+
+// TLSCertificateLoad records one load of a listener's certificate files;
+// notAfter is the expiry of the certificate in force afterwards.
+func (m *Metrics) TLSCertificateLoad(listener string, ok bool, notAfter time.Time) {
+	ok0, errs := m.tlsLoads.WithLabelValues(listener, "ok"), m.tlsLoads.WithLabelValues(listener, "error")
+	if ok { // the error series exists, at zero, from the first load on
+		ok0.Inc()
+	} else {
+		errs.Inc()
+	}
+	m.tlsNotAfter.WithLabelValues(listener).Set(float64(notAfter.Unix()))
 }
 
 // Reload counts a configuration reload.

@@ -1,8 +1,8 @@
 // Package testnet holds the tests' helpers for real network services: a
 // dialer whose connections can all be dropped at once, a proxy that can go
 // down or black-hole, an address nothing listens on, Redis clients and a
-// Redis Cluster, and a PostgreSQL schema per test. It is imported by tests
-// only.
+// Redis Cluster, a PostgreSQL schema per test, and certificate authorities
+// and certificates made up at test time. It is imported by tests only.
 package testnet
 
 import (

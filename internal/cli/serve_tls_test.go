@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/testnet"
+)
+
+// tlsFiles are the certificates of a TLS test: the traffic and admin
+// listeners' (for localhost and 127.0.0.1, from ca), the CA file clients
+// trust, and an operator's client certificate from clientCA.
+type tlsFiles struct {
+	ca, clientCA                   *testnet.CA
+	caFile, clientCAFile           string
+	cert, key, adminCert, adminKey string
+	opCert, opKey                  string
+	otherCert, otherKey            string // a client certificate from another CA
+}
+
+func newTLSFiles(t *testing.T, dir string) *tlsFiles {
+	f := &tlsFiles{ca: testnet.NewCA(t, "keygate CA"), clientCA: testnet.NewCA(t, "operators")}
+	hosts := testnet.LeafOptions{Hosts: []string{"localhost", "127.0.0.1"}}
+	f.caFile = f.ca.WriteCA(t, dir, "ca.pem")
+	f.clientCAFile = f.clientCA.WriteCA(t, dir, "operators.pem")
+	f.cert, f.key = f.ca.Issue(t, hosts).Write(t, dir, "traffic")
+	f.adminCert, f.adminKey = f.ca.Issue(t, hosts).Write(t, dir, "admin")
+	f.opCert, f.opKey = f.clientCA.Issue(t, testnet.LeafOptions{Hosts: []string{"operator"}, Client: true}).Write(t, dir, "operator")
+	f.otherCert, f.otherKey = testnet.NewCA(t, "someone else").Issue(t, testnet.LeafOptions{Hosts: []string{"operator"}, Client: true}).Write(t, dir, "other")
+	return f
+}
+
+func (f *tlsFiles) serveArgs() []string {
+	return []string{"--tls-cert", f.cert, "--tls-key", f.key, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey,
+		"--admin-client-ca", f.clientCAFile}
+}
+
+// httpsClient trusts the test CA and presents the given client
+// certificate files, if any.
+func (f *tlsFiles) httpsClient(t *testing.T, certKey ...string) *http.Client {
+	t.Helper()
+	tc := &tls.Config{RootCAs: f.ca.Pool()}
+	if len(certKey) == 2 {
+		pair, err := tls.LoadX509KeyPair(certKey[0], certKey[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
+}
+
+var adminTLSLog = regexp.MustCompile(`admin=(\S+) admin_tls=client_certificates`)
+
+// TestServeTLS: serve with --tls-* and --admin-* certificate flags, as
+// Go's HTTP client, curl and keygate's own admin commands see it.
+func TestServeTLS(t *testing.T) {
+	h := newHarness(t)
+	f := newTLSFiles(t, h.dir)
+	data := h.path("data")
+	s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--data-dir", data}, f.serveArgs()...)...)
+	stop := sync.OnceValue(s.stop)
+	t.Cleanup(func() { stop() })
+	traffic := "https://" + s.addr
+	var m []string
+	for deadline := time.Now().Add(3 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		m = adminTLSLog.FindStringSubmatch(s.stderr.String())
+	}
+	if m == nil {
+		t.Fatalf("no admin listener with client certificates logged:\n%s", s.stderr)
+	}
+	admin := "https://" + m[1]
+
+	// The dev-mode hints and the issuer say https.
+	out := s.stdout.String()
+	if !strings.Contains(out, traffic+"/oauth2/token") || !strings.Contains(out, traffic+"/auth") {
+		t.Errorf("the printed curl lines do not use %s:\n%s", traffic, out)
+	}
+	c := f.httpsClient(t)
+	resp, err := c.Get(traffic + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disc struct {
+		Issuer string `json:"issuer"`
+	}
+	json.NewDecoder(resp.Body).Decode(&disc)
+	resp.Body.Close()
+	if disc.Issuer != traffic || resp.Proto != "HTTP/2.0" {
+		t.Errorf("issuer %q over %s, want %q over HTTP/2.0", disc.Issuer, resp.Proto, traffic)
+	}
+	token := tokenLine.FindStringSubmatch(out)
+	if token == nil {
+		t.Fatalf("no sample token:\n%s", out)
+	}
+	req, _ := http.NewRequest(http.MethodGet, traffic+"/auth", nil)
+	req.Header.Set("Authorization", "Bearer "+token[1])
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth over TLS: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
+	// keygate's admin commands: with the CA and a client certificate they
+	// work; without the certificate, or over http://, they say what to do.
+	tokenFile := filepath.Join(data, "admin.token")
+	withCert := []string{"--admin", admin, "--admin-ca", f.caFile, "--admin-cert", f.opCert, "--admin-key", f.opKey, "--admin-token-file", tokenFile}
+	h.must(append([]string{"clients", "list"}, withCert...)...)
+	expect(t, h.run("clients", "list", "--admin", admin, "--admin-ca", f.caFile, "--admin-token-file", tokenFile),
+		ExitFail, "", "give --admin-cert and --admin-key")
+	expect(t, h.run("clients", "list", "--admin", strings.Replace(admin, "https://", "http://", 1), "--admin-token-file", tokenFile),
+		ExitFail, "", "the admin listener serves HTTPS: use --admin https://")
+	expect(t, h.run("clients", "list", "--admin", admin, "--admin-ca", f.caFile, "--admin-cert", f.otherCert, "--admin-key", f.otherKey,
+		"--admin-token-file", tokenFile), ExitFail, "", "remote error: tls")
+	// Seal, then unseal with the root key, through the mutual-TLS listener.
+	h.must(append([]string{"seal"}, withCert...)...)
+	if out := h.must("unseal", "--admin", admin, "--admin-ca", f.caFile, "--admin-cert", f.opCert, "--admin-key", f.opKey,
+		"--key-file", filepath.Join(data, "root.key")); !strings.Contains(out, `"sealed": false`) {
+		t.Errorf("unseal over mutual TLS: %s", out)
+	}
+
+	t.Run("curl", func(t *testing.T) {
+		curl := curlBinary(t)
+		run := func(args ...string) (string, error) {
+			cmd := exec.Command(curl, append([]string{"-sS", "--max-time", "10"}, args...)...)
+			b, err := cmd.CombinedOutput()
+			return string(b), err
+		}
+		// Traffic: HTTP/2 with the CA.
+		if out, err := run("--cacert", f.caFile, "-w", " %{http_code} %{http_version}", traffic+"/healthz"); err != nil || !strings.HasSuffix(out, " 200 2") {
+			t.Errorf("curl traffic: %v %q", err, out)
+		}
+		// Without the CA, curl refuses keygate's certificate.
+		if out, err := run(traffic + "/healthz"); err == nil {
+			t.Errorf("curl trusted an unknown CA: %q", out)
+		}
+		// Admin: with a client certificate, every path; without, none.
+		for _, p := range []string{"/healthz", "/metrics", "/readyz"} {
+			if out, err := run("--cacert", f.caFile, "--cert", f.opCert, "--key", f.opKey, "-o", "/dev/null", "-w", "%{http_code}", admin+p); err != nil || out != "200" {
+				t.Errorf("curl admin %s with a client certificate: %v %q", p, err, out)
+			}
+			if out, err := run("--cacert", f.caFile, admin+p); err == nil {
+				t.Errorf("curl admin %s without a client certificate: %q", p, out)
+			}
+			if out, err := run("--cacert", f.caFile, "--cert", f.otherCert, "--key", f.otherKey, admin+p); err == nil {
+				t.Errorf("curl admin %s with another CA's client certificate: %q", p, out)
+			}
+		}
+		// Plain HTTP to the TLS admin listener: a 400 that says why.
+		out, err := run("-w", " %{http_code}", strings.Replace(admin, "https://", "http://", 1)+"/healthz")
+		if err != nil || !strings.Contains(out, "Client sent an HTTP request to an HTTPS server") || !strings.HasSuffix(out, " 400") {
+			t.Errorf("curl http:// to the TLS admin listener: %v %q", err, out)
+		}
+	})
+	if code := stop(); code != ExitOK {
+		t.Errorf("serve exit %d:\n%s", code, s.stderr)
+	}
+}
+
+// curlBinary finds curl or skips; with KEYGATE_REQUIRE_CURL set (as .ci/run
+// should set it) it fails instead.
+func curlBinary(t *testing.T) string {
+	t.Helper()
+	if bin, err := exec.LookPath("curl"); err == nil {
+		return bin
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err == nil {
+		return "/usr/bin/curl"
+	}
+	if os.Getenv("KEYGATE_REQUIRE_CURL") != "" {
+		t.Fatal("curl is required (KEYGATE_REQUIRE_CURL is set) but not installed")
+	}
+	t.Skip("curl not installed; apt-get install curl, or run .ci/run")
+	return ""
+}
+
+// serveWith runs serve with a resolver for the admin address check. It
+// returns the exit code if serve ends by itself within a few seconds, or
+// stops it once it listens and returns -1 and its logs.
+func serveWith(t *testing.T, h *harness, resolve map[string][]string, args ...string) (code int, stderr string) {
+	t.Helper()
+	var stdout, errb syncBuffer
+	a := h.app(&stdout, &errb)
+	a.resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
+		ips, ok := resolve[host]
+		if !ok {
+			return nil, errors.New("no such host")
+		}
+		var out []netip.Addr
+		for _, s := range ips {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out, nil
+	}
+	ready := make(chan string, 1)
+	a.ready = func(addr string) { ready <- addr }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- a.main(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", h.path("data")}, args...))
+	}()
+	select {
+	case code := <-done:
+		return code, errb.String()
+	case <-ready:
+		cancel()
+		if code := <-done; code != ExitOK {
+			t.Errorf("serve exit %d after it started:\n%s", code, errb.String())
+		}
+		return -1, errb.String()
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve neither started nor ended")
+	}
+	return 0, ""
+}
+
+// TestServeAdminExposure: serve refuses an admin listener reachable from
+// other hosts over plain HTTP, whether named by a wildcard, an address
+// or a host name that resolves off loopback, and says why; TLS or
+// --insecure-admin lets it start, with a warning where the guard is weak.
+func TestServeAdminExposure(t *testing.T) {
+	resolve := map[string][]string{
+		"admin.example": {"10.0.0.7"},
+		"mixed.example": {"127.0.0.1", "10.0.0.7"},
+		"localhost":     {"127.0.0.1"},
+	}
+	for _, tt := range []struct {
+		name, listen string
+		extra        []string
+		refused      bool
+		want         string
+	}{
+		{"every IPv4 interface", "0.0.0.0:0", nil, true, "0.0.0.0"},
+		{"every IPv6 interface", "[::]:0", nil, true, "(::)"},
+		{"no host", ":0", nil, true, "every interface"},
+		{"a host name off loopback", "admin.example:0", nil, true, "10.0.0.7"},
+		{"a host name partly off loopback", "mixed.example:0", nil, true, "10.0.0.7"},
+		{"a host name that does not resolve", "nowhere.example:0", nil, true, "no such host"},
+		{"a private address", "10.1.2.3:0", nil, true, "10.1.2.3"},
+		{"a host name on loopback", "localhost:0", nil, false, ""},
+		{"IPv6 loopback", "[::1]:0", nil, false, ""},
+		{"--insecure-admin", "0.0.0.0:0", []string{"--insecure-admin"}, false, "serves plain HTTP off loopback"},
+		{"TLS without client certificates", "0.0.0.0:0", []string{"tls"}, false, "accepts any TLS client off loopback"},
+		{"mutual TLS", "0.0.0.0:0", []string{"mtls"}, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			args := []string{"--admin-listen", tt.listen}
+			for _, e := range tt.extra {
+				f := newTLSFiles(t, h.dir)
+				switch e {
+				case "tls":
+					args = append(args, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey)
+				case "mtls":
+					args = append(args, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey, "--admin-client-ca", f.clientCAFile)
+				default:
+					args = append(args, e)
+				}
+			}
+			code, stderr := serveWith(t, h, resolve, args...)
+			if tt.refused {
+				if code != ExitFail || !strings.Contains(stderr, tt.want) {
+					t.Fatalf("exit %d, want %d and %q:\n%s", code, ExitFail, tt.want, stderr)
+				}
+				why := []string{"refusing to serve the admin listener", "unseal passphrases", "--admin-tls-cert", "--insecure-admin"}
+				if tt.want == "no such host" {
+					why = nil
+				}
+				for _, want := range why {
+					if !strings.Contains(stderr, want) {
+						t.Errorf("the refusal lacks %q:\n%s", want, stderr)
+					}
+				}
+				if _, err := os.Stat(h.path("data")); err == nil {
+					t.Error("the data directory was created before the refusal")
+				}
+				return
+			}
+			if code != -1 {
+				t.Fatalf("serve did not start: exit %d\n%s", code, stderr)
+			}
+			if tt.want != "" && !strings.Contains(stderr, tt.want) {
+				t.Errorf("no warning %q:\n%s", tt.want, stderr)
+			}
+			if tt.want == "" && strings.Contains(stderr, "off loopback") {
+				t.Errorf("a warning where none was due:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestServeTLSFlagErrors: TLS flags that do not go together, or files that
+// do not load, stop serve with the configuration field named.
+func TestServeTLSFlagErrors(t *testing.T) {
+	h := newHarness(t)
+	f := newTLSFiles(t, h.dir)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"certificate without key", []string{"--tls-cert", f.cert}, "tls.key_file: is required with tls.cert_file"},
+		{"key without certificate", []string{"--tls-key", f.key}, "tls.cert_file: is required with tls.key_file"},
+		{"client CA without certificate", []string{"--admin-client-ca", f.clientCAFile}, "admin_tls.client_ca_file: needs admin_tls.cert_file and admin_tls.key_file"},
+		{"admin TLS with the admin listener off", []string{"--admin-listen", "off", "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey}, "admin_tls: is set but the admin listener is off"},
+		{"missing certificate file", []string{"--tls-cert", h.path("missing.crt"), "--tls-key", f.key}, "tls.cert_file: open " + h.path("missing.crt")},
+		{"key of another certificate", []string{"--tls-cert", f.cert, "--tls-key", f.adminKey}, "tls.key_file: " + f.adminKey},
+		{"client CA file without a certificate", []string{"--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey, "--admin-client-ca", f.adminKey}, "admin_tls.client_ca_file: " + f.adminKey + ": no PEM CERTIFICATE block"},
+		{"Redis TLS files with redis://", []string{"--redis-url", "redis://127.0.0.1:1/0", "--redis-ca-file", f.caFile}, "the Redis URL must be rediss://"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.run(append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data")}, tt.args...)...)
+			expect(t, r, ExitFail, "", tt.want)
+		})
+	}
+}
+
+// TestServeTLSFromFile: the tls and admin_tls sections of a configuration
+// file, with a flag that replaces one of the files.
+func TestServeTLSFromFile(t *testing.T) {
+	h := newHarness(t)
+	f := newTLSFiles(t, h.dir)
+	other := f.ca.Issue(t, testnet.LeafOptions{Hosts: []string{"localhost", "127.0.0.1"}})
+	otherCert, otherKey := other.Write(t, h.dir, "other-traffic")
+	cfg := h.write("keygate.yaml", []byte("tls: {cert_file: "+f.cert+", key_file: "+f.key+"}\n"+
+		"admin_tls: {cert_file: "+f.adminCert+", key_file: "+f.adminKey+", client_ca_file: "+f.clientCAFile+"}\n"))
+	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--tls-cert", otherCert, "--tls-key", otherKey)
+	t.Cleanup(func() { s.stop() })
+	resp, err := f.httpsClient(t).Get("https://" + s.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if !resp.TLS.PeerCertificates[0].Equal(other.Cert) {
+		t.Error("--tls-cert did not replace tls.cert_file")
+	}
+	if !adminTLSLog.MatchString(s.stderr.String()) {
+		t.Errorf("admin_tls from the file not in force:\n%s", s.stderr)
+	}
+}
+
+// fakeListener is a listener bound, it says, to addr.
+type fakeListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l fakeListener) Addr() net.Addr { return l.addr }
+
+// TestCheckBoundAdmin: the address the admin listener was actually bound
+// to is checked too, in case a name resolved differently at bind time.
+func TestCheckBoundAdmin(t *testing.T) {
+	cfg := &config.Config{AdminListen: "admin.example:9090"}
+	for _, tt := range []struct {
+		ip  string
+		bad bool
+	}{{"127.0.0.1", false}, {"::1", false}, {"::ffff:127.0.0.1", false}, {"10.0.0.7", true}, {"0.0.0.0", true}, {"::", true}} {
+		ln := fakeListener{addr: &net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 9090}}
+		if err := checkBoundAdmin(ln, cfg, false); (err != nil) != tt.bad {
+			t.Errorf("%s: %v", tt.ip, err)
+		}
+		if err := checkBoundAdmin(ln, cfg, true); err != nil {
+			t.Errorf("%s with --insecure-admin: %v", tt.ip, err)
+		}
+	}
+	cfg.AdminTLS.CertFile, cfg.AdminTLS.KeyFile = "a.crt", "a.key"
+	if err := checkBoundAdmin(fakeListener{addr: &net.TCPAddr{IP: net.IPv4zero}}, cfg, false); err != nil {
+		t.Errorf("with TLS: %v", err)
+	}
+}
