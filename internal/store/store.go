@@ -95,11 +95,17 @@ type RefreshToken struct {
 
 // Revocation revokes one access token by jti (Subject empty, Until = its
 // exp), or everything issued to Subject before Before (JTI empty).
+//
+// Until is when the revocation may be forgotten because every token it
+// refuses has expired anyway: for a jti, the token's expiry (required);
+// for a subject, optional, a time to keep it at least until, past the
+// retention every subject revocation gets (see DeleteExpiredRevocations) —
+// for tokens of an issuer that may live longer than that.
 type Revocation struct {
 	Issuer    string
 	JTI       string
 	Subject   string
-	Until     time.Time // jti revocations: when the token expires anyway
+	Until     time.Time // jti: when the token expires anyway; subject: keep at least until (zero: the default retention)
 	Before    time.Time // subject revocations: tokens issued before this are revoked
 	CreatedAt time.Time
 }
@@ -199,7 +205,8 @@ type Store interface {
 	// DeleteExpiredRevocations removes the jti revocations whose Until is
 	// at or before now (the tokens have expired anyway) and the subject
 	// revocations whose Before is before subjectsBefore (zero keeps them
-	// all), and returns how many.
+	// all) and whose Until, if set, is at or before now; it returns how
+	// many. Adding a revocation again keeps the later Until and Before.
 	DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error)
 
 	Close() error

@@ -482,7 +482,8 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
 // before now and the subject revocations whose Before is before
-// subjectsBefore (zero: none), and returns how many.
+// subjectsBefore (zero: none) and whose Until, if any, is at or before now,
+// and returns how many.
 func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -490,7 +491,8 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 	if !subjectsBefore.IsZero() {
 		cutoff = ts(subjectsBefore)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= $1) OR (subject <> '' AND before_at < $2)`,
+	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= $1)
+		OR (subject <> '' AND before_at < $2 AND (until_at IS NULL OR until_at <= $1))`,
 		ts(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
@@ -499,9 +501,9 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 }
 
 // AddRevocation records r, which names exactly one of JTI (with Until) and
-// Subject (with Before). It is idempotent: adding the same issuer and jti
-// or subject again keeps one record, with the later Until or Before and
-// the first CreatedAt.
+// Subject (with Before, and optionally Until). It is idempotent: adding the
+// same issuer and jti or subject again keeps one record, with the later
+// Until and Before (greatest ignores a NULL) and the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -426,13 +426,15 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
 // before now and the subject revocations whose Before is before
-// subjectsBefore (zero: none), and returns how many.
+// subjectsBefore (zero: none) and whose Until, if any, is at or before now,
+// and returns how many.
 func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
 	cutoff := int64(math.MinInt64)
 	if !subjectsBefore.IsZero() {
 		cutoff = micros(subjectsBefore)
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= ?) OR (subject <> '' AND before_at < ?)`,
+	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= ?1)
+		OR (subject <> '' AND before_at < ?2 AND (until_at IS NULL OR until_at <= ?1))`,
 		micros(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
@@ -445,18 +447,19 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 }
 
 // AddRevocation records r, which names exactly one of JTI (with Until) and
-// Subject (with Before). It is idempotent: adding the same issuer and jti
-// or subject again keeps one record, with the later Until or Before and
-// the first CreatedAt.
+// Subject (with Before, and optionally Until). It is idempotent: adding the
+// same issuer and jti or subject again keeps one record, with the later
+// Until and Before (a NULL counting as earliest) and the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("add revocation: %w", err)
 	}
+	// SQLite's max() of a NULL is NULL: coalesce keeps whichever is set.
 	_, err := s.w.ExecContext(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (issuer, jti, subject) DO UPDATE SET
-			until_at = max(until_at, excluded.until_at),
-			before_at = max(before_at, excluded.before_at)`,
+			until_at = max(coalesce(until_at, excluded.until_at), coalesce(excluded.until_at, until_at)),
+			before_at = max(coalesce(before_at, excluded.before_at), coalesce(excluded.before_at, before_at))`,
 		r.Issuer, r.JTI, r.Subject, nullMicros(r.Until), nullMicros(r.Before), micros(r.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "add revocation", err)

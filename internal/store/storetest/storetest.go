@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Revocations", testRevocations},
 		{"RevocationIdempotent", testRevocationIdempotent},
 		{"RevocationInvalid", testRevocationInvalid},
+		{"RevocationSubjectUntil", testRevocationSubjectUntil},
 		{"TimePrecision", testTimePrecision},
 		{"Canceled", testCanceled},
 		{"ConcurrentWrites", testConcurrentWrites},
@@ -921,6 +922,52 @@ func testRevocationIdempotent(t *testing.T, s store.Store) {
 	must(t, "Revocations", err)
 	j.Until, sub.Before = t0.Add(2*time.Hour), t0.Add(time.Hour)
 	same(t, "Revocations (same time and issuer: by jti, then subject)", rs, []store.Revocation{sub, j})
+}
+
+// testRevocationSubjectUntil: a subject revocation may carry an Until, a
+// time to keep it at least until (tokens of an issuer that live longer
+// than the subject retention). Adding it again keeps the later Until, a
+// revocation without one does not clear it, and the subject cutoff of
+// DeleteExpiredRevocations spares it until its Until has passed.
+func testRevocationSubjectUntil(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	old := t0.Add(-48 * time.Hour)
+	kept := store.Revocation{Issuer: "https://idp.example/", Subject: "u1", Before: old, CreatedAt: old}
+	plain := store.Revocation{Issuer: "https://idp.example/", Subject: "u2", Before: old, CreatedAt: old}
+	must(t, "AddRevocation(without Until)", s.AddRevocation(ctx, kept))
+	must(t, "AddRevocation(plain)", s.AddRevocation(ctx, plain))
+	later := kept
+	later.Until, later.CreatedAt = t0.Add(90*24*time.Hour), t0
+	must(t, "AddRevocation(with Until)", s.AddRevocation(ctx, later))
+	must(t, "AddRevocation(earlier Until)", s.AddRevocation(ctx, store.Revocation{Issuer: kept.Issuer, Subject: "u1",
+		Before: old, Until: t0, CreatedAt: t0}))
+	must(t, "AddRevocation(no Until again)", s.AddRevocation(ctx, store.Revocation{Issuer: kept.Issuer, Subject: "u1",
+		Before: old, CreatedAt: t0}))
+	kept.Until = later.Until
+	rs, err := s.Revocations(ctx, t0)
+	must(t, "Revocations", err)
+	same(t, "Revocations", rs, []store.Revocation{kept, plain})
+
+	// The subject cutoff is past both: only the one without Until goes.
+	n, err := s.DeleteExpiredRevocations(ctx, t0, t0.Add(-time.Hour))
+	must(t, "DeleteExpiredRevocations(t0)", err)
+	if n != 1 {
+		t.Errorf("DeleteExpiredRevocations(t0, t0-1h) = %d, want 1 (u2)", n)
+	}
+	rs, err = s.Revocations(ctx, t0)
+	must(t, "Revocations after the cutoff", err)
+	same(t, "Revocations after the cutoff", rs, []store.Revocation{kept})
+	// Once its Until has passed, it goes too.
+	n, err = s.DeleteExpiredRevocations(ctx, kept.Until.Add(-time.Microsecond), kept.Until)
+	must(t, "DeleteExpiredRevocations(before Until)", err)
+	if n != 0 {
+		t.Errorf("DeleteExpiredRevocations just before Until = %d, want 0", n)
+	}
+	n, err = s.DeleteExpiredRevocations(ctx, kept.Until, kept.Until)
+	must(t, "DeleteExpiredRevocations(at Until)", err)
+	if n != 1 {
+		t.Errorf("DeleteExpiredRevocations at Until = %d, want 1", n)
+	}
 }
 
 func testRevocationInvalid(t *testing.T, s store.Store) {
