@@ -277,7 +277,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		return
 	}
 	rt.OriginAt = old.OriginAt
-	if _, err := s.cfg.Store.RotateRefreshToken(ctx, d[:], rt, s.cfg.Now().UTC()); err != nil {
+	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
 			s.log.Warn("a spent refresh token was presented again; its family is revoked", "client", c.ID)

@@ -69,7 +69,7 @@ func (s *userStore) GetRefreshToken(_ context.Context, d []byte) (store.RefreshT
 	return t, nil
 }
 
-func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *userStore) RotateRefreshToken(_ context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.refresh[string(old)]
@@ -78,7 +78,7 @@ func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store
 	}
 	var revokedBefore time.Time
 	for _, r := range s.revs {
-		if r.Subject == t.Subject && r.Before.After(revokedBefore) {
+		if r.Issuer == issuer && r.Subject == t.Subject && r.Before.After(revokedBefore) {
 			revokedBefore = r.Before
 		}
 	}

@@ -181,16 +181,16 @@ type Store interface {
 	// OriginAt are old's, whatever next says. If old was already spent,
 	// it revokes the whole family and returns ErrReused; a revoked or
 	// expired old gives ErrRevoked or ErrExpired; an unknown one
-	// ErrNotFound. If a subject revocation of old's Subject, of any
-	// issuer, has a Before after the family's OriginAt, it revokes the
-	// whole family and returns ErrSubjectRevoked. That check is made in
-	// the rotation's transaction; a revocation that commits after it
-	// refuses next at its first use, since next carries the family's
-	// OriginAt. (Refresh tokens are not bound to an issuer, and a store
-	// holds one token service's users: a revocation of the subject under
-	// any issuer name ends the family.) It returns old's record as it was
-	// before spending.
-	RotateRefreshToken(ctx context.Context, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
+	// ErrNotFound. If a subject revocation of old's Subject under issuer
+	// (the token service's own, which issued the family) has a Before
+	// after the family's OriginAt, it revokes the whole family and returns
+	// ErrSubjectRevoked. That check is made in the rotation's transaction;
+	// a revocation that commits after it refuses next at its first use,
+	// since next carries the family's OriginAt. Revocations of the same
+	// subject name under another issuer (an external identity provider's
+	// user who happens to share the id) do not touch the family. It
+	// returns old's record as it was before spending.
+	RotateRefreshToken(ctx context.Context, issuer string, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
 	GetRefreshToken(ctx context.Context, digest []byte) (RefreshToken, error)
 	// RevokeRefreshFamily revokes every token of the family of digest.
 	RevokeRefreshFamily(ctx context.Context, digest []byte) error

@@ -302,10 +302,10 @@ const selectRefresh = `SELECT digest, family_id, generation, client_id, subject,
 	FROM refresh_tokens`
 
 // selectRotated is selectRefresh with, last, the latest Before of the
-// subject revocations of the token's subject (NULL if none), and the
-// token's row lock.
+// subject revocations of the token's subject under the issuer $2 (NULL if
+// none), and the token's row lock.
 const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
-		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject AND r.issuer = $2)
 	FROM refresh_tokens WHERE digest = $1 FOR UPDATE OF refresh_tokens`
 
 func scanRefresh(row pgx.Row, more ...any) (store.RefreshToken, int32, error) {
@@ -378,7 +378,7 @@ const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(famil
 // token (READ COMMITTED: every revocation committed before it); one that
 // commits between that read and the commit does not stop this rotation,
 // and refuses next at its first use instead.
-func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	const op = "rotate refresh token"
@@ -395,7 +395,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	// look at the row) the row lock.
 	var b pgx.Batch
 	b.Queue(lockFamilyOf, old, lockFamily)
-	b.Queue(selectRotated, old)
+	b.Queue(selectRotated, old, issuer)
 	br := tx.SendBatch(ctx, &b)
 	_, err = br.Exec()
 	var (

@@ -284,10 +284,11 @@ const selectRefresh = `SELECT digest, family_id, generation, client_id, subject,
 	FROM refresh_tokens`
 
 // selectRotated is selectRefresh with, last, the latest Before of the
-// subject revocations of the token's subject (NULL if none).
+// subject revocations of the token's subject under the issuer ?2 (NULL if
+// none).
 const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
-		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
-	FROM refresh_tokens WHERE digest = ?`
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject AND r.issuer = ?2)
+	FROM refresh_tokens WHERE digest = ?1`
 
 func scanRefresh(row scanner, more ...any) (store.RefreshToken, int64, error) {
 	var (
@@ -351,7 +352,7 @@ func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) er
 // spends nothing. The transaction is IMMEDIATE, holding the write lock
 // from its start, so no revocation commits between the check and the
 // rotation.
-func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	const op = "rotate refresh token"
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -359,7 +360,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	}
 	defer tx.Rollback()
 	var revokedBefore sql.NullInt64
-	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRotated, old), &revokedBefore)
+	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRotated, old, issuer), &revokedBefore)
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
