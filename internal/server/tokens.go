@@ -404,7 +404,7 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 			now := s.cfg.Now()
 			if s.fleet == nil { // with Redis, the fan-out sweeps at each resync
 				s.revoked.Sweep(now.Add(-RevocationGrace))
-				s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
+				s.revoked.SweepSubjects(now.Add(-s.subjectRetention()), now.Add(-RevocationGrace))
 			}
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
