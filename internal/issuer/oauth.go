@@ -51,8 +51,15 @@ type Config struct {
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
 	// RevokedSubject, if set, is told of every "everything issued to
-	// subject before" revocation.
-	RevokedSubject func(issuer, subject string, before time.Time)
+	// subject before" revocation, with the time to keep it at least until
+	// (zero: the default retention; see store.Revocation).
+	RevokedSubject func(issuer, subject string, before, until time.Time)
+	// Trusts, if set, reports whether keygate trusts the tokens of issuer
+	// besides its own (Issuer): the gateway's configured issuers as they
+	// are at the call, so that a configuration reload is seen at once. The
+	// admin API revokes tokens of Issuer and of the issuers Trusts
+	// reports, and refuses any other; nil trusts Issuer alone.
+	Trusts func(issuer string) bool
 	// Checker, if set, answers introspection's revocation question from
 	// memory (the node's revocation set); without it every introspection
 	// reads the revocations from the store.
@@ -485,7 +492,7 @@ func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error 
 		s.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
 	}
 	if rv.Subject != "" && s.cfg.RevokedSubject != nil {
-		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before)
+		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before, rv.Until)
 	}
 	return nil
 }

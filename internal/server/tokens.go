@@ -227,7 +227,7 @@ func (s *Server) loadRevocations(ctx context.Context) (int, error) {
 			if r.JTI != "" {
 				b.RevokeID(r.Issuer, r.JTI, r.Until)
 			} else if r.Subject != "" {
-				b.RevokeSubject(r.Issuer, r.Subject, r.Before)
+				b.RevokeSubjectUntil(r.Issuer, r.Subject, r.Before, r.Until)
 			}
 		}
 	})
@@ -246,7 +246,8 @@ func (s *Server) issuerConfig() issuer.Config {
 		Store:          s.store,
 		Keys:           s.keys,
 		Revoked:        s.revoked.RevokeID,
-		RevokedSubject: s.revoked.RevokeSubject,
+		RevokedSubject: s.revoked.RevokeSubjectUntil,
+		Trusts:         s.trusts,
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
 		Logger:         s.log,
@@ -257,6 +258,19 @@ func (s *Server) issuerConfig() issuer.Config {
 		icfg.Observe = s.metrics.TokenRequest
 	}
 	return icfg
+}
+
+// trusts reports whether the gateway's configuration in force trusts
+// issuer's tokens: what the admin API may revoke besides the token
+// service's own. It reads the runtime at each call, so a reload that adds
+// or removes an issuer is seen at once.
+func (s *Server) trusts(issuer string) bool {
+	rt := s.rt.Load()
+	if rt == nil {
+		return false
+	}
+	_, ok := rt.sources[issuer]
+	return ok
 }
 
 // openAdmin enables the admin API when an admin token is configured (or,
@@ -418,7 +432,10 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 // before T") is kept past T: the longest a token issued before T can live
 // (a refresh token, or an access token if configured longer) plus the
 // verifiers' leeway and a margin. Past it every token the entry refuses
-// has expired anyway.
+// has expired anyway. The same retention applies to the subject
+// revocations of the gateway's issuers, whose tokens' lifetimes keygate
+// cannot know (issuer.ExternalTokenLifetime, also 30 days): a revocation
+// made with an until is kept until then if that is later.
 func (s *Server) subjectRetention() time.Duration {
 	return max(issuer.DefaultRefreshTTL, s.cfg.AccessTokenTTL) + RevocationGrace
 }
