@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/keyring"
 )
 
 // adminRevoke posts a revocation to the admin API at adminURL.
@@ -91,5 +96,77 @@ func TestRevokeKeyFileIssuer(t *testing.T) {
 	}
 	if code, m := adminRevoke(t, c.admin, token, map[string]any{"issuer": second, "subject": "bob"}); code != 201 {
 		t.Errorf("revoke for an issuer added by a reload: %d %v", code, m)
+	}
+}
+
+// TestFleetRevokeKeyFileIssuer: on a fleet (PostgreSQL and Redis), a
+// key_files issuer's token revoked at node A's admin API, by jti and by
+// subject, is refused at node B within a second, though B had it cached as
+// valid, and at a node started afterwards.
+func TestFleetRevokeKeyFileIssuer(t *testing.T) {
+	if os.Getenv("REDIS_URL") == "" || os.Getenv("DATABASE_URL") == "" {
+		t.Skip("needs PostgreSQL and Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	redisURL, prefix := redisPrefix(t)
+	dbURL := newSchema(t)
+	dir := t.TempDir()
+	rootKey := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	k := ecSigner(t, "k1")
+	f := newKeyFile(t, k)
+	cfgPath := filepath.Join(dir, "keygate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(keyFileYAML(f.path)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminToken := strings.Repeat("f", 40)
+	node := func(name string) *live {
+		gw, err := config.Load(cfgPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startLive(t, Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience,
+			DatabaseURL: dbURL, RootKeyFile: rootKey, AdminToken: adminToken, RedisURL: redisURL, RedisPrefix: prefix,
+			Gateway: gw, ConfigPath: cfgPath})
+	}
+	a, b := node("a"), node("b")
+	authAt := func(n *live, tok string) int {
+		t.Helper()
+		code, _, _ := get(t, n.base+"/auth", tok)
+		return code
+	}
+	iat := time.Now().Add(-time.Minute).Unix()
+	byJTI := idpToken(t, k, map[string]any{"jti": "j-1", "sub": "alice", "iat": iat})
+	bySub := idpToken(t, k, map[string]any{"jti": "j-2", "sub": "bob", "iat": iat})
+	other := idpToken(t, k, map[string]any{"jti": "j-3", "sub": "carol", "iat": iat})
+	for _, tok := range []string{byJTI, bySub, other} {
+		if code := authAt(b, tok); code != 200 { // and cached at B
+			t.Fatalf("/auth at B before any revocation: %d", code)
+		}
+	}
+	if code, m := adminRevoke(t, a.admin, adminToken, map[string]any{"issuer": idpIssuer, "jti": "j-1"}); code != 201 {
+		t.Fatalf("revoke the idp's jti at A: %d %v", code, m)
+	}
+	if code, m := adminRevoke(t, a.admin, adminToken, map[string]any{"issuer": idpIssuer, "subject": "bob"}); code != 201 {
+		t.Fatalf("revoke the idp's subject at A: %d %v", code, m)
+	}
+	for _, tok := range []string{byJTI, bySub} {
+		start := time.Now()
+		for authAt(b, tok) != 401 {
+			if time.Since(start) > time.Second {
+				t.Fatalf("B still accepts an idp token revoked at A after %v", time.Since(start))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if code := authAt(b, other); code != 200 {
+		t.Errorf("/auth at B with an idp token not revoked: %d", code)
+	}
+	c := node("c")
+	for _, tok := range []string{byJTI, bySub} {
+		if code := authAt(c, tok); code != 401 {
+			t.Errorf("/auth at a node started after the revocations: %d, want 401", code)
+		}
 	}
 }
