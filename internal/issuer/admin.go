@@ -84,6 +84,17 @@ func adminError(w http.ResponseWriter, status int, code, desc string) {
 	writeJSON(w, status, map[string]string{"error": code, "error_description": desc})
 }
 
+// hashError answers a password that could not be hashed: 503 when every
+// hash slot stayed busy, else 400 (too short).
+func hashError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errHashBusy) {
+		w.Header().Set("Retry-After", "1")
+		adminError(w, http.StatusServiceUnavailable, "temporarily_unavailable", errHashesBusy.description)
+		return
+	}
+	adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+}
+
 func (a *Admin) storeError(w http.ResponseWriter, what string, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -329,9 +340,9 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) {
 	if !checkScopes(w, in.Scopes) {
 		return
 	}
-	hash, err := HashPassword(in.Password, a.svc.cfg.Rand)
+	hash, err := a.svc.hashPassword(r.Context(), in.Password)
 	if err != nil {
-		adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		hashError(w, err)
 		return
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgu_")
@@ -385,8 +396,8 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 	}
 	revoke := false
 	if in.Password != nil {
-		if u.PasswordHash, err = HashPassword(*in.Password, a.svc.cfg.Rand); err != nil {
-			adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		if u.PasswordHash, err = a.svc.hashPassword(r.Context(), *in.Password); err != nil {
+			hashError(w, err)
 			return
 		}
 		revoke = true

@@ -65,7 +65,13 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil || u.Disabled {
 		hash = dummyHash // the same work whether or not the account exists
 	}
-	ok, herr := CheckPassword(hash, password)
+	// After the limits above: an attempt they refuse never waits for, or
+	// takes, a hash slot.
+	ok, herr := s.checkPassword(r.Context(), hash, password)
+	if errors.Is(herr, errHashBusy) {
+		s.fail(w, "checking a password", herr)
+		return
+	}
 	if err != nil || u.Disabled || herr != nil || !ok {
 		s.log.Info("login refused", "client", c.ID)
 		writeOAuthError(w, errBadLogin, false)
@@ -323,6 +329,9 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 	case errors.Is(err, errRevocationsStale):
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errStale, false)
+	case errors.Is(err, errHashBusy):
+		w.Header().Set("Retry-After", "1")
+		writeOAuthError(w, errHashesBusy, false)
 	default:
 		s.log.Error(what+" failed", "err", err)
 		writeOAuthError(w, errServer, false)

@@ -45,8 +45,17 @@ type Config struct {
 	// read in the last clientCacheTTL: without it, requests naming random
 	// client_ids cost a store read each before any other limit applies.
 	PreAuthLimiter Limiter
-	Store          store.Store
-	Keys           *KeyManager
+	// PasswordHashes bounds the Argon2id computations (19 MiB and tens of
+	// milliseconds each) running at once on request paths: login's password
+	// check and the admin API's hashing of a new password. 0 means
+	// DefaultPasswordHashes(). A request that gets no slot within
+	// PasswordHashWait (0: DefaultPasswordHashWait) is answered 503
+	// temporarily_unavailable with Retry-After: 1; a login is charged to its
+	// address and account limits before it waits.
+	PasswordHashes   int
+	PasswordHashWait time.Duration
+	Store            store.Store
+	Keys             *KeyManager
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
@@ -87,6 +96,7 @@ type Service struct {
 	// earlier --signing-alg stay published until their tokens expire.
 	own          *jose.Verifier
 	verified     verifiedCache // introspection's verified tokens
+	hashes       hashSlots     // Argon2id computations running at once
 	discoveryDoc []byte
 }
 
@@ -115,7 +125,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, own: own, discoveryDoc: discoveryDoc(&cfg)}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, own: own, hashes: newHashSlots(cfg.PasswordHashes, cfg.PasswordHashWait),
+		discoveryDoc: discoveryDoc(&cfg)}, nil
 }
 
 // Handler routes the token service's endpoints.
@@ -157,6 +168,10 @@ var (
 	errNoKey     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet"}
 	errStoreDown = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the store is not answering; retry shortly"}
 	errStale     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the revocation set is not current; retry shortly"}
+	// RFC 6749 §4.1.2.1: "temporarily unable to handle the request due to
+	// a temporary overloading" — not slow_down (429), which is this
+	// client's or address's own rate; the node is busy for everyone.
+	errHashesBusy = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "too many password checks at once; retry shortly"}
 )
 
 // errRevocationsStale means the node's revocation set is failing closed,
