@@ -97,7 +97,7 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	// account's key is a digest: usernames are unbounded and personal, and
 	// the limiter's keys may live in a shared Redis.
 	user := sha256.Sum256([]byte(username))
-	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies),
+	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies, s.cfg.IPv6Prefix),
 		"login:user:" + base64.RawURLEncoding.EncodeToString(user[:])} {
 		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -36,6 +37,10 @@ type Config struct {
 	// the address the per-address login limit counts; without them it is
 	// the peer's address.
 	TrustedProxies []netip.Prefix
+	// IPv6Prefix is the prefix length an IPv6 client address is counted by
+	// in the per-address limits (login, pre-authentication): 0 means
+	// DefaultIPv6Prefix (64); else MinIPv6Prefix to MaxIPv6Prefix.
+	IPv6Prefix int
 	// TokenLimiter, if set, bounds token requests per client at the token
 	// endpoint (key "token:client:<id>"). It is asked only once the client
 	// has authenticated, so nobody can spend another client's budget.
@@ -107,6 +112,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = 15 * time.Minute
+	}
+	switch {
+	case cfg.IPv6Prefix == 0:
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	case cfg.IPv6Prefix < MinIPv6Prefix || cfg.IPv6Prefix > MaxIPv6Prefix:
+		return nil, fmt.Errorf("issuer: IPv6Prefix %d is not between %d and %d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
 	}
 	if cfg.RefreshTokenTTL == 0 {
 		cfg.RefreshTokenTTL = DefaultRefreshTTL
@@ -318,7 +329,7 @@ func (s *Service) allowRead(ctx context.Context, r *http.Request) error {
 	if s.cfg.PreAuthLimiter == nil {
 		return nil
 	}
-	ok, wait, err := s.cfg.PreAuthLimiter.Allow(ctx, "preauth:ip:"+addrKey(r, s.cfg.TrustedProxies))
+	ok, wait, err := s.cfg.PreAuthLimiter.Allow(ctx, "preauth:ip:"+addrKey(r, s.cfg.TrustedProxies, s.cfg.IPv6Prefix))
 	if err != nil {
 		s.log.Warn("pre-authentication rate limiter failed; refusing the request", "err", err)
 		ok, wait = false, time.Second
