@@ -253,6 +253,8 @@ func (s *Server) issuerConfig() issuer.Config {
 		Logger:         s.log,
 		AccessTokenTTL: cfg.AccessTokenTTL,
 		TrustedProxies: cfg.TrustedProxies,
+		IPv6Prefix:     cfg.IPv6Prefix,
+		PasswordHashes: cfg.PasswordHashes,
 	}
 	if s.metrics != nil {
 		icfg.Observe = s.metrics.TokenRequest
