@@ -171,7 +171,9 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
 	now := a.svc.cfg.Now().UTC()
 	d := SecretDigest(secret)
 	c := store.Client{ID: id, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
-	if err := a.svc.cfg.Store.CreateClient(r.Context(), c); err != nil {
+	err = a.svc.cfg.Store.CreateClient(r.Context(), c)
+	a.svc.clients.forget(id) // a request that named the id before it existed cached it as unknown
+	if err != nil {
 		a.storeError(w, "client", err)
 		return
 	}

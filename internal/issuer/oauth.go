@@ -280,7 +280,9 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 
 // authenticate checks client_secret_basic or client_secret_post. It
 // compares digests in constant time and does the same work for an unknown
-// client, so response timing does not reveal which client IDs exist.
+// client, so response timing does not reveal which client IDs exist: an
+// unknown id is cached as unknown just as a known one is cached (see
+// clientCache), so a repeat of either is answered from memory.
 func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (client, bool, error) {
 	id, secret, basic := r.BasicAuth()
 	if basic {
@@ -300,9 +302,11 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	if id == "" || secret == "" {
 		return client{}, basic, errInvalidClient
 	}
+	// A known id and an unknown one take the same path: from memory when
+	// read less than clientCacheTTL ago (known or not), else one store
+	// read, charged to the address.
 	now := s.cfg.Now()
-	c, ok := s.clients.cached(id, now)
-	var err error
+	c, ok, err := s.clients.cached(id, now)
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
 			return client{}, basic, err
