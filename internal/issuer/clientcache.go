@@ -18,11 +18,14 @@ import (
 const clientCacheTTL = 2 * time.Second
 
 // maxCachedClients bounds the cache of clients, and maxMissingClients the
-// cache of ids read as unknown; when either is full it starts over. The
-// second is apart so that requests naming random ids (at most the
-// pre-authentication limit's store reads per address) cannot push real
-// clients out, and is keyed by a digest, so an id's length costs nothing:
-// 10,000 entries are under 1 MiB.
+// cache of ids read as unknown; when either is full its expired entries are
+// dropped, and if that frees nothing it starts over. The second is apart so
+// that requests naming random ids (at most the pre-authentication limit's
+// store reads per address) cannot push real clients out, and both are
+// keyed by a digest, so an id's length costs nothing: 10,000 entries are
+// under 1 MiB. Only entries younger than clientCacheTTL count, so starting
+// over takes 10,000 reads of unknown ids within 2 s, from 50 addresses or
+// more at the default pre-authentication limit.
 const (
 	maxCachedClients  = 10_000
 	maxMissingClients = 10_000
@@ -94,17 +97,34 @@ func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now 
 		return c, err
 	}
 	if err != nil {
-		if cc.missing == nil || len(cc.missing) >= maxMissingClients {
-			cc.missing = make(map[[sha256.Size]byte]time.Time)
-		}
+		cc.missing = room(cc.missing, maxMissingClients, now, func(until time.Time) time.Time { return until })
 		cc.missing[k] = now.Add(clientCacheTTL)
 		return client{}, err
 	}
-	if cc.entries == nil || len(cc.entries) >= maxCachedClients {
-		cc.entries = make(map[[sha256.Size]byte]cachedClient)
-	}
+	cc.entries = room(cc.entries, maxCachedClients, now, func(e cachedClient) time.Time { return e.expires })
 	cc.entries[k] = cachedClient{c: c, expires: now.Add(clientCacheTTL)}
 	return c, nil
+}
+
+// room returns m with room for one more entry: m itself when it has it,
+// else m without its entries expired by now, else (every entry live) a new
+// map. Caller holds cc.mu.
+func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires func(V) time.Time) map[[sha256.Size]byte]V {
+	if m == nil {
+		return make(map[[sha256.Size]byte]V)
+	}
+	if len(m) < limit {
+		return m
+	}
+	for k, v := range m {
+		if !now.Before(expires(v)) {
+			delete(m, k)
+		}
+	}
+	if len(m) < limit {
+		return m
+	}
+	return make(map[[sha256.Size]byte]V)
 }
 
 // forget drops what the cache holds on id after it changed here (created,

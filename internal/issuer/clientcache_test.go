@@ -125,6 +125,22 @@ func TestUnknownClientCacheBounded(t *testing.T) {
 			t.Fatalf("%d unknown ids cached, more than %d", len(cc.missing), maxMissingClients)
 		}
 	}
+	// Full, mostly of expired entries: those go, and the live one stays.
+	cc = clientCache{}
+	for i := range maxMissingClients - 1 {
+		cc.load(context.Background(), st, fmt.Sprint("kgc_", i), now) //nolint:errcheck // ErrNotFound
+	}
+	cc.load(context.Background(), st, "kgc_recent", now.Add(clientCacheTTL/2)) //nolint:errcheck // ErrNotFound
+	later := now.Add(clientCacheTTL)
+	cc.load(context.Background(), st, "kgc_live", later) //nolint:errcheck // ErrNotFound
+	for _, id := range []string{"kgc_recent", "kgc_live"} {
+		if _, ok, _ := cc.cached(id, later); !ok {
+			t.Errorf("%s: not cached after a full cache made room", id)
+		}
+	}
+	if len(cc.missing) != 2 {
+		t.Errorf("%d entries after making room, want 2", len(cc.missing))
+	}
 	// A forget between the store read and the insert: nothing cached.
 	racing := &forgetOnRead{memStore: st, cc: &cc}
 	if _, err := cc.load(context.Background(), racing, "kgc_racing", now); err != store.ErrNotFound {
