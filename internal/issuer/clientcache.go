@@ -19,7 +19,7 @@ const clientCacheTTL = 2 * time.Second
 
 // maxCachedClients bounds the cache of clients, and maxMissingClients the
 // cache of ids read as unknown; when either is full its expired entries are
-// dropped, and if that frees nothing it starts over. The second is apart so
+// dropped, and if that frees less than a quarter it starts over. The second is apart so
 // that requests naming random ids (at most the pre-authentication limit's
 // store reads per address) cannot push real clients out, and both are
 // keyed by a digest, so an id's length costs nothing: 10,000 entries are
@@ -107,8 +107,9 @@ func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now 
 }
 
 // room returns m with room for one more entry: m itself when it has it,
-// else m without its entries expired by now, else (every entry live) a new
-// map. Caller holds cc.mu.
+// else m without its entries expired by now if that frees a quarter of it
+// (so that the scan is paid for by as many inserts), else a new map. Caller
+// holds cc.mu.
 func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires func(V) time.Time) map[[sha256.Size]byte]V {
 	if m == nil {
 		return make(map[[sha256.Size]byte]V)
@@ -121,7 +122,7 @@ func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires fu
 			delete(m, k)
 		}
 	}
-	if len(m) < limit {
+	if len(m) <= limit-limit/4 {
 		return m
 	}
 	return make(map[[sha256.Size]byte]V)
