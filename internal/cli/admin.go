@@ -184,14 +184,17 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 }
 
 func (a *app) revoke(ctx context.Context, args []string) error {
-	fs := a.flags("keygate revoke", "(--jti ID [--until TIME] | --subject SUB [--before TIME]) [flags]",
-		"Revokes on a running node, and through Redis on its whole fleet: one access token by its\n"+
-			"jti (until it would have expired; default now + the access-token lifetime), or every\n"+
-			"token issued to a subject before a time (default now). TIME is RFC 3339.")
+	fs := a.flags("keygate revoke", "(--jti ID [--until TIME] | --subject SUB [--before TIME] [--until TIME]) [--issuer ISS] [flags]",
+		"Revokes on a running node, and through Redis on its whole fleet: one token by its jti\n"+
+			"(until it would have expired; default now + the access-token lifetime, or 30 days for\n"+
+			"another issuer's token), or every token issued to a subject before a time (default\n"+
+			"now; kept 30 days, or until --until if later). --issuer names whose tokens: the token\n"+
+			"service's own (the default) or an issuer the node's gateway trusts. TIME is RFC 3339.")
 	var af adminFlags
 	af.register(fs)
+	iss := fs.String("issuer", "", "the `issuer` whose token or subject to revoke (default: the token service's own)")
 	jti := fs.String("jti", "", "the token's `jti`")
-	until := fs.String("until", "", "with --jti: keep the revocation until `TIME`")
+	until := fs.String("until", "", "keep the revocation until `TIME`: with --jti, the token's expiry; with --subject,\nwhen every token issued before --before has expired, if past the default retention")
 	subject := fs.String("subject", "", "the `subject` whose tokens to revoke")
 	before := fs.String("before", "", "with --subject: revoke tokens issued before `TIME`")
 	if _, err := fs.parse(args, 0, 0); err != nil {
@@ -200,11 +203,11 @@ func (a *app) revoke(ctx context.Context, args []string) error {
 	if (*jti == "") == (*subject == "") {
 		return usageErrorf(fs.Name(), "give exactly one of --jti and --subject")
 	}
-	if (*until != "" && *jti == "") || (*before != "" && *subject == "") {
-		return usageErrorf(fs.Name(), "--until goes with --jti, --before with --subject")
+	if *before != "" && *subject == "" {
+		return usageErrorf(fs.Name(), "--before goes with --subject")
 	}
 	body := map[string]string{}
-	for name, v := range map[string]string{"jti": *jti, "subject": *subject, "until": *until, "before": *before} {
+	for name, v := range map[string]string{"issuer": *iss, "jti": *jti, "subject": *subject, "until": *until, "before": *before} {
 		if v == "" {
 			continue
 		}

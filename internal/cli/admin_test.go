@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/jose"
 )
 
 // TestAdminCommands drives users, the node's signing keys and revocations
@@ -98,12 +104,70 @@ func TestAdminCommands(t *testing.T) {
 	for _, args := range [][]string{
 		{"revoke"},
 		{"revoke", "--jti", "x", "--subject", "y"},
-		{"revoke", "--subject", "y", "--until", "2030-01-01T00:00:00Z"},
+		{"revoke", "--jti", "x", "--before", "2030-01-01T00:00:00Z"},
+		{"revoke", "--subject", "y", "--until", "tomorrow"},
 		{"revoke", "--jti", "x", "--until", "tomorrow"},
 		{"users", "create"},
 	} {
 		if r := h.run(append(args, admin...)...); r.code != ExitUsage {
 			t.Errorf("keygate %s: exit %d, want %d (%s)", strings.Join(args, " "), r.code, ExitUsage, r.stderr)
 		}
+	}
+}
+
+// TestRevokeIssuer: `keygate revoke --issuer` revokes, by jti and by
+// subject, the tokens of an issuer the node's gateway trusts (here a
+// key_files one), which /auth then refuses; an issuer it does not trust is
+// an error naming it.
+func TestRevokeIssuer(t *testing.T) {
+	h := newHarness(t)
+	const idp = "https://idp.cli.test/"
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.ES256, "k1", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := jose.NewKeySet(signer.Key()).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := h.write("idp.jwks.json", jwks)
+	cfg := h.write("keygate.yaml", []byte("issuers:\n  - {issuer: "+idp+", key_files: ["+keys+"], algorithms: [ES256], audiences: [api]}\n"))
+	data := h.path("data")
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data, "--config", cfg)
+	t.Cleanup(func() { s.stop() })
+	admin := []string{"--admin", s.adminURL(t), "--admin-token-file", filepath.Join(data, "admin.token")}
+	base := "http://" + s.addr
+	mint := func(jti, sub string) string {
+		t.Helper()
+		tok, err := signer.SignClaims(map[string]any{"iss": idp, "aud": "api", "jti": jti, "sub": sub,
+			"iat": time.Now().Add(-time.Minute).Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	byJTI, bySub := mint("j-1", "alice"), mint("j-2", "bob")
+	for _, tok := range []string{byJTI, bySub} {
+		if resp := get(t, base+"/auth", tok); resp.StatusCode != http.StatusOK {
+			t.Fatalf("/auth with the idp's token before revoking: %d", resp.StatusCode)
+		}
+	}
+	h.must(append([]string{"revoke", "--issuer", idp, "--jti", "j-1"}, admin...)...)
+	h.must(append([]string{"revoke", "--issuer", idp, "--subject", "bob", "--until", time.Now().Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339)}, admin...)...)
+	for _, tok := range []string{byJTI, bySub} {
+		if resp := get(t, base+"/auth", tok); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("/auth with the idp's revoked token: %d, want 401", resp.StatusCode)
+		}
+	}
+	if resp := get(t, base+"/auth", mint("j-3", "carol")); resp.StatusCode != http.StatusOK {
+		t.Errorf("/auth with another idp token: %d", resp.StatusCode)
+	}
+	r := h.run(append([]string{"revoke", "--issuer", "https://unknown.test/", "--subject", "bob"}, admin...)...)
+	if r.code == ExitOK || !strings.Contains(r.stderr, "https://unknown.test/") {
+		t.Errorf("revoke for an untrusted issuer: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -41,6 +41,7 @@ type serveFlags struct {
 	adminHosts                                     stringList
 	maxStaleness, storeTimeout                     time.Duration
 	tokenRate                                      float64
+	ipv6Prefix                                     int
 	signingAlg                                     string
 	alg                                            jose.Alg       // parsed --signing-alg
 	trusted                                        []netip.Prefix // parsed --trusted-proxy
@@ -68,6 +69,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
 	fs.Float64Var(&f.tokenRate, "token-rate-limit", 50, "token requests per second each client may make at /oauth2/token, burst twice that\n(shared through Redis in a fleet; 0: no limit)")
 	fs.Var(&f.trustedProxies, "trusted-proxy", "reverse proxy `address or CIDR` whose X-Forwarded-For names the client for the per-address\nlogin limit (repeatable or comma-separated; default: none, the peer's address counts)")
+	fs.IntVar(&f.ipv6Prefix, "login-ipv6-prefix", 64, "prefix `length` (32-128) an IPv6 client is counted by in the per-address login and\npre-authentication limits (or token_service.ipv6_prefix)")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Second, "with --database-url, fail a PostgreSQL operation (or a new connection) that has not answered in this `duration`")
 	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
 	fs.StringVar(&f.keyringFile, "keyring-file", "", "passphrase header `file` (default keyring.json in the data directory; see keygate keyring init):\nwithout a root key the node starts sealed and waits for keygate unseal")
@@ -243,6 +245,7 @@ func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
 	pick(!fs.isSet("access-token-ttl"), &f.accessTTL, ts.AccessTokenTTL)
 	pick(!fs.isSet("revocation-max-staleness"), &f.maxStaleness, ts.RevocationMaxStaleness)
 	pick(!fs.isSet("store-timeout"), &f.storeTimeout, ts.StoreTimeout)
+	pick(!fs.isSet("login-ipv6-prefix"), &f.ipv6Prefix, ts.IPv6Prefix)
 	if !fs.isSet("trusted-proxy") && len(ts.TrustedProxies) > 0 {
 		f.trustedProxies = slices.Clone(ts.TrustedProxies)
 	}
@@ -345,6 +348,8 @@ func (f *serveFlags) checkKeyPolicy() error {
 		return usageErrorf("keygate serve", "--token-rate-limit: %v", f.tokenLimit().Validate())
 	case f.keyRotation > 0 && f.keyRotation <= f.keyPrePublish:
 		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
+	case f.ipv6Prefix < 32 || f.ipv6Prefix > 128:
+		return usageErrorf("keygate serve", "--login-ipv6-prefix must be between 32 and 128")
 	}
 	return nil
 }
@@ -454,6 +459,8 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		StoreTimeout:     f.storeTimeout,
 		TokenLimit:       f.tokenLimit(),
 		TrustedProxies:   f.trusted,
+		IPv6Prefix:       f.ipv6Prefix,
+		PasswordHashes:   cfg.TokenService.PasswordHashes,
 		RootKeyFile:      f.rootKeyFile,
 		RootKeyEnv:       "KEYGATE_ROOT_KEY",
 		KeyringFile:      f.keyringFile,

@@ -299,6 +299,8 @@ func TestServeFlagErrors(t *testing.T) {
 		"negative token rate":   {"--token-rate-limit", "-1"},
 		"token rate too high":   {"--token-rate-limit", "1e7"},
 		"bad trusted proxy":     {"--trusted-proxy", "10.0.0.0/33"},
+		"ipv6 prefix too short": {"--login-ipv6-prefix", "31"},
+		"ipv6 prefix too long":  {"--login-ipv6-prefix", "129"},
 		"unknown proxy":         {"--proxy", "haproxy"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -153,4 +154,41 @@ func TestServePostgresTokenService(t *testing.T) {
 func cliSchema(t *testing.T, base string) string {
 	t.Helper()
 	return testnet.PostgresSchema(t, base, "kg_cli")
+}
+
+// TestServeLoginIPv6Prefix: --login-ipv6-prefix reaches the per-address
+// login limit (here 128: two addresses of one /64 are two budgets), and
+// token_service.ipv6_prefix does the same from the configuration file.
+func TestServeLoginIPv6Prefix(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.write("keygate.yaml", []byte("token_service:\n  ipv6_prefix: 128\n"))
+	for name, args := range map[string][]string{
+		"flag": {"--login-ipv6-prefix", "128"},
+		"file": {"--config", cfg},
+	} {
+		s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data-" + name),
+			"--trusted-proxy", "127.0.0.1"}, args...)...)
+		out := s.stdout.String()
+		hdr := basic(clientIDLine.FindStringSubmatch(out)[1], clientSecretLine.FindStringSubmatch(out)[1])
+		attempt := func(user, from string) int {
+			h := hdr.Clone()
+			h.Set("X-Forwarded-For", from)
+			code, _ := post(t, "http://"+s.addr+"/v1/login", "username="+user+"&password=wrong+password", h)
+			return code
+		}
+		for i := range 5 { // the login limit's burst
+			if code := attempt(fmt.Sprint("user", i), "2001:db8::1"); code != http.StatusUnauthorized {
+				t.Fatalf("%s: attempt %d: %d", name, i, code)
+			}
+		}
+		if code := attempt("another", "2001:db8::1"); code != http.StatusTooManyRequests {
+			t.Errorf("%s: an attempt past the burst from the same address: %d, want 429", name, code)
+		}
+		if code := attempt("yet-another", "2001:db8::2"); code != http.StatusUnauthorized {
+			t.Errorf("%s: an attempt from another address of the /64: %d, want 401 (counted by /128)", name, code)
+		}
+		if code := s.stop(); code != ExitOK {
+			t.Errorf("%s: serve exit %d", name, code)
+		}
+	}
 }

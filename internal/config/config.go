@@ -219,6 +219,12 @@ type TokenService struct {
 	RedisCAFile   string `yaml:"redis_ca_file"`
 	RedisCertFile string `yaml:"redis_cert_file"`
 	RedisKeyFile  string `yaml:"redis_key_file"`
+	// IPv6Prefix is the prefix length an IPv6 client is counted by in the
+	// per-address limits (0: 64; else 32 to 128).
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// PasswordHashes bounds the Argon2id password hashes running at once
+	// (0: one per core, within a quarter of GOMEMLIMIT).
+	PasswordHashes int `yaml:"password_hashes"`
 }
 
 // ParsePrefixes parses addresses and CIDR prefixes ("10.0.0.0/8", "::1");
@@ -477,6 +483,12 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 	}
 	if _, err := ParsePrefixes(t.TrustedProxies); err != nil {
 		bad(field+".trusted_proxies", "%v", err)
+	}
+	if t.IPv6Prefix != 0 && (t.IPv6Prefix < 32 || t.IPv6Prefix > 128) {
+		bad(field+".ipv6_prefix", "must be between 32 and 128, not %d", t.IPv6Prefix)
+	}
+	if t.PasswordHashes < 0 || t.PasswordHashes > 1024 {
+		bad(field+".password_hashes", "must be between 0 (one per core) and 1024, not %d", t.PasswordHashes)
 	}
 	if t.RevocationMaxStaleness > 0 && t.RevocationMaxStaleness <= time.Second {
 		bad(field+".revocation_max_staleness", "must be above 1s")

@@ -119,6 +119,9 @@ func TestLoadErrors(t *testing.T) {
 		{"store timeout", "token_service:\n  store_timeout: -1s\n", "token_service.store_timeout"},
 		{"token rate", "token_service:\n  token_rate_limit: -5\n", "token_service.token_rate_limit"},
 		{"trusted proxy", "token_service:\n  trusted_proxies: [10.0.0.0/8, proxy.internal]\n", `token_service.trusted_proxies: "proxy.internal" is not`},
+		{"ipv6 prefix short", "token_service:\n  ipv6_prefix: 31\n", "token_service.ipv6_prefix: must be between 32 and 128"},
+		{"ipv6 prefix long", "token_service:\n  ipv6_prefix: 129\n", "token_service.ipv6_prefix"},
+		{"password hashes", "token_service:\n  password_hashes: -1\n", "token_service.password_hashes"},
 		{"token unknown", "token_service:\n  root_key: x\n", "root_key"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
 		{"not yaml", "listen: [unclosed\n", "yaml"},
@@ -185,6 +188,8 @@ token_service:
   revocation_max_staleness: 30s
   store_timeout: 2s
   token_rate_limit: 0
+  ipv6_prefix: 56
+  password_hashes: 3
 `
 	c, err := Load(writeConfig(t, body), []string{"KEYGATE_DATABASE_URL=postgres://other/kg"})
 	if err != nil {
@@ -194,7 +199,7 @@ token_service:
 	if ts.Issuer != "https://auth.example.com" || ts.Audience != "api" || ts.SigningAlg != "EdDSA" || ts.RedisPrefix != "kg" ||
 		ts.KeyRotation == nil || *ts.KeyRotation != 0 || ts.KeyPrePublish != 30*time.Minute || ts.AccessTokenTTL != 5*time.Minute ||
 		ts.RevocationMaxStaleness != 30*time.Second || ts.RootKeyFile != "/etc/keygate/root.key" || ts.StoreTimeout != 2*time.Second ||
-		ts.TokenRateLimit == nil || *ts.TokenRateLimit != 0 {
+		ts.TokenRateLimit == nil || *ts.TokenRateLimit != 0 || ts.IPv6Prefix != 56 || ts.PasswordHashes != 3 {
 		t.Errorf("token_service: %+v", ts)
 	}
 	if ts.DatabaseURL != "postgres://other/kg" {

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -81,6 +82,17 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func adminError(w http.ResponseWriter, status int, code, desc string) {
 	writeJSON(w, status, map[string]string{"error": code, "error_description": desc})
+}
+
+// hashError answers a password that could not be hashed: 503 when every
+// hash slot stayed busy, else 400 (too short).
+func hashError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errHashBusy) {
+		w.Header().Set("Retry-After", "1")
+		adminError(w, http.StatusServiceUnavailable, "temporarily_unavailable", errHashesBusy.description)
+		return
+	}
+	adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
 }
 
 func (a *Admin) storeError(w http.ResponseWriter, what string, err error) {
@@ -159,7 +171,9 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
 	now := a.svc.cfg.Now().UTC()
 	d := SecretDigest(secret)
 	c := store.Client{ID: id, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
-	if err := a.svc.cfg.Store.CreateClient(r.Context(), c); err != nil {
+	err = a.svc.cfg.Store.CreateClient(r.Context(), c)
+	a.svc.clients.forget(id) // a request that named the id before it existed cached it as unknown
+	if err != nil {
 		a.storeError(w, "client", err)
 		return
 	}
@@ -328,9 +342,9 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) {
 	if !checkScopes(w, in.Scopes) {
 		return
 	}
-	hash, err := HashPassword(in.Password, a.svc.cfg.Rand)
+	hash, err := a.svc.hashPassword(r.Context(), in.Password)
 	if err != nil {
-		adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		hashError(w, err)
 		return
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgu_")
@@ -384,8 +398,8 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 	}
 	revoke := false
 	if in.Password != nil {
-		if u.PasswordHash, err = HashPassword(*in.Password, a.svc.cfg.Rand); err != nil {
-			adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		if u.PasswordHash, err = a.svc.hashPassword(r.Context(), *in.Password); err != nil {
+			hashError(w, err)
 			return
 		}
 		revoke = true
@@ -478,10 +492,24 @@ func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
-// revoke records a revocation by jti (until the token's expiry) or of
-// everything issued to a subject before a time (default now).
+// ExternalTokenLifetime is how long keygate assumes a token of another
+// issuer (a gateway issuer: an identity provider) may live, when a
+// revocation of it does not say: a jti revocation without until is kept
+// this long, and a subject revocation as long as the token service's own
+// (the refresh-token lifetime, also 30 days) unless until asks for longer.
+// keygate cannot know those tokens' lifetimes; give until for longer ones.
+const ExternalTokenLifetime = 30 * 24 * time.Hour
+
+// revoke records a revocation by jti or of everything issued to a subject
+// before a time (default now), of the token service's own tokens or, with
+// issuer, of the tokens of an issuer the gateway trusts (Config.Trusts).
+// until is when it may be forgotten: for a jti the token's expiry (default
+// now + the access-token lifetime, or ExternalTokenLifetime for another
+// issuer); for a subject, optional, a time to keep it at least until, for
+// tokens that live longer than the default retention.
 func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 	var in struct {
+		Issuer  string    `json:"issuer"`
 		JTI     string    `json:"jti"`
 		Until   time.Time `json:"until"`
 		Subject string    `json:"subject"`
@@ -490,12 +518,25 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &in) {
 		return
 	}
+	own := a.svc.cfg.Issuer
+	if in.Issuer == "" {
+		in.Issuer = own
+	}
+	if in.Issuer != own && (a.svc.cfg.Trusts == nil || !a.svc.cfg.Trusts(in.Issuer)) {
+		adminError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(
+			"issuer %q is not trusted here: give the token service's issuer (%q, the default) or one of the gateway's issuers", in.Issuer, own))
+		return
+	}
 	now := a.svc.cfg.Now().UTC()
-	rv := store.Revocation{Issuer: a.svc.cfg.Issuer, CreatedAt: now}
+	rv := store.Revocation{Issuer: in.Issuer, CreatedAt: now}
 	switch {
 	case in.JTI != "" && in.Subject == "":
 		if in.Until.IsZero() {
-			in.Until = now.Add(a.svc.cfg.AccessTokenTTL)
+			lifetime := a.svc.cfg.AccessTokenTTL
+			if in.Issuer != own {
+				lifetime = ExternalTokenLifetime
+			}
+			in.Until = now.Add(lifetime)
 		}
 		rv.JTI, rv.Until = in.JTI, in.Until.UTC()
 	case in.Subject != "" && in.JTI == "":
@@ -503,6 +544,9 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 			in.Before = now
 		}
 		rv.Subject, rv.Before = in.Subject, in.Before.UTC()
+		if !in.Until.IsZero() {
+			rv.Until = in.Until.UTC()
+		}
 	default:
 		adminError(w, http.StatusBadRequest, "invalid_request", "give either jti or subject")
 		return
@@ -522,6 +566,9 @@ func revocationView(rv store.Revocation) map[string]any {
 		out["jti"], out["until"] = rv.JTI, rv.Until
 	} else {
 		out["subject"], out["before"] = rv.Subject, rv.Before
+		if !rv.Until.IsZero() {
+			out["until"] = rv.Until
+		}
 	}
 	return out
 }

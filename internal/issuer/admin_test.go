@@ -10,10 +10,15 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
@@ -498,5 +503,101 @@ func TestUpdateClient(t *testing.T) {
 	f.now = f.now.Add(time.Second)
 	if code, m := token(""); code != 200 || m["scope"] != "write" {
 		t.Errorf("a token after the change, with the same secret: %d %v", code, m)
+	}
+}
+
+// TestAdminRevokeOtherIssuers: POST /v1/admin/revocations names the issuer
+// whose token or subject it revokes: the token service's own by default, or
+// one the gateway trusts as Config.Trusts reports it at the time of the
+// request (a reload can change it). The revocation is stored and applied
+// under that issuer, by jti and by subject, with until kept for both; an
+// issuer keygate does not trust is a 400 naming it, with nothing recorded.
+func TestAdminRevokeOtherIssuers(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Unix(1_800_000_000, 0).UTC()
+	clock := func() time.Time { return now }
+	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
+	if err := km.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const idp, later = "https://idp.example/", "https://later.example/"
+	var trusted atomic.Pointer[[]string]
+	trusted.Store(&[]string{idp})
+	mem := revoke.NewMemory()
+	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
+		Revoked: mem.RevokeID, RevokedSubject: mem.RevokeSubjectUntil,
+		Trusts: func(iss string) bool { return slices.Contains(*trusted.Load(), iss) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := NewAdmin(svc, adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.Handler())
+	t.Cleanup(srv.Close)
+	call := func(body map[string]any) (int, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/admin/revocations", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		return jsonReply(t)(http.DefaultClient.Do(req))
+	}
+	iat := now.Add(-time.Minute)
+
+	// By jti: until defaults to ExternalTokenLifetime for another issuer.
+	if code, rv := call(map[string]any{"issuer": idp, "jti": "j1"}); code != 201 || rv["issuer"] != idp ||
+		rv["until"] != now.Add(ExternalTokenLifetime).Format(time.RFC3339Nano) {
+		t.Fatalf("revoke an idp jti: %d %v", code, rv)
+	}
+	if !mem.Revoked(idp, "j1", "", iat) || mem.Revoked(testIssuer, "j1", "", iat) {
+		t.Error("the jti revocation is not under the idp's issuer alone")
+	}
+	// By subject, kept until a time past the retention.
+	keep := now.Add(90 * 24 * time.Hour)
+	if code, rv := call(map[string]any{"issuer": idp, "subject": "kgu_alice", "until": keep}); code != 201 || rv["issuer"] != idp ||
+		rv["until"] != keep.Format(time.RFC3339Nano) || rv["before"] != now.Format(time.RFC3339Nano) {
+		t.Fatalf("revoke an idp subject: %d %v", code, rv)
+	}
+	if !mem.Revoked(idp, "", "kgu_alice", iat) {
+		t.Error("the idp's subject is not revoked")
+	}
+	if mem.Revoked(testIssuer, "", "kgu_alice", iat) {
+		t.Error("the idp's subject revocation reached the token service's own subject of the same id")
+	}
+	if n := mem.SweepSubjects(now.Add(60*24*time.Hour), now.Add(60*24*time.Hour)); n != 0 {
+		t.Errorf("the subject revocation kept until %v was swept 60 days on", keep)
+	}
+	// The default is still the token service's own issuer.
+	if code, rv := call(map[string]any{"jti": "j2"}); code != 201 || rv["issuer"] != testIssuer ||
+		rv["until"] != now.Add(15*time.Minute).Format(time.RFC3339Nano) {
+		t.Errorf("revoke without issuer: %d %v", code, rv)
+	}
+	// An issuer not trusted: 400 naming it, nothing stored. It is trusted
+	// once the configuration says so, without a restart.
+	code, m := call(map[string]any{"issuer": later, "subject": "bob"})
+	if desc, _ := m["error_description"].(string); code != 400 || m["error"] != "invalid_request" || !strings.Contains(desc, later) {
+		t.Errorf("untrusted issuer: %d %v, want 400 naming it", code, m)
+	}
+	trusted.Store(&[]string{idp, later})
+	if code, m := call(map[string]any{"issuer": later, "subject": "bob"}); code != 201 {
+		t.Errorf("an issuer trusted after a reload: %d %v", code, m)
+	}
+	revs, err := st.Revocations(context.Background(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Revocation{
+		{Issuer: testIssuer, JTI: "j2", Until: now.Add(15 * time.Minute), CreatedAt: now},
+		{Issuer: idp, Subject: "kgu_alice", Before: now, Until: keep, CreatedAt: now},
+		{Issuer: idp, JTI: "j1", Until: now.Add(ExternalTokenLifetime), CreatedAt: now},
+		{Issuer: later, Subject: "bob", Before: now, CreatedAt: now},
+	}
+	if !reflect.DeepEqual(revs, want) {
+		t.Errorf("stored revocations:\n got %+v\nwant %+v", revs, want)
 	}
 }

@@ -2,6 +2,8 @@ package issuer
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"sync"
 	"time"
 
@@ -9,20 +11,40 @@ import (
 )
 
 // clientCacheTTL bounds how long a node keeps answering from a cached
-// client after another node changed or deleted it. Changes made through this
+// client after another node changed or deleted it, and from a cached "no
+// such client" after another node created it. Changes made through this
 // node's admin API take effect at once. A refresh, which grants for 30 days
 // more, reads the client from the store besides (refreshGrant).
 const clientCacheTTL = 2 * time.Second
 
-// maxCachedClients bounds the cache; when it is full it starts over.
-const maxCachedClients = 10_000
+// maxCachedClients bounds the cache of clients, and maxMissingClients the
+// cache of ids read as unknown; when either is full its expired entries are
+// dropped, and if that frees less than a quarter it starts over. The second is apart so
+// that requests naming random ids (at most the pre-authentication limit's
+// store reads per address) cannot push real clients out, and both are
+// keyed by a digest, so an id's length costs nothing: 10,000 entries are
+// under 1 MiB. Only entries younger than clientCacheTTL count, so starting
+// over takes 10,000 reads of unknown ids within 2 s, from 50 addresses or
+// more at the default pre-authentication limit.
+const (
+	maxCachedClients  = 10_000
+	maxMissingClients = 10_000
+)
 
-// clientCache keeps recently authenticated clients, so that issuing a token
-// does not read the store every time (a SQLite read costs about as much as
-// half an ES256 signature). Unknown clients are never cached.
+// clientCache keeps recently read clients, so that issuing a token does not
+// read the store every time (a SQLite read costs about as much as half an
+// ES256 signature), and recently read unknown ids, so that an id that does
+// not exist is answered from memory on repeat just as one that does: client
+// authentication takes the same path, and the same time, whether or not
+// the id is known (see authenticate). Entries are keyed by the SHA-256 of
+// the id, and a lookup always probes both maps.
 type clientCache struct {
-	mu      sync.RWMutex
-	entries map[string]cachedClient
+	mu sync.RWMutex
+	// gen counts forgets: a load that began before one does not cache
+	// what it read, which may be what the change replaced.
+	gen     uint64
+	entries map[[sha256.Size]byte]cachedClient
+	missing map[[sha256.Size]byte]time.Time // id read as unknown → until when to say so
 }
 
 // client is a client as authenticated, with the time its record was read:
@@ -39,36 +61,81 @@ type cachedClient struct {
 	expires time.Time
 }
 
-// cached returns the client id if it was read less than clientCacheTTL ago.
-func (cc *clientCache) cached(id string, now time.Time) (client, bool) {
+// cached answers from memory: ok is set when id was read less than
+// clientCacheTTL ago, and then err is store.ErrNotFound if it was unknown.
+func (cc *clientCache) cached(id string, now time.Time) (c client, ok bool, err error) {
+	k := sha256.Sum256([]byte(id))
 	cc.mu.RLock()
-	e, ok := cc.entries[id]
+	e, known := cc.entries[k]
+	until, unknown := cc.missing[k]
 	cc.mu.RUnlock()
-	if ok && now.Before(e.expires) {
-		return e.c, true
+	switch {
+	case known && now.Before(e.expires):
+		return e.c, true, nil
+	case unknown && now.Before(until):
+		return client{}, true, store.ErrNotFound
 	}
-	return client{}, false
+	return client{}, false, nil
 }
 
-// load reads the client id from the store, as of now, and caches it.
+// load reads the client id from the store, as of now, and caches what it
+// found: the client, or that there is none (store.ErrNotFound, which it
+// returns). Other errors are not cached.
 func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now time.Time) (client, error) {
+	k := sha256.Sum256([]byte(id))
+	cc.mu.RLock()
+	gen := cc.gen
+	cc.mu.RUnlock()
 	sc, err := st.GetClient(ctx, id)
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return client{}, err
 	}
 	c := client{Client: sc, readAt: now}
 	cc.mu.Lock()
-	if cc.entries == nil || len(cc.entries) >= maxCachedClients {
-		cc.entries = make(map[string]cachedClient)
+	defer cc.mu.Unlock()
+	if cc.gen != gen {
+		return c, err
 	}
-	cc.entries[id] = cachedClient{c: c, expires: now.Add(clientCacheTTL)}
-	cc.mu.Unlock()
+	if err != nil {
+		cc.missing = room(cc.missing, maxMissingClients, now, func(until time.Time) time.Time { return until })
+		cc.missing[k] = now.Add(clientCacheTTL)
+		return client{}, err
+	}
+	cc.entries = room(cc.entries, maxCachedClients, now, func(e cachedClient) time.Time { return e.expires })
+	cc.entries[k] = cachedClient{c: c, expires: now.Add(clientCacheTTL)}
 	return c, nil
 }
 
-// forget drops a client after it changed here.
+// room returns m with room for one more entry: m itself when it has it,
+// else m without its entries expired by now if that frees a quarter of it
+// (so that the scan is paid for by as many inserts), else a new map. Caller
+// holds cc.mu.
+func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires func(V) time.Time) map[[sha256.Size]byte]V {
+	if m == nil {
+		return make(map[[sha256.Size]byte]V)
+	}
+	if len(m) < limit {
+		return m
+	}
+	for k, v := range m {
+		if !now.Before(expires(v)) {
+			delete(m, k)
+		}
+	}
+	if len(m) <= limit-limit/4 {
+		return m
+	}
+	return make(map[[sha256.Size]byte]V)
+}
+
+// forget drops what the cache holds on id after it changed here (created,
+// updated, deleted, a new secret), and keeps loads already under way from
+// caching what they read before the change.
 func (cc *clientCache) forget(id string) {
+	k := sha256.Sum256([]byte(id))
 	cc.mu.Lock()
-	delete(cc.entries, id)
+	cc.gen++
+	delete(cc.entries, k)
+	delete(cc.missing, k)
 	cc.mu.Unlock()
 }

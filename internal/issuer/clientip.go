@@ -38,16 +38,28 @@ func clientIP(r *http.Request, trusted []netip.Prefix) string {
 	return peer.String()
 }
 
+// IPv6 prefix lengths the per-address limits may count by
+// (Config.IPv6Prefix).
+const (
+	DefaultIPv6Prefix = 64 // one host commonly holds a whole /64
+	MinIPv6Prefix     = 32 // coarser would put whole providers' customers in one budget
+	MaxIPv6Prefix     = 128
+)
+
 // addrKey is the client's address as a rate-limit key: an IPv4 address,
-// or the /64 an IPv6 address is in, since one host commonly holds a whole
-// /64 and could otherwise claim a fresh address per attempt.
-func addrKey(r *http.Request, trusted []netip.Prefix) string {
+// or the prefix of bits an IPv6 address is in (DefaultIPv6Prefix: a /64),
+// since one host commonly holds a whole /64 (some a /56 or /48) and could
+// otherwise claim a fresh address per attempt.
+func addrKey(r *http.Request, trusted []netip.Prefix, bits int) string {
 	s := clientIP(r, trusted)
 	ip, err := netip.ParseAddr(s)
 	if err != nil || ip.Is4() {
 		return s
 	}
-	p, _ := ip.Prefix(64)
+	p, err := ip.Prefix(bits)
+	if err != nil {
+		p, _ = ip.Prefix(DefaultIPv6Prefix)
+	}
 	return p.String()
 }
 

@@ -65,8 +65,23 @@ func TestAddrKey(t *testing.T) {
 		{"pipe", "pipe"},
 	} {
 		r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
-		if got := addrKey(r, nil); got != tt.want {
+		if got := addrKey(r, nil, DefaultIPv6Prefix); got != tt.want {
 			t.Errorf("addrKey(%q) = %q, want %q", tt.remote, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		remote string
+		bits   int
+		want   string
+	}{
+		{"[2001:db8:1:2:aaaa::1]:4000", 48, "2001:db8:1::/48"},
+		{"[2001:db8:1:ff:aaaa::1]:4000", 56, "2001:db8:1::/56"},
+		{"[2001:db8:1:2:aaaa::1]:4000", 128, "2001:db8:1:2:aaaa::1/128"},
+		{"203.0.113.7:4000", 48, "203.0.113.7"}, // IPv4 counts by address whatever the length
+	} {
+		r := &http.Request{RemoteAddr: tt.remote, Header: http.Header{}}
+		if got := addrKey(r, nil, tt.bits); got != tt.want {
+			t.Errorf("addrKey(%q, /%d) = %q, want %q", tt.remote, tt.bits, got, tt.want)
 		}
 	}
 }

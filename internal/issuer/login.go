@@ -65,7 +65,13 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil || u.Disabled {
 		hash = dummyHash // the same work whether or not the account exists
 	}
-	ok, herr := CheckPassword(hash, password)
+	// After the limits above: an attempt they refuse never waits for, or
+	// takes, a hash slot.
+	ok, herr := s.checkPassword(r.Context(), hash, password)
+	if errors.Is(herr, errHashBusy) {
+		s.fail(w, "checking a password", herr)
+		return
+	}
 	if err != nil || u.Disabled || herr != nil || !ok {
 		s.log.Info("login refused", "client", c.ID)
 		writeOAuthError(w, errBadLogin, false)
@@ -91,7 +97,7 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	// account's key is a digest: usernames are unbounded and personal, and
 	// the limiter's keys may live in a shared Redis.
 	user := sha256.Sum256([]byte(username))
-	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies),
+	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies, s.cfg.IPv6Prefix),
 		"login:user:" + base64.RawURLEncoding.EncodeToString(user[:])} {
 		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
 		if err != nil {
@@ -277,7 +283,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		return
 	}
 	rt.OriginAt = old.OriginAt
-	if _, err := s.cfg.Store.RotateRefreshToken(ctx, d[:], rt, s.cfg.Now().UTC()); err != nil {
+	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
 			s.log.Warn("a spent refresh token was presented again; its family is revoked", "client", c.ID)
@@ -323,6 +329,9 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 	case errors.Is(err, errRevocationsStale):
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errStale, false)
+	case errors.Is(err, errHashBusy):
+		w.Header().Set("Retry-After", "1")
+		writeOAuthError(w, errHashesBusy, false)
 	default:
 		s.log.Error(what+" failed", "err", err)
 		writeOAuthError(w, errServer, false)

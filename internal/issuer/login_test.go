@@ -69,7 +69,7 @@ func (s *userStore) GetRefreshToken(_ context.Context, d []byte) (store.RefreshT
 	return t, nil
 }
 
-func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *userStore) RotateRefreshToken(_ context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.refresh[string(old)]
@@ -78,7 +78,7 @@ func (s *userStore) RotateRefreshToken(_ context.Context, old []byte, next store
 	}
 	var revokedBefore time.Time
 	for _, r := range s.revs {
-		if r.Subject == t.Subject && r.Before.After(revokedBefore) {
+		if r.Issuer == issuer && r.Subject == t.Subject && r.Before.After(revokedBefore) {
 			revokedBefore = r.Before
 		}
 	}
@@ -578,5 +578,65 @@ func TestPreAuthLimit(t *testing.T) {
 	}
 	if r := f.post(t, "/oauth2/token", form, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != 200 {
 		t.Errorf("the cached client after the address's budget is spent: %d %v", r.status, r.body)
+	}
+}
+
+// TestLoginIPv6Prefix: the per-address login limit counts an IPv6 client
+// by Config.IPv6Prefix: by default two addresses of one /64 share a budget
+// and two /64s of one /56 do not; with 56 they do; 128 counts each
+// address. A length outside 32..128 is refused.
+func TestLoginIPv6Prefix(t *testing.T) {
+	for _, tc := range []struct {
+		bits                 int
+		sameSlash64, sibling bool // whether the fourth attempt is refused
+	}{
+		{0, true, false},
+		{56, true, true},
+		{128, false, false},
+	} {
+		t.Run(fmt.Sprint(tc.bits), func(t *testing.T) {
+			f, us := newLoginFixture(t, 3)
+			svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow },
+				Limiter: &fixedLimiter{n: 3, seen: map[string]int{}}, IPv6Prefix: tc.bits,
+				TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.srv.Config.Handler = svc.Handler()
+			attempt := func(user, from string) int {
+				form := url.Values{"username": {user}, "password": {"wrong password!"}, "client_id": {"svc-a"}, "client_secret": {f.secrets["svc-a"]}}
+				req, _ := http.NewRequest("POST", f.srv.URL+"/v1/login", strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("X-Forwarded-For", from)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			for i, u := range []string{"u1", "u2", "u3"} {
+				if st := attempt(u, "2001:db8:0:1::1"); st != 401 {
+					t.Fatalf("attempt %d: %d", i, st)
+				}
+			}
+			for _, c := range []struct {
+				from    string
+				refused bool
+			}{{"2001:db8:0:1::2", tc.sameSlash64}, {"2001:db8:0:2::1", tc.sibling}} {
+				want := 401
+				if c.refused {
+					want = 429
+				}
+				if st := attempt("u4-"+c.from, c.from); st != want {
+					t.Errorf("an attempt from %s after three from 2001:db8:0:1::1: %d, want %d", c.from, st, want)
+				}
+			}
+		})
+	}
+	for _, bits := range []int{-1, 31, 129} {
+		if _, err := New(Config{Issuer: testIssuer, Store: &memStore{}, Keys: &KeyManager{}, IPv6Prefix: bits}); err == nil {
+			t.Errorf("New accepted IPv6Prefix %d", bits)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -36,6 +37,10 @@ type Config struct {
 	// the address the per-address login limit counts; without them it is
 	// the peer's address.
 	TrustedProxies []netip.Prefix
+	// IPv6Prefix is the prefix length an IPv6 client address is counted by
+	// in the per-address limits (login, pre-authentication): 0 means
+	// DefaultIPv6Prefix (64); else MinIPv6Prefix to MaxIPv6Prefix.
+	IPv6Prefix int
 	// TokenLimiter, if set, bounds token requests per client at the token
 	// endpoint (key "token:client:<id>"). It is asked only once the client
 	// has authenticated, so nobody can spend another client's budget.
@@ -45,14 +50,30 @@ type Config struct {
 	// read in the last clientCacheTTL: without it, requests naming random
 	// client_ids cost a store read each before any other limit applies.
 	PreAuthLimiter Limiter
-	Store          store.Store
-	Keys           *KeyManager
+	// PasswordHashes bounds the Argon2id computations (19 MiB and tens of
+	// milliseconds each) running at once on request paths: login's password
+	// check and the admin API's hashing of a new password. 0 means
+	// DefaultPasswordHashes(). A request that gets no slot within
+	// PasswordHashWait (0: DefaultPasswordHashWait) is answered 503
+	// temporarily_unavailable with Retry-After: 1; a login is charged to its
+	// address and account limits before it waits.
+	PasswordHashes   int
+	PasswordHashWait time.Duration
+	Store            store.Store
+	Keys             *KeyManager
 	// Revoked, if set, is told of every access token revoked here so that
 	// local verification refuses it at once.
 	Revoked func(issuer, jti string, until time.Time)
 	// RevokedSubject, if set, is told of every "everything issued to
-	// subject before" revocation.
-	RevokedSubject func(issuer, subject string, before time.Time)
+	// subject before" revocation, with the time to keep it at least until
+	// (zero: the default retention; see store.Revocation).
+	RevokedSubject func(issuer, subject string, before, until time.Time)
+	// Trusts, if set, reports whether keygate trusts the tokens of issuer
+	// besides its own (Issuer): the gateway's configured issuers as they
+	// are at the call, so that a configuration reload is seen at once. The
+	// admin API revokes tokens of Issuer and of the issuers Trusts
+	// reports, and refuses any other; nil trusts Issuer alone.
+	Trusts func(issuer string) bool
 	// Checker, if set, answers introspection's revocation question from
 	// memory (the node's revocation set); without it every introspection
 	// reads the revocations from the store.
@@ -80,6 +101,7 @@ type Service struct {
 	// earlier --signing-alg stay published until their tokens expire.
 	own          *jose.Verifier
 	verified     verifiedCache // introspection's verified tokens
+	hashes       hashSlots     // Argon2id computations running at once
 	discoveryDoc []byte
 }
 
@@ -90,6 +112,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = 15 * time.Minute
+	}
+	switch {
+	case cfg.IPv6Prefix == 0:
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	case cfg.IPv6Prefix < MinIPv6Prefix || cfg.IPv6Prefix > MaxIPv6Prefix:
+		return nil, fmt.Errorf("issuer: IPv6Prefix %d is not between %d and %d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
 	}
 	if cfg.RefreshTokenTTL == 0 {
 		cfg.RefreshTokenTTL = DefaultRefreshTTL
@@ -108,7 +136,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, own: own, discoveryDoc: discoveryDoc(&cfg)}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, own: own, hashes: newHashSlots(cfg.PasswordHashes, cfg.PasswordHashWait),
+		discoveryDoc: discoveryDoc(&cfg)}, nil
 }
 
 // Handler routes the token service's endpoints.
@@ -150,6 +179,10 @@ var (
 	errNoKey     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet"}
 	errStoreDown = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the store is not answering; retry shortly"}
 	errStale     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the revocation set is not current; retry shortly"}
+	// RFC 6749 §4.1.2.1: "temporarily unable to handle the request due to
+	// a temporary overloading" — not slow_down (429), which is this
+	// client's or address's own rate; the node is busy for everyone.
+	errHashesBusy = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "too many password checks at once; retry shortly"}
 )
 
 // errRevocationsStale means the node's revocation set is failing closed,
@@ -247,7 +280,9 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 
 // authenticate checks client_secret_basic or client_secret_post. It
 // compares digests in constant time and does the same work for an unknown
-// client, so response timing does not reveal which client IDs exist.
+// client, so response timing does not reveal which client IDs exist: an
+// unknown id is cached as unknown just as a known one is cached (see
+// clientCache), so a repeat of either is answered from memory.
 func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (client, bool, error) {
 	id, secret, basic := r.BasicAuth()
 	if basic {
@@ -267,9 +302,11 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	if id == "" || secret == "" {
 		return client{}, basic, errInvalidClient
 	}
+	// A known id and an unknown one take the same path: from memory when
+	// read less than clientCacheTTL ago (known or not), else one store
+	// read, charged to the address.
 	now := s.cfg.Now()
-	c, ok := s.clients.cached(id, now)
-	var err error
+	c, ok, err := s.clients.cached(id, now)
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
 			return client{}, basic, err
@@ -296,7 +333,7 @@ func (s *Service) allowRead(ctx context.Context, r *http.Request) error {
 	if s.cfg.PreAuthLimiter == nil {
 		return nil
 	}
-	ok, wait, err := s.cfg.PreAuthLimiter.Allow(ctx, "preauth:ip:"+addrKey(r, s.cfg.TrustedProxies))
+	ok, wait, err := s.cfg.PreAuthLimiter.Allow(ctx, "preauth:ip:"+addrKey(r, s.cfg.TrustedProxies, s.cfg.IPv6Prefix))
 	if err != nil {
 		s.log.Warn("pre-authentication rate limiter failed; refusing the request", "err", err)
 		ok, wait = false, time.Second
@@ -485,7 +522,7 @@ func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error 
 		s.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
 	}
 	if rv.Subject != "" && s.cfg.RevokedSubject != nil {
-		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before)
+		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before, rv.Until)
 	}
 	return nil
 }

@@ -1,12 +1,17 @@
 package issuer
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -71,3 +76,85 @@ func CheckPassword(hash, password string) (bool, error) {
 // dummyHash is checked when a login names no such user, so that the
 // answer takes as long as for a real account.
 var dummyHash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$8fA3YwSLCQkF7ZSt3qyhfw0JZ4/yYhYzGz1vMvjH1bY"
+
+// DefaultPasswordHashWait is how long a request waits for a password-hash
+// slot (Config.PasswordHashWait) before it is refused: a few hashes' time.
+const DefaultPasswordHashWait = 500 * time.Millisecond
+
+// DefaultPasswordHashes is how many Argon2id computations may run at once
+// (Config.PasswordHashes): one per core the Go scheduler uses, and, under a
+// Go memory limit (GOMEMLIMIT), no more than take a quarter of it (19 MiB
+// each); at least one.
+func DefaultPasswordHashes() int {
+	n := runtime.GOMAXPROCS(0)
+	if lim := debug.SetMemoryLimit(-1); lim < math.MaxInt64 {
+		n = min(n, int(lim/4/(argonMemory*1024)))
+	}
+	return max(1, n)
+}
+
+// errHashBusy: every password-hash slot stayed taken for the whole wait.
+var errHashBusy = errors.New("issuer: too many password hashes at once")
+
+// hashSlots bounds the Argon2id computations running at once. Each costs
+// 19 MiB and tens of milliseconds of a core; without a bound, a burst of
+// logins (each within its per-address and per-account limits, from many
+// addresses) or of admin password changes costs memory and CPU without
+// limit. A request that gets no slot within wait is refused with
+// errHashBusy, so that a queue of hashes never outgrows what the node can
+// finish in about that time.
+type hashSlots struct {
+	sem  chan struct{}
+	wait time.Duration
+}
+
+func newHashSlots(n int, wait time.Duration) hashSlots {
+	if n <= 0 {
+		n = DefaultPasswordHashes()
+	}
+	if wait <= 0 {
+		wait = DefaultPasswordHashWait
+	}
+	return hashSlots{sem: make(chan struct{}, n), wait: wait}
+}
+
+// do runs fn in a slot, or returns errHashBusy when none frees up within
+// the wait (or the request ends first).
+func (h hashSlots) do(ctx context.Context, fn func()) error {
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		t := time.NewTimer(h.wait)
+		defer t.Stop()
+		select {
+		case h.sem <- struct{}{}:
+		case <-t.C:
+			return errHashBusy
+		case <-ctx.Done():
+			return errHashBusy
+		}
+	}
+	defer func() { <-h.sem }()
+	fn()
+	return nil
+}
+
+// checkPassword is CheckPassword in a hash slot.
+func (s *Service) checkPassword(ctx context.Context, hash, password string) (ok bool, err error) {
+	if serr := s.hashes.do(ctx, func() { ok, err = CheckPassword(hash, password) }); serr != nil {
+		return false, serr
+	}
+	return ok, err
+}
+
+// hashPassword is HashPassword in a hash slot; a password too short to
+// hash is refused without taking one.
+func (s *Service) hashPassword(ctx context.Context, password string) (hash string, err error) {
+	if len(password) < MinPasswordLen {
+		return HashPassword(password, s.cfg.Rand)
+	}
+	if serr := s.hashes.do(ctx, func() { hash, err = HashPassword(password, s.cfg.Rand) }); serr != nil {
+		return "", serr
+	}
+	return hash, err
+}

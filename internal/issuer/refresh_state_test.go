@@ -54,7 +54,7 @@ func newTwoNodes(t *testing.T, wrapB func(store.Store) store.Store) *twoNodes {
 	mk := func(st store.Store) *node {
 		mem := revoke.NewMemory()
 		svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
-			Revoked: mem.RevokeID, RevokedSubject: mem.RevokeSubject})
+			Revoked: mem.RevokeID, RevokedSubject: mem.RevokeSubjectUntil})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestRefreshFamilyOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, nd := SecretDigest(s.refresh), SecretDigest(next)
-	_, err = f.st.RotateRefreshToken(ctx, old[:], store.RefreshToken{Digest: nd[:], ClientID: s.client[0], Subject: s.userID,
+	_, err = f.st.RotateRefreshToken(ctx, testIssuer, old[:], store.RefreshToken{Digest: nd[:], ClientID: s.client[0], Subject: s.userID,
 		Scopes: []string{"read"}, IssuedAt: f.now.UTC(), ExpiresAt: f.now.Add(DefaultRefreshTTL).UTC()}, f.now.UTC())
 	if err != nil {
 		t.Fatalf("B's rotation: %v", err)
@@ -380,9 +380,9 @@ type racingStore struct {
 	before func(ctx context.Context)
 }
 
-func (s *racingStore) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *racingStore) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	s.before(ctx)
-	return s.Store.RotateRefreshToken(ctx, old, next, now)
+	return s.Store.RotateRefreshToken(ctx, issuer, old, next, now)
 }
 
 // TestRefreshRacingDisable: node A disables the user (the subject
@@ -508,5 +508,34 @@ func TestClientCredentialsFromStaleCache(t *testing.T) {
 	code, got := jsonReply(t)(http.Post(f.a.pub.URL+"/oauth2/introspect", "application/x-www-form-urlencoded", strings.NewReader(in.Encode())))
 	if code != 200 || got["active"] != false {
 		t.Errorf("a token B issued from its cache after A deleted the client: %d %v, want inactive", code, got)
+	}
+}
+
+// TestRefreshOtherIssuersSubject: a subject revocation under another issuer
+// (an identity provider keygate's gateway trusts) whose subject is the id of
+// a local user is not a revocation of that user: revocations are per
+// issuer, so the user's refresh family goes on, at the node that holds the
+// revocation in memory and at the one that only has the store.
+func TestRefreshOtherIssuersSubject(t *testing.T) {
+	f := newTwoNodes(t, nil)
+	s := f.session(t, "alice", []string{"read"}, []string{"read"})
+	f.now = f.now.Add(time.Minute)
+	const other = "https://idp.example/"
+	rv := store.Revocation{Issuer: other, Subject: s.userID, Before: f.now.UTC(), CreatedAt: f.now.UTC()}
+	if err := f.st.AddRevocation(t.Context(), rv); err != nil {
+		t.Fatal(err)
+	}
+	f.a.mem.RevokeSubject(other, s.userID, f.now)
+	f.now = f.now.Add(time.Second)
+	tok := s.refresh
+	for _, n := range []*node{f.a, f.b} {
+		code, m := f.refresh(t, n, s.client, tok, "")
+		if code != 200 {
+			t.Fatalf("refresh after a revocation of %s under %s: %d %v", s.userID, other, code, m)
+		}
+		tok = m["refresh_token"].(string)
+	}
+	if f.familyRevoked(t, tok) {
+		t.Error("the family was revoked")
 	}
 }

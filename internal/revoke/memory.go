@@ -23,9 +23,14 @@ var _ Checker = (*Memory)(nil)
 
 // snapshot is never written after it is published.
 type snapshot struct {
-	ids      map[name]time.Time // (issuer, jti) → the token's expiry
-	subjects map[name]time.Time // (issuer, sub) → tokens issued before this are revoked
+	ids      map[name]time.Time  // (issuer, jti) → the token's expiry
+	subjects map[name]subjectRev // (issuer, sub) → tokens issued before .before are revoked
 }
+
+// subjectRev is a subject revocation: tokens issued before before are
+// revoked, and the entry is kept at least until keep (zero: only as long
+// as SweepSubjects's cutoff allows).
+type subjectRev struct{ before, keep time.Time }
 
 // name is an identifier scoped to its issuer, so that two tenants' jti or
 // sub values never collide.
@@ -56,8 +61,8 @@ func (m *Memory) Revoked(issuer, jti, subject string, issuedAt time.Time) bool {
 		}
 	}
 	if subject != "" && len(s.subjects) > 0 {
-		if before, ok := s.subjects[name{issuer, subject}]; ok {
-			return issuedAt.IsZero() || issuedAt.Before(before)
+		if r, ok := s.subjects[name{issuer, subject}]; ok {
+			return issuedAt.IsZero() || issuedAt.Before(r.before)
 		}
 	}
 	return false
@@ -75,6 +80,14 @@ func (m *Memory) RevokeID(issuer, jti string, until time.Time) {
 // again keeps the later time.
 func (m *Memory) RevokeSubject(issuer, subject string, before time.Time) {
 	m.Update(func(b *Batch) { b.RevokeSubject(issuer, subject, before) })
+}
+
+// RevokeSubjectUntil is RevokeSubject for tokens that may live longer than
+// SweepSubjects's retention: SweepSubjects keeps the entry at least until
+// until. Of two revocations of one subject, the later before and the later
+// until are kept.
+func (m *Memory) RevokeSubjectUntil(issuer, subject string, before, until time.Time) {
+	m.Update(func(b *Batch) { b.RevokeSubjectUntil(issuer, subject, before, until) })
 }
 
 // Update applies a batch of revocations with one copy of each map it
@@ -95,7 +108,8 @@ func (m *Memory) Update(fn func(b *Batch)) {
 // Batch collects revocations for Update. Its methods behave as Memory's.
 type Batch struct {
 	old                       *snapshot
-	ids, subjects             map[name]time.Time
+	ids                       map[name]time.Time
+	subjects                  map[name]subjectRev
 	idsCopied, subjectsCopied bool
 }
 
@@ -117,18 +131,34 @@ func (b *Batch) RevokeID(issuer, jti string, until time.Time) {
 
 // RevokeSubject is Memory.RevokeSubject within a batch.
 func (b *Batch) RevokeSubject(issuer, subject string, before time.Time) {
+	b.RevokeSubjectUntil(issuer, subject, before, time.Time{})
+}
+
+// RevokeSubjectUntil is Memory.RevokeSubjectUntil within a batch.
+func (b *Batch) RevokeSubjectUntil(issuer, subject string, before, until time.Time) {
 	k := name{issuer, subject}
-	if prev, ok := b.subjects[k]; ok && !before.After(prev) {
-		return
+	r := subjectRev{before: before, keep: until}
+	if prev, ok := b.subjects[k]; ok {
+		if !before.After(prev.before) && !until.After(prev.keep) {
+			return
+		}
+		r.before, r.keep = laterOf(before, prev.before), laterOf(until, prev.keep)
 	}
 	if !b.subjectsCopied {
 		b.subjects = maps.Clone(b.subjects)
 		if b.subjects == nil {
-			b.subjects = make(map[name]time.Time)
+			b.subjects = make(map[name]subjectRev)
 		}
 		b.subjectsCopied = true
 	}
-	b.subjects[k] = before
+	b.subjects[k] = r
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Sweep drops the ID revocations whose token has expired by now, and
@@ -146,14 +176,15 @@ func (m *Memory) Sweep(now time.Time) int {
 }
 
 // SweepSubjects drops the subject revocations whose time is before cutoff
-// and returns how many it dropped. With cutoff = now − the longest lifetime
-// any token of these issuers can have, every token such an entry refuses
-// has expired anyway.
-func (m *Memory) SweepSubjects(cutoff time.Time) int {
+// and that were not asked (RevokeSubjectUntil) to be kept past now, and
+// returns how many it dropped. With cutoff = now − the longest lifetime a
+// token can have unless its revocation says otherwise, every token such an
+// entry refuses has expired anyway.
+func (m *Memory) SweepSubjects(cutoff, now time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.load()
-	subjects, dropped := sweep(old.subjects, func(before time.Time) bool { return !before.Before(cutoff) })
+	subjects, dropped := sweep(old.subjects, func(r subjectRev) bool { return !r.before.Before(cutoff) || r.keep.After(now) })
 	if dropped > 0 {
 		m.snap.Store(&snapshot{ids: old.ids, subjects: subjects})
 	}
@@ -163,7 +194,7 @@ func (m *Memory) SweepSubjects(cutoff time.Time) int {
 // sweep returns a copy of m with only the entries keep accepts, and how many
 // it left out. When it leaves none out it returns m itself without copying:
 // the periodic resync sweeps a set that is usually unchanged.
-func sweep(m map[name]time.Time, keep func(time.Time) bool) (map[name]time.Time, int) {
+func sweep[V any](m map[name]V, keep func(V) bool) (map[name]V, int) {
 	dropped := 0
 	for _, t := range m {
 		if !keep(t) {
@@ -173,7 +204,7 @@ func sweep(m map[name]time.Time, keep func(time.Time) bool) (map[name]time.Time,
 	if dropped == 0 {
 		return m, 0
 	}
-	out := make(map[name]time.Time, len(m)-dropped)
+	out := make(map[name]V, len(m)-dropped)
 	for k, t := range m {
 		if keep(t) {
 			out[k] = t

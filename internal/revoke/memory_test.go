@@ -72,6 +72,30 @@ func TestMemoryLaterTimeWins(t *testing.T) {
 	}
 }
 
+// TestMemorySweepSubjectsUntil: a subject revocation kept until a time
+// (tokens of an issuer that live longer than the retention) outlives the
+// retention cutoff until then; a later plain revocation of the subject
+// does not shorten it, and one kept longer lengthens it.
+func TestMemorySweepSubjectsUntil(t *testing.T) {
+	m := NewMemory()
+	m.RevokeSubjectUntil("idp", "bob", t0.Add(-48*time.Hour), t0.Add(24*time.Hour))
+	m.RevokeSubject("idp", "bob", t0.Add(-47*time.Hour)) // later time, no until
+	m.RevokeSubject("idp", "carol", t0.Add(-48*time.Hour))
+	if n := m.SweepSubjects(t0.Add(-24*time.Hour), t0); n != 1 {
+		t.Fatalf("SweepSubjects dropped %d, want 1 (carol)", n)
+	}
+	if !m.Revoked("idp", "", "bob", t0.Add(-47*time.Hour-time.Second)) {
+		t.Error("a subject revocation kept until tomorrow was swept, or lost its later time")
+	}
+	m.RevokeSubjectUntil("idp", "bob", t0.Add(-48*time.Hour), t0.Add(48*time.Hour))
+	if n := m.SweepSubjects(t0.Add(-24*time.Hour), t0.Add(24*time.Hour)); n != 0 {
+		t.Fatalf("SweepSubjects at the first until dropped %d, want 0 (kept longer since)", n)
+	}
+	if n := m.SweepSubjects(t0.Add(-24*time.Hour), t0.Add(48*time.Hour)); n != 1 {
+		t.Fatalf("SweepSubjects at the until dropped %d, want 1", n)
+	}
+}
+
 func TestMemorySweep(t *testing.T) {
 	m := NewMemory()
 	m.RevokeID("i", "short", t0.Add(time.Minute))
@@ -88,7 +112,7 @@ func TestMemorySweep(t *testing.T) {
 	if !m.Revoked("i", "long", "", time.Time{}) {
 		t.Error("unexpired ID swept")
 	}
-	if n := m.SweepSubjects(t0.Add(-24 * time.Hour)); n != 1 {
+	if n := m.SweepSubjects(t0.Add(-24*time.Hour), t0); n != 1 {
 		t.Fatalf("SweepSubjects dropped %d, want 1", n)
 	}
 	if ids, subs := m.Len(); ids != 1 || subs != 1 {

@@ -182,10 +182,10 @@ func (s *Server) revokeID(iss, jti string, until time.Time) {
 	s.shared(s.fleet.fanout.RevokeID(ctx, iss, jti, until))
 }
 
-func (s *Server) revokeSubject(iss, sub string, before time.Time) {
+func (s *Server) revokeSubject(iss, sub string, before, until time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s.shared(s.fleet.fanout.RevokeSubject(ctx, iss, sub, before))
+	s.shared(s.fleet.fanout.RevokeSubjectUntil(ctx, iss, sub, before, until))
 }
 
 func (s *Server) shared(err error) {

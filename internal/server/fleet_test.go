@@ -298,6 +298,37 @@ func TestLoginRateLimitBehindProxy(t *testing.T) {
 	}
 }
 
+// TestLoginRateLimitIPv6Prefix: Config.IPv6Prefix reaches the per-address
+// login limit: by default two clients of one /64 share a budget; with 128
+// each address has its own.
+func TestLoginRateLimitIPv6Prefix(t *testing.T) {
+	for _, bits := range []int{0, 128} {
+		t.Run(fmt.Sprint(bits), func(t *testing.T) {
+			l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+				TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, IPv6Prefix: bits})
+			b := l.Bootstrap()
+			h := form()
+			req, _ := http.NewRequest(http.MethodPost, "/", nil)
+			req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
+			h.Set("Authorization", req.Header.Get("Authorization"))
+			from := func(addr string) http.Header {
+				c := h.Clone()
+				c.Set("X-Forwarded-For", addr)
+				return c
+			}
+			for i := range LoginLimit.Burst {
+				if st := login(t, l.base, from("2001:db8:0:1::1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
+					t.Fatalf("attempt %d refused by the limit", i)
+				}
+			}
+			st := login(t, l.base, from("2001:db8:0:1::2"), "another")
+			if shared := st == http.StatusTooManyRequests; shared != (bits == 0) {
+				t.Errorf("IPv6Prefix %d: an attempt from another address of the /64 after the burst: %d", bits, st)
+			}
+		})
+	}
+}
+
 // TestRedisFailClosed: with MaxStaleness set and Redis unreachable, the node
 // refuses every token and /readyz says why.
 func TestRedisFailClosed(t *testing.T) {

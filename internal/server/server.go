@@ -145,6 +145,12 @@ type Config struct {
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client for the per-address login limit.
 	TrustedProxies []netip.Prefix
+	// IPv6Prefix is the prefix length an IPv6 client is counted by in the
+	// per-address limits (0: 64; else 32 to 128).
+	IPv6Prefix int
+	// PasswordHashes bounds the Argon2id password hashes running at once
+	// (0: issuer.DefaultPasswordHashes()).
+	PasswordHashes int
 
 	// SigningAlg is the algorithm of the signing keys the server creates
 	// (ES256 by default; ES384, ES512, RS256, PS256 or EdDSA). Keys already

@@ -227,7 +227,7 @@ func (s *Server) loadRevocations(ctx context.Context) (int, error) {
 			if r.JTI != "" {
 				b.RevokeID(r.Issuer, r.JTI, r.Until)
 			} else if r.Subject != "" {
-				b.RevokeSubject(r.Issuer, r.Subject, r.Before)
+				b.RevokeSubjectUntil(r.Issuer, r.Subject, r.Before, r.Until)
 			}
 		}
 	})
@@ -246,17 +246,33 @@ func (s *Server) issuerConfig() issuer.Config {
 		Store:          s.store,
 		Keys:           s.keys,
 		Revoked:        s.revoked.RevokeID,
-		RevokedSubject: s.revoked.RevokeSubject,
+		RevokedSubject: s.revoked.RevokeSubjectUntil,
+		Trusts:         s.trusts,
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
 		Logger:         s.log,
 		AccessTokenTTL: cfg.AccessTokenTTL,
 		TrustedProxies: cfg.TrustedProxies,
+		IPv6Prefix:     cfg.IPv6Prefix,
+		PasswordHashes: cfg.PasswordHashes,
 	}
 	if s.metrics != nil {
 		icfg.Observe = s.metrics.TokenRequest
 	}
 	return icfg
+}
+
+// trusts reports whether the gateway's configuration in force trusts
+// issuer's tokens: what the admin API may revoke besides the token
+// service's own. It reads the runtime at each call, so a reload that adds
+// or removes an issuer is seen at once.
+func (s *Server) trusts(issuer string) bool {
+	rt := s.rt.Load()
+	if rt == nil {
+		return false
+	}
+	_, ok := rt.sources[issuer]
+	return ok
 }
 
 // openAdmin enables the admin API when an admin token is configured (or,
@@ -405,7 +421,7 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 			now := s.cfg.Now()
 			if s.fleet == nil { // with Redis, the fan-out sweeps at each resync
 				s.revoked.Sweep(now.Add(-RevocationGrace))
-				s.revoked.SweepSubjects(now.Add(-s.subjectRetention()))
+				s.revoked.SweepSubjects(now.Add(-s.subjectRetention()), now.Add(-RevocationGrace))
 			}
 			if now.Sub(purged) >= PurgeInterval {
 				purged = now
@@ -419,7 +435,10 @@ func (s *Server) tick(ctx context.Context, every time.Duration) {
 // before T") is kept past T: the longest a token issued before T can live
 // (a refresh token, or an access token if configured longer) plus the
 // verifiers' leeway and a margin. Past it every token the entry refuses
-// has expired anyway.
+// has expired anyway. The same retention applies to the subject
+// revocations of the gateway's issuers, whose tokens' lifetimes keygate
+// cannot know (issuer.ExternalTokenLifetime, also 30 days): a revocation
+// made with an until is kept until then if that is later.
 func (s *Server) subjectRetention() time.Duration {
 	return max(issuer.DefaultRefreshTTL, s.cfg.AccessTokenTTL) + RevocationGrace
 }

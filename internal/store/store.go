@@ -95,11 +95,17 @@ type RefreshToken struct {
 
 // Revocation revokes one access token by jti (Subject empty, Until = its
 // exp), or everything issued to Subject before Before (JTI empty).
+//
+// Until is when the revocation may be forgotten because every token it
+// refuses has expired anyway: for a jti, the token's expiry (required);
+// for a subject, optional, a time to keep it at least until, past the
+// retention every subject revocation gets (see DeleteExpiredRevocations) —
+// for tokens of an issuer that may live longer than that.
 type Revocation struct {
 	Issuer    string
 	JTI       string
 	Subject   string
-	Until     time.Time // jti revocations: when the token expires anyway
+	Until     time.Time // jti: when the token expires anyway; subject: keep at least until (zero: the default retention)
 	Before    time.Time // subject revocations: tokens issued before this are revoked
 	CreatedAt time.Time
 }
@@ -175,16 +181,16 @@ type Store interface {
 	// OriginAt are old's, whatever next says. If old was already spent,
 	// it revokes the whole family and returns ErrReused; a revoked or
 	// expired old gives ErrRevoked or ErrExpired; an unknown one
-	// ErrNotFound. If a subject revocation of old's Subject, of any
-	// issuer, has a Before after the family's OriginAt, it revokes the
-	// whole family and returns ErrSubjectRevoked. That check is made in
-	// the rotation's transaction; a revocation that commits after it
-	// refuses next at its first use, since next carries the family's
-	// OriginAt. (Refresh tokens are not bound to an issuer, and a store
-	// holds one token service's users: a revocation of the subject under
-	// any issuer name ends the family.) It returns old's record as it was
-	// before spending.
-	RotateRefreshToken(ctx context.Context, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
+	// ErrNotFound. If a subject revocation of old's Subject under issuer
+	// (the token service's own, which issued the family) has a Before
+	// after the family's OriginAt, it revokes the whole family and returns
+	// ErrSubjectRevoked. That check is made in the rotation's transaction;
+	// a revocation that commits after it refuses next at its first use,
+	// since next carries the family's OriginAt. Revocations of the same
+	// subject name under another issuer (an external identity provider's
+	// user who happens to share the id) do not touch the family. It
+	// returns old's record as it was before spending.
+	RotateRefreshToken(ctx context.Context, issuer string, old []byte, next RefreshToken, now time.Time) (RefreshToken, error)
 	GetRefreshToken(ctx context.Context, digest []byte) (RefreshToken, error)
 	// RevokeRefreshFamily revokes every token of the family of digest.
 	RevokeRefreshFamily(ctx context.Context, digest []byte) error
@@ -199,7 +205,8 @@ type Store interface {
 	// DeleteExpiredRevocations removes the jti revocations whose Until is
 	// at or before now (the tokens have expired anyway) and the subject
 	// revocations whose Before is before subjectsBefore (zero keeps them
-	// all), and returns how many.
+	// all) and whose Until, if set, is at or before now; it returns how
+	// many. Adding a revocation again keeps the later Until and Before.
 	DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error)
 
 	Close() error

@@ -42,9 +42,9 @@ type FanoutConfig struct {
 	// without it they wait for the client's own read and write timeouts.
 	Client redis.UniversalClient
 	// Prefix names the shared set (default "keygate:revoke"). Its keys and
-	// channel are "{Prefix}:jti", "{Prefix}:sub" and "{Prefix}:events":
-	// the braces are a Redis Cluster hash tag, so all of them share one
-	// slot and the write script may touch them together.
+	// channel are "{Prefix}:jti", "{Prefix}:sub", "{Prefix}:subkeep" and
+	// "{Prefix}:events": the braces are a Redis Cluster hash tag, so all of
+	// them share one slot and the write script may touch them together.
 	Prefix string
 	// Sharded uses SSUBSCRIBE/SPUBLISH (Redis 7) instead of
 	// SUBSCRIBE/PUBLISH. On Redis Cluster it keeps the fan-out on the one
@@ -81,10 +81,11 @@ type FanoutConfig struct {
 	// revocation by the difference.
 	Grace time.Duration
 	// SubjectRetention, when positive, drops a subject revocation this
-	// long after its time, in Redis and in memory. Set it to the longest
-	// lifetime an access token of these issuers can have plus Grace: every
-	// token such an entry refuses has expired by then. Zero keeps subject
-	// revocations for ever.
+	// long after its time, in Redis and in memory, unless it was made with
+	// RevokeSubjectUntil to be kept longer. Set it to the longest lifetime
+	// a token of these issuers can have, unless its revocation says
+	// otherwise, plus Grace: every token such an entry refuses has expired
+	// by then. Zero keeps subject revocations for ever.
 	SubjectRetention time.Duration
 
 	// Logger receives subscription losses and failed resyncs at Warn,
@@ -124,7 +125,8 @@ const (
 //   - Revocations only ever accumulate: a message or a resync can add a
 //     revocation or make one later, never lift one. Entries leave memory
 //     when they expire (jti: Grace past the token's exp; subject:
-//     SubjectRetention past its time, if set).
+//     SubjectRetention past its time, if set, or Grace past the time
+//     RevokeSubjectUntil asked to keep it until, if later).
 //   - RevokeID and RevokeSubject apply the revocation to this node's memory
 //     first, whatever happens next; if Redis cannot take it they say so
 //     with an error wrapping [ErrNotShared].
@@ -141,9 +143,9 @@ type Fanout struct {
 	client redis.UniversalClient
 	mem    *revoke.Memory
 
-	keyIDs, keySubjects, channel string
-	publish                      string // "PUBLISH" or "SPUBLISH"
-	maxStale                     int64  // nanoseconds; 0: never fail closed
+	keyIDs, keySubjects, keyKeep, channel string
+	publish                               string // "PUBLISH" or "SPUBLISH"
+	maxStale                              int64  // nanoseconds; 0: never fail closed
 
 	// fresh is when the set was last known current (Unix nanoseconds by
 	// cfg.Now; 0: never). Revoked reads it on every call.
@@ -215,6 +217,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 		mem:         cfg.Memory,
 		keyIDs:      tag + ":jti",
 		keySubjects: tag + ":sub",
+		keyKeep:     tag + ":subkeep",
 		channel:     tag + ":events",
 		publish:     "PUBLISH",
 		maxStale:    int64(cfg.MaxStaleness),
@@ -323,7 +326,7 @@ func (f *Fanout) RevokeID(ctx context.Context, issuer, jti string, until time.Ti
 	if !time.UnixMicro(us).Add(f.cfg.Grace).After(f.cfg.Now()) {
 		return nil // expired past any leeway: there is nothing to share
 	}
-	return f.share(ctx, kindID, issuer, jti, us)
+	return f.share(ctx, kindID, issuer, jti, us, 0)
 }
 
 // RevokeSubject revokes, on every node, every token of issuer issued to
@@ -335,7 +338,31 @@ func (f *Fanout) RevokeSubject(ctx context.Context, issuer, subject string, befo
 	}
 	us := ceilMicros(before)
 	f.mem.RevokeSubject(issuer, subject, time.UnixMicro(us))
-	return f.share(ctx, kindSubject, issuer, subject, us)
+	return f.share(ctx, kindSubject, issuer, subject, us, 0)
+}
+
+// RevokeSubjectUntil is RevokeSubject for tokens that may live longer than
+// SubjectRetention (an identity provider's): the revocation is kept, in
+// Redis and in every node's memory, until Grace past until if that is
+// later than SubjectRetention past before. With an until no later than
+// that, or no SubjectRetention (kept for ever), it is RevokeSubject.
+//
+// Such a revocation is its own entry in "{Prefix}:subkeep", scored by
+// until and named by before, issuer and subject, so that Redis drops it
+// by its score like a jti revocation.
+func (f *Fanout) RevokeSubjectUntil(ctx context.Context, issuer, subject string, before, until time.Time) error {
+	if f.cfg.SubjectRetention <= 0 || !until.After(before.Add(f.cfg.SubjectRetention)) {
+		return f.RevokeSubject(ctx, issuer, subject, before)
+	}
+	if subject == "" {
+		return fmt.Errorf("%w: empty subject", ErrInvalid)
+	}
+	bus, uus := ceilMicros(before), ceilMicros(until)
+	f.mem.RevokeSubjectUntil(issuer, subject, time.UnixMicro(bus), time.UnixMicro(uus))
+	if !time.UnixMicro(uus).Add(f.cfg.Grace).After(f.cfg.Now()) {
+		return nil // kept past its retention until a time already past
+	}
+	return f.share(ctx, kindSubjectUntil, issuer, subject, uus, bus)
 }
 
 // Resync reloads the whole set from Redis now, as the background sync
@@ -384,8 +411,9 @@ func (f *Fanout) Status() Status {
 
 // Kinds of revocation, as they appear in messages.
 const (
-	kindID      = 'j'
-	kindSubject = 's'
+	kindID           = 'j'
+	kindSubject      = 's'
+	kindSubjectUntil = 'k' // "k <until µs> <before µs> <member>"
 )
 
 // writeScript adds one revocation to its sorted set, drops the entries
@@ -424,16 +452,21 @@ end
 return redis.call(ARGV[4], ARGV[5], ARGV[6])
 `)
 
-// share writes one revocation to Redis and publishes it.
-func (f *Fanout) share(ctx context.Context, kind byte, issuer, id string, us int64) error {
+// share writes one revocation to Redis and publishes it. us is its score:
+// a jti's expiry, a subject's time, or for kindSubjectUntil the time to
+// keep it until, whose subject time is before.
+func (f *Fanout) share(ctx context.Context, kind byte, issuer, id string, us, before int64) error {
 	key, keep := f.keyIDs, strconv.FormatInt(f.cfg.Grace.Microseconds(), 10)
-	if kind == kindSubject {
+	member := encodeMember(issuer, id)
+	switch kind {
+	case kindSubject:
 		key, keep = f.keySubjects, ""
 		if f.cfg.SubjectRetention > 0 {
 			keep = strconv.FormatInt(f.cfg.SubjectRetention.Microseconds(), 10)
 		}
+	case kindSubjectUntil:
+		key, member = f.keyKeep, strconv.FormatInt(before, 10)+" "+member
 	}
-	member := encodeMember(issuer, id)
 	msg := encodeMessage(kind, us, member)
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
@@ -478,6 +511,51 @@ func decodeMember(m string) (issuer, id string, ok bool) {
 // encodeMessage is what is published: "<kind> <µs> <member>".
 func encodeMessage(kind byte, us int64, member string) string {
 	return string(kind) + " " + strconv.FormatInt(us, 10) + " " + member
+}
+
+// plainMember is decodeMember in the shape of decodeKeepMember.
+func plainMember(m string) (before int64, issuer, id string, ok bool) {
+	issuer, id, ok = decodeMember(m)
+	return 0, issuer, id, ok
+}
+
+// decodeKeepMember splits a member of "{Prefix}:subkeep",
+// "<before µs> <member>".
+func decodeKeepMember(m string) (before int64, issuer, id string, ok bool) {
+	sp := 0
+	for sp < len(m) && m[sp] != ' ' {
+		sp++
+	}
+	if sp == len(m) {
+		return 0, "", "", false
+	}
+	before, err := strconv.ParseInt(m[:sp], 10, 64)
+	if err != nil {
+		return 0, "", "", false
+	}
+	issuer, id, ok = decodeMember(m[sp+1:])
+	return before, issuer, id, ok
+}
+
+// decodeKeepMessage reads a kindSubjectUntil message.
+func decodeKeepMessage(p string) (until, before int64, issuer, id string, ok bool) {
+	if len(p) < 4 || p[0] != kindSubjectUntil || p[1] != ' ' {
+		return 0, 0, "", "", false
+	}
+	rest := p[2:]
+	sp := 0
+	for sp < len(rest) && rest[sp] != ' ' {
+		sp++
+	}
+	if sp == len(rest) {
+		return 0, 0, "", "", false
+	}
+	until, err := strconv.ParseInt(rest[:sp], 10, 64)
+	if err != nil {
+		return 0, 0, "", "", false
+	}
+	before, issuer, id, ok = decodeKeepMember(rest[sp+1:])
+	return until, before, issuer, id, ok
 }
 
 func decodeMessage(p string) (kind byte, us int64, issuer, id string, ok bool) {

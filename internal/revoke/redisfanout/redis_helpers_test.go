@@ -35,7 +35,7 @@ func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	p := "keygate-test:" + hex.EncodeToString(b)
 	t.Cleanup(func() {
 		tag := "{" + p + "}"
-		_ = c.Del(context.Background(), tag+":jti", tag+":sub").Err()
+		_ = c.Del(context.Background(), tag+":jti", tag+":sub", tag+":subkeep").Err()
 	})
 	return p
 }

@@ -232,6 +232,10 @@ func (f *Fanout) applyAll(st *syncState, msgs []event) {
 	bad := 0
 	f.mem.Update(func(b *revoke.Batch) {
 		for _, m := range msgs {
+			if until, before, issuer, id, ok := decodeKeepMessage(m.payload); ok {
+				b.RevokeSubjectUntil(issuer, id, time.UnixMicro(before), time.UnixMicro(until))
+				continue
+			}
 			kind, us, issuer, id, ok := decodeMessage(m.payload)
 			switch {
 			case !ok:
@@ -394,28 +398,35 @@ func (f *Fanout) checkFailClosed() {
 	}
 }
 
-// resync loads both sorted sets into memory in one batch, then drops what
+// resync loads the sorted sets into memory in one batch, then drops what
 // has expired. On success the set is known current as of the time it
 // began.
 func (f *Fanout) resync(ctx context.Context) error {
 	start := f.cfg.Now()
-	ids, err := f.scan(ctx, f.keyIDs)
+	var ids, subjects, kept []entry
+	ids, err := f.scan(ctx, f.keyIDs, plainMember)
 	if err == nil {
-		var subjects []entry
-		if subjects, err = f.scan(ctx, f.keySubjects); err == nil {
-			f.mem.Update(func(b *revoke.Batch) {
-				for _, e := range ids {
-					b.RevokeID(e.issuer, e.id, time.UnixMicro(e.us))
-				}
-				for _, e := range subjects {
-					b.RevokeSubject(e.issuer, e.id, time.UnixMicro(e.us))
-				}
-			})
-		}
+		subjects, err = f.scan(ctx, f.keySubjects, plainMember)
+	}
+	if err == nil {
+		kept, err = f.scan(ctx, f.keyKeep, decodeKeepMember)
+	}
+	if err == nil {
+		f.mem.Update(func(b *revoke.Batch) {
+			for _, e := range ids {
+				b.RevokeID(e.issuer, e.id, time.UnixMicro(e.us))
+			}
+			for _, e := range subjects {
+				b.RevokeSubject(e.issuer, e.id, time.UnixMicro(e.us))
+			}
+			for _, e := range kept {
+				b.RevokeSubjectUntil(e.issuer, e.id, time.UnixMicro(e.before), time.UnixMicro(e.us))
+			}
+		})
 	}
 	f.mem.Sweep(start.Add(-f.cfg.Grace))
 	if f.cfg.SubjectRetention > 0 {
-		f.mem.SweepSubjects(start.Add(-f.cfg.SubjectRetention))
+		f.mem.SweepSubjects(start.Add(-f.cfg.SubjectRetention), start.Add(-f.cfg.Grace))
 	}
 	f.mu.Lock()
 	f.lastErr = err
@@ -433,13 +444,14 @@ func (f *Fanout) resync(ctx context.Context) error {
 
 type entry struct {
 	issuer, id string
-	us         int64
+	us         int64 // the score
+	before     int64 // subkeep entries: the subject time
 }
 
 // scan reads a whole sorted set with ZSCAN, which returns every member
 // present from the first page to the last at least once, however the set
 // changes meanwhile, without blocking Redis on one big reply.
-func (f *Fanout) scan(ctx context.Context, key string) ([]entry, error) {
+func (f *Fanout) scan(ctx context.Context, key string, decode func(string) (int64, string, string, bool)) ([]entry, error) {
 	var (
 		out    []entry
 		cursor uint64
@@ -453,13 +465,13 @@ func (f *Fanout) scan(ctx context.Context, key string) ([]entry, error) {
 			return nil, fmt.Errorf("revoke: resync %s: %w", key, err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
-			issuer, id, ok := decodeMember(kv[i])
+			before, issuer, id, ok := decode(kv[i])
 			score, err := strconv.ParseFloat(kv[i+1], 64)
 			if !ok || err != nil {
 				bad++
 				continue
 			}
-			out = append(out, entry{issuer, id, int64(score)})
+			out = append(out, entry{issuer, id, int64(score), before})
 		}
 		if cursor = next; cursor == 0 {
 			break

@@ -512,6 +512,74 @@ func TestFanoutRedisState(t *testing.T) {
 	}
 }
 
+// TestFanoutSubjectUntil: a subject revocation kept until a time (tokens
+// of an identity provider that live longer than SubjectRetention) reaches
+// the other nodes, by message and by resync, and outlives the retention
+// there and in Redis until then; a plain one as old is dropped.
+func TestFanoutSubjectUntil(t *testing.T) {
+	prefix, nodes := startFleet(t, 2, func(c *FanoutConfig) {
+		c.SubjectRetention = time.Hour
+		c.Grace = 100 * time.Millisecond
+	})
+	a, b := nodes[0], nodes[1]
+	admin := testnet.RedisClient(t, nil)
+	ctx := context.Background()
+	tag := "{" + prefix + "}"
+	old := time.Now().Add(-2 * time.Hour) // past the retention already
+	until := time.Now().Add(time.Hour)
+	issued := old.Add(-time.Minute)
+	if err := a.RevokeSubjectUntil(ctx, "https://idp.example/", "bob", old, until); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RevokeSubject(ctx, "https://idp.example/", "carol", old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the kept revocation at B by message", func() bool {
+		return b.Revoked("https://idp.example/", "", "bob", issued)
+	})
+	for _, n := range nodes {
+		if err := n.Resync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !n.Revoked("https://idp.example/", "", "bob", issued) {
+			t.Error("a subject revocation kept until later was swept at a resync")
+		}
+		if n.Revoked("https://idp.example/", "", "carol", issued) {
+			t.Error("a plain subject revocation past the retention was kept")
+		}
+		if n.Revoked("https://other.example/", "", "bob", issued) {
+			t.Error("the revocation reached another issuer's subject")
+		}
+	}
+	member := strconv.FormatInt(ceilMicros(old), 10) + " " + encodeMember("https://idp.example/", "bob")
+	score, err := admin.ZScore(ctx, tag+":subkeep", member).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(score) != ceilMicros(until) {
+		t.Errorf("subkeep score %v, want %d", score, ceilMicros(until))
+	}
+	if ttl, _ := admin.PTTL(ctx, tag+":subkeep").Result(); ttl < 59*time.Minute || ttl > time.Hour+time.Second {
+		t.Errorf("subkeep key TTL %v, want about until + Grace", ttl)
+	}
+	// A node that starts now loads it.
+	c := startNode(t, func() FanoutConfig {
+		cfg := fleetConfig(prefix)
+		cfg.SubjectRetention, cfg.Grace = time.Hour, 100*time.Millisecond
+		return cfg
+	}(), false)
+	if !c.Revoked("https://idp.example/", "", "bob", issued) {
+		t.Error("a node started later did not load the kept revocation")
+	}
+	// An until within the retention is a plain subject revocation.
+	if err := a.RevokeSubjectUntil(ctx, "https://idp.example/", "dave", time.Now(), time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ZScore(ctx, tag+":sub", encodeMember("https://idp.example/", "dave")).Err(); err != nil {
+		t.Errorf("an until within the retention: not in the subject set: %v", err)
+	}
+}
+
 // TestFanoutMalformed feeds garbage through the channel and the sets: it
 // is ignored, and the node keeps working.
 func TestFanoutMalformed(t *testing.T) {
@@ -583,6 +651,19 @@ func TestMemberEncoding(t *testing.T) {
 	for _, m := range []string{"", ":", "x:", "-1:a", "3:ab", "3:abc", "99999999999999999999:a"} {
 		if _, _, ok := decodeMember(m); ok {
 			t.Errorf("decodeMember(%q) accepted", m)
+		}
+		if _, _, _, ok := decodeKeepMember("1 " + m); ok {
+			t.Errorf("decodeKeepMember(%q) accepted", "1 "+m)
+		}
+	}
+	km := "1800000000000000 " + encodeMember("a b", "c d")
+	until, before, iss, id, ok := decodeKeepMessage(encodeMessage(kindSubjectUntil, 1_900_000_000_000_000, km))
+	if !ok || until != 1_900_000_000_000_000 || before != 1_800_000_000_000_000 || iss != "a b" || id != "c d" {
+		t.Errorf("keep message round trip: %d %d %q %q %v", until, before, iss, id, ok)
+	}
+	for _, p := range []string{"k 1 3:abcd", "k x 1 3:abcd", "s 1 1 3:abcd", "k 1", "k 1 x 3:abcd"} {
+		if _, _, _, _, ok := decodeKeepMessage(p); ok {
+			t.Errorf("decodeKeepMessage(%q) accepted", p)
 		}
 	}
 }

@@ -222,7 +222,7 @@ func TestRevokeRacesRotation(t *testing.T) {
 		wg.Go(func() {
 			for gen := 1; gen <= 10; gen++ {
 				next := store.RefreshToken{Digest: storetest.Digest(name(gen)), ExpiresAt: time.Now().Add(time.Hour)}
-				if _, err := s.RotateRefreshToken(ctx, storetest.Digest(name(gen-1)), next, time.Now()); err != nil {
+				if _, err := s.RotateRefreshToken(ctx, "iss", storetest.Digest(name(gen-1)), next, time.Now()); err != nil {
 					if !errors.Is(err, store.ErrRevoked) {
 						t.Errorf("rotate: %v", err)
 					}

@@ -302,10 +302,10 @@ const selectRefresh = `SELECT digest, family_id, generation, client_id, subject,
 	FROM refresh_tokens`
 
 // selectRotated is selectRefresh with, last, the latest Before of the
-// subject revocations of the token's subject (NULL if none), and the
-// token's row lock.
+// subject revocations of the token's subject under the issuer $2 (NULL if
+// none), and the token's row lock.
 const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
-		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject AND r.issuer = $2)
 	FROM refresh_tokens WHERE digest = $1 FOR UPDATE OF refresh_tokens`
 
 func scanRefresh(row pgx.Row, more ...any) (store.RefreshToken, int32, error) {
@@ -378,7 +378,7 @@ const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(famil
 // token (READ COMMITTED: every revocation committed before it); one that
 // commits between that read and the commit does not stop this rotation,
 // and refuses next at its first use instead.
-func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	const op = "rotate refresh token"
@@ -395,7 +395,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	// look at the row) the row lock.
 	var b pgx.Batch
 	b.Queue(lockFamilyOf, old, lockFamily)
-	b.Queue(selectRotated, old)
+	b.Queue(selectRotated, old, issuer)
 	br := tx.SendBatch(ctx, &b)
 	_, err = br.Exec()
 	var (
@@ -482,7 +482,8 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
 // before now and the subject revocations whose Before is before
-// subjectsBefore (zero: none), and returns how many.
+// subjectsBefore (zero: none) and whose Until, if any, is at or before now,
+// and returns how many.
 func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -490,7 +491,8 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 	if !subjectsBefore.IsZero() {
 		cutoff = ts(subjectsBefore)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= $1) OR (subject <> '' AND before_at < $2)`,
+	tag, err := s.pool.Exec(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= $1)
+		OR (subject <> '' AND before_at < $2 AND (until_at IS NULL OR until_at <= $1))`,
 		ts(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
@@ -499,9 +501,9 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 }
 
 // AddRevocation records r, which names exactly one of JTI (with Until) and
-// Subject (with Before). It is idempotent: adding the same issuer and jti
-// or subject again keeps one record, with the later Until or Before and
-// the first CreatedAt.
+// Subject (with Before, and optionally Until). It is idempotent: adding the
+// same issuer and jti or subject again keeps one record, with the later
+// Until and Before (greatest ignores a NULL) and the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

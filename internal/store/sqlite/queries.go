@@ -284,10 +284,11 @@ const selectRefresh = `SELECT digest, family_id, generation, client_id, subject,
 	FROM refresh_tokens`
 
 // selectRotated is selectRefresh with, last, the latest Before of the
-// subject revocations of the token's subject (NULL if none).
+// subject revocations of the token's subject under the issuer ?2 (NULL if
+// none).
 const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
-		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject)
-	FROM refresh_tokens WHERE digest = ?`
+		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject AND r.issuer = ?2)
+	FROM refresh_tokens WHERE digest = ?1`
 
 func scanRefresh(row scanner, more ...any) (store.RefreshToken, int64, error) {
 	var (
@@ -351,7 +352,7 @@ func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) er
 // spends nothing. The transaction is IMMEDIATE, holding the write lock
 // from its start, so no revocation commits between the check and the
 // rotation.
-func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
+func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	const op = "rotate refresh token"
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -359,7 +360,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, old []byte, next store.R
 	}
 	defer tx.Rollback()
 	var revokedBefore sql.NullInt64
-	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRotated, old), &revokedBefore)
+	cur, gen, err := scanRefresh(tx.QueryRowContext(ctx, selectRotated, old, issuer), &revokedBefore)
 	if err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)
 	}
@@ -426,13 +427,15 @@ func (s *Store) DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (
 
 // DeleteExpiredRevocations removes the jti revocations whose Until is at or
 // before now and the subject revocations whose Before is before
-// subjectsBefore (zero: none), and returns how many.
+// subjectsBefore (zero: none) and whose Until, if any, is at or before now,
+// and returns how many.
 func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error) {
 	cutoff := int64(math.MinInt64)
 	if !subjectsBefore.IsZero() {
 		cutoff = micros(subjectsBefore)
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= ?) OR (subject <> '' AND before_at < ?)`,
+	res, err := s.w.ExecContext(ctx, `DELETE FROM revocations WHERE (jti <> '' AND until_at <= ?1)
+		OR (subject <> '' AND before_at < ?2 AND (until_at IS NULL OR until_at <= ?1))`,
 		micros(now), cutoff)
 	if err != nil {
 		return 0, wrap(ctx, "delete expired revocations", err)
@@ -445,18 +448,19 @@ func (s *Store) DeleteExpiredRevocations(ctx context.Context, now, subjectsBefor
 }
 
 // AddRevocation records r, which names exactly one of JTI (with Until) and
-// Subject (with Before). It is idempotent: adding the same issuer and jti
-// or subject again keeps one record, with the later Until or Before and
-// the first CreatedAt.
+// Subject (with Before, and optionally Until). It is idempotent: adding the
+// same issuer and jti or subject again keeps one record, with the later
+// Until and Before (a NULL counting as earliest) and the first CreatedAt.
 func (s *Store) AddRevocation(ctx context.Context, r store.Revocation) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("add revocation: %w", err)
 	}
+	// SQLite's max() of a NULL is NULL: coalesce keeps whichever is set.
 	_, err := s.w.ExecContext(ctx, `INSERT INTO revocations (issuer, jti, subject, until_at, before_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (issuer, jti, subject) DO UPDATE SET
-			until_at = max(until_at, excluded.until_at),
-			before_at = max(before_at, excluded.before_at)`,
+			until_at = max(coalesce(until_at, excluded.until_at), coalesce(excluded.until_at, until_at)),
+			before_at = max(coalesce(before_at, excluded.before_at), coalesce(excluded.before_at, before_at))`,
 		r.Issuer, r.JTI, r.Subject, nullMicros(r.Until), nullMicros(r.Before), micros(r.CreatedAt))
 	if err != nil {
 		return wrap(ctx, "add revocation", err)

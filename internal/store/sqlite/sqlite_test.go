@@ -201,7 +201,7 @@ func TestTwoWritersOneFile(t *testing.T) {
 						continue
 					}
 					next := store.RefreshToken{Digest: storetest.Digest(fam + "/1"), ExpiresAt: time.Now().Add(time.Hour)}
-					if _, err := s.RotateRefreshToken(ctx, tok.Digest, next, time.Now()); err != nil {
+					if _, err := s.RotateRefreshToken(ctx, "iss", tok.Digest, next, time.Now()); err != nil {
 						errs <- err
 					}
 				}

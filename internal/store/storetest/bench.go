@@ -53,7 +53,7 @@ func BenchRotateRefreshToken(b *testing.B, s store.Store) {
 		next.Digest = digest(i)
 		now = now.Add(time.Millisecond)
 		next.IssuedAt = now
-		if _, err := s.RotateRefreshToken(ctx, digest(i-1), next, now); err != nil {
+		if _, err := s.RotateRefreshToken(ctx, "iss", digest(i-1), next, now); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -82,7 +82,7 @@ func childFamily(ctx context.Context, s store.Store, i int, ack func(string, ...
 	for gen := 1; gen <= rotations; gen++ {
 		now := time.Now()
 		next := refresh(tokName(i, gen), "", now)
-		if _, err := s.RotateRefreshToken(ctx, Digest(tokName(i, gen-1)), next, now); err != nil {
+		if _, err := s.RotateRefreshToken(ctx, "iss", Digest(tokName(i, gen-1)), next, now); err != nil {
 			return fmt.Errorf("RotateRefreshToken: %w", err)
 		}
 		ack("rotate %d %d", i, gen)

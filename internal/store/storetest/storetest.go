@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Revocations", testRevocations},
 		{"RevocationIdempotent", testRevocationIdempotent},
 		{"RevocationInvalid", testRevocationInvalid},
+		{"RevocationSubjectUntil", testRevocationSubjectUntil},
 		{"TimePrecision", testTimePrecision},
 		{"Canceled", testCanceled},
 		{"ConcurrentWrites", testConcurrentWrites},
@@ -581,7 +582,7 @@ func testRotateSuccess(t *testing.T, s store.Store) {
 	now := t0.Add(time.Minute)
 	b := refresh("b", "ignored", now) // its OriginAt, now, is ignored too
 	b.Scopes = []string{"openid"}
-	got, err := s.RotateRefreshToken(ctx, Digest("a"), b, now)
+	got, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), b, now)
 	must(t, "RotateRefreshToken(a→b)", err)
 	same(t, "RotateRefreshToken returns old as it was", got, a)
 
@@ -594,7 +595,7 @@ func testRotateSuccess(t *testing.T, s store.Store) {
 	later := now.Add(time.Minute)
 	c := refresh("c", "", later)
 	c.OriginAt = time.Time{}
-	got, err = s.RotateRefreshToken(ctx, Digest("b"), c, later)
+	got, err = s.RotateRefreshToken(ctx, "iss", Digest("b"), c, later)
 	must(t, "RotateRefreshToken(b→c)", err)
 	same(t, "RotateRefreshToken(b→c) returns b", got, b)
 	c.FamilyID, c.OriginAt = "fam-1", t0
@@ -611,12 +612,12 @@ func testRotateReuse(t *testing.T, s store.Store) {
 	other := refresh("other", "fam-2", t0)
 	must(t, "CreateRefreshToken(other)", s.CreateRefreshToken(ctx, other))
 	now := t0.Add(time.Minute)
-	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 	must(t, "RotateRefreshToken(a→b)", err)
 
 	// a again: reuse. The family, b included, is revoked.
 	replay := now.Add(time.Minute)
-	got, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("x", "", replay), replay)
+	got, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("x", "", replay), replay)
 	wantErr(t, "RotateRefreshToken(a again)", err, store.ErrReused)
 	spent := a
 	spent.UsedAt = now
@@ -633,11 +634,11 @@ func testRotateReuse(t *testing.T, s store.Store) {
 	same(t, "another family", getRefresh(t, s, "other"), other)
 
 	// The thief's or the client's b is now dead too.
-	_, err = s.RotateRefreshToken(ctx, Digest("b"), refresh("y", "", replay), replay)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("b"), refresh("y", "", replay), replay)
 	wantErr(t, "RotateRefreshToken(b) after reuse", err, store.ErrRevoked)
 	absent(t, s, "y")
 	// A third try of a is still reuse.
-	_, err = s.RotateRefreshToken(ctx, Digest("a"), refresh("z", "", replay), replay)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("z", "", replay), replay)
 	wantErr(t, "RotateRefreshToken(a third time)", err, store.ErrReused)
 	absent(t, s, "z")
 }
@@ -648,7 +649,7 @@ func testRotateRevoked(t *testing.T, s store.Store) {
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, a))
 	must(t, "RevokeRefreshFamily", s.RevokeRefreshFamily(ctx, Digest("a")))
 	now := t0.Add(time.Minute)
-	got, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	got, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 	wantErr(t, "RotateRefreshToken(revoked)", err, store.ErrRevoked)
 	a.Revoked = true
 	same(t, "RotateRefreshToken(revoked) returns a", got, a)
@@ -659,40 +660,44 @@ func testRotateRevoked(t *testing.T, s store.Store) {
 	c := refresh("c", "fam-2", t0)
 	c.Revoked = true
 	must(t, "CreateRefreshToken(revoked)", s.CreateRefreshToken(ctx, c))
-	_, err = s.RotateRefreshToken(ctx, Digest("c"), refresh("d", "", now), now)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("c"), refresh("d", "", now), now)
 	wantErr(t, "RotateRefreshToken(created revoked)", err, store.ErrRevoked)
 	absent(t, s, "d")
 }
 
 // testRotateSubjectRevoked: a subject revocation of the token's subject,
-// under any issuer, whose Before is after the family's origin refuses the
-// rotation — even of a token issued after the revocation — and revokes the
-// whole family; one at the origin, of another subject, or of a jti does
-// not, and neither does it reach a family begun after it.
+// under the issuer the rotation names, whose Before is after the family's
+// origin refuses the rotation — even of a token issued after the
+// revocation — and revokes the whole family; one at the origin, of another
+// subject, of a jti or of the same subject under another issuer does not,
+// and neither does it reach a family begun after it.
 func testRotateSubjectRevoked(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, refresh("a", "fam-1", t0)))
 	now := t0.Add(time.Hour)
-	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 	must(t, "RotateRefreshToken(a→b)", err)
 	for _, r := range []store.Revocation{
 		{Issuer: "iss", Subject: "user-2", Before: now, CreatedAt: now},
 		{Issuer: "iss", Subject: "user-1", Before: t0, CreatedAt: now}, // tokens issued before the origin: none of the family
 		{Issuer: "iss", JTI: "user-1", Until: now.Add(time.Hour), CreatedAt: now},
+		// The same subject name under another issuer (an identity
+		// provider's user with the same id) is another subject.
+		{Issuer: "https://idp.example/", Subject: "user-1", Before: now, CreatedAt: now},
 	} {
 		must(t, "AddRevocation", s.AddRevocation(ctx, r))
 	}
 	later := now.Add(time.Minute)
-	_, err = s.RotateRefreshToken(ctx, Digest("b"), refresh("c", "", later), later)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("b"), refresh("c", "", later), later)
 	must(t, "RotateRefreshToken(b→c) past revocations that do not reach the family", err)
 
 	// After the origin by a microsecond, and long before c was issued.
 	must(t, "AddRevocation(after the origin)", s.AddRevocation(ctx,
-		store.Revocation{Issuer: "another-iss", Subject: "user-1", Before: t0.Add(time.Microsecond), CreatedAt: later}))
+		store.Revocation{Issuer: "iss", Subject: "user-1", Before: t0.Add(time.Microsecond), CreatedAt: later}))
 	fresh := refresh("fresh", "fam-2", later) // the same subject, a family begun after the revocation
 	must(t, "CreateRefreshToken(fresh)", s.CreateRefreshToken(ctx, fresh))
 	c := getRefresh(t, s, "c")
-	got, err := s.RotateRefreshToken(ctx, Digest("c"), refresh("d", "", later), later)
+	got, err := s.RotateRefreshToken(ctx, "iss", Digest("c"), refresh("d", "", later), later)
 	wantErr(t, "RotateRefreshToken(c) after the subject revocation", err, store.ErrSubjectRevoked)
 	wantErr(t, "RotateRefreshToken(c) after the subject revocation", err, store.ErrRevoked)
 	same(t, "RotateRefreshToken(c) returns c", got, c)
@@ -705,9 +710,9 @@ func testRotateSubjectRevoked(t *testing.T, s store.Store) {
 	if tok := getRefresh(t, s, "c"); !tok.UsedAt.IsZero() {
 		t.Errorf("c spent by the refused rotation: UsedAt %v", tok.UsedAt)
 	}
-	_, err = s.RotateRefreshToken(ctx, Digest("c"), refresh("e", "", later), later)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("c"), refresh("e", "", later), later)
 	wantErr(t, "RotateRefreshToken(c) again", err, store.ErrRevoked)
-	_, err = s.RotateRefreshToken(ctx, Digest("fresh"), refresh("fresh2", "", later), later)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("fresh"), refresh("fresh2", "", later), later)
 	must(t, "RotateRefreshToken(fresh), a family begun after the revocation", err)
 }
 
@@ -716,7 +721,7 @@ func testRotateExpired(t *testing.T, s store.Store) {
 	a := refresh("a", "fam-1", t0)
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, a))
 	for _, now := range []time.Time{a.ExpiresAt, a.ExpiresAt.Add(time.Microsecond), a.ExpiresAt.Add(time.Hour)} {
-		got, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+		got, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 		wantErr(t, fmt.Sprintf("RotateRefreshToken at expiry%+v", now.Sub(a.ExpiresAt)), err, store.ErrExpired)
 		same(t, "RotateRefreshToken(expired) returns a", got, a)
 	}
@@ -724,14 +729,14 @@ func testRotateExpired(t *testing.T, s store.Store) {
 	absent(t, s, "b")
 	// One microsecond before expiry it still rotates.
 	now := a.ExpiresAt.Add(-time.Microsecond)
-	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 	must(t, "RotateRefreshToken just before expiry", err)
 }
 
 func testRotateUnknown(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, refresh("a", "fam-1", t0)))
-	_, err := s.RotateRefreshToken(ctx, Digest("nope"), refresh("b", "fam-1", t0), t0)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("nope"), refresh("b", "fam-1", t0), t0)
 	wantErr(t, "RotateRefreshToken(unknown)", err, store.ErrNotFound)
 	absent(t, s, "b")
 }
@@ -743,12 +748,12 @@ func testRotateNextConflict(t *testing.T, s store.Store) {
 	other := refresh("other", "fam-2", t0)
 	must(t, "CreateRefreshToken(other)", s.CreateRefreshToken(ctx, other))
 	now := t0.Add(time.Minute)
-	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("other", "", now), now)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("other", "", now), now)
 	wantErr(t, "RotateRefreshToken onto an existing digest", err, store.ErrConflict)
 	// Nothing was spent or changed: a rotates fine afterwards.
 	same(t, "a after conflict", getRefresh(t, s, "a"), a)
 	same(t, "other after conflict", getRefresh(t, s, "other"), other)
-	_, err = s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", now), now)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", now), now)
 	must(t, "RotateRefreshToken after conflict", err)
 }
 
@@ -763,7 +768,7 @@ func testRotateConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = s.RotateRefreshToken(ctx, Digest("a"), refresh(fmt.Sprintf("next-%d", i), "", now), now)
+			_, errs[i] = s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh(fmt.Sprintf("next-%d", i), "", now), now)
 		})
 	}
 	close(start)
@@ -801,9 +806,9 @@ func testRevokeFamily(t *testing.T, s store.Store) {
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, refresh("a", "fam-1", t0)))
 	other := refresh("d", "fam-2", t0)
 	must(t, "CreateRefreshToken(d)", s.CreateRefreshToken(ctx, other))
-	_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", t0), t0)
+	_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", t0), t0)
 	must(t, "RotateRefreshToken(a→b)", err)
-	_, err = s.RotateRefreshToken(ctx, Digest("b"), refresh("c", "", t0), t0)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("b"), refresh("c", "", t0), t0)
 	must(t, "RotateRefreshToken(b→c)", err)
 
 	must(t, "RevokeRefreshFamily(b)", s.RevokeRefreshFamily(ctx, Digest("b")))
@@ -845,7 +850,7 @@ func testDeleteExpired(t *testing.T, s store.Store) {
 		t.Errorf("DeleteExpiredRefreshTokens again = %d, want 0", n)
 	}
 	// A family whose older tokens were deleted still rotates.
-	_, err = s.RotateRefreshToken(ctx, Digest("later"), refresh("later2", "", t0), t0)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("later"), refresh("later2", "", t0), t0)
 	must(t, "RotateRefreshToken after cleanup", err)
 }
 
@@ -923,6 +928,52 @@ func testRevocationIdempotent(t *testing.T, s store.Store) {
 	same(t, "Revocations (same time and issuer: by jti, then subject)", rs, []store.Revocation{sub, j})
 }
 
+// testRevocationSubjectUntil: a subject revocation may carry an Until, a
+// time to keep it at least until (tokens of an issuer that live longer
+// than the subject retention). Adding it again keeps the later Until, a
+// revocation without one does not clear it, and the subject cutoff of
+// DeleteExpiredRevocations spares it until its Until has passed.
+func testRevocationSubjectUntil(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	old := t0.Add(-48 * time.Hour)
+	kept := store.Revocation{Issuer: "https://idp.example/", Subject: "u1", Before: old, CreatedAt: old}
+	plain := store.Revocation{Issuer: "https://idp.example/", Subject: "u2", Before: old, CreatedAt: old}
+	must(t, "AddRevocation(without Until)", s.AddRevocation(ctx, kept))
+	must(t, "AddRevocation(plain)", s.AddRevocation(ctx, plain))
+	later := kept
+	later.Until, later.CreatedAt = t0.Add(90*24*time.Hour), t0
+	must(t, "AddRevocation(with Until)", s.AddRevocation(ctx, later))
+	must(t, "AddRevocation(earlier Until)", s.AddRevocation(ctx, store.Revocation{Issuer: kept.Issuer, Subject: "u1",
+		Before: old, Until: t0, CreatedAt: t0}))
+	must(t, "AddRevocation(no Until again)", s.AddRevocation(ctx, store.Revocation{Issuer: kept.Issuer, Subject: "u1",
+		Before: old, CreatedAt: t0}))
+	kept.Until = later.Until
+	rs, err := s.Revocations(ctx, t0)
+	must(t, "Revocations", err)
+	same(t, "Revocations", rs, []store.Revocation{kept, plain})
+
+	// The subject cutoff is past both: only the one without Until goes.
+	n, err := s.DeleteExpiredRevocations(ctx, t0, t0.Add(-time.Hour))
+	must(t, "DeleteExpiredRevocations(t0)", err)
+	if n != 1 {
+		t.Errorf("DeleteExpiredRevocations(t0, t0-1h) = %d, want 1 (u2)", n)
+	}
+	rs, err = s.Revocations(ctx, t0)
+	must(t, "Revocations after the cutoff", err)
+	same(t, "Revocations after the cutoff", rs, []store.Revocation{kept})
+	// Once its Until has passed, it goes too.
+	n, err = s.DeleteExpiredRevocations(ctx, kept.Until.Add(-time.Microsecond), kept.Until)
+	must(t, "DeleteExpiredRevocations(before Until)", err)
+	if n != 0 {
+		t.Errorf("DeleteExpiredRevocations just before Until = %d, want 0", n)
+	}
+	n, err = s.DeleteExpiredRevocations(ctx, kept.Until, kept.Until)
+	must(t, "DeleteExpiredRevocations(at Until)", err)
+	if n != 1 {
+		t.Errorf("DeleteExpiredRevocations at Until = %d, want 1", n)
+	}
+}
+
 func testRevocationInvalid(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for _, r := range []store.Revocation{
@@ -966,7 +1017,7 @@ func testTimePrecision(t *testing.T, s store.Store) {
 	tok := refresh("a", "fam-1", at)
 	tok.ExpiresAt = at.Add(time.Hour)
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, tok))
-	_, err = s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", at), at)
+	_, err = s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", at), at)
 	must(t, "RotateRefreshToken", err)
 	a := getRefresh(t, s, "a")
 	check("RefreshToken.IssuedAt", a.IssuedAt)
@@ -1025,7 +1076,7 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"DeleteSigningKey", func() error { return s.DeleteSigningKey(ctx, "k1") }},
 		{"CreateRefreshToken", func() error { return s.CreateRefreshToken(ctx, refresh("c", "fam-2", t0)) }},
 		{"RotateRefreshToken", func() error {
-			_, err := s.RotateRefreshToken(ctx, Digest("a"), refresh("b", "", t0), t0)
+			_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh("b", "", t0), t0)
 			return err
 		}},
 		{"RevokeRefreshFamily", func() error { return s.RevokeRefreshFamily(ctx, Digest("a")) }},
@@ -1092,7 +1143,7 @@ func testConcurrentWrites(t *testing.T, s store.Store) {
 				if err := s.CreateRefreshToken(ctx, refresh(id, "fam-"+id, at)); err != nil {
 					errs <- fmt.Errorf("CreateRefreshToken(%s): %w", id, err)
 				}
-				if _, err := s.RotateRefreshToken(ctx, Digest(id), refresh(id+"-next", "", at), at); err != nil {
+				if _, err := s.RotateRefreshToken(ctx, "iss", Digest(id), refresh(id+"-next", "", at), at); err != nil {
 					errs <- fmt.Errorf("RotateRefreshToken(%s): %w", id, err)
 				}
 			}
@@ -1162,7 +1213,7 @@ func CheckLegacyOrigins(t *testing.T, s store.Store) {
 		}
 	}
 	now := t0.Add(4 * time.Hour)
-	if _, err := s.RotateRefreshToken(t.Context(), Digest("legacy-b"), refresh("legacy-b2", "", now), now); err != nil {
+	if _, err := s.RotateRefreshToken(t.Context(), "iss", Digest("legacy-b"), refresh("legacy-b2", "", now), now); err != nil {
 		t.Fatalf("RotateRefreshToken(legacy-b): %v", err)
 	}
 	if got := getRefresh(t, s, "legacy-b2").OriginAt; got != t0 {
