@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -522,18 +523,11 @@ func plainMember(m string) (before int64, issuer, id string, ok bool) {
 // decodeKeepMember splits a member of "{Prefix}:subkeep",
 // "<before µs> <member>".
 func decodeKeepMember(m string) (before int64, issuer, id string, ok bool) {
-	sp := 0
-	for sp < len(m) && m[sp] != ' ' {
-		sp++
-	}
-	if sp == len(m) {
+	before, rest, ok := leadingNumber(m)
+	if !ok {
 		return 0, "", "", false
 	}
-	before, err := strconv.ParseInt(m[:sp], 10, 64)
-	if err != nil {
-		return 0, "", "", false
-	}
-	issuer, id, ok = decodeMember(m[sp+1:])
+	issuer, id, ok = decodeMember(rest)
 	return before, issuer, id, ok
 }
 
@@ -542,38 +536,32 @@ func decodeKeepMessage(p string) (until, before int64, issuer, id string, ok boo
 	if len(p) < 4 || p[0] != kindSubjectUntil || p[1] != ' ' {
 		return 0, 0, "", "", false
 	}
-	rest := p[2:]
-	sp := 0
-	for sp < len(rest) && rest[sp] != ' ' {
-		sp++
-	}
-	if sp == len(rest) {
+	until, rest, ok := leadingNumber(p[2:])
+	if !ok {
 		return 0, 0, "", "", false
 	}
-	until, err := strconv.ParseInt(rest[:sp], 10, 64)
-	if err != nil {
-		return 0, 0, "", "", false
-	}
-	before, issuer, id, ok = decodeKeepMember(rest[sp+1:])
+	before, issuer, id, ok = decodeKeepMember(rest)
 	return until, before, issuer, id, ok
+}
+
+// leadingNumber splits "<decimal> <rest>" into the number and rest.
+func leadingNumber(s string) (n int64, rest string, ok bool) {
+	num, rest, found := strings.Cut(s, " ")
+	if !found {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	return n, rest, err == nil
 }
 
 func decodeMessage(p string) (kind byte, us int64, issuer, id string, ok bool) {
 	if len(p) < 4 || (p[0] != kindID && p[0] != kindSubject) || p[1] != ' ' {
 		return 0, 0, "", "", false
 	}
-	rest := p[2:]
-	sp := 0
-	for sp < len(rest) && rest[sp] != ' ' {
-		sp++
-	}
-	if sp == len(rest) {
+	us, rest, ok := leadingNumber(p[2:])
+	if !ok {
 		return 0, 0, "", "", false
 	}
-	us, err := strconv.ParseInt(rest[:sp], 10, 64)
-	if err != nil {
-		return 0, 0, "", "", false
-	}
-	issuer, id, ok = decodeMember(rest[sp+1:])
+	issuer, id, ok = decodeMember(rest)
 	return p[0], us, issuer, id, ok
 }
