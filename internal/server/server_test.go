@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/jose"
+
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 const (
@@ -27,23 +28,8 @@ const (
 	testAudience = "api"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines to log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer = testnet.SyncBuffer
 
 // fixture is a Server on a temporary data dir with a clock the test moves.
 type fixture struct {

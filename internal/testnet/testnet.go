@@ -6,6 +6,7 @@
 package testnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -67,4 +68,23 @@ func ClosedAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr
+}
+
+// SyncBuffer is a log sink safe for concurrent writes, for the tests that
+// read what a server logged.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
