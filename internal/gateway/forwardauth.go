@@ -80,7 +80,8 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 
 // ServeHTTP decides on the request the proxy forwards (see Forwarding);
 // forwarding headers that are repeated, disagree or are missing where the
-// proxy must set them get 400 invalid_request.
+// proxy must set them get 401 invalid_request, a path upstreams read in
+// different ways 403 (see the comments below).
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.metrics != nil {
 		defer f.metrics.Begin()()

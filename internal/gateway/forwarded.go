@@ -145,9 +145,10 @@ func (f *Forwarding) pick(h http.Header, names []string, fallback string) (v str
 	return fallback, false, ""
 }
 
-// ownPath is the request's own path, after the mount prefix under envoy.
+// ownPath is the request's own path as sent (requestPath), after the mount
+// prefix under envoy.
 func (f *Forwarding) ownPath(r *http.Request) string {
-	p := r.URL.EscapedPath()
+	p := requestPath(r)
 	if f.MountPrefix == "" {
 		return p
 	}

@@ -106,3 +106,18 @@ func TestForwardAuthForwardedRefusals(t *testing.T) {
 	}
 	t.Errorf("no keygate_decisions_total{reason=%q} of 1", ReasonForwardedConflict)
 }
+
+// TestEnvoyOwnPathAsSent: under envoy the path decided on is the check
+// request's own target as sent, read like every other path: a raw
+// backslash is refused, not re-encoded into an encoded slash a rule may
+// allow.
+func TestEnvoyOwnPathAsSent(t *testing.T) {
+	envoy, _ := Preset(ProxyEnvoy)
+	f := newFixtureWith(t, []Route{{PathPrefix: "/files", Anonymous: true, AllowEncodedSlashes: true}, {PathPrefix: "/"}}, "", envoy)
+	for target, want := range map[string]int{"/auth/files/a%2Fb": 200, "/auth/files/a\\b": 403} {
+		w := f.do(request{target: target})
+		if w.Code != want {
+			t.Errorf("%s: status %d, want %d (body %s)", target, w.Code, want, w.Body)
+		}
+	}
+}

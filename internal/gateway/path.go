@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,24 +44,6 @@ type PathOptions struct {
 	// AllowEncodedSlashes accepts %2F and %5C, and keeps them encoded in
 	// the forwarded path.
 	AllowEncodedSlashes bool
-}
-
-// CanonicalPath checks raw, a request path as sent (percent-encoded, no
-// query), and returns the path keygate decides on and forwards: dot
-// segments resolved, empty segments dropped, a trailing slash kept, escapes
-// of unreserved characters decoded and other escapes in upper case,
-// characters that may not appear raw in a path encoded, and ";" parameters
-// and encoded slashes kept where opts allow them. A path it returns is its
-// own canonical form.
-func CanonicalPath(raw string, opts PathOptions) (string, error) {
-	p, err := parsePath(raw)
-	if err != nil {
-		return "", err
-	}
-	if !p.allowedBy(opts) {
-		return "", ErrAmbiguousPath
-	}
-	return p.canonical(opts.AllowPathParams), nil
 }
 
 // parsedPath is a checked request path.
@@ -110,11 +93,9 @@ func parsePath(raw string) (parsedPath, error) {
 			return p, ErrAmbiguousPath
 		}
 	}
-	// Every escape is valid now; what they decode to must be UTF-8 and no
-	// escape of a refused character.
-	if d := unescape(raw); !utf8.ValidString(d) || doubleEncoded(d) {
-		return p, ErrAmbiguousPath
-	}
+	// Every escape is valid now. What each segment's name and parameters
+	// decode to must be UTF-8 and hold no escape of a refused character
+	// (an escape never spans the '/' and ';' they are split at).
 	p.segs = make([]segment, 0, strings.Count(raw, "/"))
 	for rest := raw[1:]; ; {
 		seg, after, more := strings.Cut(rest, "/")
@@ -124,8 +105,14 @@ func parsePath(raw string) (parsedPath, error) {
 		name, params, has := strings.Cut(seg, ";")
 		s := segment{name: normEscapes(name), hasParams: has}
 		s.decoded = unescape(s.name)
+		if !decodesCleanly(s.decoded) {
+			return p, ErrAmbiguousPath
+		}
 		if has {
 			s.params = normEscapes(params)
+			if !decodesCleanly(unescape(s.params)) {
+				return p, ErrAmbiguousPath
+			}
 		}
 		p.segs = append(p.segs, s)
 		if !more {
@@ -175,34 +162,53 @@ func (p *parsedPath) reading(keepParams, splitSlashes bool) string {
 		}
 		return p.raw
 	}
-	stack := make([]string, 0, len(p.segs))
+	b := make([]byte, 0, 64)
 	for _, s := range p.segs {
 		d := s.decoded
 		if keepParams && s.hasParams {
 			d = unescape(s.name + ";" + s.params)
 		}
 		if !splitSlashes {
-			stack = pushSegment(stack, strings.ReplaceAll(d, "/", "\x00"))
+			b = pushSegment(b, d, true)
 			continue
 		}
-		for _, piece := range strings.FieldsFunc(d, isSlash) {
-			stack = pushSegment(stack, piece)
+		for len(d) > 0 {
+			i := strings.IndexAny(d, "/\\")
+			if i < 0 {
+				b = pushSegment(b, d, false)
+				break
+			}
+			b = pushSegment(b, d[:i], false)
+			d = d[i+1:]
 		}
 	}
-	return "/" + strings.Join(stack, "/")
+	if len(b) == 0 {
+		return "/"
+	}
+	return string(b)
 }
 
-func pushSegment(stack []string, s string) []string {
+// pushSegment appends "/" and the segment s to path b, or for a dot
+// segment drops b's last segment; with hideSlashes a slash inside s is
+// written as NUL.
+func pushSegment(b []byte, s string, hideSlashes bool) []byte {
 	switch s {
 	case "", ".":
 	case "..":
-		if len(stack) > 0 {
-			stack = stack[:len(stack)-1]
+		if i := bytes.LastIndexByte(b, '/'); i >= 0 {
+			b = b[:i]
 		}
 	default:
-		stack = append(stack, s)
+		b = append(b, '/')
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if hideSlashes && c == '/' {
+				c = 0
+			}
+			b = append(b, c)
+		}
 	}
-	return stack
+	return b
 }
 
 // canonical returns the path to forward: Tomcat's reading (the one that
@@ -259,6 +265,10 @@ func hidesDotSegment(seg string) bool {
 	}
 	return false
 }
+
+// decodesCleanly reports whether decoded text is UTF-8 and not double
+// encoded.
+func decodesCleanly(d string) bool { return utf8.ValidString(d) && !doubleEncoded(d) }
 
 // doubleEncoded reports whether a decoded path still holds the escape of a
 // character refused or given a meaning above: decoded once more, as some

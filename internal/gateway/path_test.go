@@ -15,6 +15,24 @@ var (
 
 const refusedPath = "<refused>"
 
+// CanonicalPath checks raw, a request path as sent (percent-encoded, no
+// query), and returns the path keygate decides on and forwards: dot
+// segments resolved, empty segments dropped, a trailing slash kept, escapes
+// of unreserved characters decoded and other escapes in upper case,
+// characters that may not appear raw in a path encoded, and ";" parameters
+// and encoded slashes kept where opts allow them. A path it returns is its
+// own canonical form.
+func CanonicalPath(raw string, opts PathOptions) (string, error) {
+	p, err := parsePath(raw)
+	if err != nil {
+		return "", err
+	}
+	if !p.allowedBy(opts) {
+		return "", ErrAmbiguousPath
+	}
+	return p.canonical(opts.AllowPathParams), nil
+}
+
 func TestCanonicalPath(t *testing.T) {
 	cases := []struct {
 		raw  string
@@ -170,14 +188,14 @@ func FuzzCanonicalPath(f *testing.F) {
 				t.Fatalf("%q is matched as %q, its canonical form %q as %q", raw, a, out, b)
 			}
 		}
-		r, p, err := rt.match("h", "GET", raw)
+		r, i, p, err := rt.match("h", "GET", raw)
 		if err != nil {
 			return
 		}
 		out := p.canonical(r.AllowPathParams)
-		r2, _, err := rt.match("h", "GET", out)
+		r2, i2, _, err := rt.match("h", "GET", out)
 		if err != nil || r2 != r {
-			t.Fatalf("%q goes to route %d, but its forwarded form %q to %d (%v)", raw, rt.index(r), out, rt.index(r2), err)
+			t.Fatalf("%q goes to route %d, but its forwarded form %q to %d (%v)", raw, i, out, i2, err)
 		}
 	})
 }
@@ -250,8 +268,7 @@ func TestRouterReadings(t *testing.T) {
 		{"/FILES/a%2Fb", ambiguous, ""},
 	}
 	for _, tc := range cases {
-		r, p, err := rt.match("h", "GET", tc.path)
-		got := rt.index(r)
+		r, got, p, err := rt.match("h", "GET", tc.path)
 		switch {
 		case errors.Is(err, ErrAmbiguousPath):
 			got = ambiguous
@@ -310,9 +327,9 @@ func TestRouterCaseInsensitiveOrder(t *testing.T) {
 		"/OPEN/x":      2,
 		"/\u212Aey":    3, // KELVIN SIGN: folds to k, but no rule has /key
 	} {
-		r, err := rt.Match("h", "GET", path)
-		if err != nil || rt.index(r) != want {
-			t.Errorf("%s: route %d (%v), want %d", path, rt.index(r), err, want)
+		_, got, _, err := rt.match("h", "GET", path)
+		if err != nil || got != want {
+			t.Errorf("%s: route %d (%v), want %d", path, got, err, want)
 		}
 	}
 }

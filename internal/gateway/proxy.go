@@ -88,7 +88,7 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
-			if d != nil && d.path != "" {
+			if d != nil {
 				// The path the route was chosen by, never the raw one an
 				// upstream could read another way. Every character in it
 				// may appear raw, so EscapedPath gives it back as it is.
@@ -184,7 +184,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.metrics != nil {
 		defer a.metrics.Begin()()
 	}
-	route, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
+	route, i, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
 	switch {
 	case errors.Is(err, ErrAmbiguousPath):
 		a.deny(w, http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path")
@@ -193,17 +193,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
 		return
 	}
-	d := &decision{path: path.canonical(route.AllowPathParams)}
+	d := &decision{}
 	if !route.Anonymous {
 		var ok bool
 		if d.res, ok = a.authorize(w, r, route); !ok {
 			return
 		}
 	}
+	d.path = path.canonical(route.AllowPathParams)
 	if a.metrics != nil {
 		a.metrics.Allow()
 	}
-	p.backends[p.routes.index(route)].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	p.backends[i].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
 }
 
 // decision is what ServeHTTP decided about a request, for the backend's

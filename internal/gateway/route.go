@@ -29,6 +29,8 @@ type Route struct {
 	// PathOptions and Router.Match).
 	AllowPathParams     bool
 	AllowEncodedSlashes bool
+
+	host, prefix string // Host and PathPrefix as matched, set by NewRouter
 }
 
 // Router finds the first route, in configuration order, that covers a
@@ -51,14 +53,16 @@ func NewRouter(routes []Route) (*Router, error) {
 			return nil, fmt.Errorf("gateway: route %d: an anonymous route cannot require issuers or scopes", i)
 		}
 	}
-	return &Router{routes: slices.Clone(routes)}, nil
+	rt := &Router{routes: slices.Clone(routes)}
+	for i := range rt.routes {
+		r := &rt.routes[i]
+		r.host, r.prefix = hostOnly(r.Host), strings.TrimSuffix(r.PathPrefix, "/")
+	}
+	return rt, nil
 }
 
-// implicitRoute covers every request when no routes are configured. Every
-// path then gets the same decision, so nothing is gained by refusing path
-// parameters or encoded slashes; the rest of what parsePath refuses still
-// is.
-var implicitRoute = &Route{AllowPathParams: true, AllowEncodedSlashes: true}
+// implicitRoute covers every request when no routes are configured.
+var implicitRoute = &Route{}
 
 // Match returns the route covering a request to host with method and
 // rawPath (as sent: percent-encoded, no query), or ErrNoRoute, or
@@ -74,17 +78,22 @@ var implicitRoute = &Route{AllowPathParams: true, AllowEncodedSlashes: true}
 // reached by a path that some upstream resolves elsewhere, and no other
 // route is reached by a path that Tomcat resolves to it.
 func (rt *Router) Match(host, method, rawPath string) (*Route, error) {
-	r, _, err := rt.match(host, method, rawPath)
+	r, _, _, err := rt.match(host, method, rawPath)
 	return r, err
 }
 
-func (rt *Router) match(host, method, rawPath string) (*Route, parsedPath, error) {
+// match is Match that also returns the route's index (-1 for the implicit
+// route) and the parsed path.
+func (rt *Router) match(host, method, rawPath string) (*Route, int, parsedPath, error) {
 	p, err := parsePath(rawPath)
 	if err != nil {
-		return nil, p, err
+		return nil, -1, p, err
 	}
 	if len(rt.routes) == 0 {
-		return implicitRoute, p, nil
+		// Every path gets the same decision: nothing is gained by refusing
+		// path parameters or encoded slashes (the rest of what parsePath
+		// refuses still is).
+		return implicitRoute, -1, p, nil
 	}
 	host = hostOnly(host)
 	i := rt.find(host, method, p.reading(false, false))
@@ -94,18 +103,18 @@ func (rt *Router) match(host, method, rawPath string) (*Route, parsedPath, error
 				continue
 			}
 			if rt.find(host, method, p.reading(keep, split)) != i {
-				return nil, p, ErrAmbiguousPath
+				return nil, -1, p, ErrAmbiguousPath
 			}
 		}
 	}
 	if i < 0 {
-		return nil, p, ErrNoRoute
+		return nil, -1, p, ErrNoRoute
 	}
 	r := &rt.routes[i]
 	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes}) {
-		return nil, p, ErrAmbiguousPath
+		return nil, -1, p, ErrAmbiguousPath
 	}
-	return r, p, nil
+	return r, i, p, nil
 }
 
 // find returns the index of the first route covering host, method and the
@@ -113,7 +122,7 @@ func (rt *Router) match(host, method, rawPath string) (*Route, parsedPath, error
 func (rt *Router) find(host, method, p string) int {
 	for i := range rt.routes {
 		r := &rt.routes[i]
-		if r.Host != "" && !strings.EqualFold(hostOnly(r.Host), host) {
+		if r.host != "" && !strings.EqualFold(r.host, host) {
 			continue
 		}
 		if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
@@ -126,20 +135,10 @@ func (rt *Router) find(host, method, p string) int {
 	return -1
 }
 
-// index returns the position of r, which Match returned, in the routes.
-func (rt *Router) index(r *Route) int {
-	for i := range rt.routes {
-		if &rt.routes[i] == r {
-			return i
-		}
-	}
-	return -1
-}
-
 // covers reports whether the decoded path p is under the route's prefix,
 // in whole segments.
 func (r *Route) covers(p string) bool {
-	prefix := strings.TrimSuffix(r.PathPrefix, "/")
+	prefix := r.prefix
 	if prefix == "" {
 		return true
 	}
