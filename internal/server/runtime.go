@@ -117,23 +117,27 @@ func ClaimHeaders(cfg *config.Config) []string {
 		}
 	}
 	if len(cfg.Issuers) == 0 {
-		add(DefaultHeaders)
+		add(DefaultHeaders) // the dev issuer's (devPolicy)
 	}
 	for i := range cfg.Issuers {
-		if len(cfg.Issuers[i].Headers) == 0 {
-			add(DefaultHeaders)
-		}
-		add(cfg.Issuers[i].Headers)
+		add(issuerHeaders(&cfg.Issuers[i]))
 	}
 	return slices.Sorted(maps.Keys(set))
 }
 
-func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
-	mapping := is.Headers
-	if len(mapping) == 0 {
-		mapping = DefaultHeaders
+// issuerHeaders is an issuer's header → claim mapping: its own, or
+// DefaultHeaders when it maps none. Both its policy and ClaimHeaders read
+// it, so forward-auth sets (and a proxy overwrites) every header the
+// pipeline can emit.
+func issuerHeaders(is *config.Issuer) map[string]string {
+	if len(is.Headers) == 0 {
+		return DefaultHeaders
 	}
-	hm := headerMappings(mapping)
+	return is.Headers
+}
+
+func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
+	hm := headerMappings(issuerHeaders(is))
 	leeway := config.DefaultLeeway
 	if is.Leeway != nil {
 		leeway = *is.Leeway
