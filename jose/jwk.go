@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"slices"
 )
@@ -147,7 +148,7 @@ func (w *jwkJSON) build() (*JWK, error) {
 	case "":
 		return nil, keyError("JWK has no kty")
 	default:
-		return nil, keyError("unsupported kty " + quote(w.Kty))
+		return nil, unsupportedKey("unsupported kty " + quote(w.Kty))
 	}
 	if err != nil {
 		return nil, err
@@ -207,8 +208,11 @@ func curveByName(crv string) (elliptic.Curve, Alg) {
 
 func (w *jwkJSON) ec(j *JWK) error {
 	curve, _ := curveByName(w.Crv)
-	if curve == nil {
-		return keyError("unsupported EC curve " + quote(w.Crv))
+	switch {
+	case curve == nil && w.Crv == "":
+		return keyError("EC JWK has no crv")
+	case curve == nil:
+		return unsupportedKey("unsupported EC curve " + quote(w.Crv))
 	}
 	size := (curve.Params().BitSize + 7) / 8
 	if len(w.X.b) != size || len(w.Y.b) != size {
@@ -239,8 +243,12 @@ func (w *jwkJSON) ec(j *JWK) error {
 }
 
 func (w *jwkJSON) okp(j *JWK) error {
-	if w.Crv != "Ed25519" {
-		return keyError("unsupported OKP curve " + quote(w.Crv) + " (only Ed25519 signs)")
+	switch w.Crv {
+	case "Ed25519":
+	case "":
+		return keyError("OKP JWK has no crv")
+	default:
+		return unsupportedKey("unsupported OKP curve " + quote(w.Crv) + " (only Ed25519 signs)")
 	}
 	if len(w.X.b) != ed25519.PublicKeySize {
 		return errEdSize
@@ -399,6 +407,14 @@ func fitReason(err error) SkipReason {
 
 // isWeak reports whether err is a refusal of key material that is well
 // formed but too weak to trust.
+// errUnsupportedKey marks a key type or curve jose does not implement, as
+// opposed to one whose material is broken.
+var errUnsupportedKey = errors.New("unsupported key type or curve")
+
+func unsupportedKey(detail string) *Error {
+	return &Error{Reason: ReasonInvalidKey, Detail: detail, Err: errUnsupportedKey}
+}
+
 func isWeak(err error) bool {
 	switch err { // sentinels of this package, returned unwrapped
 	case errRSASize, errRSAExp, errROCA, errHMACShort:

@@ -2,6 +2,7 @@ package jose
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 )
 
@@ -95,7 +96,15 @@ func NewKeySet(keys ...*Key) *KeySet {
 	return s
 }
 
-func (s *KeySet) add(k *Key) {
+// add puts k in the set and reports whether it did: a key with the kid
+// and algorithm of one already there is left out when it is that same key
+// (an identical copy, as the same key published twice or in two files),
+// and otherwise makes that kid ambiguous for that algorithm (nil in the
+// index), never "try each".
+func (s *KeySet) add(k *Key) bool {
+	if o := s.index[kidAlg{k.kid, k.alg}]; o != nil && o.thumb == k.thumb {
+		return false
+	}
 	s.keys = append(s.keys, k)
 	for _, kid := range []string{k.kid, ""} {
 		ka := kidAlg{kid, k.alg}
@@ -108,6 +117,7 @@ func (s *KeySet) add(k *Key) {
 			break
 		}
 	}
+	return true
 }
 
 // ResolveKey returns the one key with this kid and alg. A token without a
@@ -244,13 +254,33 @@ func parseKeySet(data []byte, allowed []Alg, public bool) (*KeySet, error) {
 	if secret && pub {
 		return nil, keyError("JWKS mixes secret and public keys")
 	}
-	if public {
-		bound = s.dropDuplicates(bound)
-	}
+	copies := map[*Key]bool{}
 	for _, k := range bound {
-		s.add(k)
+		if !s.add(k) {
+			copies[k] = true
+		}
 	}
-	return s, nil
+	if !public {
+		return s, nil
+	}
+	// A published set keeps only keys a token can name: the keys whose kid
+	// and algorithm another, different key shares (add made them
+	// ambiguous) are left out too, and every key left out is reported.
+	out := NewKeySet()
+	out.skipped = s.skipped
+	for _, k := range bound {
+		dup := SkippedKey{KeyID: k.kid, Thumbprint: k.thumb, Reason: SkipDuplicateKID, Err: errDuplicateKey}
+		switch {
+		case copies[k]:
+		case k.kid != "" && s.index[kidAlg{k.kid, k.alg}] == nil:
+			dup.Err = errDuplicateKID
+		default:
+			out.add(k)
+			continue
+		}
+		out.skipped = append(out.skipped, dup)
+	}
+	return out, nil
 }
 
 var (
@@ -259,65 +289,23 @@ var (
 	errDuplicateKey      = keyError("the same key is listed again under this kid and algorithm")
 )
 
-// dropDuplicates returns keys without those whose kid and algorithm
-// another key shares, recording them as skipped. Copies of one key leave
-// that key once.
-func (s *KeySet) dropDuplicates(keys []*Key) []*Key {
-	groups := make(map[kidAlg][]*Key, len(keys))
-	for _, k := range keys {
-		if k.kid != "" {
-			ka := kidAlg{k.kid, k.alg}
-			groups[ka] = append(groups[ka], k)
-		}
-	}
-	out := make([]*Key, 0, len(keys))
-	for _, k := range keys {
-		g := groups[kidAlg{k.kid, k.alg}]
-		if k.kid == "" || len(g) == 1 {
-			out = append(out, k)
-			continue
-		}
-		same := true
-		for _, o := range g {
-			same = same && o.thumb == g[0].thumb
-		}
-		switch {
-		case same && k == g[0]:
-			out = append(out, k)
-		case same:
-			s.skipped = append(s.skipped, SkippedKey{KeyID: k.kid, Thumbprint: k.thumb, Reason: SkipDuplicateKID, Err: errDuplicateKey})
-		default:
-			s.skipped = append(s.skipped, SkippedKey{KeyID: k.kid, Thumbprint: k.thumb, Reason: SkipDuplicateKID, Err: errDuplicateKID})
-		}
-	}
-	return out
-}
-
 // skippedJWK describes a JWK that did not parse: its kid when it has one,
 // and whether its type or curve is one jose does not support at all, or
 // its material is weak, rather than broken.
 func skippedJWK(raw []byte, err error) SkippedKey {
 	var head struct {
 		Kid json.RawMessage `json:"kid"`
-		Kty json.RawMessage `json:"kty"`
-		Crv json.RawMessage `json:"crv"`
 	}
 	_ = json.Unmarshal(raw, &head)
-	str := func(m json.RawMessage) string {
-		var v string
-		if json.Unmarshal(m, &v) != nil {
-			return ""
-		}
-		return v
+	var kid string
+	if json.Unmarshal(head.Kid, &kid) != nil {
+		kid = ""
 	}
-	sk := SkippedKey{KeyID: str(head.Kid), Reason: SkipInvalidKey, Err: err}
-	kty, crv := str(head.Kty), str(head.Crv)
+	sk := SkippedKey{KeyID: kid, Reason: SkipInvalidKey, Err: err}
 	switch {
 	case isWeak(err):
 		sk.Reason = SkipWeakKey
-	case kty != "" && kty != "RSA" && kty != "EC" && kty != "OKP" && kty != "oct",
-		kty == "EC" && crv != "" && crv != "P-256" && crv != "P-384" && crv != "P-521",
-		kty == "OKP" && crv != "" && crv != "Ed25519":
+	case errors.Is(err, errUnsupportedKey):
 		sk.Reason = SkipUnsupportedKey
 	}
 	return sk

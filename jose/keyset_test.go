@@ -206,3 +206,35 @@ func TestParsePublicKeySetSkips(t *testing.T) {
 		t.Error("a JWKS mixing secret and public keys was accepted")
 	}
 }
+
+// TestNewKeySetCopies: the same key given twice under one kid (published
+// twice, or in two key files during a rotation) is one key; two different
+// keys under one kid and algorithm make that kid ambiguous.
+func TestNewKeySetCopies(t *testing.T) {
+	signer := func(k *ecdsa.PrivateKey) *Signer {
+		s, err := NewSigner(ES256, "k1", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	gen := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	ka := gen()
+	a, copyOfA, b := signer(ka), signer(ka), signer(gen())
+	set := NewKeySet(a.Key(), copyOfA.Key())
+	if k, err := set.ResolveKey("k1", ES256); err != nil || k.Thumbprint() != a.Key().Thumbprint() || set.Len() != 1 {
+		t.Errorf("a key and its copy: %v, %v, %d keys; want the one key", k, err, set.Len())
+	}
+	if _, err := NewKeySet(a.Key(), b.Key()).ResolveKey("k1", ES256); err == nil {
+		t.Error("two different keys under one kid resolved")
+	}
+	if _, err := NewKeySet(a.Key(), copyOfA.Key(), b.Key()).ResolveKey("k1", ES256); err == nil {
+		t.Error("a key, its copy and another key under one kid resolved")
+	}
+}
