@@ -51,12 +51,12 @@ const ResultError = "error"
 // broken by hand, never empties the set, and it is logged, counted
 // (OnLoad) and reported by Status until a load succeeds.
 type Files struct {
-	cfg FilesConfig
-	set atomic.Pointer[jose.KeySet]
+	cfg    FilesConfig
+	set    atomic.Pointer[jose.KeySet]
+	status atomic.Pointer[Status] // as of the last load: /readyz never waits for one
 
-	mu     sync.Mutex // one load at a time; guards what follows
-	sums   []fileSum  // each file's content at the last load, good or bad
-	status Status
+	mu   sync.Mutex // one load at a time; guards sums
+	sums []fileSum  // each file's content at the last load, good or bad
 }
 
 // fileSum identifies a file's content: its SHA-256, or a zero sum with
@@ -83,6 +83,7 @@ func LoadFiles(cfg FilesConfig) (*Files, error) {
 	}
 	f := &Files{cfg: cfg}
 	f.set.Store(emptySet)
+	f.status.Store(&Status{})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.loadLocked(f.read()); err != nil {
@@ -103,9 +104,7 @@ func (f *Files) Refetch(context.Context) *jose.KeySet { return f.Current() }
 // to load, the error (with Stale set: the keys in force are older than
 // the files).
 func (f *Files) Status() Status {
-	f.mu.Lock()
-	st := f.status
-	f.mu.Unlock()
+	st := *f.status.Load()
 	st.Keys = f.Current().Len()
 	st.Stale = st.LastError != nil
 	return st
@@ -177,9 +176,11 @@ func (f *Files) loadLocked(r readResult) error {
 		all = append(all, ks...)
 	}
 	now := f.cfg.Now()
-	f.status.LastAttempt = now
+	st := *f.status.Load()
+	st.LastAttempt = now
 	if err != nil {
-		f.status.LastError = err
+		st.LastError = err
+		f.status.Store(&st)
 		old := f.Current()
 		if old.Len() > 0 {
 			f.cfg.Logger.Error("keys: key files failed to load; the keys last loaded keep serving",
@@ -190,7 +191,8 @@ func (f *Files) loadLocked(r readResult) error {
 	}
 	set := jose.NewKeySet(all...)
 	old := f.set.Swap(set)
-	f.status.LastSuccess, f.status.LastError = now, nil
+	st.LastSuccess, st.LastError = now, nil
+	f.status.Store(&st)
 	if added, removed := diffKeys(old, set); old.Len() > 0 && (len(added) > 0 || len(removed) > 0) {
 		f.cfg.Logger.Info("keys: key files changed", "files", f.cfg.Paths, "keys", set.Len(),
 			"added", added, "removed", removed)
