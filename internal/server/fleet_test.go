@@ -268,22 +268,30 @@ func TestLoginRateLimitLocal(t *testing.T) {
 	}
 }
 
-// TestLoginRateLimitBehindProxy: with the loopback proxy trusted, the
-// per-address login limit counts the X-Forwarded-For client, so one client
-// using up its attempts does not lock out another behind the same proxy.
-func TestLoginRateLimitBehindProxy(t *testing.T) {
+// behindLoopbackProxy starts a dev node that trusts a reverse proxy on
+// loopback (counting IPv6 clients by ipv6Prefix) and returns it with the
+// headers of a login by its demo client forwarded for a client address.
+func behindLoopbackProxy(t *testing.T, ipv6Prefix int) (*live, func(addr string) http.Header) {
+	t.Helper()
 	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, IPv6Prefix: ipv6Prefix})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
 	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
 	h.Set("Authorization", req.Header.Get("Authorization"))
-	from := func(addr string) http.Header {
+	return l, func(addr string) http.Header {
 		c := h.Clone()
 		c.Set("X-Forwarded-For", addr)
 		return c
 	}
+}
+
+// TestLoginRateLimitBehindProxy: with the loopback proxy trusted, the
+// per-address login limit counts the X-Forwarded-For client, so one client
+// using up its attempts does not lock out another behind the same proxy.
+func TestLoginRateLimitBehindProxy(t *testing.T) {
+	l, from := behindLoopbackProxy(t, 0)
 	// Different accounts, so that only the per-address limit can refuse.
 	for i := range LoginLimit.Burst {
 		if st := login(t, l.base, from("198.51.100.1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
@@ -304,18 +312,7 @@ func TestLoginRateLimitBehindProxy(t *testing.T) {
 func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 	for _, bits := range []int{0, 128} {
 		t.Run(fmt.Sprint(bits), func(t *testing.T) {
-			l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-				TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, IPv6Prefix: bits})
-			b := l.Bootstrap()
-			h := form()
-			req, _ := http.NewRequest(http.MethodPost, "/", nil)
-			req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
-			h.Set("Authorization", req.Header.Get("Authorization"))
-			from := func(addr string) http.Header {
-				c := h.Clone()
-				c.Set("X-Forwarded-For", addr)
-				return c
-			}
+			l, from := behindLoopbackProxy(t, bits)
 			for i := range LoginLimit.Burst {
 				if st := login(t, l.base, from("2001:db8:0:1::1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
 					t.Fatalf("attempt %d refused by the limit", i)
