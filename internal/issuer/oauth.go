@@ -305,13 +305,13 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	// A known id and an unknown one take the same path: from memory when
 	// read less than clientCacheTTL ago (known or not), else one store
 	// read, charged to the address.
-	now := s.cfg.Now()
-	c, ok, err := s.clients.cached(id, now)
+	now, k := s.cfg.Now(), keyOf(id)
+	c, ok, err := s.clients.cached(k, now)
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
 			return client{}, basic, err
 		}
-		c, err = s.clients.load(ctx, s.cfg.Store, id, now)
+		c, err = s.clients.load(ctx, s.cfg.Store, id, k, now)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return client{}, basic, err
