@@ -14,7 +14,8 @@ import (
 // client after another node changed or deleted it, and from a cached "no
 // such client" after another node created it. Changes made through this
 // node's admin API take effect at once. A refresh, which grants for 30 days
-// more, reads the client from the store besides (refreshGrant).
+// more, is decided on the client as read from the store during its request
+// (refreshGrant).
 const clientCacheTTL = 2 * time.Second
 
 // maxCachedClients bounds the cache of clients, and maxMissingClients the
@@ -60,6 +61,9 @@ func keyOf(id string) clientKey { return sha256.Sum256([]byte(id)) }
 type client struct {
 	store.Client
 	readAt time.Time
+	// fresh is set on the client load returns: it was read from the store
+	// during this request. What the cache keeps never has it.
+	fresh bool
 }
 
 // expires is when a cached client stops being answered from memory.
@@ -84,7 +88,8 @@ func (cc *clientCache) cached(k clientKey, now time.Time) (c client, ok bool, er
 
 // load reads the client id (keyed k) from the store, as of now, and caches
 // what it found: the client, or that there is none (store.ErrNotFound,
-// which it returns). Other errors are not cached.
+// which it returns). Other errors are not cached. The client it returns is
+// marked fresh.
 func (cc *clientCache) load(ctx context.Context, st store.Store, id string, k clientKey, now time.Time) (client, error) {
 	cc.mu.RLock()
 	gen := cc.gen
@@ -93,19 +98,24 @@ func (cc *clientCache) load(ctx context.Context, st store.Store, id string, k cl
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return client{}, err
 	}
-	c := client{Client: sc, readAt: now}
+	c := client{Client: sc, readAt: now, fresh: true}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.gen != gen {
 		return c, err
 	}
+	// What was read replaces whatever the cache held on the id, which may
+	// still be live when a refresh reads again a client authentication
+	// answered from memory.
 	if err != nil {
+		delete(cc.entries, k)
 		cc.missing = room(cc.missing, maxMissingClients, now, func(until time.Time) time.Time { return until })
 		cc.missing[k] = now.Add(clientCacheTTL)
 		return client{}, err
 	}
+	delete(cc.missing, k)
 	cc.entries = room(cc.entries, maxCachedClients, now, client.expires)
-	cc.entries[k] = c
+	cc.entries[k] = client{Client: sc, readAt: now}
 	return c, nil
 }
 

@@ -204,12 +204,13 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 //
 // A refresh is decided on the store's current state, never on this node's
 // memory alone, which misses what other nodes did while Redis is down: the
-// user must exist and be enabled, the client must exist (read from the
-// store, not the client cache), and no revocation of the subject may
-// postdate the family's origin (the login), which the store checks in the
-// rotation's own transaction. A refusal for any of these revokes the
-// family for good. The scopes granted are the family's, narrowed to those
-// the client and the user hold now, for the new refresh token too.
+// user must exist and be enabled, the client must exist (as read from the
+// store during the request, not as the client cache kept it), and no
+// revocation of the subject may postdate the family's origin (the login),
+// which the store checks in the rotation's own transaction. A refusal for
+// any of these revokes the family for good. The scopes granted are the
+// family's, narrowed to those the client and the user hold now, for the
+// new refresh token too.
 func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client, v url.Values) {
 	presented := v.Get("refresh_token")
 	if presented == "" {
@@ -253,17 +254,21 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		s.endFamily(w, r, c.ID, d[:], "its user is disabled")
 		return
 	}
-	// c came through the client cache, which may be up to clientCacheTTL
-	// behind a change made at another node: what a refresh grants for
-	// 30 days more is decided on the client as stored now.
-	cur, err := s.cfg.Store.GetClient(ctx, c.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		s.endFamily(w, r, c.ID, d[:], "its client was deleted")
-		return
-	case err != nil:
-		s.fail(w, "reading a client", err)
-		return
+	// What a refresh grants for 30 days more is decided on the client as
+	// stored now. Unless authentication has just read it from the store, c
+	// came from the client cache, which may be up to clientCacheTTL behind
+	// a change made at another node: read it again (and cache it anew).
+	cur := c
+	if !c.fresh {
+		cur, err = s.clients.load(ctx, s.cfg.Store, c.ID, keyOf(c.ID), at)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			s.endFamily(w, r, c.ID, d[:], "its client was deleted")
+			return
+		case err != nil:
+			s.fail(w, "reading a client", err)
+			return
+		}
 	}
 	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
 	scopes, ok := narrowScopes(held, v.Get("scope"))

@@ -581,6 +581,73 @@ func TestPreAuthLimit(t *testing.T) {
 	}
 }
 
+// countingUsers counts client reads on a userStore.
+type countingUsers struct {
+	*userStore
+	reads atomic.Int64
+}
+
+func (s *countingUsers) GetClient(ctx context.Context, id string) (store.Client, error) {
+	s.reads.Add(1)
+	return s.userStore.GetClient(ctx, id)
+}
+
+// TestRefreshReadsClientOnce: a refresh is decided on its client as read
+// from the store during the request, in one read: when authentication
+// answered from the client cache the refresh reads the client (and caches
+// it anew), when authentication has just read it the refresh uses that.
+// A client the refresh finds deleted is cached as unknown.
+func TestRefreshReadsClientOnce(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	st := &countingUsers{userStore: us}
+	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.keys, Now: func() time.Time { return f.clockNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	reads := func(what string, want int64, do func() reply, status int) reply {
+		t.Helper()
+		before := st.reads.Load()
+		r := do()
+		if r.status != status {
+			t.Fatalf("%s: %d %v, want %d", what, r.status, r.body, status)
+		}
+		if n := st.reads.Load() - before; n != want {
+			t.Errorf("%s: %d client reads, want %d", what, n, want)
+		}
+		return r
+	}
+	login := func() reply {
+		return f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	}
+	tok := reads("login, client not cached", 1, login, 200).body["refresh_token"].(string)
+	refresh := func() reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}, cl, "")
+	}
+	f.clockNow = f.clockNow.Add(clientCacheTTL * 3 / 4)
+	tok = reads("refresh, client cached", 1, refresh, 200).body["refresh_token"].(string)
+	// Past the login's read, within the refresh's: the refresh cached the
+	// client anew.
+	f.clockNow = f.clockNow.Add(clientCacheTTL / 2)
+	credentials := func() reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, cl, "")
+	}
+	reads("client_credentials after the refresh's read", 0, credentials, 200)
+	f.clockNow = f.clockNow.Add(clientCacheTTL)
+	tok = reads("refresh, cache expired", 1, refresh, 200).body["refresh_token"].(string)
+
+	// Deleted in the store (at another node): the refresh from the cache
+	// finds it so, and the cache then answers that it is unknown.
+	us.mu.Lock()
+	delete(us.clients, "svc-a")
+	us.mu.Unlock()
+	if r := reads("refresh, client deleted", 1, refresh, 400); r.body["error"] != "invalid_grant" {
+		t.Errorf("refresh, client deleted: %v, want invalid_grant", r.body)
+	}
+	reads("client_credentials after the refresh found the client deleted", 0, credentials, 401)
+}
+
 // TestLoginIPv6Prefix: the per-address login limit counts an IPv6 client
 // by Config.IPv6Prefix: by default two addresses of one /64 share a budget
 // and two /64s of one /56 do not; with 56 they do; 128 counts each
