@@ -202,9 +202,10 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 // revokes the whole family (the store does that atomically), since one of
 // its holders must be a thief.
 //
-// A refresh is decided on the store's current state, never on this node's
-// memory alone, which misses what other nodes did while Redis is down: the
-// user must exist and be enabled, the client must exist (as read from the
+// A refresh is decided on the store's current state, not on this node's
+// memory (its revocation set and client cache), which misses what other
+// nodes did while Redis is down, and while Redis is too stale refuses
+// everything although the store can decide: the user must exist and be enabled, the client must exist (as read from the
 // store during the request, not as the client cache kept it), and no
 // revocation of the subject may postdate the family's origin (the login),
 // which the store checks in the rotation's own transaction. A refusal for
@@ -228,19 +229,6 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		}
 		writeOAuthError(w, errInvalidGrant, false)
 		return
-	}
-	// The node's revocation set can refuse at once; it cannot allow, since
-	// it may lack what other nodes revoked. "Everything issued to the
-	// subject before T" covers every family begun before T.
-	if s.cfg.Checker != nil {
-		switch revoked, err := s.isRevoked(ctx, "", old.Subject, old.OriginAt); {
-		case err != nil:
-			s.fail(w, "reading revocations", err)
-			return
-		case revoked:
-			s.endFamily(w, r, c.ID, d[:], "its subject is revoked")
-			return
-		}
 	}
 	u, err := s.cfg.Store.GetUser(ctx, old.Subject)
 	switch {
@@ -331,9 +319,6 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 		s.log.Warn(what+" failed: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errStoreDown, false)
-	case errors.Is(err, errRevocationsStale):
-		w.Header().Set("Retry-After", "1")
-		writeOAuthError(w, errStale, false)
 	case errors.Is(err, errHashBusy):
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errHashesBusy, false)

@@ -291,9 +291,7 @@ func (f *Fanout) Revoked(issuer, jti, subject string, issuedAt time.Time) bool {
 }
 
 // FailingClosed reports whether the set is older than the allowed
-// staleness, so that Revoked refuses every token; callers that must tell
-// "revoked" from "cannot say" (a refresh, which would otherwise revoke a
-// whole token family) ask it first.
+// staleness, so that Revoked refuses every token.
 func (f *Fanout) FailingClosed() bool {
 	if f.maxStale <= 0 {
 		return false
