@@ -183,9 +183,9 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub st
 	writeTokens(w, tok, exp, refresh, scopes)
 }
 
-// newRefresh makes a refresh token in family, issued at; a new family
-// begins with it (OriginAt is its IssuedAt), which a rotation replaces by
-// the family's.
+// newRefresh makes a refresh token in family, issued at. It leaves OriginAt
+// to the store: CreateRefreshToken takes a new family's to be its first
+// token's IssuedAt, and RotateRefreshToken carries the family's forward.
 func (s *Service) newRefresh(clientID, sub string, scopes []string, family string, at time.Time) (string, store.RefreshToken, error) {
 	token, err := randomSecret(s.cfg.Rand, "kgr_")
 	if err != nil {
@@ -194,7 +194,7 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 	d := SecretDigest(token)
 	now := at.UTC()
 	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
-		IssuedAt: now, OriginAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
+		IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
 }
 
 // refreshGrant is grant_type=refresh_token: the presented token is spent
@@ -275,7 +275,6 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		s.fail(w, "making a refresh token", err)
 		return
 	}
-	rt.OriginAt = old.OriginAt
 	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
