@@ -243,23 +243,14 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 		c.Name = *in.Name
 	}
 	revoke := in.Scopes != nil && narrowed(c.Scopes, *in.Scopes)
-	if revoke {
-		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-			a.storeError(w, "revocation", err)
-			return
-		}
-	}
 	if in.Scopes != nil {
 		c.Scopes = slices.Clone(*in.Scopes)
 	}
-	c.UpdatedAt = a.svc.cfg.Now().UTC()
-	err = a.svc.cfg.Store.UpdateClient(r.Context(), c)
-	a.svc.clients.forget(id)
-	if err != nil {
-		a.storeError(w, "client", err)
-		return
-	}
-	if revoke && !a.revokeAfter(w, r, id) {
+	if !a.writeRevoking(w, r, "client", id, revoke, func(ctx context.Context) error {
+		defer a.svc.clients.forget(id)
+		c.UpdatedAt = a.svc.cfg.Now().UTC()
+		return a.svc.cfg.Store.UpdateClient(ctx, c)
+	}) {
 		return
 	}
 	writeJSON(w, http.StatusOK, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
@@ -268,52 +259,52 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 // deleteClient removes a client and revokes the client_credentials tokens
 // issued to it (their subject is the client). Its refresh tokens die with
 // it, since no one can authenticate as it; access tokens it obtained for
-// users stay valid until they expire.
+// users stay valid until they expire. An unknown id is 404 with nothing
+// recorded.
 func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	a.deleteRevoking(w, r, "client", id, func(ctx context.Context) error {
-		_, err := a.svc.cfg.Store.GetClient(ctx, id)
-		return err
-	}, func(ctx context.Context) error {
+	if _, err := a.svc.cfg.Store.GetClient(r.Context(), id); err != nil {
+		a.storeError(w, "client", err)
+		return
+	}
+	if a.writeRevoking(w, r, "client", id, true, func(ctx context.Context) error {
 		defer a.svc.clients.forget(id)
 		return a.svc.cfg.Store.DeleteClient(ctx, id)
-	})
+	}) {
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
-// deleteRevoking deletes a client or user (what) after revoking everything
-// issued to it (subject id), fleet-wide. The revocation is stored first, so
-// that a failure part-way leaves one whose tokens are dead rather than a
-// deleted one whose tokens live; an unknown id is 404 with nothing recorded.
-func (a *Admin) deleteRevoking(w http.ResponseWriter, r *http.Request, what, id string, get, del func(context.Context) error) {
-	if err := get(r.Context()); err != nil {
+// writeRevoking writes a change to the client or user (what) id, and when
+// revoke is set the change ends what was issued to it: everything issued
+// to subject id until then is revoked, fleet-wide, both before the write
+// and after it. The revocation before is stored first so that a write that
+// fails (perhaps having committed) does not leave alive tokens the change
+// should have ended; the one after covers what a login, a refresh or
+// another node's client cache read of the old state between the two
+// (their tokens are dated before that read). When a step fails it has
+// answered with the error and returns false. If only the second revocation
+// failed, the change is in and the first covers the tokens issued before
+// it; repeating the request does not revoke again when the change is
+// already made (a disable, narrowed scopes, a delete), so what was issued
+// between the two lives until it expires unless the subject is revoked
+// (POST /v1/admin/revocations).
+func (a *Admin) writeRevoking(w http.ResponseWriter, r *http.Request, what, id string, revoke bool, write func(context.Context) error) bool {
+	if revoke {
+		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+			a.storeError(w, "revocation", err)
+			return false
+		}
+	}
+	if err := write(r.Context()); err != nil {
 		a.storeError(w, what, err)
-		return
-	}
-	if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-		a.storeError(w, "revocation", err)
-		return
-	}
-	if err := del(r.Context()); err != nil {
-		a.storeError(w, what, err)
-		return
-	}
-	if !a.revokeAfter(w, r, id) {
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// revokeAfter revokes subject's tokens again once a change that ends them
-// is written. The revocation made before the write keeps a failed write
-// from leaving tokens that should have ended; this one, later, covers what
-// a login, a refresh or another node's client cache read of the old state
-// between the two (their tokens are dated before that read). When it fails
-// it has answered with the error: the change is in, and repeating the
-// request repeats the revocation.
-func (a *Admin) revokeAfter(w http.ResponseWriter, r *http.Request, subject string) bool {
-	if err := a.svc.revokeSubject(r.Context(), subject); err != nil {
-		a.storeError(w, "revocation", err)
 		return false
+	}
+	if revoke {
+		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+			a.storeError(w, "revocation", err)
+			return false
+		}
 	}
 	return true
 }
@@ -415,33 +406,29 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 		revoke = revoke || (*in.Disabled && !u.Disabled)
 		u.Disabled = *in.Disabled
 	}
-	if revoke {
-		if err := a.svc.revokeSubject(r.Context(), u.ID); err != nil {
-			a.storeError(w, "revocation", err)
-			return
-		}
-	}
-	u.UpdatedAt = a.svc.cfg.Now().UTC()
-	if err := a.svc.cfg.Store.UpdateUser(r.Context(), u); err != nil {
-		a.storeError(w, "user", err)
-		return
-	}
-	if revoke && !a.revokeAfter(w, r, u.ID) {
+	if !a.writeRevoking(w, r, "user", u.ID, revoke, func(ctx context.Context) error {
+		u.UpdatedAt = a.svc.cfg.Now().UTC()
+		return a.svc.cfg.Store.UpdateUser(ctx, u)
+	}) {
 		return
 	}
 	writeJSON(w, http.StatusOK, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
 }
 
 // deleteUser removes a user and revokes everything issued to them: their
-// access tokens at once and their refresh tokens at next use.
+// access tokens at once and their refresh tokens at next use. An unknown
+// id is 404 with nothing recorded.
 func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	a.deleteRevoking(w, r, "user", id, func(ctx context.Context) error {
-		_, err := a.svc.cfg.Store.GetUser(ctx, id)
-		return err
-	}, func(ctx context.Context) error {
+	if _, err := a.svc.cfg.Store.GetUser(r.Context(), id); err != nil {
+		a.storeError(w, "user", err)
+		return
+	}
+	if a.writeRevoking(w, r, "user", id, true, func(ctx context.Context) error {
 		return a.svc.cfg.Store.DeleteUser(ctx, id)
-	})
+	}) {
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {

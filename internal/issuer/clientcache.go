@@ -14,7 +14,8 @@ import (
 // client after another node changed or deleted it, and from a cached "no
 // such client" after another node created it. Changes made through this
 // node's admin API take effect at once. A refresh, which grants for 30 days
-// more, reads the client from the store besides (refreshGrant).
+// more, is decided on the client as read from the store during its request
+// (refreshGrant).
 const clientCacheTTL = 2 * time.Second
 
 // maxCachedClients bounds the cache of clients, and maxMissingClients the
@@ -37,15 +38,21 @@ const (
 // not exist is answered from memory on repeat just as one that does: client
 // authentication takes the same path, and the same time, whether or not
 // the id is known (see authenticate). Entries are keyed by the SHA-256 of
-// the id, and a lookup always probes both maps.
+// the id (clientKey), and a lookup always probes both maps.
 type clientCache struct {
 	mu sync.RWMutex
 	// gen counts forgets: a load that began before one does not cache
 	// what it read, which may be what the change replaced.
 	gen     uint64
-	entries map[[sha256.Size]byte]cachedClient
-	missing map[[sha256.Size]byte]time.Time // id read as unknown → until when to say so
+	entries map[clientKey]client    // answered from memory until c.expires()
+	missing map[clientKey]time.Time // id read as unknown → until when to say so
 }
+
+// clientKey is a client id as the cache keys it: a lookup that misses
+// computes it once for both the probe and the load.
+type clientKey [sha256.Size]byte
+
+func keyOf(id string) clientKey { return sha256.Sum256([]byte(id)) }
 
 // client is a client as authenticated, with the time its record was read:
 // what the token endpoint issues is decided on the client as it was then,
@@ -54,35 +61,36 @@ type clientCache struct {
 type client struct {
 	store.Client
 	readAt time.Time
+	// fresh is set on the client load returns: it was read from the store
+	// during this request. What the cache keeps never has it.
+	fresh bool
 }
 
-type cachedClient struct {
-	c       client
-	expires time.Time
-}
+// expires is when a cached client stops being answered from memory.
+func (c client) expires() time.Time { return c.readAt.Add(clientCacheTTL) }
 
-// cached answers from memory: ok is set when id was read less than
-// clientCacheTTL ago, and then err is store.ErrNotFound if it was unknown.
-func (cc *clientCache) cached(id string, now time.Time) (c client, ok bool, err error) {
-	k := sha256.Sum256([]byte(id))
+// cached answers from memory: ok is set when the id keyed k was read less
+// than clientCacheTTL ago, and then err is store.ErrNotFound if it was
+// unknown.
+func (cc *clientCache) cached(k clientKey, now time.Time) (c client, ok bool, err error) {
 	cc.mu.RLock()
 	e, known := cc.entries[k]
 	until, unknown := cc.missing[k]
 	cc.mu.RUnlock()
 	switch {
-	case known && now.Before(e.expires):
-		return e.c, true, nil
+	case known && now.Before(e.expires()):
+		return e, true, nil
 	case unknown && now.Before(until):
 		return client{}, true, store.ErrNotFound
 	}
 	return client{}, false, nil
 }
 
-// load reads the client id from the store, as of now, and caches what it
-// found: the client, or that there is none (store.ErrNotFound, which it
-// returns). Other errors are not cached.
-func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now time.Time) (client, error) {
-	k := sha256.Sum256([]byte(id))
+// load reads the client id (keyed k) from the store, as of now, and caches
+// what it found: the client, or that there is none (store.ErrNotFound,
+// which it returns). Other errors are not cached. The client it returns is
+// marked fresh.
+func (cc *clientCache) load(ctx context.Context, st store.Store, id string, k clientKey, now time.Time) (client, error) {
 	cc.mu.RLock()
 	gen := cc.gen
 	cc.mu.RUnlock()
@@ -90,19 +98,24 @@ func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now 
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return client{}, err
 	}
-	c := client{Client: sc, readAt: now}
+	c := client{Client: sc, readAt: now, fresh: true}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.gen != gen {
 		return c, err
 	}
+	// What was read replaces whatever the cache held on the id, which may
+	// still be live when a refresh reads again a client authentication
+	// answered from memory.
 	if err != nil {
+		delete(cc.entries, k)
 		cc.missing = room(cc.missing, maxMissingClients, now, func(until time.Time) time.Time { return until })
 		cc.missing[k] = now.Add(clientCacheTTL)
 		return client{}, err
 	}
-	cc.entries = room(cc.entries, maxCachedClients, now, func(e cachedClient) time.Time { return e.expires })
-	cc.entries[k] = cachedClient{c: c, expires: now.Add(clientCacheTTL)}
+	delete(cc.missing, k)
+	cc.entries = room(cc.entries, maxCachedClients, now, client.expires)
+	cc.entries[k] = client{Client: sc, readAt: now}
 	return c, nil
 }
 
@@ -110,9 +123,9 @@ func (cc *clientCache) load(ctx context.Context, st store.Store, id string, now 
 // else m without its entries expired by now if that frees a quarter of it
 // (so that the scan is paid for by as many inserts), else a new map. Caller
 // holds cc.mu.
-func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires func(V) time.Time) map[[sha256.Size]byte]V {
+func room[V any](m map[clientKey]V, limit int, now time.Time, expires func(V) time.Time) map[clientKey]V {
 	if m == nil {
-		return make(map[[sha256.Size]byte]V)
+		return make(map[clientKey]V)
 	}
 	if len(m) < limit {
 		return m
@@ -125,14 +138,14 @@ func room[V any](m map[[sha256.Size]byte]V, limit int, now time.Time, expires fu
 	if len(m) <= limit-limit/4 {
 		return m
 	}
-	return make(map[[sha256.Size]byte]V)
+	return make(map[clientKey]V)
 }
 
 // forget drops what the cache holds on id after it changed here (created,
 // updated, deleted, a new secret), and keeps loads already under way from
 // caching what they read before the change.
 func (cc *clientCache) forget(id string) {
-	k := sha256.Sum256([]byte(id))
+	k := keyOf(id)
 	cc.mu.Lock()
 	cc.gen++
 	delete(cc.entries, k)

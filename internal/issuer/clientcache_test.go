@@ -116,9 +116,13 @@ func TestUnknownClientCacheBounded(t *testing.T) {
 	var cc clientCache
 	st := &memStore{keyStore: newKeyStore(), clients: map[string]store.Client{}}
 	now := time.Unix(1_800_000_000, 0)
+	load := func(st store.Store, id string, at time.Time) error {
+		_, err := cc.load(context.Background(), st, id, keyOf(id), at)
+		return err
+	}
 	long := strings.Repeat("x", 8<<10)
 	for i := range maxMissingClients + 10 {
-		if _, err := cc.load(context.Background(), st, fmt.Sprint(long, i), now); err != store.ErrNotFound {
+		if err := load(st, fmt.Sprint(long, i), now); err != store.ErrNotFound {
 			t.Fatalf("load of an unknown id: %v", err)
 		}
 		if len(cc.missing) > maxMissingClients {
@@ -128,13 +132,13 @@ func TestUnknownClientCacheBounded(t *testing.T) {
 	// Full, mostly of expired entries: those go, and the live one stays.
 	cc = clientCache{}
 	for i := range maxMissingClients - 1 {
-		cc.load(context.Background(), st, fmt.Sprint("kgc_", i), now) //nolint:errcheck // ErrNotFound
+		load(st, fmt.Sprint("kgc_", i), now) //nolint:errcheck // ErrNotFound
 	}
-	cc.load(context.Background(), st, "kgc_recent", now.Add(clientCacheTTL/2)) //nolint:errcheck // ErrNotFound
+	load(st, "kgc_recent", now.Add(clientCacheTTL/2)) //nolint:errcheck // ErrNotFound
 	later := now.Add(clientCacheTTL)
-	cc.load(context.Background(), st, "kgc_live", later) //nolint:errcheck // ErrNotFound
+	load(st, "kgc_live", later) //nolint:errcheck // ErrNotFound
 	for _, id := range []string{"kgc_recent", "kgc_live"} {
-		if _, ok, _ := cc.cached(id, later); !ok {
+		if _, ok, _ := cc.cached(keyOf(id), later); !ok {
 			t.Errorf("%s: not cached after a full cache made room", id)
 		}
 	}
@@ -143,10 +147,10 @@ func TestUnknownClientCacheBounded(t *testing.T) {
 	}
 	// A forget between the store read and the insert: nothing cached.
 	racing := &forgetOnRead{memStore: st, cc: &cc}
-	if _, err := cc.load(context.Background(), racing, "kgc_racing", now); err != store.ErrNotFound {
+	if err := load(racing, "kgc_racing", now); err != store.ErrNotFound {
 		t.Fatal(err)
 	}
-	if _, ok, _ := cc.cached("kgc_racing", now); ok {
+	if _, ok, _ := cc.cached(keyOf("kgc_racing"), now); ok {
 		t.Error("a load that raced with forget cached what it read before the change")
 	}
 }

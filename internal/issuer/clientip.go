@@ -7,19 +7,18 @@ import (
 	"strings"
 )
 
-// clientIP is the address a request came from, for the per-address login
-// limit. Behind reverse proxies every request arrives from a proxy, so when
-// the peer is one of trusted, X-Forwarded-For is read from its right end:
-// the first address not itself a trusted proxy is the client. Entries left
-// of that are whatever the client chose to send and are never believed.
-// An unparsable entry stops the walk at the last proxy that wrote it.
-func clientIP(r *http.Request, trusted []netip.Prefix) string {
+// clientIP is the address a request came from, for the per-address
+// limits. Behind reverse proxies every request arrives from a proxy, so
+// when the peer is one of trusted, X-Forwarded-For is read from its right
+// end: the first address not itself a trusted proxy is the client. Entries
+// left of that are whatever the client chose to send and are never
+// believed. An unparsable entry stops the walk at the last proxy that wrote
+// it. The address is invalid only when the peer's (r.RemoteAddr) does not
+// parse, which net/http's server never gives.
+func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	peer := remoteIP(r.RemoteAddr)
-	if !peer.IsValid() {
-		return r.RemoteAddr
-	}
-	if len(trusted) == 0 || !isTrusted(peer, trusted) {
-		return peer.String()
+	if !peer.IsValid() || len(trusted) == 0 || !isTrusted(peer, trusted) {
+		return peer
 	}
 	hops := r.Header.Values("X-Forwarded-For")
 	for i := len(hops) - 1; i >= 0; i-- {
@@ -27,15 +26,15 @@ func clientIP(r *http.Request, trusted []netip.Prefix) string {
 		for j := len(parts) - 1; j >= 0; j-- {
 			ip, ok := hopAddr(strings.TrimSpace(parts[j]))
 			if !ok {
-				return peer.String()
+				return peer
 			}
 			if !isTrusted(ip, trusted) {
-				return ip.String()
+				return ip
 			}
 			peer = ip
 		}
 	}
-	return peer.String()
+	return peer
 }
 
 // IPv6 prefix lengths the per-address limits may count by
@@ -47,19 +46,20 @@ const (
 )
 
 // addrKey is the client's address as a rate-limit key: an IPv4 address,
-// or the prefix of bits an IPv6 address is in (DefaultIPv6Prefix: a /64),
-// since one host commonly holds a whole /64 (some a /56 or /48) and could
-// otherwise claim a fresh address per attempt.
+// or the prefix of bits (MinIPv6Prefix to MaxIPv6Prefix, as New checks) an
+// IPv6 address is in (DefaultIPv6Prefix: a /64), since one host commonly
+// holds a whole /64 (some a /56 or /48) and could otherwise claim a fresh
+// address per attempt. A peer address that does not parse is the key as it
+// is.
 func addrKey(r *http.Request, trusted []netip.Prefix, bits int) string {
-	s := clientIP(r, trusted)
-	ip, err := netip.ParseAddr(s)
-	if err != nil || ip.Is4() {
-		return s
+	ip := clientIP(r, trusted)
+	switch {
+	case !ip.IsValid():
+		return r.RemoteAddr
+	case ip.Is4():
+		return ip.String()
 	}
-	p, err := ip.Prefix(bits)
-	if err != nil {
-		p, _ = ip.Prefix(DefaultIPv6Prefix)
-	}
+	p, _ := ip.Prefix(bits) // an IPv6 address has every length New allows
 	return p.String()
 }
 

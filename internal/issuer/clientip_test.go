@@ -29,7 +29,7 @@ func TestClientIP(t *testing.T) {
 		{"IPv4-mapped hop", "10.0.0.5:4000", []string{"::ffff:198.51.100.1"}, proxies, "198.51.100.1"},
 		{"hop with a port", "10.0.0.5:4000", []string{"198.51.100.1:4711, 10.0.0.9:80"}, proxies, "198.51.100.1"},
 		{"IPv6 hop with a port", "10.0.0.5:4000", []string{"[2001:db8::1]:4711"}, proxies, "2001:db8::1"},
-		{"unparsable peer kept as it is", "pipe", nil, proxies, "pipe"},
+		{"unparsable peer: no address (addrKey keeps it as it is)", "pipe", nil, proxies, "invalid IP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			if got := clientIP(r, tt.trusted); got != tt.want {
+			if got := clientIP(r, tt.trusted).String(); got != tt.want {
 				t.Errorf("clientIP = %q, want %q", got, tt.want)
 			}
 		})
@@ -49,9 +49,14 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("[::1]:1", "2001:db8::1,,")
 	f.Fuzz(func(t *testing.T, remote, xff string) {
 		r := &http.Request{RemoteAddr: remote, Header: http.Header{"X-Forwarded-For": {xff}}}
-		got := clientIP(r, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")})
-		if got == "" && remote != "" {
-			t.Fatalf("clientIP(%q, %q) is empty", remote, xff)
+		trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		if got, want := clientIP(r, trusted).IsValid(), remoteIP(remote).IsValid(); got != want {
+			t.Fatalf("clientIP(%q, %q) valid: %v, the peer's address valid: %v", remote, xff, got, want)
+		}
+		for _, bits := range []int{MinIPv6Prefix, DefaultIPv6Prefix, MaxIPv6Prefix} {
+			if got := addrKey(r, trusted, bits); got == "" && remote != "" {
+				t.Fatalf("addrKey(%q, %q, %d) is empty", remote, xff, bits)
+			}
 		}
 	})
 }

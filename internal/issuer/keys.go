@@ -231,20 +231,15 @@ func (m *KeyManager) Init(ctx context.Context) (string, error) {
 	if keys, err = m.store.ListSigningKeys(ctx); err != nil {
 		return "", fmt.Errorf("issuer: list signing keys: %w (key %s was stored)", err, k.KID)
 	}
-	for _, o := range keys {
-		if o.KID == k.KID {
-			continue
-		}
-		if der, err := m.sealer.Decrypt(o.Sealed, aad(o.KID)); err == nil {
-			clear(der)
-			continue
-		}
-		if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("issuer: another init stored key %s meanwhile, and withdrawing key %s failed: %w", o.KID, k.KID, err)
-		}
-		return "", fmt.Errorf("%w: another init stored key %s meanwhile; this one withdrew its key", ErrInitialized, o.KID)
+	others := slices.DeleteFunc(keys, func(o store.SigningKey) bool { return o.KID == k.KID })
+	o, err := unopened(m.sealer, others)
+	if err == nil {
+		return k.KID, nil
 	}
-	return k.KID, nil
+	if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("issuer: another init stored key %s meanwhile, and withdrawing key %s failed: %w", o.KID, k.KID, err)
+	}
+	return "", fmt.Errorf("%w: another init stored key %s meanwhile; this one withdrew its key", ErrInitialized, o.KID)
 }
 
 // CheckSealer reports whether s opens every stored signing key, and how
@@ -258,14 +253,23 @@ func (m *KeyManager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("issuer: list signing keys: %w", err)
 	}
+	if k, err := unopened(s, keys); err != nil {
+		return 0, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+	}
+	return len(keys), nil
+}
+
+// unopened returns the first of keys that s does not open, with s's error,
+// or a nil error if s opens them all; what it opens it clears at once.
+func unopened(s Sealer, keys []store.SigningKey) (store.SigningKey, error) {
 	for _, k := range keys {
 		der, err := s.Decrypt(k.Sealed, aad(k.KID))
 		if err != nil {
-			return 0, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+			return k, err
 		}
 		clear(der)
 	}
-	return len(keys), nil
+	return store.SigningKey{}, nil
 }
 
 // Reload re-reads the keys from the store and rebuilds the snapshot,

@@ -183,9 +183,9 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub st
 	writeTokens(w, tok, exp, refresh, scopes)
 }
 
-// newRefresh makes a refresh token in family, issued at; a new family
-// begins with it (OriginAt is its IssuedAt), which a rotation replaces by
-// the family's.
+// newRefresh makes a refresh token in family, issued at. It leaves OriginAt
+// to the store: CreateRefreshToken takes a new family's to be its first
+// token's IssuedAt, and RotateRefreshToken carries the family's forward.
 func (s *Service) newRefresh(clientID, sub string, scopes []string, family string, at time.Time) (string, store.RefreshToken, error) {
 	token, err := randomSecret(s.cfg.Rand, "kgr_")
 	if err != nil {
@@ -194,7 +194,7 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 	d := SecretDigest(token)
 	now := at.UTC()
 	return token, store.RefreshToken{Digest: d[:], FamilyID: family, ClientID: clientID, Subject: sub, Scopes: scopes,
-		IssuedAt: now, OriginAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
+		IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}, nil
 }
 
 // refreshGrant is grant_type=refresh_token: the presented token is spent
@@ -202,14 +202,16 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 // revokes the whole family (the store does that atomically), since one of
 // its holders must be a thief.
 //
-// A refresh is decided on the store's current state, never on this node's
-// memory alone, which misses what other nodes did while Redis is down: the
-// user must exist and be enabled, the client must exist (read from the
-// store, not the client cache), and no revocation of the subject may
-// postdate the family's origin (the login), which the store checks in the
-// rotation's own transaction. A refusal for any of these revokes the
-// family for good. The scopes granted are the family's, narrowed to those
-// the client and the user hold now, for the new refresh token too.
+// A refresh is decided on the store's current state, not on this node's
+// memory (its revocation set and client cache), which misses what other
+// nodes did while Redis is down, and while Redis is too stale refuses
+// everything although the store can decide: the user must exist and be enabled, the client must exist (as read from the
+// store during the request, not as the client cache kept it), and no
+// revocation of the subject may postdate the family's origin (the login),
+// which the store checks in the rotation's own transaction. A refusal for
+// any of these revokes the family for good. The scopes granted are the
+// family's, narrowed to those the client and the user hold now, for the
+// new refresh token too.
 func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client, v url.Values) {
 	presented := v.Get("refresh_token")
 	if presented == "" {
@@ -228,19 +230,6 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		writeOAuthError(w, errInvalidGrant, false)
 		return
 	}
-	// The node's revocation set can refuse at once; it cannot allow, since
-	// it may lack what other nodes revoked. "Everything issued to the
-	// subject before T" covers every family begun before T.
-	if s.cfg.Checker != nil {
-		switch revoked, err := s.isRevoked(ctx, "", old.Subject, old.OriginAt); {
-		case err != nil:
-			s.fail(w, "reading revocations", err)
-			return
-		case revoked:
-			s.endFamily(w, r, c.ID, d[:], "its subject is revoked")
-			return
-		}
-	}
 	u, err := s.cfg.Store.GetUser(ctx, old.Subject)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -253,17 +242,21 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		s.endFamily(w, r, c.ID, d[:], "its user is disabled")
 		return
 	}
-	// c came through the client cache, which may be up to clientCacheTTL
-	// behind a change made at another node: what a refresh grants for
-	// 30 days more is decided on the client as stored now.
-	cur, err := s.cfg.Store.GetClient(ctx, c.ID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		s.endFamily(w, r, c.ID, d[:], "its client was deleted")
-		return
-	case err != nil:
-		s.fail(w, "reading a client", err)
-		return
+	// What a refresh grants for 30 days more is decided on the client as
+	// stored now. Unless authentication has just read it from the store, c
+	// came from the client cache, which may be up to clientCacheTTL behind
+	// a change made at another node: read it again (and cache it anew).
+	cur := c
+	if !c.fresh {
+		cur, err = s.clients.load(ctx, s.cfg.Store, c.ID, keyOf(c.ID), at)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			s.endFamily(w, r, c.ID, d[:], "its client was deleted")
+			return
+		case err != nil:
+			s.fail(w, "reading a client", err)
+			return
+		}
 	}
 	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
 	scopes, ok := narrowScopes(held, v.Get("scope"))
@@ -282,7 +275,6 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		s.fail(w, "making a refresh token", err)
 		return
 	}
-	rt.OriginAt = old.OriginAt
 	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
@@ -326,9 +318,6 @@ func (s *Service) fail(w http.ResponseWriter, what string, err error) {
 		s.log.Warn(what+" failed: the store is unavailable", "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errStoreDown, false)
-	case errors.Is(err, errRevocationsStale):
-		w.Header().Set("Retry-After", "1")
-		writeOAuthError(w, errStale, false)
 	case errors.Is(err, errHashBusy):
 		w.Header().Set("Retry-After", "1")
 		writeOAuthError(w, errHashesBusy, false)

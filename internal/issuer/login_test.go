@@ -446,27 +446,21 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-// staleChecker is a revocation set that can fail closed, as the Redis
-// fan-out does past its maximum staleness.
-type staleChecker struct {
-	stale   atomic.Bool
-	revoked atomic.Bool // every subject revoked
-}
+// staleChecker is a revocation set failing closed, as the Redis fan-out
+// does past its maximum staleness: every token is revoked, and it says so
+// (FailingClosed) as the fan-out does.
+type staleChecker struct{}
 
-func (c *staleChecker) Revoked(_, _, subject string, _ time.Time) bool {
-	return c.stale.Load() || (subject != "" && c.revoked.Load())
-}
+func (staleChecker) Revoked(_, _, _ string, _ time.Time) bool { return true }
+func (staleChecker) FailingClosed() bool                      { return true }
 
-func (c *staleChecker) FailingClosed() bool { return c.stale.Load() }
-
-// TestRefreshWhileRevocationsStale: while the revocation set fails closed,
-// a refresh answers 503 and spends nothing — it must not take "every token
-// is refused" for a subject revocation and revoke the family; once the set
-// is current again the same refresh token works.
+// TestRefreshWhileRevocationsStale: a refresh is decided on the store, not
+// on the node's revocation set, so while the set fails closed a refresh
+// goes on: one whose subject is not revoked in the store succeeds, and one
+// whose subject is is refused and its family revoked for good.
 func TestRefreshWhileRevocationsStale(t *testing.T) {
 	f, us := newLoginFixture(t, 100)
-	chk := &staleChecker{}
-	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow }, Checker: chk})
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow }, Checker: staleChecker{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,25 +472,24 @@ func TestRefreshWhileRevocationsStale(t *testing.T) {
 	}
 	first := login.body["refresh_token"].(string)
 
-	chk.stale.Store(true)
-	if r := refresh(first); r.status != 503 || r.body["error"] != "temporarily_unavailable" || r.header.Get("Retry-After") == "" {
-		t.Fatalf("refresh while the set is stale: %d %v %v", r.status, r.body, r.header)
-	}
-	chk.stale.Store(false)
 	r := refresh(first)
 	if r.status != 200 {
-		t.Fatalf("the refresh token presented while stale was spent or revoked: %d %v", r.status, r.body)
+		t.Fatalf("refresh of a subject not revoked in the store, while the set fails closed: %d %v", r.status, r.body)
 	}
 	second := r.body["refresh_token"].(string)
 
-	// A real subject revocation: refused, and the family revoked for good.
-	chk.revoked.Store(true)
-	if r := refresh(second); r.status != 400 || r.body["error"] != "invalid_grant" {
-		t.Fatalf("refresh of a revoked subject: %d %v", r.status, r.body)
+	// A subject revocation in the store: refused, and the family revoked
+	// for good.
+	f.clockNow = f.clockNow.Add(time.Second)
+	if err := us.AddRevocation(t.Context(), store.Revocation{Issuer: testIssuer, Subject: "u-alice", Before: f.clockNow, CreatedAt: f.clockNow}); err != nil {
+		t.Fatal(err)
 	}
-	chk.revoked.Store(false)
-	if r := refresh(second); r.status != 400 {
-		t.Errorf("the family of a revoked subject's token was not revoked: %d %v", r.status, r.body)
+	if r := refresh(second); r.status != 400 || r.body["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a subject revoked in the store, while the set fails closed: %d %v", r.status, r.body)
+	}
+	d := SecretDigest(second)
+	if rt, err := us.GetRefreshToken(t.Context(), d[:]); err != nil || !rt.Revoked {
+		t.Errorf("the family of a revoked subject's token was not revoked: %+v %v", rt, err)
 	}
 }
 
@@ -579,6 +572,73 @@ func TestPreAuthLimit(t *testing.T) {
 	if r := f.post(t, "/oauth2/token", form, [2]string{"svc-a", f.secrets["svc-a"]}, ""); r.status != 200 {
 		t.Errorf("the cached client after the address's budget is spent: %d %v", r.status, r.body)
 	}
+}
+
+// countingUsers counts client reads on a userStore.
+type countingUsers struct {
+	*userStore
+	reads atomic.Int64
+}
+
+func (s *countingUsers) GetClient(ctx context.Context, id string) (store.Client, error) {
+	s.reads.Add(1)
+	return s.userStore.GetClient(ctx, id)
+}
+
+// TestRefreshReadsClientOnce: a refresh is decided on its client as read
+// from the store during the request, in one read: when authentication
+// answered from the client cache the refresh reads the client (and caches
+// it anew), when authentication has just read it the refresh uses that.
+// A client the refresh finds deleted is cached as unknown.
+func TestRefreshReadsClientOnce(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	st := &countingUsers{userStore: us}
+	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.keys, Now: func() time.Time { return f.clockNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Config.Handler = svc.Handler()
+	cl := [2]string{"svc-a", f.secrets["svc-a"]}
+	reads := func(what string, want int64, do func() reply, status int) reply {
+		t.Helper()
+		before := st.reads.Load()
+		r := do()
+		if r.status != status {
+			t.Fatalf("%s: %d %v, want %d", what, r.status, r.body, status)
+		}
+		if n := st.reads.Load() - before; n != want {
+			t.Errorf("%s: %d client reads, want %d", what, n, want)
+		}
+		return r
+	}
+	login := func() reply {
+		return f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, cl, "")
+	}
+	tok := reads("login, client not cached", 1, login, 200).body["refresh_token"].(string)
+	refresh := func() reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}, cl, "")
+	}
+	f.clockNow = f.clockNow.Add(clientCacheTTL * 3 / 4)
+	tok = reads("refresh, client cached", 1, refresh, 200).body["refresh_token"].(string)
+	// Past the login's read, within the refresh's: the refresh cached the
+	// client anew.
+	f.clockNow = f.clockNow.Add(clientCacheTTL / 2)
+	credentials := func() reply {
+		return f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, cl, "")
+	}
+	reads("client_credentials after the refresh's read", 0, credentials, 200)
+	f.clockNow = f.clockNow.Add(clientCacheTTL)
+	tok = reads("refresh, cache expired", 1, refresh, 200).body["refresh_token"].(string)
+
+	// Deleted in the store (at another node): the refresh from the cache
+	// finds it so, and the cache then answers that it is unknown.
+	us.mu.Lock()
+	delete(us.clients, "svc-a")
+	us.mu.Unlock()
+	if r := reads("refresh, client deleted", 1, refresh, 400); r.body["error"] != "invalid_grant" {
+		t.Errorf("refresh, client deleted: %v, want invalid_grant", r.body)
+	}
+	reads("client_credentials after the refresh found the client deleted", 0, credentials, 401)
 }
 
 // TestLoginIPv6Prefix: the per-address login limit counts an IPv6 client

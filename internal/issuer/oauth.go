@@ -178,16 +178,11 @@ var (
 	errSealed    = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "keygate is sealed: an operator must unseal it before tokens can be issued"}
 	errNoKey     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet"}
 	errStoreDown = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the store is not answering; retry shortly"}
-	errStale     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the revocation set is not current; retry shortly"}
 	// RFC 6749 §4.1.2.1: "temporarily unable to handle the request due to
 	// a temporary overloading" — not slow_down (429), which is this
 	// client's or address's own rate; the node is busy for everyone.
 	errHashesBusy = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "too many password checks at once; retry shortly"}
 )
-
-// errRevocationsStale means the node's revocation set is failing closed,
-// so whether a token is revoked cannot be told.
-var errRevocationsStale = errors.New("issuer: the revocation set is not current")
 
 func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
 	var oe *oauthError
@@ -305,13 +300,13 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	// A known id and an unknown one take the same path: from memory when
 	// read less than clientCacheTTL ago (known or not), else one store
 	// read, charged to the address.
-	now := s.cfg.Now()
-	c, ok, err := s.clients.cached(id, now)
+	now, k := s.cfg.Now(), keyOf(id)
+	c, ok, err := s.clients.cached(k, now)
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
 			return client{}, basic, err
 		}
-		c, err = s.clients.load(ctx, s.cfg.Store, id, now)
+		c, err = s.clients.load(ctx, s.cfg.Store, id, k, now)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return client{}, basic, err
@@ -583,16 +578,11 @@ func (s *Service) revoked(ctx context.Context, t *jose.Token) bool {
 
 // isRevoked reports whether a token of this issuer with jti (may be empty),
 // issued to subject at iat (zero when unknown), is revoked: from the node's
-// revocation set, or without one from the store.
-//
-// A revocation set that is failing closed (its Redis copy too stale) would
-// answer "revoked" for every token; isRevoked reports errRevocationsStale
-// instead, so that a refresh answers 503 rather than revoking a family.
+// revocation set, or without one from the store. A revocation set that is
+// failing closed (its Redis copy too stale) answers "revoked" for every
+// token, so introspection then finds none active.
 func (s *Service) isRevoked(ctx context.Context, jti, subject string, iat time.Time) (bool, error) {
 	if s.cfg.Checker != nil {
-		if fc, ok := s.cfg.Checker.(interface{ FailingClosed() bool }); ok && fc.FailingClosed() {
-			return false, errRevocationsStale
-		}
 		return s.cfg.Checker.Revoked(s.cfg.Issuer, jti, subject, iat), nil
 	}
 	revs, err := s.cfg.Store.Revocations(ctx, s.cfg.Now())

@@ -94,9 +94,6 @@ func (l *Local) Allow(_ context.Context, key string) (bool, time.Duration, error
 // shardIndex takes a hash's top bits: the map uses the low ones.
 func shardIndex(h uint64) uint64 { return h >> (64 - 6) }
 
-// shardOf returns the shard key falls in (tests).
-func (l *Local) shardOf(key string) uint64 { return shardIndex(maphash.String(l.seed, key)) }
-
 // evict makes room in a full shard: it drops every idle key (its bucket is
 // full again, so forgetting it changes nothing), and if that frees less
 // than an eighth of the shard, the active keys with the earliest

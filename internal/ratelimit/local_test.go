@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,9 @@ import (
 )
 
 var t0 = time.Unix(1_800_000_000, 0)
+
+// shardOf returns the shard key falls in.
+func (l *Local) shardOf(key string) uint64 { return shardIndex(maphash.String(l.seed, key)) }
 
 // clock is a settable clock for Local.
 type clock struct{ ns atomic.Int64 }

@@ -11,9 +11,6 @@ import (
 	"github.com/keygate/keygate/internal/keyring"
 )
 
-// ErrInitialized: Init found signing keys in the store; it changed nothing.
-var ErrInitialized = issuer.ErrInitialized
-
 // Init is the explicit first step of a fleet whose nodes start sealed on a
 // shared store without keyring.json (keygate operator init, like vault
 // operator init): it seals a first signing key under root and stores it.
@@ -22,8 +19,8 @@ var ErrInitialized = issuer.ErrInitialized
 // none, so no caller of the unauthenticated unseal endpoint can choose the
 // fleet's root key. cfg needs DatabaseURL; StoreTimeout, SigningAlg,
 // KeyRotation, KeyPrePublish and AccessTokenTTL are used as by New. A
-// store that already holds signing keys is ErrInitialized and is left
-// alone.
+// store that already holds signing keys is [issuer.ErrInitialized] and is
+// left alone.
 func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, err error) {
 	if cfg.DatabaseURL == "" {
 		return "", errors.New("server: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/jose"
 )
@@ -409,7 +410,7 @@ func TestInit(t *testing.T) {
 	}
 	other, _ := keyring.GenerateRootKey(nil)
 	defer other.Destroy()
-	if _, err := Init(t.Context(), cfg, other); !errors.Is(err, ErrInitialized) {
+	if _, err := Init(t.Context(), cfg, other); !errors.Is(err, issuer.ErrInitialized) {
 		t.Errorf("a second Init: %v, want ErrInitialized", err)
 	}
 	if _, err := Init(t.Context(), Config{DataDir: t.TempDir()}, root); err == nil {

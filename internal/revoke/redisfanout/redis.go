@@ -291,9 +291,7 @@ func (f *Fanout) Revoked(issuer, jti, subject string, issuedAt time.Time) bool {
 }
 
 // FailingClosed reports whether the set is older than the allowed
-// staleness, so that Revoked refuses every token; callers that must tell
-// "revoked" from "cannot say" (a refresh, which would otherwise revoke a
-// whole token family) ask it first.
+// staleness, so that Revoked refuses every token.
 func (f *Fanout) FailingClosed() bool {
 	if f.maxStale <= 0 {
 		return false
@@ -466,7 +464,7 @@ func (f *Fanout) share(ctx context.Context, kind byte, issuer, id string, us, be
 			keep = strconv.FormatInt(f.cfg.SubjectRetention.Microseconds(), 10)
 		}
 	case kindSubjectUntil:
-		key, member = f.keyKeep, strconv.FormatInt(before, 10)+" "+member
+		key, member = f.keyKeep, encodeKeepMember(before, issuer, id)
 	}
 	msg := encodeMessage(kind, us, member)
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -514,6 +512,11 @@ func encodeMessage(kind byte, us int64, member string) string {
 	return string(kind) + " " + strconv.FormatInt(us, 10) + " " + member
 }
 
+// encodeKeepMember is a member of "{Prefix}:subkeep", "<before µs> <member>".
+func encodeKeepMember(before int64, issuer, id string) string {
+	return strconv.FormatInt(before, 10) + " " + encodeMember(issuer, id)
+}
+
 // plainMember is decodeMember in the shape of decodeKeepMember.
 func plainMember(m string) (before int64, issuer, id string, ok bool) {
 	issuer, id, ok = decodeMember(m)
@@ -531,19 +534,6 @@ func decodeKeepMember(m string) (before int64, issuer, id string, ok bool) {
 	return before, issuer, id, ok
 }
 
-// decodeKeepMessage reads a kindSubjectUntil message.
-func decodeKeepMessage(p string) (until, before int64, issuer, id string, ok bool) {
-	if len(p) < 4 || p[0] != kindSubjectUntil || p[1] != ' ' {
-		return 0, 0, "", "", false
-	}
-	until, rest, ok := leadingNumber(p[2:])
-	if !ok {
-		return 0, 0, "", "", false
-	}
-	before, issuer, id, ok = decodeKeepMember(rest)
-	return until, before, issuer, id, ok
-}
-
 // leadingNumber splits "<decimal> <rest>" into the number and rest.
 func leadingNumber(s string) (n int64, rest string, ok bool) {
 	num, rest, found := strings.Cut(s, " ")
@@ -554,14 +544,37 @@ func leadingNumber(s string) (n int64, rest string, ok bool) {
 	return n, rest, err == nil
 }
 
-func decodeMessage(p string) (kind byte, us int64, issuer, id string, ok bool) {
-	if len(p) < 4 || (p[0] != kindID && p[0] != kindSubject) || p[1] != ' ' {
-		return 0, 0, "", "", false
+// message is a published revocation, decoded: its kind; us, its score (a
+// jti's expiry, a subject's time, or for kindSubjectUntil the time to keep
+// it until); for kindSubjectUntil the subject's time, before; and whose it
+// is.
+type message struct {
+	kind       byte
+	us, before int64
+	issuer, id string
+}
+
+// decodeMessage reads a message of any kind, "<kind> <µs> <member>", whose
+// member for kindSubjectUntil is "<before µs> <member>".
+func decodeMessage(p string) (m message, ok bool) {
+	if len(p) < 4 || p[1] != ' ' {
+		return message{}, false
 	}
-	us, rest, ok := leadingNumber(p[2:])
+	m.kind = p[0]
+	var rest string
+	if m.us, rest, ok = leadingNumber(p[2:]); !ok {
+		return message{}, false
+	}
+	switch m.kind {
+	case kindID, kindSubject:
+		m.issuer, m.id, ok = decodeMember(rest)
+	case kindSubjectUntil:
+		m.before, m.issuer, m.id, ok = decodeKeepMember(rest)
+	default:
+		ok = false
+	}
 	if !ok {
-		return 0, 0, "", "", false
+		return message{}, false
 	}
-	issuer, id, ok = decodeMember(rest)
-	return p[0], us, issuer, id, ok
+	return m, true
 }

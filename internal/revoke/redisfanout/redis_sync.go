@@ -231,19 +231,17 @@ func (f *Fanout) applyAll(st *syncState, msgs []event) {
 	}
 	bad := 0
 	f.mem.Update(func(b *revoke.Batch) {
-		for _, m := range msgs {
-			if until, before, issuer, id, ok := decodeKeepMessage(m.payload); ok {
-				b.RevokeSubjectUntil(issuer, id, time.UnixMicro(before), time.UnixMicro(until))
-				continue
-			}
-			kind, us, issuer, id, ok := decodeMessage(m.payload)
+		for _, ev := range msgs {
+			m, ok := decodeMessage(ev.payload)
 			switch {
 			case !ok:
 				bad++
-			case kind == kindID:
-				b.RevokeID(issuer, id, time.UnixMicro(us))
-			default:
-				b.RevokeSubject(issuer, id, time.UnixMicro(us))
+			case m.kind == kindID:
+				b.RevokeID(m.issuer, m.id, time.UnixMicro(m.us))
+			case m.kind == kindSubject:
+				b.RevokeSubject(m.issuer, m.id, time.UnixMicro(m.us))
+			default: // kindSubjectUntil
+				b.RevokeSubjectUntil(m.issuer, m.id, time.UnixMicro(m.before), time.UnixMicro(m.us))
 			}
 		}
 	})

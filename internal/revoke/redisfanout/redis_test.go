@@ -643,9 +643,9 @@ func TestMemberEncoding(t *testing.T) {
 		if !ok || iss != tc.iss || id != tc.id {
 			t.Errorf("%q → %q → %q %q %v", tc.iss+"|"+tc.id, m, iss, id, ok)
 		}
-		k, us, iss, id, ok := decodeMessage(encodeMessage(kindSubject, 1_800_000_000_000_001, m))
-		if !ok || k != kindSubject || us != 1_800_000_000_000_001 || iss != tc.iss || id != tc.id {
-			t.Errorf("message round trip of %q failed", m)
+		got, ok := decodeMessage(encodeMessage(kindSubject, 1_800_000_000_000_001, m))
+		if want := (message{kind: kindSubject, us: 1_800_000_000_000_001, issuer: tc.iss, id: tc.id}); !ok || got != want {
+			t.Errorf("message round trip of %q failed: %+v %v", m, got, ok)
 		}
 	}
 	for _, m := range []string{"", ":", "x:", "-1:a", "3:ab", "3:abc", "99999999999999999999:a"} {
@@ -656,14 +656,17 @@ func TestMemberEncoding(t *testing.T) {
 			t.Errorf("decodeKeepMember(%q) accepted", "1 "+m)
 		}
 	}
-	km := "1800000000000000 " + encodeMember("a b", "c d")
-	until, before, iss, id, ok := decodeKeepMessage(encodeMessage(kindSubjectUntil, 1_900_000_000_000_000, km))
-	if !ok || until != 1_900_000_000_000_000 || before != 1_800_000_000_000_000 || iss != "a b" || id != "c d" {
-		t.Errorf("keep message round trip: %d %d %q %q %v", until, before, iss, id, ok)
+	km := encodeKeepMember(1_800_000_000_000_000, "a b", "c d")
+	if km != "1800000000000000 "+encodeMember("a b", "c d") {
+		t.Errorf("encodeKeepMember = %q", km)
 	}
-	for _, p := range []string{"k 1 3:abcd", "k x 1 3:abcd", "s 1 1 3:abcd", "k 1", "k 1 x 3:abcd"} {
-		if _, _, _, _, ok := decodeKeepMessage(p); ok {
-			t.Errorf("decodeKeepMessage(%q) accepted", p)
+	got, ok := decodeMessage(encodeMessage(kindSubjectUntil, 1_900_000_000_000_000, km))
+	if want := (message{kind: kindSubjectUntil, us: 1_900_000_000_000_000, before: 1_800_000_000_000_000, issuer: "a b", id: "c d"}); !ok || got != want {
+		t.Errorf("keep message round trip: %+v %v", got, ok)
+	}
+	for _, p := range []string{"k 1 3:abcd", "k x 1 3:abcd", "s 1 1 3:abcd", "k 1", "k 1 x 3:abcd", "x 1 3:abcd", "j 1 3:abc"} {
+		if m, ok := decodeMessage(p); ok {
+			t.Errorf("decodeMessage(%q) accepted: %+v", p, m)
 		}
 	}
 }
@@ -672,17 +675,30 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add("j 1800000000000000 3:issjti")
 	f.Add("s 0 0:sub")
 	f.Add("j 1 99:x")
+	f.Add("k 1900000000000000 1800000000000000 3:isssub")
+	f.Add("k 1 -1 0:s")
 	f.Fuzz(func(t *testing.T, p string) {
-		k, us, iss, id, ok := decodeMessage(p)
+		m, ok := decodeMessage(p)
 		if !ok {
 			return
 		}
-		if id == "" {
+		if m.id == "" {
 			t.Fatal("accepted an empty id")
 		}
-		if again := encodeMessage(k, us, encodeMember(iss, id)); again != p {
+		member := encodeMember(m.issuer, m.id)
+		switch m.kind {
+		case kindID, kindSubject:
+			if m.before != 0 {
+				t.Fatalf("%q: a before in a %q message", p, m.kind)
+			}
+		case kindSubjectUntil:
+			member = encodeKeepMember(m.before, m.issuer, m.id)
+		default:
+			t.Fatalf("%q: accepted kind %q", p, m.kind)
+		}
+		if again := encodeMessage(m.kind, m.us, member); again != p {
 			// Only non-canonical numbers ("+1", "01") may differ.
-			if _, us2, iss2, id2, ok2 := decodeMessage(again); !ok2 || us2 != us || iss2 != iss || id2 != id {
+			if m2, ok2 := decodeMessage(again); !ok2 || m2 != m {
 				t.Fatalf("%q re-encodes to %q, which decodes differently", p, again)
 			}
 		}

@@ -280,14 +280,17 @@ func (s *Store) DeleteSigningKey(ctx context.Context, kid string) error {
 
 // Refresh tokens.
 
-const selectRefresh = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked
-	FROM refresh_tokens`
+// refreshColumns are a refresh token's columns, in the order scanRefresh
+// reads and insertRefreshArgs writes them.
+const refreshColumns = `digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked`
 
-// selectRotated is selectRefresh with, last, the latest Before of the
-// subject revocations of the token's subject under the issuer ?2 (NULL if
-// none).
-const selectRotated = `SELECT digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked,
-		(SELECT max(r.before_at) FROM revocations AS r WHERE r.jti = '' AND r.subject = refresh_tokens.subject AND r.issuer = ?2)
+const selectRefresh = `SELECT ` + refreshColumns + ` FROM refresh_tokens`
+
+// selectRotated is selectRefresh with, last, the Before of the subject
+// revocation of the token's subject under the issuer ?2 (NULL if none; the
+// primary key (issuer, jti, subject) allows one at most).
+const selectRotated = `SELECT ` + refreshColumns + `,
+		(SELECT r.before_at FROM revocations AS r WHERE r.issuer = ?2 AND r.jti = '' AND r.subject = refresh_tokens.subject)
 	FROM refresh_tokens WHERE digest = ?1`
 
 func scanRefresh(row scanner, more ...any) (store.RefreshToken, int64, error) {
@@ -312,8 +315,7 @@ func scanRefresh(row scanner, more ...any) (store.RefreshToken, int64, error) {
 	return t, gen, nil
 }
 
-const insertRefresh = `INSERT INTO refresh_tokens
-	(digest, family_id, generation, client_id, subject, scopes, issued_at, origin_at, expires_at, used_at, revoked)
+const insertRefresh = `INSERT INTO refresh_tokens (` + refreshColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func insertRefreshArgs(t store.RefreshToken, gen int64) ([]any, error) {

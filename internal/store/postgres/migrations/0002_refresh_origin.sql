@@ -1,8 +1,9 @@
--- keygate schema, version 2: a refresh family's origin, and subject
--- revocations found by subject.
+-- keygate schema, version 2: a refresh family's origin.
 --
 -- origin_at is when the token's family began (the login), carried forward
--- by every rotation; subject revocations are compared with it. A token
+-- by every rotation; subject revocations are compared with it (a rotation
+-- reads the subject's by the primary key of revocations, (issuer, jti '',
+-- subject), so it needs no index). A token
 -- stored before this version gets the earliest issued_at its family still
 -- has in the table: at most its own issued_at, and the login's when that
 -- row is still kept, so that a token rotated past a revocation before the
@@ -11,6 +12,3 @@ ALTER TABLE refresh_tokens ADD COLUMN origin_at timestamptz;
 UPDATE refresh_tokens SET origin_at = (
 	SELECT min(f.issued_at) FROM refresh_tokens AS f WHERE f.family_id = refresh_tokens.family_id);
 ALTER TABLE refresh_tokens ALTER COLUMN origin_at SET NOT NULL;
-
--- A rotation looks up the subject revocations of the token's subject.
-CREATE INDEX revocations_subject_idx ON revocations (subject, before_at) WHERE jti = '';
