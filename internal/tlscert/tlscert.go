@@ -14,10 +14,10 @@
 // # What is never put in force
 //
 // A pair that does not load never replaces the one in force: a file that
-// cannot be read or is over [MaxFileSize], a certificate file without a
-// certificate, a key that does not match the certificate, a certificate that
-// has expired or whose validity starts more than [NotBeforeLeeway] from now,
-// a client CA file without a certificate. At start ([Load]) that is an error
+// cannot be read or is over [keyfile.MaxFileSize], a certificate file
+// without a certificate, a key that does not match the certificate, a
+// certificate that has expired or whose validity starts more than
+// [NotBeforeLeeway] from now, a client CA file without a certificate. At start ([Load]) that is an error
 // naming the configuration field ("admin_tls.key_file: ..."); found by Poll,
 // it is logged once per broken content and reported to OnLoad, and the files
 // are read again as soon as they change. Because a certificate and its key
@@ -43,17 +43,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// MaxFileSize bounds each file read: a certificate chain is a few KiB.
-const MaxFileSize = 1 << 20
+	"github.com/keygate/keygate/internal/keyfile"
+)
 
 // NotBeforeLeeway is how far in the future a certificate's validity may
 // start and still be put in force: issuers' and this host's clocks differ
@@ -69,8 +67,6 @@ var (
 	ErrNotYetValid = errors.New("the certificate is not valid yet")
 	// ErrNoCertificate: a file meant to hold certificates holds none.
 	ErrNoCertificate = errors.New("no PEM CERTIFICATE block")
-	// ErrTooLarge: a file is over MaxFileSize.
-	ErrTooLarge = errors.New("file too large")
 )
 
 // Config says which files to serve and how.
@@ -103,8 +99,6 @@ type Config struct {
 type LoadEvent struct {
 	OK       bool
 	NotAfter time.Time // the end of the validity of the certificate in force after the load
-	At       time.Time
-	Err      error // why it failed
 }
 
 // Files is a listener's certificate, read from files and read again by
@@ -175,9 +169,6 @@ func Load(cfg Config) (*Files, error) {
 // given.
 func (f *Files) ServerConfig() *tls.Config { return f.base.Clone() }
 
-// Certificate returns the leaf certificate in force.
-func (f *Files) Certificate() *x509.Certificate { return f.cur.Load().leaf }
-
 // MutualTLS reports whether handshakes must present a client certificate.
 func (f *Files) MutualTLS() bool { return f.cfg.ClientCAFile != "" }
 
@@ -211,7 +202,7 @@ func (f *Files) Poll() error {
 	old := f.cur.Load().leaf
 	f.cfg.Logger.Error("tls: certificate files failed to load; the certificate in force keeps serving",
 		"err", err, "serving_serial", old.SerialNumber.Text(16), "serving_not_after", old.NotAfter)
-	f.report(LoadEvent{OK: false, NotAfter: old.NotAfter, At: f.cfg.Now(), Err: err})
+	f.report(LoadEvent{OK: false, NotAfter: old.NotAfter})
 	return err
 }
 
@@ -237,7 +228,7 @@ func (f *Files) read() (data files, s sums) {
 		if p == "" {
 			continue
 		}
-		b, err := readFile(p)
+		b, err := keyfile.Read(p)
 		if err != nil {
 			data[i].err, s[i].missing = err, true
 			continue
@@ -250,22 +241,6 @@ func (f *Files) read() (data files, s sums) {
 type readResult struct {
 	b   []byte
 	err error
-}
-
-func readFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s: %w (over %d bytes)", path, ErrTooLarge, MaxFileSize)
-	}
-	return b, nil
 }
 
 // build parses what read returned into a config to put in force.
@@ -302,13 +277,9 @@ func (f *Files) build(data files) (*loaded, error) {
 		Time:         f.cfg.Now,
 	}
 	if f.cfg.ClientCAFile != "" {
-		cas, err := parseCertificates(data[2].b)
+		pool, err := certPool(data[2].b)
 		if err != nil {
 			return nil, field("client_ca_file", fmt.Errorf("%s: %w", f.cfg.ClientCAFile, err))
-		}
-		pool := x509.NewCertPool()
-		for _, ca := range cas {
-			pool.AddCert(ca)
 		}
 		c.ClientAuth, c.ClientCAs, c.SessionTicketsDisabled = tls.RequireAndVerifyClientCert, pool, true
 	}
@@ -318,13 +289,23 @@ func (f *Files) build(data files) (*loaded, error) {
 // CertPool reads a PEM file of CA certificates (for a client's RootCAs),
 // refusing one with no certificate or one that does not parse.
 func CertPool(path string) (*x509.CertPool, error) {
-	b, err := readFile(path)
+	b, err := keyfile.Read(path)
 	if err != nil {
 		return nil, err
 	}
-	cas, err := parseCertificates(b)
+	pool, err := certPool(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return pool, nil
+}
+
+// certPool is a pool of every certificate of a PEM file (see
+// parseCertificates).
+func certPool(b []byte) (*x509.CertPool, error) {
+	cas, err := parseCertificates(b)
+	if err != nil {
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	for _, ca := range cas {
@@ -371,7 +352,7 @@ func (f *Files) install(l *loaded) {
 		f.cfg.Logger.Warn("tls: the private key file is readable by every user of this host; make it 0600 or 0640",
 			"key_file", f.cfg.KeyFile, "mode", fi.Mode().Perm().String())
 	}
-	f.report(LoadEvent{OK: true, NotAfter: l.leaf.NotAfter, At: f.cfg.Now()})
+	f.report(LoadEvent{OK: true, NotAfter: l.leaf.NotAfter})
 }
 
 func (f *Files) report(ev LoadEvent) {
