@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,23 +29,9 @@ func (f *adminTLSFlags) client() (*http.Client, error) {
 	if f.caFile == "" && f.certFile == "" && f.keyFile == "" {
 		return httpClient, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.caFile != "" {
-		pool, err := tlscert.CertPool(f.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--admin-ca: %w", err)
-		}
-		tc.RootCAs = pool
-	}
-	if (f.certFile == "") != (f.keyFile == "") {
-		return nil, errors.New("--admin-cert and --admin-key go together")
-	}
-	if f.certFile != "" {
-		pair, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--admin-cert, --admin-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
+	tc, err := tlscert.ClientConfig(f.caFile, f.certFile, f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-ca, --admin-cert, --admin-key: %w", err)
 	}
 	// HTTP/1.1: an HTTP/2 client hides why a handshake failed.
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/testnet"
+	"github.com/keygate/keygate/internal/tlscert"
 )
 
 // tlsFiles are the certificates of a TLS test: the traffic and admin
@@ -329,6 +331,59 @@ func TestServeTLSFlagErrors(t *testing.T) {
 			expect(t, r, ExitFail, "", tt.want)
 		})
 	}
+}
+
+// TestServeRedisTLS: the Redis TLS files and the URL's scheme are checked
+// as they are in force, flags over the configuration file. A certificate
+// without its key, a key without its certificate, or TLS files with a
+// redis:// URL are refused, naming the fields; a file with a redis:// URL
+// and the TLS files, run with --redis-url rediss://, reaches a Redis that
+// speaks TLS only and requires the client certificate.
+func TestServeRedisTLS(t *testing.T) {
+	h := newHarness(t)
+	f := newTLSFiles(t, h.dir)
+	for i, tt := range []struct{ name, yaml, want string }{
+		{"certificate without key", "token_service: {redis_url: \"rediss://127.0.0.1:1/0\", redis_cert_file: " + f.opCert + "}",
+			"a client certificate and its private key go together"},
+		{"key without certificate", "token_service: {redis_url: \"rediss://127.0.0.1:1/0\", redis_key_file: " + f.opKey + "}",
+			"a client certificate and its private key go together"},
+		{"TLS files with redis://", "token_service: {redis_url: \"redis://127.0.0.1:1/0\", redis_ca_file: " + f.caFile + "}",
+			"the Redis URL must be rediss://"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := h.write(fmt.Sprintf("refused-%d.yaml", i), []byte(tt.yaml+"\n"))
+			r := h.run("serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path(fmt.Sprintf("data-%d", i)))
+			expect(t, r, ExitFail, "", tt.want)
+			expect(t, r, ExitFail, "", "token_service.redis_")
+		})
+	}
+	t.Run("--redis-url rediss:// over redis:// in the file", func(t *testing.T) {
+		h := newHarness(t)
+		client, err := tlscert.ClientConfig(f.caFile, f.opCert, f.opKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client.ServerName = "localhost"
+		addr := testnet.RedisTLS(t, f.cert, f.key, f.clientCAFile, client)
+		_, port, _ := net.SplitHostPort(addr)
+		cfg := h.write("redis.yaml", []byte("token_service: {redis_url: \"redis://127.0.0.1:1/0\", redis_ca_file: "+f.caFile+
+			", redis_cert_file: "+f.opCert+", redis_key_file: "+f.opKey+"}\n"))
+		s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--redis-url", "rediss://localhost:"+port+"/0")
+		t.Cleanup(func() { s.stop() })
+		readyz := s.adminURL(t) + "/readyz"
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := http.Get(readyz)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz never 200 on Redis over TLS: %v\n%s", err, s.stderr)
+			}
+		}
+	})
 }
 
 // TestServeTLSFromFile: the tls and admin_tls sections of a configuration

@@ -9,7 +9,8 @@
 // every handshake after a change gets the new one. [Files.Poll] reads the
 // files again and swaps in a new config when their content changed (by
 // SHA-256, so an edit in place, an atomic rename and a same-size edit that
-// keeps the modification time are all seen).
+// keeps the modification time are all seen). [ClientConfig] is the other
+// side: a client's config from a CA file and a client certificate, read once.
 //
 // # What is never put in force
 //
@@ -58,7 +59,7 @@ import (
 // by a little, and most CAs backdate certificates anyway.
 const NotBeforeLeeway = 5 * time.Minute
 
-// Sentinel errors, wrapped in the errors Load and Poll return.
+// Sentinel errors, wrapped in the errors Load, Poll and ClientConfig return.
 var (
 	// ErrExpired: the certificate's validity ended before now.
 	ErrExpired = errors.New("the certificate has expired")
@@ -67,6 +68,9 @@ var (
 	ErrNotYetValid = errors.New("the certificate is not valid yet")
 	// ErrNoCertificate: a file meant to hold certificates holds none.
 	ErrNoCertificate = errors.New("no PEM CERTIFICATE block")
+	// ErrUnpaired: a client certificate without its key, or a key
+	// without its certificate.
+	ErrUnpaired = errors.New("a client certificate and its private key go together")
 )
 
 // Config says which files to serve and how.
@@ -286,22 +290,49 @@ func (f *Files) build(data files) (*loaded, error) {
 	return &loaded{config: c, leaf: leaf}, nil
 }
 
-// CertPool reads a PEM file of CA certificates (for a client's RootCAs),
-// refusing one with no certificate or one that does not parse.
-func CertPool(path string) (*x509.CertPool, error) {
-	b, err := keyfile.Read(path)
+// ClientConfig is the config of a TLS client (TLS 1.2 at least): it
+// verifies the server's certificate against the CA certificates (PEM) in
+// caFile, or the system's when caFile is "", and presents the certificate
+// in certFile with its private key in keyFile, or none when both are "".
+// Every file is read at once; the key's PEM is cleared once parsed. A
+// certificate without its key, or a key without its certificate, is
+// [ErrUnpaired].
+func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := keyfile.Read(caFile)
+		if err != nil {
+			return nil, err
+		}
+		if tc.RootCAs, err = certPool(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", caFile, err)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("%w (certificate %q, key %q)", ErrUnpaired, certFile, keyFile)
+	}
+	if certFile == "" {
+		return tc, nil
+	}
+	certPEM, err := keyfile.Read(certFile)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := certPool(b)
+	keyPEM, err := keyfile.Read(keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	return pool, nil
+	defer clear(keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", certFile, keyFile, err)
+	}
+	tc.Certificates = []tls.Certificate{pair}
+	return tc, nil
 }
 
 // certPool is a pool of every certificate of a PEM file (see
-// parseCertificates).
+// parseCertificates), for a server's ClientCAs or a client's RootCAs.
 func certPool(b []byte) (*x509.CertPool, error) {
 	cas, err := parseCertificates(b)
 	if err != nil {
