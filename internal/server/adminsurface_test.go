@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,6 +88,23 @@ func TestAdminSurface(t *testing.T) {
 			Pprof: true, Gateway: gatewayWithIssuer(t), GatewayOnly: true})
 		if err == nil || !strings.Contains(err.Error(), "admin token") {
 			t.Fatalf("New with pprof and no admin token: %v, want an error naming the admin token", err)
+		}
+	})
+	t.Run("tokens under 32 characters", func(t *testing.T) {
+		short := filepath.Join(t.TempDir(), "short.token")
+		if err := os.WriteFile(short, []byte(strings.Repeat("x", 31)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range map[string]Config{
+			"admin token file":   {AdminTokenFile: short},
+			"admin token":        {AdminToken: strings.Repeat("x", 31)},
+			"metrics token":      {MetricsToken: strings.Repeat("x", 31)},
+			"metrics token file": {MetricsTokenFile: short},
+		} {
+			c.DataDir, c.Issuer, c.Audience, c.Gateway, c.GatewayOnly = filepath.Join(t.TempDir(), "d"), testIssuer, testAudience, gatewayWithIssuer(t), true
+			if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "at least 32 characters") {
+				t.Errorf("%s: New: %v, want at least 32 characters", name, err)
+			}
 		}
 	})
 }

@@ -109,8 +109,8 @@ func (s *Server) adminHandler() http.Handler {
 	}
 	if s.metrics != nil {
 		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
-		if s.scraper.set {
-			metrics = s.scraper.require("keygate-metrics", metrics)
+		if s.scraper.Set() {
+			metrics = s.scraper.Require("keygate-metrics", metrics)
 		}
 		mux.Handle("GET /metrics", metrics)
 	}

@@ -190,9 +190,9 @@ type Server struct {
 	log          *slog.Logger
 	keys         *issuer.KeyManager
 	keyring      *keyring.Keyring
-	unsealMu     sync.Mutex // one unseal or seal at a time
-	operator     credential // the admin token: the admin API (through admin), seal, pprof
-	scraper      credential // the metrics scrape token; unset: /metrics is open
+	unsealMu     sync.Mutex    // one unseal or seal at a time
+	operator     issuer.Bearer // the admin token: the admin API (through admin), seal, pprof
+	scraper      issuer.Bearer // the metrics scrape token; unset: /metrics is open
 	store        store.Store
 	tokens       *issuer.Service
 	admin        *issuer.Admin
@@ -253,6 +253,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := s.openTLS(cfg.Gateway); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if err := s.readCredentials(); err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		if w := databaseTLSWarning(cfg.DatabaseURL); w != "" {
 			s.log.Warn("database_url: " + w)
@@ -268,12 +271,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if err := s.openAdminSurface(); err != nil {
+	if cfg.Pprof && !s.operator.Set() {
 		s.closeFleet()
 		if s.store != nil {
 			s.store.Close()
 		}
-		return nil, err
+		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
