@@ -293,16 +293,6 @@ func (f *serveFlags) readURLFiles() error {
 	return nil
 }
 
-// firstSet returns the first of vs that is not empty.
-func firstSet(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // urlHasPassword reports whether a URL carries a password in its user
 // information.
 func urlHasPassword(raw string) bool {
@@ -372,7 +362,8 @@ func (f *serveFlags) rotation() time.Duration {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
+	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
+		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts}
 	o.TLS, o.AdminTLS = f.tls.overrides()
 	return o
 }
@@ -454,22 +445,19 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		Overrides:   f.overrides(),
 		Metrics:     telemetry.New(),
 
-		Dev:              f.dev,
-		DatabaseURL:      f.databaseURL,
-		StoreTimeout:     f.storeTimeout,
-		TokenLimit:       f.tokenLimit(),
-		TrustedProxies:   f.trusted,
-		IPv6Prefix:       f.ipv6Prefix,
-		PasswordHashes:   cfg.TokenService.PasswordHashes,
-		RootKeyFile:      f.rootKeyFile,
-		RootKeyEnv:       "KEYGATE_ROOT_KEY",
-		KeyringFile:      f.keyringFile,
-		AdminTokenFile:   f.adminTokenFile,
-		Pprof:            f.pprof || cfg.Pprof,
-		MetricsTokenFile: firstSet(f.metricsTokenFile, cfg.MetricsTokenFile),
-		MetricsToken:     a.lookupEnv("KEYGATE_METRICS_TOKEN"),
-		AdminHosts:       append(slices.Clone(cfg.AdminHosts), f.adminHosts...),
-		AdminToken:       a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		Dev:            f.dev,
+		DatabaseURL:    f.databaseURL,
+		StoreTimeout:   f.storeTimeout,
+		TokenLimit:     f.tokenLimit(),
+		TrustedProxies: f.trusted,
+		IPv6Prefix:     f.ipv6Prefix,
+		PasswordHashes: cfg.TokenService.PasswordHashes,
+		RootKeyFile:    f.rootKeyFile,
+		RootKeyEnv:     "KEYGATE_ROOT_KEY",
+		KeyringFile:    f.keyringFile,
+		AdminTokenFile: f.adminTokenFile,
+		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		MetricsToken:   a.lookupEnv("KEYGATE_METRICS_TOKEN"),
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""

@@ -401,6 +401,33 @@ func TestServeProbeListener(t *testing.T) {
 	}
 }
 
+// TestServeAdminHosts: --admin-host adds to the file's admin_hosts, and
+// goes through the configuration's validation like them.
+func TestServeAdminHosts(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.write("keygate.yaml", []byte("admin_hosts: [file.internal]\n"))
+	expect(t, h.run("serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data"),
+		"--admin-host", "flag.internal:9090"), ExitFail, "", `admin_hosts: "flag.internal:9090" is not a host name`)
+	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--admin-host", "flag.internal")
+	defer s.stop()
+	admin := s.adminURL(t)
+	for host, want := range map[string]int{"file.internal": 200, "flag.internal": 200, "other.internal": 421} {
+		req, err := http.NewRequest(http.MethodGet, admin+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
 // TestServeURLFiles: the database and Redis URLs can come from files, so
 // that no password needs to be on the command line; a file that does not
 // hold a URL of the right kind is refused without echoing its content.

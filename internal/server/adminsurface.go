@@ -43,7 +43,7 @@ func (s *Server) readCredentials() error {
 		return err
 	}
 	s.operator = issuer.NewBearer(tok)
-	if tok, err = readToken("metrics token", s.cfg.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
+	if tok, err = readToken("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
 		return err
 	}
 	s.scraper = issuer.NewBearer(tok)
@@ -75,7 +75,7 @@ func (s *Server) addPprof(mux *http.ServeMux) {
 // rebinding: the browser would send the attacker's host name.
 func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowedAdminHost(r.Host, s.cfg.AdminHosts) {
+		if !allowedAdminHost(r.Host, s.cfg.Gateway.AdminHosts) {
 			w.Header().Set("Cache-Control", "no-store")
 			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "forbidden_host",
 				"error_description": "the admin listener answers only to an IP address, localhost or a configured admin host name"})

@@ -117,7 +117,7 @@ func (s *Server) adminHandler() http.Handler {
 	if s.admin != nil {
 		mux.Handle("/v1/admin/", s.admin.Handler())
 	}
-	if s.cfg.Pprof {
+	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)
 	}
 	return s.checkHost(mux)

@@ -107,19 +107,15 @@ type Config struct {
 	// also starts sealed, waiting for the root key itself.
 	KeyringFile string
 	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/),
-	// sealing and, when Pprof is set, the profiles.
+	// sealing and, when Gateway.Pprof is set, the profiles.
 	AdminTokenFile string
 	AdminToken     string
-	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
-	// token (never the command line). Off by default.
-	Pprof bool
-	// MetricsTokenFile or MetricsToken, if set, is a bearer token that
-	// /metrics requires (a Prometheus scrape_config's authorization).
-	MetricsTokenFile string
-	MetricsToken     string
-	// AdminHosts are host names the admin listener answers to besides IP
-	// addresses and localhost (DNS-rebinding protection).
-	AdminHosts []string
+	// MetricsToken, unless Gateway.MetricsTokenFile is set, is a bearer
+	// token that /metrics requires (a Prometheus scrape_config's
+	// authorization). Gateway also says whether pprof is served and which
+	// host names the admin listener answers to; all three are read at
+	// start.
+	MetricsToken string
 	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 
@@ -271,7 +267,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if cfg.Pprof && !s.operator.Set() {
+	if cfg.Gateway.Pprof && !s.operator.Set() {
 		s.closeFleet()
 		if s.store != nil {
 			s.store.Close()
