@@ -217,7 +217,7 @@ type Server struct {
 // see Bootstrap for what dev mode creates), builds the runtime
 // from cfg.Gateway (starting remote key sources) and the handlers. It does
 // not listen. Close releases the key sources and the store.
-func New(ctx context.Context, cfg Config) (*Server, error) {
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -239,6 +239,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
 		transport: gateway.NewTransport()}
+	defer func() {
+		if err != nil {
+			s.Close() // what was opened before the failure; Close skips the rest
+		}
+	}()
 	if s.metrics != nil {
 		s.observe = s.metrics.VerifyObserver()
 	}
@@ -268,18 +273,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Gateway.Pprof && !s.operator.Set() {
-		s.closeFleet()
-		if s.store != nil {
-			s.store.Close()
-		}
 		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
-		s.closeFleet()
-		if s.store != nil {
-			s.store.Close()
-		}
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
@@ -386,34 +383,33 @@ type Listeners struct {
 // file changes, and it reads key files again when they change; both
 // watchers end before it returns.
 func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
-	srv := s.httpServer(s.handler)
-	if f := s.trafficTLS; f != nil {
-		srv.TLSConfig = f.ServerConfig()
-	}
-	servers := []*http.Server{srv}
+	var servers []*http.Server
 	errc := make(chan error, 3)
-	go func() { errc <- serveOn(srv, ls.Traffic) }()
-	attrs := []any{"addr", ls.Traffic.Addr().String(), "tls", tlsState(s.trafficTLS), "issuer", s.cfg.Issuer,
-		"trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
+	var attrs []any
+	// The probe listener serves the traffic listener's certificate. The
+	// log line names the traffic listener's address addr, and its TLS tls.
 	for _, l := range []struct {
-		name string
-		ln   net.Listener
-		h    func() http.Handler
-	}{{ListenerAdmin, ls.Admin, s.adminHandler}, {ListenerProbe, ls.Probe, s.probeHandler}} {
+		ln          net.Listener
+		h           func() http.Handler
+		tls         *tlscert.Files
+		addr, state string // the log line's keys
+	}{{ls.Traffic, func() http.Handler { return s.handler }, s.trafficTLS, "addr", "tls"},
+		{ls.Admin, s.adminHandler, s.adminTLS, ListenerAdmin, ListenerAdmin + "_tls"},
+		{ls.Probe, s.probeHandler, s.trafficTLS, ListenerProbe, ListenerProbe + "_tls"}} {
 		if l.ln == nil {
 			continue
 		}
 		hs := s.httpServer(l.h())
-		f := s.listenerTLS(l.name)
-		if f != nil {
-			hs.TLSConfig = f.ServerConfig()
+		if l.tls != nil {
+			hs.TLSConfig = l.tls.ServerConfig()
 		}
 		servers = append(servers, hs)
 		go func() { errc <- serveOn(hs, l.ln) }()
-		attrs = append(attrs, l.name, l.ln.Addr().String(), l.name+"_tls", tlsState(f))
+		attrs = append(attrs, l.addr, l.ln.Addr().String(), l.state, tlsState(l.tls))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
-	attrs = append(attrs, "forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
+	attrs = append(attrs, "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint(),
+		"forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
 	s.log.Info("listening", attrs...)
 	if fw.Proxy == gateway.ProxyAuto && len(s.rt.Load().cfg.ForwardAuth.Rules) > 0 {
 		s.log.Warn("forward_auth.proxy is not set: /auth reads both X-Forwarded-* and X-Original-* and refuses requests on which they disagree; name the proxy in front (--proxy nginx|traefik|caddy|envoy) so that only the headers it sets are trusted")

@@ -71,18 +71,6 @@ func (s *Server) loadCert(listener, field string, t config.TLS, clientCA string)
 		}})
 }
 
-// listenerTLS returns the certificate files a listener serves with; nil
-// means plain HTTP.
-func (s *Server) listenerTLS(listener string) *tlscert.Files {
-	switch listener {
-	case ListenerTraffic, ListenerProbe:
-		return s.trafficTLS
-	case ListenerAdmin:
-		return s.adminTLS
-	}
-	return nil
-}
-
 // pollCerts reads the listeners' certificate files again where they
 // changed; a pair that fails to load is logged and counted by its Files.
 func (s *Server) pollCerts() {
