@@ -122,9 +122,6 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := f.readURLFiles(); err != nil {
 		return err
 	}
-	if err := a.checkAdminExposure(ctx, cfg, f.tls.insecureAdmin); err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
 	for _, name := range []string{"database-url", "redis-url"} {
 		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
@@ -142,11 +139,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen: %w", err)
 		}
-		if err := checkBoundAdmin(admin, cfg, f.tls.insecureAdmin); err != nil {
+		if err := checkAdminListener(log, admin, cfg, f.tls.insecureAdmin); err != nil {
 			closeAll(ln, admin)
 			return err
 		}
-		warnAdminExposure(log, admin, cfg)
 	}
 	var probe net.Listener
 	if cfg.ProbeListen != "" {
