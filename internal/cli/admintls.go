@@ -38,27 +38,24 @@ func (f *adminTLSFlags) client() (*http.Client, error) {
 }
 
 // send sends req to the admin listener and decodes its JSON answer into
-// out (see doJSON).
+// out (see doJSON). A request that failed in TLS gets what to do added to
+// its error: a plain-HTTP URL for a listener that speaks HTTPS, or no
+// client certificate for one that requires it.
 func (f *adminTLSFlags) send(req *http.Request, out any) error {
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	return sendJSON(c, req, out, f.adminHint)
-}
-
-// adminHint adds what to do to the error of a request to the admin
-// listener that failed in TLS: a plain-HTTP URL for a listener that
-// speaks HTTPS, or no client certificate for one that requires it.
-func (f *adminTLSFlags) adminHint(req *http.Request, resp *http.Response, body []byte, err error) error {
+	err = sendJSON(c, req, out)
 	// A TLS alert from the server arrives as a *net.OpError with Op
 	// "remote error" (crypto/tls); in TLS 1.3 a refused client
 	// certificate is reported so, on the first read.
 	var oe *net.OpError
+	var se *statusError
 	switch {
-	case err != nil && errors.As(err, &oe) && oe.Op == "remote error" && f.certFile == "":
+	case errors.As(err, &oe) && oe.Op == "remote error" && f.certFile == "":
 		return fmt.Errorf("%w (the admin listener may require a client certificate: give --admin-cert and --admin-key)", err)
-	case err == nil && resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && string(body) == httpToHTTPS:
+	case errors.As(err, &se) && se.status == http.StatusBadRequest && req.URL.Scheme == "http" && string(se.body) == httpToHTTPS:
 		return fmt.Errorf("%s: the admin listener serves HTTPS: use --admin https://%s", req.URL.Path, req.URL.Host)
 	}
 	return err
