@@ -161,8 +161,13 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		closeAll(ln, probe)
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		scheme = "https"
+	}
+	base := baseURL(scheme, ln.Addr())
 	b := srv.Bootstrap()
-	a.printBootstrap(b, trafficURL(ln.Addr(), cfg.TLS.Enabled()))
+	a.printBootstrap(b, base)
 	switch {
 	case srv.Sealed():
 		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
@@ -170,7 +175,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// A working token goes to the terminal only in dev mode, and on a
 		// restart that reuses the dev files only when --dev asks again:
 		// stdout is often a container's log.
-		if err := a.printSample(srv, f.audienceOrDefault(), trafficURL(ln.Addr(), cfg.TLS.Enabled())); err != nil {
+		if err := a.printSample(srv, f.audienceOrDefault(), base); err != nil {
 			closeAll(ln, admin, probe)
 			return err
 		}
@@ -559,27 +564,24 @@ func (a *app) printSample(srv *server.Server, audience, base string) error {
 	return nil
 }
 
-// baseURL is where a local client reaches addr: an unspecified host
-// (0.0.0.0, ::) is replaced by loopback.
-func baseURL(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
+// baseURL is where a local client reaches addr over scheme ("http" or
+// "https"); see localHostPort.
+func baseURL(scheme string, addr net.Addr) string {
+	return scheme + "://" + localHostPort(addr.String())
+}
+
+// localHostPort is hostport as a client on this host reaches it: an
+// unspecified host (0.0.0.0, ::, none) becomes loopback, ::1 for ::.
+func localHostPort(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "http://" + addr.String()
+		return hostport
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
-		if ip.To4() == nil {
+		if ip != nil && ip.To4() == nil {
 			host = "::1"
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
-}
-
-// trafficURL is baseURL over https when the traffic listener serves TLS.
-func trafficURL(addr net.Addr, tls bool) string {
-	u := baseURL(addr)
-	if tls {
-		u = "https://" + strings.TrimPrefix(u, "http://")
-	}
-	return u
+	return net.JoinHostPort(host, port)
 }

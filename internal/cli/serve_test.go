@@ -225,8 +225,17 @@ func TestBaseURL(t *testing.T) {
 		"[::]:8080":      "http://[::1]:8080",
 		"[::1]:9":        "http://[::1]:9",
 	} {
-		if got := baseURL(fakeAddr(addr)); got != want {
+		if got := baseURL("http", fakeAddr(addr)); got != want {
 			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+	if got := baseURL("https", fakeAddr("0.0.0.0:8443")); got != "https://127.0.0.1:8443" {
+		t.Errorf("baseURL(https, 0.0.0.0:8443) = %s", got)
+	}
+	for hostport, want := range map[string]string{":7000": "127.0.0.1:7000", "0.0.0.0:7000": "127.0.0.1:7000", "[::]:7000": "[::1]:7000",
+		"kg.internal:7000": "kg.internal:7000", "nonsense": "nonsense"} {
+		if got := localHostPort(hostport); got != want {
+			t.Errorf("localHostPort(%s) = %s, want %s", hostport, got, want)
 		}
 	}
 }
