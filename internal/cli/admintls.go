@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,50 +29,33 @@ func (f *adminTLSFlags) client() (*http.Client, error) {
 	if f.caFile == "" && f.certFile == "" && f.keyFile == "" {
 		return httpClient, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.caFile != "" {
-		pool, err := tlscert.CertPool(f.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--admin-ca: %w", err)
-		}
-		tc.RootCAs = pool
-	}
-	if (f.certFile == "") != (f.keyFile == "") {
-		return nil, errors.New("--admin-cert and --admin-key go together")
-	}
-	if f.certFile != "" {
-		pair, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--admin-cert, --admin-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
+	tc, err := tlscert.ClientConfig(f.caFile, f.certFile, f.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-ca, --admin-cert, --admin-key: %w", err)
 	}
 	// HTTP/1.1: an HTTP/2 client hides why a handshake failed.
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil
 }
 
 // send sends req to the admin listener and decodes its JSON answer into
-// out (see doJSON).
+// out (see doJSON). A request that failed in TLS gets what to do added to
+// its error: a plain-HTTP URL for a listener that speaks HTTPS, or no
+// client certificate for one that requires it.
 func (f *adminTLSFlags) send(req *http.Request, out any) error {
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	return sendJSON(c, req, out, f.adminHint)
-}
-
-// adminHint adds what to do to the error of a request to the admin
-// listener that failed in TLS: a plain-HTTP URL for a listener that
-// speaks HTTPS, or no client certificate for one that requires it.
-func (f *adminTLSFlags) adminHint(req *http.Request, resp *http.Response, body []byte, err error) error {
+	err = sendJSON(c, req, out)
 	// A TLS alert from the server arrives as a *net.OpError with Op
 	// "remote error" (crypto/tls); in TLS 1.3 a refused client
 	// certificate is reported so, on the first read.
 	var oe *net.OpError
+	var se *statusError
 	switch {
-	case err != nil && errors.As(err, &oe) && oe.Op == "remote error" && f.certFile == "":
+	case errors.As(err, &oe) && oe.Op == "remote error" && f.certFile == "":
 		return fmt.Errorf("%w (the admin listener may require a client certificate: give --admin-cert and --admin-key)", err)
-	case err == nil && resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && string(body) == httpToHTTPS:
+	case errors.As(err, &se) && se.status == http.StatusBadRequest && req.URL.Scheme == "http" && string(se.body) == httpToHTTPS:
 		return fmt.Errorf("%s: the admin listener serves HTTPS: use --admin https://%s", req.URL.Path, req.URL.Host)
 	}
 	return err

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -41,9 +40,6 @@ type app struct {
 	random         io.Reader
 	env            []string          // the environment, for KEYGATE_* overrides
 	ready          func(addr string) // test hook: serve is listening on addr
-	// resolve, if set, resolves host names for serve's admin address check
-	// (a test hook; default the system's resolver).
-	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 func (a *app) main(ctx context.Context, args []string) int {

@@ -65,18 +65,27 @@ func (f *adminFlags) call(ctx context.Context, a *app, method, path string, body
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // doJSON sends req and decodes a 2xx JSON answer into out, or turns an
-// error answer into an error naming its code.
-func doJSON(req *http.Request, out any) error { return sendJSON(httpClient, req, out, nil) }
+// error answer into a *statusError naming its code.
+func doJSON(req *http.Request, out any) error { return sendJSON(httpClient, req, out) }
 
-// sendJSON is doJSON with client c; hint, if set, may replace the error of
-// a request that failed, or of an answer that is not 2xx, with one that
-// says what to do (returning nil for the usual error).
-func sendJSON(c *http.Client, req *http.Request, out any, hint func(*http.Request, *http.Response, []byte, error) error) error {
+// statusError is an answer that is not 2xx.
+type statusError struct {
+	path   string
+	status int
+	body   []byte // up to 1 MiB
+	// code and description are the answer's "error" and
+	// "error_description", if it is such a JSON object.
+	code, description string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: %d %s: %s", e.path, e.status, e.code, e.description)
+}
+
+// sendJSON is doJSON with client c.
+func sendJSON(c *http.Client, req *http.Request, out any) error {
 	resp, err := c.Do(req)
 	if err != nil {
-		if hint != nil {
-			return hint(req, nil, nil, err)
-		}
 		return err
 	}
 	defer resp.Body.Close()
@@ -85,17 +94,12 @@ func sendJSON(c *http.Client, req *http.Request, out any, hint func(*http.Reques
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		if hint != nil {
-			if err := hint(req, resp, b, nil); err != nil {
-				return err
-			}
-		}
 		var e struct {
 			Error       string `json:"error"`
 			Description string `json:"error_description"`
 		}
 		json.Unmarshal(b, &e)
-		return fmt.Errorf("%s: %d %s: %s", req.URL.Path, resp.StatusCode, e.Error, e.Description)
+		return &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, code: e.Error, description: e.Description}
 	}
 	if out == nil || len(b) == 0 {
 		return nil

@@ -54,7 +54,7 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 	}
 	defer clear(keyText)
 	defer root.Destroy()
-	token, err := newAdminToken(a.random)
+	token, err := server.NewAdminToken(a.random)
 	if err != nil {
 		return err
 	}
@@ -111,15 +111,6 @@ func newRootKeyText(rand io.Reader) ([]byte, keyring.RootKey, error) {
 		return nil, keyring.RootKey{}, err
 	}
 	return text, root, nil
-}
-
-// newAdminToken draws an admin token: 32 random bytes in base64url.
-func newAdminToken(rand io.Reader) (string, error) {
-	b := make([]byte, 32)
-	if _, err := io.ReadFull(rand, b); err != nil {
-		return "", fmt.Errorf("random source: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func removeAll(paths []string) {

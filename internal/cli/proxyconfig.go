@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
@@ -39,7 +38,7 @@ func proxyConfig(proxy string) func(*app, context.Context, []string) error {
 		}
 		cfg.SetDefaults()
 		if keygate == "" {
-			keygate = loopbackFor(cfg.Listen)
+			keygate = localHostPort(cfg.Listen)
 		}
 		s := gateway.Snippet{Keygate: keygate, App: appAddr, Headers: server.ClaimHeaders(cfg)}
 		var out string
@@ -58,17 +57,4 @@ func proxyConfig(proxy string) func(*app, context.Context, []string) error {
 		fmt.Fprint(a.stdout, out)
 		return nil
 	}
-}
-
-// loopbackFor is listen as a local proxy reaches it: an unspecified host
-// (0.0.0.0, ::, none) becomes loopback.
-func loopbackFor(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }

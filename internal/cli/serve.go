@@ -122,9 +122,6 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := f.readURLFiles(); err != nil {
 		return err
 	}
-	if err := a.checkAdminExposure(ctx, cfg, f.tls.insecureAdmin); err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
 	for _, name := range []string{"database-url", "redis-url"} {
 		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
@@ -142,11 +139,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen: %w", err)
 		}
-		if err := checkBoundAdmin(admin, cfg, f.tls.insecureAdmin); err != nil {
+		if err := checkAdminListener(log, admin, cfg, f.tls.insecureAdmin); err != nil {
 			closeAll(ln, admin)
 			return err
 		}
-		warnAdminExposure(log, admin, cfg)
 	}
 	var probe net.Listener
 	if cfg.ProbeListen != "" {
@@ -165,8 +161,13 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		closeAll(ln, probe)
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		scheme = "https"
+	}
+	base := baseURL(scheme, ln.Addr())
 	b := srv.Bootstrap()
-	a.printBootstrap(b, trafficURL(ln.Addr(), cfg.TLS.Enabled()))
+	a.printBootstrap(b, base)
 	switch {
 	case srv.Sealed():
 		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
@@ -174,7 +175,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// A working token goes to the terminal only in dev mode, and on a
 		// restart that reuses the dev files only when --dev asks again:
 		// stdout is often a container's log.
-		if err := a.printSample(srv, f.audienceOrDefault(), trafficURL(ln.Addr(), cfg.TLS.Enabled())); err != nil {
+		if err := a.printSample(srv, f.audienceOrDefault(), base); err != nil {
 			closeAll(ln, admin, probe)
 			return err
 		}
@@ -293,16 +294,6 @@ func (f *serveFlags) readURLFiles() error {
 	return nil
 }
 
-// firstSet returns the first of vs that is not empty.
-func firstSet(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // urlHasPassword reports whether a URL carries a password in its user
 // information.
 func urlHasPassword(raw string) bool {
@@ -372,7 +363,8 @@ func (f *serveFlags) rotation() time.Duration {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy}
+	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
+		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts}
 	o.TLS, o.AdminTLS = f.tls.overrides()
 	return o
 }
@@ -454,22 +446,19 @@ func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, a
 		Overrides:   f.overrides(),
 		Metrics:     telemetry.New(),
 
-		Dev:              f.dev,
-		DatabaseURL:      f.databaseURL,
-		StoreTimeout:     f.storeTimeout,
-		TokenLimit:       f.tokenLimit(),
-		TrustedProxies:   f.trusted,
-		IPv6Prefix:       f.ipv6Prefix,
-		PasswordHashes:   cfg.TokenService.PasswordHashes,
-		RootKeyFile:      f.rootKeyFile,
-		RootKeyEnv:       "KEYGATE_ROOT_KEY",
-		KeyringFile:      f.keyringFile,
-		AdminTokenFile:   f.adminTokenFile,
-		Pprof:            f.pprof || cfg.Pprof,
-		MetricsTokenFile: firstSet(f.metricsTokenFile, cfg.MetricsTokenFile),
-		MetricsToken:     a.lookupEnv("KEYGATE_METRICS_TOKEN"),
-		AdminHosts:       append(slices.Clone(cfg.AdminHosts), f.adminHosts...),
-		AdminToken:       a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		Dev:            f.dev,
+		DatabaseURL:    f.databaseURL,
+		StoreTimeout:   f.storeTimeout,
+		TokenLimit:     f.tokenLimit(),
+		TrustedProxies: f.trusted,
+		IPv6Prefix:     f.ipv6Prefix,
+		PasswordHashes: cfg.TokenService.PasswordHashes,
+		RootKeyFile:    f.rootKeyFile,
+		RootKeyEnv:     "KEYGATE_ROOT_KEY",
+		KeyringFile:    f.keyringFile,
+		AdminTokenFile: f.adminTokenFile,
+		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		MetricsToken:   a.lookupEnv("KEYGATE_METRICS_TOKEN"),
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""
@@ -575,27 +564,24 @@ func (a *app) printSample(srv *server.Server, audience, base string) error {
 	return nil
 }
 
-// baseURL is where a local client reaches addr: an unspecified host
-// (0.0.0.0, ::) is replaced by loopback.
-func baseURL(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
+// baseURL is where a local client reaches addr over scheme ("http" or
+// "https"); see localHostPort.
+func baseURL(scheme string, addr net.Addr) string {
+	return scheme + "://" + localHostPort(addr.String())
+}
+
+// localHostPort is hostport as a client on this host reaches it: an
+// unspecified host (0.0.0.0, ::, none) becomes loopback, ::1 for ::.
+func localHostPort(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "http://" + addr.String()
+		return hostport
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
-		if ip.To4() == nil {
+		if ip != nil && ip.To4() == nil {
 			host = "::1"
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
-}
-
-// trafficURL is baseURL over https when the traffic listener serves TLS.
-func trafficURL(addr net.Addr, tls bool) string {
-	u := baseURL(addr)
-	if tls {
-		u = "https://" + strings.TrimPrefix(u, "http://")
-	}
-	return u
+	return net.JoinHostPort(host, port)
 }

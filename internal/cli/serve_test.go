@@ -225,8 +225,17 @@ func TestBaseURL(t *testing.T) {
 		"[::]:8080":      "http://[::1]:8080",
 		"[::1]:9":        "http://[::1]:9",
 	} {
-		if got := baseURL(fakeAddr(addr)); got != want {
+		if got := baseURL("http", fakeAddr(addr)); got != want {
 			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+	if got := baseURL("https", fakeAddr("0.0.0.0:8443")); got != "https://127.0.0.1:8443" {
+		t.Errorf("baseURL(https, 0.0.0.0:8443) = %s", got)
+	}
+	for hostport, want := range map[string]string{":7000": "127.0.0.1:7000", "0.0.0.0:7000": "127.0.0.1:7000", "[::]:7000": "[::1]:7000",
+		"kg.internal:7000": "kg.internal:7000", "nonsense": "nonsense"} {
+		if got := localHostPort(hostport); got != want {
+			t.Errorf("localHostPort(%s) = %s, want %s", hostport, got, want)
 		}
 	}
 }
@@ -398,6 +407,33 @@ func TestServeProbeListener(t *testing.T) {
 	}
 	if !strings.Contains(s.stderr.String(), "probe="+probe) {
 		t.Errorf("the probe address is not logged:\n%s", s.stderr)
+	}
+}
+
+// TestServeAdminHosts: --admin-host adds to the file's admin_hosts, and
+// goes through the configuration's validation like them.
+func TestServeAdminHosts(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.write("keygate.yaml", []byte("admin_hosts: [file.internal]\n"))
+	expect(t, h.run("serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data"),
+		"--admin-host", "flag.internal:9090"), ExitFail, "", `admin_hosts: "flag.internal:9090" is not a host name`)
+	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--admin-host", "flag.internal")
+	defer s.stop()
+	admin := s.adminURL(t)
+	for host, want := range map[string]int{"file.internal": 200, "flag.internal": 200, "other.internal": 421} {
+		req, err := http.NewRequest(http.MethodGet, admin+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -45,88 +44,40 @@ func (f *tlsFlags) fromFile(ts *config.TokenService, fs *flagSet) {
 	pick(!fs.isSet("redis-key"), &f.redisKeyFile, ts.RedisKeyFile)
 }
 
-// checkAdminExposure refuses an admin listener reachable from other hosts
-// over plain HTTP: it carries unseal passphrases and root keys
-// (/v1/sys/unseal) and the admin token, which anyone on the path could
-// read. Loopback is the only address allowed without TLS or
-// --insecure-admin; a host name counts as loopback only if every address
-// it resolves to is one, and an empty host or 0.0.0.0 / :: (every
-// interface) never does. The address actually bound is checked again by
-// checkBoundAdmin.
-func (a *app) checkAdminExposure(ctx context.Context, cfg *config.Config, insecure bool) error {
-	if cfg.AdminListen == "off" || cfg.AdminTLS.Enabled() || insecure {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(cfg.AdminListen)
-	if err != nil {
-		return nil // Validate has refused it already
-	}
-	var addrs []netip.Addr
-	if host != "" {
-		if ip, err := netip.ParseAddr(host); err == nil {
-			addrs = []netip.Addr{ip}
-		} else if addrs, err = a.lookupIP(ctx, host); err != nil {
-			return fmt.Errorf("admin listen address %q: %w", cfg.AdminListen, err)
-		}
-	}
-	for _, ip := range addrs {
-		if !ip.Unmap().IsLoopback() {
-			return adminExposed(cfg.AdminListen, ip.String())
-		}
-	}
-	if len(addrs) == 0 {
-		return adminExposed(cfg.AdminListen, "every interface")
-	}
-	return nil
-}
-
-// checkBoundAdmin checks the address the admin listener was bound to, as
-// checkAdminExposure checked the one it was given.
-func checkBoundAdmin(ln net.Listener, cfg *config.Config, insecure bool) error {
-	if ln == nil || cfg.AdminTLS.Enabled() || insecure {
-		return nil
-	}
+// checkAdminListener checks the address the admin listener is bound to,
+// before anything is served. Off loopback (0.0.0.0 and :: are every
+// interface), plain HTTP is refused unless --insecure-admin: the listener
+// carries unseal passphrases and root keys (/v1/sys/unseal) and the admin
+// token, which anyone on the network path could read. It then logs a
+// warning, as it does for TLS that any client may connect to.
+func checkAdminListener(log *slog.Logger, ln net.Listener, cfg *config.Config, insecure bool) error {
 	ta, ok := ln.Addr().(*net.TCPAddr)
 	if !ok {
 		return nil
 	}
-	if ip, ok := netip.AddrFromSlice(ta.IP); !ok || !ip.Unmap().IsLoopback() {
-		return adminExposed(cfg.AdminListen, ta.IP.String())
-	}
-	return nil
-}
-
-func adminExposed(listen, where string) error {
-	return fmt.Errorf("refusing to serve the admin listener on %s (%s) over plain HTTP: it carries unseal passphrases, "+
-		"root keys and the admin token, which anyone on the network path could read. Give it a certificate "+
-		"(--admin-tls-cert and --admin-tls-key, or admin_tls; with --admin-client-ca only holders of a client "+
-		"certificate reach it), keep it on loopback (127.0.0.1:9090), or, if the network is private to this node "+
-		"(a pod's sidecar), pass --insecure-admin", listen, where)
-}
-
-// warnAdminExposure warns when the admin listener is bound off loopback
-// with a weaker guard than it could have: plain HTTP (--insecure-admin), or
-// TLS that any client may connect to.
-func warnAdminExposure(log *slog.Logger, ln net.Listener, cfg *config.Config) {
-	ta, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return
-	}
-	if ip, ok := netip.AddrFromSlice(ta.IP); ok && ip.Unmap().IsLoopback() {
-		return
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if ok && ip.Unmap().IsLoopback() {
+		return nil
 	}
 	switch {
+	case !cfg.AdminTLS.Enabled() && !insecure:
+		return adminExposed(cfg.AdminListen, ta.IP)
 	case !cfg.AdminTLS.Enabled():
 		log.Warn("the admin listener serves plain HTTP off loopback (--insecure-admin): unseal passphrases, root keys and the admin token cross the network unencrypted", "admin", ln.Addr().String())
 	case cfg.AdminTLS.ClientCAFile == "":
 		log.Warn("the admin listener accepts any TLS client off loopback: give it --admin-client-ca (admin_tls.client_ca_file) so that only holders of a client certificate reach unseal, metrics and pprof", "admin", ln.Addr().String())
 	}
+	return nil
 }
 
-// lookupIP resolves host, through the app's resolver in tests.
-func (a *app) lookupIP(ctx context.Context, host string) ([]netip.Addr, error) {
-	if a.resolve != nil {
-		return a.resolve(ctx, host)
+func adminExposed(listen string, ip net.IP) error {
+	every := ""
+	if ip.IsUnspecified() {
+		every = ", every interface,"
 	}
-	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	return fmt.Errorf("refusing to serve the admin listener on %s (%s)%s over plain HTTP: it carries unseal passphrases, "+
+		"root keys and the admin token, which anyone on the network path could read. Give it a certificate "+
+		"(--admin-tls-cert and --admin-tls-key, or admin_tls; with --admin-client-ca only holders of a client "+
+		"certificate reach it), keep it on loopback (127.0.0.1:9090), or, if the network is private to this node "+
+		"(a pod's sidecar), pass --insecure-admin", listen, ip, every)
 }

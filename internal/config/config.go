@@ -215,7 +215,9 @@ type TokenService struct {
 	// RedisCAFile holds the CA certificates (PEM) a rediss:// server's
 	// certificate must chain to, instead of the system's; RedisCertFile and
 	// RedisKeyFile are the client certificate Redis asks for by default
-	// (tls-auth-clients yes).
+	// (tls-auth-clients yes). The certificate and key go together, and
+	// any of the three needs a rediss:// URL: that is checked when the node
+	// connects, with the flags that replace these fields or the URL applied.
 	RedisCAFile   string `yaml:"redis_ca_file"`
 	RedisCertFile string `yaml:"redis_cert_file"`
 	RedisKeyFile  string `yaml:"redis_key_file"`
@@ -493,15 +495,8 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 	if t.RevocationMaxStaleness > 0 && t.RevocationMaxStaleness <= time.Second {
 		bad(field+".revocation_max_staleness", "must be above 1s")
 	}
-	switch {
-	case t.RedisCertFile != "" && t.RedisKeyFile == "":
-		bad(field+".redis_key_file", "is required with redis_cert_file")
-	case t.RedisKeyFile != "" && t.RedisCertFile == "":
-		bad(field+".redis_cert_file", "is required with redis_key_file")
-	}
-	if (t.RedisCAFile != "" || t.RedisCertFile != "") && strings.HasPrefix(t.RedisURL, "redis://") {
-		bad(field+".redis_url", "must be a rediss:// URL when redis_ca_file or redis_cert_file is set (the files are for TLS)")
-	}
+	// The Redis TLS files and the URL's scheme are checked together when
+	// the node connects (server's redisTLS): flags may replace either.
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {

@@ -2,15 +2,12 @@ package issuer
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/store"
@@ -21,16 +18,15 @@ import (
 // carry the admin token as a bearer token.
 type Admin struct {
 	svc   *Service
-	token [sha256.Size]byte // digest of the admin token
+	token Bearer // the admin token
 }
 
-// NewAdmin returns the admin API guarded by adminToken (compared by digest
-// in constant time).
-func NewAdmin(svc *Service, adminToken string) (*Admin, error) {
-	if len(adminToken) < 32 {
-		return nil, errors.New("issuer: the admin token must be at least 32 characters")
+// NewAdmin returns the admin API guarded by the admin token.
+func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
+	if !adminToken.Set() {
+		return nil, errors.New("issuer: the admin API needs an admin token")
 	}
-	return &Admin{svc: svc, token: sha256.Sum256([]byte(adminToken))}, nil
+	return &Admin{svc: svc, token: adminToken}, nil
 }
 
 // Handler routes the admin API.
@@ -48,25 +44,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/admin/keys/rotate", a.rotateKey)
 	mux.HandleFunc("GET /v1/admin/keys", a.listKeys)
 	mux.HandleFunc("POST /v1/admin/revocations", a.revoke)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.Authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "the admin token is required"})
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
-
-// Authorized reports whether r carries the admin bearer token; the digests
-// are compared in constant time.
-func (a *Admin) Authorized(r *http.Request) bool {
-	v := r.Header.Get("Authorization")
-	if len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
-		return false
-	}
-	got := sha256.Sum256([]byte(v[7:]))
-	return subtle.ConstantTimeCompare(got[:], a.token[:]) == 1
+	return a.token.Require("keygate-admin", mux)
 }
 
 // decode reads a bounded JSON body strictly.

@@ -49,7 +49,7 @@ func newAdminFixture(t testing.TB) *adminFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := NewAdmin(svc, adminToken)
+	admin, err := NewAdmin(svc, NewBearer(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +534,7 @@ func TestAdminRevokeOtherIssuers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := NewAdmin(svc, adminToken)
+	admin, err := NewAdmin(svc, NewBearer(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func TestCreatedClientNotCachedUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := NewAdmin(svc, adminToken)
+	admin, err := NewAdmin(svc, NewBearer(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestAdminHashSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := NewAdmin(svc, adminToken)
+	admin, err := NewAdmin(svc, NewBearer(adminToken))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func newTwoNodes(t *testing.T, wrapB func(store.Store) store.Store) *twoNodes {
 		if err != nil {
 			t.Fatal(err)
 		}
-		admin, err := NewAdmin(svc, adminToken)
+		admin, err := NewAdmin(svc, NewBearer(adminToken))
 		if err != nil {
 			t.Fatal(err)
 		}

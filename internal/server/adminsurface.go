@@ -1,90 +1,52 @@
 package server
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"strings"
+
+	"github.com/keygate/keygate/internal/issuer"
 )
 
-// credential is a secret checked against a request's bearer token: only
-// its SHA-256 is kept, and digests are compared in constant time.
-type credential struct {
-	digest [sha256.Size]byte
-	set    bool
-}
+// MinTokenLen is the length a bearer token the server is given (the admin
+// token, the metrics token) must reach, from a file or the environment
+// alike.
+const MinTokenLen = 32
 
-func newCredential(token string) credential {
-	if token == "" {
-		return credential{}
-	}
-	return credential{digest: sha256.Sum256([]byte(token)), set: true}
-}
-
-// allows reports whether r carries the token. A credential that is not set
-// allows nothing.
-func (b credential) allows(r *http.Request) bool {
-	v := r.Header.Get("Authorization")
-	if !b.set || len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
-		return false
-	}
-	got := sha256.Sum256([]byte(v[7:]))
-	return subtle.ConstantTimeCompare(got[:], b.digest[:]) == 1
-}
-
-// require answers 401 unless the request carries b's token.
-func (b credential) require(realm string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !b.allows(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "a bearer token is required"})
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// readToken reads a token from file (trimmed), else takes value; "" when
-// neither is set.
+// readToken reads a bearer token from file (trimmed), else takes value;
+// "" when neither is set. Either must be at least MinTokenLen characters.
+// A file that cannot be read is an error wrapping the fs error.
 func readToken(what, file, value string) (string, error) {
-	if file == "" {
-		return value, nil
+	tok, from := value, ""
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("server: %s: %w", what, err)
+		}
+		tok, from = strings.TrimSpace(string(b)), " in "+file
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("server: %s: %w", what, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < 32 {
-		return "", fmt.Errorf("server: %s in %s: at least 32 characters are required", what, file)
+	if tok != "" && len(tok) < MinTokenLen {
+		return "", fmt.Errorf("server: %s%s: at least %d characters are required", what, from, MinTokenLen)
 	}
 	return tok, nil
 }
 
-// openAdminSurface reads the credentials of the admin listener's
-// operations endpoints: the admin token (which also guards pprof, even on a
-// gateway-only node) and the optional metrics scrape token.
-func (s *Server) openAdminSurface() error {
-	if !s.operator.set {
-		tok, err := readToken("admin token", s.cfg.AdminTokenFile, s.cfg.AdminToken)
-		if err != nil {
-			return err
-		}
-		s.operator = newCredential(tok)
-	}
-	if s.cfg.Pprof && !s.operator.set {
-		return fmt.Errorf("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
-	}
-	tok, err := readToken("metrics token", s.cfg.MetricsTokenFile, s.cfg.MetricsToken)
+// readCredentials reads the admin token (which guards the admin API, seal
+// and pprof, even on a gateway-only node) and the optional metrics scrape
+// token, once, before anything is written to disk.
+func (s *Server) readCredentials() error {
+	tok, err := readToken("admin token", s.cfg.AdminTokenFile, s.cfg.AdminToken)
 	if err != nil {
 		return err
 	}
-	s.scraper = newCredential(tok)
+	s.operator = issuer.NewBearer(tok)
+	if tok, err = readToken("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
+		return err
+	}
+	s.scraper = issuer.NewBearer(tok)
 	return nil
 }
 
@@ -94,7 +56,7 @@ func (s *Server) openAdminSurface() error {
 // password), and the index answers an unknown name, "cmdline" included,
 // with 404.
 func (s *Server) addPprof(mux *http.ServeMux) {
-	guard := func(h http.HandlerFunc) http.Handler { return s.operator.require("keygate-admin", h) }
+	guard := func(h http.HandlerFunc) http.Handler { return s.operator.Require("keygate-admin", h) }
 	mux.Handle("/debug/pprof/", guard(func(w http.ResponseWriter, r *http.Request) {
 		if strings.TrimPrefix(r.URL.Path, "/debug/pprof/") == "cmdline" {
 			http.NotFound(w, r)
@@ -113,7 +75,7 @@ func (s *Server) addPprof(mux *http.ServeMux) {
 // rebinding: the browser would send the attacker's host name.
 func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowedAdminHost(r.Host, s.cfg.AdminHosts) {
+		if !allowedAdminHost(r.Host, s.cfg.Gateway.AdminHosts) {
 			w.Header().Set("Cache-Control", "no-store")
 			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "forbidden_host",
 				"error_description": "the admin listener answers only to an IP address, localhost or a configured admin host name"})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,8 +50,10 @@ func TestAdminSurface(t *testing.T) {
 		}
 	})
 	t.Run("enabled", func(t *testing.T) {
+		gw := &config.Config{Pprof: true, AdminHosts: []string{"admin.internal"}}
+		gw.SetDefaults()
 		l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-			AdminToken: admin, Pprof: true, MetricsToken: scrape, Metrics: telemetry.New(), AdminHosts: []string{"admin.internal"}})
+			AdminToken: admin, MetricsToken: scrape, Metrics: telemetry.New(), Gateway: gw})
 		for _, tc := range []struct {
 			path, host, token string
 			want              int
@@ -83,10 +86,34 @@ func TestAdminSurface(t *testing.T) {
 		}
 	})
 	t.Run("pprof needs an admin token", func(t *testing.T) {
+		gw := gatewayWithIssuer(t)
+		gw.Pprof = true
 		_, err := New(t.Context(), Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience,
-			Pprof: true, Gateway: gatewayWithIssuer(t), GatewayOnly: true})
+			Gateway: gw, GatewayOnly: true})
 		if err == nil || !strings.Contains(err.Error(), "admin token") {
 			t.Fatalf("New with pprof and no admin token: %v, want an error naming the admin token", err)
+		}
+	})
+	t.Run("tokens under 32 characters", func(t *testing.T) {
+		short := filepath.Join(t.TempDir(), "short.token")
+		if err := os.WriteFile(short, []byte(strings.Repeat("x", 31)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		metricsFile := gatewayWithIssuer(t)
+		metricsFile.MetricsTokenFile = short
+		for name, c := range map[string]Config{
+			"admin token file":   {AdminTokenFile: short},
+			"admin token":        {AdminToken: strings.Repeat("x", 31)},
+			"metrics token":      {MetricsToken: strings.Repeat("x", 31)},
+			"metrics token file": {Gateway: metricsFile},
+		} {
+			if c.Gateway == nil {
+				c.Gateway = gatewayWithIssuer(t)
+			}
+			c.DataDir, c.Issuer, c.Audience, c.GatewayOnly = filepath.Join(t.TempDir(), "d"), testIssuer, testAudience, true
+			if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "at least 32 characters") {
+				t.Errorf("%s: New: %v, want at least 32 characters", name, err)
+			}
 		}
 	})
 }

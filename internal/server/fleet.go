@@ -123,7 +123,7 @@ func redisClient(rawURL string, cfg *Config) (client redis.UniversalClient, clus
 		if err != nil {
 			return nil, false, err
 		}
-		if err := redisTLS(cfg, u, &opt.TLSConfig); err != nil {
+		if opt.TLSConfig, err = redisTLS(cfg, u); err != nil {
 			return nil, false, err
 		}
 		opt.ContextTimeoutEnabled = true
@@ -133,7 +133,7 @@ func redisClient(rawURL string, cfg *Config) (client redis.UniversalClient, clus
 	if err != nil {
 		return nil, false, err
 	}
-	if err := redisTLS(cfg, u, &opt.TLSConfig); err != nil {
+	if opt.TLSConfig, err = redisTLS(cfg, u); err != nil {
 		return nil, false, err
 	}
 	opt.ContextTimeoutEnabled = true

@@ -109,15 +109,15 @@ func (s *Server) adminHandler() http.Handler {
 	}
 	if s.metrics != nil {
 		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
-		if s.scraper.set {
-			metrics = s.scraper.require("keygate-metrics", metrics)
+		if s.scraper.Set() {
+			metrics = s.scraper.Require("keygate-metrics", metrics)
 		}
 		mux.Handle("GET /metrics", metrics)
 	}
 	if s.admin != nil {
 		mux.Handle("/v1/admin/", s.admin.Handler())
 	}
-	if s.cfg.Pprof {
+	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)
 	}
 	return s.checkHost(mux)

@@ -311,6 +311,11 @@ type Overrides struct {
 	// TLS and AdminTLS: each file given replaces the file's field.
 	TLS      config.TLS
 	AdminTLS config.AdminTLS
+	// Pprof turns pprof on (never off); MetricsTokenFile replaces the
+	// file's; AdminHosts are added to the file's.
+	Pprof            bool
+	MetricsTokenFile string
+	AdminHosts       []string
 }
 
 func (o Overrides) Apply(c *config.Config) {
@@ -324,6 +329,9 @@ func (o Overrides) Apply(c *config.Config) {
 	set(&c.AdminTLS.CertFile, o.AdminTLS.CertFile)
 	set(&c.AdminTLS.KeyFile, o.AdminTLS.KeyFile)
 	set(&c.AdminTLS.ClientCAFile, o.AdminTLS.ClientCAFile)
+	set(&c.MetricsTokenFile, o.MetricsTokenFile)
+	c.Pprof = c.Pprof || o.Pprof
+	c.AdminHosts = slices.Concat(c.AdminHosts, o.AdminHosts)
 	if o.Proxy != "" {
 		c.ForwardAuth.Proxy, c.ForwardAuth.TrustedHeaders = o.Proxy, nil
 	}

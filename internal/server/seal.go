@@ -225,7 +225,7 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	if err := checkSysPost(r); err != nil {
 		return err
 	}
-	if s.admin == nil || !s.admin.Authorized(r) {
+	if !s.operator.Allows(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
 		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required"}
 	}

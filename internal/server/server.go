@@ -107,19 +107,15 @@ type Config struct {
 	// also starts sealed, waiting for the root key itself.
 	KeyringFile string
 	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/),
-	// sealing and, when Pprof is set, the profiles.
+	// sealing and, when Gateway.Pprof is set, the profiles.
 	AdminTokenFile string
 	AdminToken     string
-	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
-	// token (never the command line). Off by default.
-	Pprof bool
-	// MetricsTokenFile or MetricsToken, if set, is a bearer token that
-	// /metrics requires (a Prometheus scrape_config's authorization).
-	MetricsTokenFile string
-	MetricsToken     string
-	// AdminHosts are host names the admin listener answers to besides IP
-	// addresses and localhost (DNS-rebinding protection).
-	AdminHosts []string
+	// MetricsToken, unless Gateway.MetricsTokenFile is set, is a bearer
+	// token that /metrics requires (a Prometheus scrape_config's
+	// authorization). Gateway also says whether pprof is served and which
+	// host names the admin listener answers to; all three are read at
+	// start.
+	MetricsToken string
 	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 
@@ -190,9 +186,9 @@ type Server struct {
 	log          *slog.Logger
 	keys         *issuer.KeyManager
 	keyring      *keyring.Keyring
-	unsealMu     sync.Mutex // one unseal or seal at a time
-	operator     credential // the admin token: the admin API (through admin), seal, pprof
-	scraper      credential // the metrics scrape token; unset: /metrics is open
+	unsealMu     sync.Mutex    // one unseal or seal at a time
+	operator     issuer.Bearer // the admin token: the admin API (through admin), seal, pprof
+	scraper      issuer.Bearer // the metrics scrape token; unset: /metrics is open
 	store        store.Store
 	tokens       *issuer.Service
 	admin        *issuer.Admin
@@ -221,7 +217,7 @@ type Server struct {
 // see Bootstrap for what dev mode creates), builds the runtime
 // from cfg.Gateway (starting remote key sources) and the handlers. It does
 // not listen. Close releases the key sources and the store.
-func New(ctx context.Context, cfg Config) (*Server, error) {
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -243,6 +239,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
 		transport: gateway.NewTransport()}
+	defer func() {
+		if err != nil {
+			s.Close() // what was opened before the failure; Close skips the rest
+		}
+	}()
 	if s.metrics != nil {
 		s.observe = s.metrics.VerifyObserver()
 	}
@@ -252,6 +253,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	// anything is written to disk.
 	if err := s.openTLS(cfg.Gateway); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := s.readCredentials(); err != nil {
+		return nil, err
 	}
 	if cfg.DatabaseURL != "" {
 		if w := databaseTLSWarning(cfg.DatabaseURL); w != "" {
@@ -268,19 +272,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if err := s.openAdminSurface(); err != nil {
-		s.closeFleet()
-		if s.store != nil {
-			s.store.Close()
-		}
-		return nil, err
+	if cfg.Gateway.Pprof && !s.operator.Set() {
+		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
-		s.closeFleet()
-		if s.store != nil {
-			s.store.Close()
-		}
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
@@ -387,34 +383,33 @@ type Listeners struct {
 // file changes, and it reads key files again when they change; both
 // watchers end before it returns.
 func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
-	srv := s.httpServer(s.handler)
-	if f := s.trafficTLS; f != nil {
-		srv.TLSConfig = f.ServerConfig()
-	}
-	servers := []*http.Server{srv}
+	var servers []*http.Server
 	errc := make(chan error, 3)
-	go func() { errc <- serveOn(srv, ls.Traffic) }()
-	attrs := []any{"addr", ls.Traffic.Addr().String(), "tls", tlsState(s.trafficTLS), "issuer", s.cfg.Issuer,
-		"trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint()}
+	var attrs []any
+	// The probe listener serves the traffic listener's certificate. The
+	// log line names the traffic listener's address addr, and its TLS tls.
 	for _, l := range []struct {
-		name string
-		ln   net.Listener
-		h    func() http.Handler
-	}{{ListenerAdmin, ls.Admin, s.adminHandler}, {ListenerProbe, ls.Probe, s.probeHandler}} {
+		ln          net.Listener
+		h           func() http.Handler
+		tls         *tlscert.Files
+		addr, state string // the log line's keys
+	}{{ls.Traffic, func() http.Handler { return s.handler }, s.trafficTLS, "addr", "tls"},
+		{ls.Admin, s.adminHandler, s.adminTLS, ListenerAdmin, ListenerAdmin + "_tls"},
+		{ls.Probe, s.probeHandler, s.trafficTLS, ListenerProbe, ListenerProbe + "_tls"}} {
 		if l.ln == nil {
 			continue
 		}
 		hs := s.httpServer(l.h())
-		f := s.listenerTLS(l.name)
-		if f != nil {
-			hs.TLSConfig = f.ServerConfig()
+		if l.tls != nil {
+			hs.TLSConfig = l.tls.ServerConfig()
 		}
 		servers = append(servers, hs)
 		go func() { errc <- serveOn(hs, l.ln) }()
-		attrs = append(attrs, l.name, l.ln.Addr().String(), l.name+"_tls", tlsState(f))
+		attrs = append(attrs, l.addr, l.ln.Addr().String(), l.state, tlsState(l.tls))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
-	attrs = append(attrs, "forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
+	attrs = append(attrs, "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint(),
+		"forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
 	s.log.Info("listening", attrs...)
 	if fw.Proxy == gateway.ProxyAuto && len(s.rt.Load().cfg.ForwardAuth.Rules) > 0 {
 		s.log.Warn("forward_auth.proxy is not set: /auth reads both X-Forwarded-* and X-Original-* and refuses requests on which they disagree; name the proxy in front (--proxy nginx|traefik|caddy|envoy) so that only the headers it sets are trusted")

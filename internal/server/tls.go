@@ -71,18 +71,6 @@ func (s *Server) loadCert(listener, field string, t config.TLS, clientCA string)
 		}})
 }
 
-// listenerTLS returns the certificate files a listener serves with; nil
-// means plain HTTP.
-func (s *Server) listenerTLS(listener string) *tlscert.Files {
-	switch listener {
-	case ListenerTraffic, ListenerProbe:
-		return s.trafficTLS
-	case ListenerAdmin:
-		return s.adminTLS
-	}
-	return nil
-}
-
 // pollCerts reads the listeners' certificate files again where they
 // changed; a pair that fails to load is logged and counted by its Files.
 func (s *Server) pollCerts() {
@@ -115,45 +103,31 @@ func tlsState(f *tlscert.Files) string {
 	return "on"
 }
 
-// redisTLS applies the Redis TLS files to the TLS config go-redis made
-// from a rediss:// URL (it sets only the server name): the CAs Redis's
-// certificate must chain to, and the client certificate. It refuses the
-// files with a redis:// URL, and skip_verify, which would turn
-// verification off.
-func redisTLS(c *Config, u *url.URL, tc **tls.Config) error {
+// redisTLS returns the TLS config of a rediss:// URL, nil for redis://:
+// the CAs Redis's certificate must chain to and the client certificate,
+// from the files in c (tlscert.ClientConfig), with the URL's host as the
+// server name, as go-redis sets it. It refuses the files with a redis://
+// URL, and skip_verify, which would turn verification off. This is the
+// one check of the Redis TLS settings: it sees the URL and the files in
+// force, whether they came from flags or from the configuration file.
+func redisTLS(c *Config, u *url.URL) (*tls.Config, error) {
 	if u.Query().Has("skip_verify") {
 		if v, err := strconv.ParseBool(u.Query().Get("skip_verify")); err != nil || v {
-			return errors.New("skip_verify would accept any certificate from Redis: give its CA with --redis-ca-file (token_service.redis_ca_file) instead")
+			return nil, errors.New("skip_verify would accept any certificate from Redis: give its CA with --redis-ca-file (token_service.redis_ca_file) instead")
 		}
 	}
 	if u.Scheme != "rediss" {
 		if c.RedisCAFile != "" || c.RedisCertFile != "" || c.RedisKeyFile != "" {
-			return errors.New("--redis-ca-file, --redis-cert and --redis-key are for TLS: the Redis URL must be rediss://")
+			return nil, errors.New("--redis-ca-file, --redis-cert and --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file) are for TLS: the Redis URL must be rediss://")
 		}
-		return nil
+		return nil, nil
 	}
-	if *tc == nil {
-		*tc = &tls.Config{}
+	tc, err := tlscert.ClientConfig(c.RedisCAFile, c.RedisCertFile, c.RedisKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-ca-file, --redis-cert, --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file): %w", err)
 	}
-	(*tc).MinVersion = tls.VersionTLS12
-	if c.RedisCAFile != "" {
-		pool, err := tlscert.CertPool(c.RedisCAFile)
-		if err != nil {
-			return fmt.Errorf("redis_ca_file: %w", err)
-		}
-		(*tc).RootCAs = pool
-	}
-	if (c.RedisCertFile == "") != (c.RedisKeyFile == "") {
-		return errors.New("--redis-cert and --redis-key go together")
-	}
-	if c.RedisCertFile != "" {
-		pair, err := tls.LoadX509KeyPair(c.RedisCertFile, c.RedisKeyFile)
-		if err != nil {
-			return fmt.Errorf("redis_cert_file, redis_key_file: %w", err)
-		}
-		(*tc).Certificates = []tls.Certificate{pair}
-	}
-	return nil
+	tc.ServerName = u.Hostname()
+	return tc, nil
 }
 
 // databaseTLSWarning returns why the connection to PostgreSQL that url

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
@@ -278,16 +277,19 @@ func (s *Server) trusts(issuer string) bool {
 // openAdmin enables the admin API when an admin token is configured (or,
 // in dev mode, generated).
 func (s *Server) openAdmin(dev bool) error {
-	token, err := s.adminToken(dev)
-	if err != nil {
-		return err
+	if !s.operator.Set() && dev {
+		token, err := s.devAdminToken()
+		if err != nil {
+			return err
+		}
+		s.operator = issuer.NewBearer(token)
 	}
-	if token == "" {
+	if !s.operator.Set() {
 		s.log.Warn("no admin token configured: the admin API (/v1/admin/) is off")
 		return nil
 	}
-	s.operator = newCredential(token)
-	if s.admin, err = issuer.NewAdmin(s.tokens, token); err != nil {
+	var err error
+	if s.admin, err = issuer.NewAdmin(s.tokens, s.operator); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	return nil
@@ -335,44 +337,40 @@ func storeKind(url string) string {
 	return "sqlite"
 }
 
-// adminToken returns the configured admin token, creating the dev one in
-// the data directory if needed; "" means none.
-func (s *Server) adminToken(dev bool) (string, error) {
-	cfg := &s.cfg
-	switch {
-	case cfg.AdminTokenFile != "":
-		b, err := os.ReadFile(cfg.AdminTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("server: admin token: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	case cfg.AdminToken != "":
-		return cfg.AdminToken, nil
-	case !dev:
-		return "", nil
-	}
-	path := filepath.Join(cfg.DataDir, AdminTokenFile)
+// devAdminToken returns the dev admin token from the data directory,
+// creating it if needed.
+func (s *Server) devAdminToken() (string, error) {
+	path := filepath.Join(s.cfg.DataDir, AdminTokenFile)
 	s.boot.AdminTokenPath = path
 	// The data directory is locked (lockDir) while the service is set up,
 	// so the file cannot appear between this read and the write below.
-	switch b, err := os.ReadFile(path); {
+	switch token, err := readToken("dev admin token", path, ""); {
 	case err == nil:
 		s.log.Info("dev admin token loaded", "path", path)
-		return strings.TrimSpace(string(b)), nil
+		return token, nil
 	case !errors.Is(err, fs.ErrNotExist):
+		return "", err
+	}
+	token, err := NewAdminToken(s.cfg.Rand)
+	if err != nil {
 		return "", fmt.Errorf("server: admin token: %w", err)
 	}
-	b := make([]byte, 32)
-	if _, err := io.ReadFull(cfg.Rand, b); err != nil {
-		return "", fmt.Errorf("server: admin token: %w", err)
-	}
-	token := base64.RawURLEncoding.EncodeToString(b)
 	if err := keyfile.WriteNew(path, []byte(token+"\n")); err != nil {
 		return "", fmt.Errorf("server: admin token: %w", err)
 	}
 	s.boot.AdminToken = token
 	s.log.Info("dev admin token created", "path", path)
 	return token, nil
+}
+
+// NewAdminToken draws an admin token from rand: 32 random bytes in
+// base64url, 43 characters.
+func NewAdminToken(rand io.Reader) (string, error) {
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return "", fmt.Errorf("random source: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // demoClient creates the dev demo client unless it exists.

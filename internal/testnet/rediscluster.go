@@ -23,26 +23,14 @@ import (
 // which .ci/run does so that the cluster tests cannot skip there.
 func RedisCluster(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("KEYGATE_REQUIRE_REDIS_CLUSTER") != "" {
-			t.Fatalf("KEYGATE_REQUIRE_REDIS_CLUSTER is set but redis-server is not on PATH: %v", err)
-		}
-		t.Skip("Redis Cluster tests skipped: no redis-server on PATH")
-	}
 	dir := t.TempDir()
 	var addrs []string
 	for i := range 3 {
-		port := clusterPort(t)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+		port := strconv.Itoa(clusterPort(t))
+		addr := "127.0.0.1:" + port
+		startRedisServer(t, "Redis Cluster", &redis.Options{Addr: addr}, "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)), "--dir", dir,
 			"--save", "", "--appendonly", "no", "--cluster-node-timeout", "2000")
-		cmd.Stdout, cmd.Stderr = nil, nil
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("redis-server: %v", err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		addrs = append(addrs, addr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -51,12 +39,6 @@ func RedisCluster(t testing.TB) string {
 	for i, addr := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		defer c.Close()
-		for c.Ping(ctx).Err() != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("redis-server on %s did not answer", addr)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
 		lo, hi := i*slots/len(addrs), (i+1)*slots/len(addrs)-1
 		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
 			t.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %v", addr, err)
@@ -110,4 +92,38 @@ func clusterPort(t testing.TB) int {
 	}
 	t.Fatal("no free port pair for a Redis Cluster node")
 	return 0
+}
+
+// startRedisServer starts the redis-server on PATH with args, stopped when
+// the test ends, and waits until a PING with opts is answered. Without
+// redis-server the test skips (what names the tests skipped), unless
+// KEYGATE_REQUIRE_REDIS_CLUSTER is set, which .ci/run does.
+func startRedisServer(t testing.TB, what string, opts *redis.Options, args ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("KEYGATE_REQUIRE_REDIS_CLUSTER") != "" {
+			t.Fatalf("KEYGATE_REQUIRE_REDIS_CLUSTER is set but redis-server is not on PATH: %v", err)
+		}
+		t.Skip(what + " tests skipped: no redis-server on PATH")
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redis-server on %s did not answer: %v", opts.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

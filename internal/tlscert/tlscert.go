@@ -9,15 +9,16 @@
 // every handshake after a change gets the new one. [Files.Poll] reads the
 // files again and swaps in a new config when their content changed (by
 // SHA-256, so an edit in place, an atomic rename and a same-size edit that
-// keeps the modification time are all seen).
+// keeps the modification time are all seen). [ClientConfig] is the other
+// side: a client's config from a CA file and a client certificate, read once.
 //
 // # What is never put in force
 //
 // A pair that does not load never replaces the one in force: a file that
-// cannot be read or is over [MaxFileSize], a certificate file without a
-// certificate, a key that does not match the certificate, a certificate that
-// has expired or whose validity starts more than [NotBeforeLeeway] from now,
-// a client CA file without a certificate. At start ([Load]) that is an error
+// cannot be read or is over [keyfile.MaxFileSize], a certificate file
+// without a certificate, a key that does not match the certificate, a
+// certificate that has expired or whose validity starts more than
+// [NotBeforeLeeway] from now, a client CA file without a certificate. At start ([Load]) that is an error
 // naming the configuration field ("admin_tls.key_file: ..."); found by Poll,
 // it is logged once per broken content and reported to OnLoad, and the files
 // are read again as soon as they change. Because a certificate and its key
@@ -43,24 +44,22 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// MaxFileSize bounds each file read: a certificate chain is a few KiB.
-const MaxFileSize = 1 << 20
+	"github.com/keygate/keygate/internal/keyfile"
+)
 
 // NotBeforeLeeway is how far in the future a certificate's validity may
 // start and still be put in force: issuers' and this host's clocks differ
 // by a little, and most CAs backdate certificates anyway.
 const NotBeforeLeeway = 5 * time.Minute
 
-// Sentinel errors, wrapped in the errors Load and Poll return.
+// Sentinel errors, wrapped in the errors Load, Poll and ClientConfig return.
 var (
 	// ErrExpired: the certificate's validity ended before now.
 	ErrExpired = errors.New("the certificate has expired")
@@ -69,8 +68,9 @@ var (
 	ErrNotYetValid = errors.New("the certificate is not valid yet")
 	// ErrNoCertificate: a file meant to hold certificates holds none.
 	ErrNoCertificate = errors.New("no PEM CERTIFICATE block")
-	// ErrTooLarge: a file is over MaxFileSize.
-	ErrTooLarge = errors.New("file too large")
+	// ErrUnpaired: a client certificate without its key, or a key
+	// without its certificate.
+	ErrUnpaired = errors.New("a client certificate and its private key go together")
 )
 
 // Config says which files to serve and how.
@@ -103,8 +103,6 @@ type Config struct {
 type LoadEvent struct {
 	OK       bool
 	NotAfter time.Time // the end of the validity of the certificate in force after the load
-	At       time.Time
-	Err      error // why it failed
 }
 
 // Files is a listener's certificate, read from files and read again by
@@ -175,9 +173,6 @@ func Load(cfg Config) (*Files, error) {
 // given.
 func (f *Files) ServerConfig() *tls.Config { return f.base.Clone() }
 
-// Certificate returns the leaf certificate in force.
-func (f *Files) Certificate() *x509.Certificate { return f.cur.Load().leaf }
-
 // MutualTLS reports whether handshakes must present a client certificate.
 func (f *Files) MutualTLS() bool { return f.cfg.ClientCAFile != "" }
 
@@ -211,7 +206,7 @@ func (f *Files) Poll() error {
 	old := f.cur.Load().leaf
 	f.cfg.Logger.Error("tls: certificate files failed to load; the certificate in force keeps serving",
 		"err", err, "serving_serial", old.SerialNumber.Text(16), "serving_not_after", old.NotAfter)
-	f.report(LoadEvent{OK: false, NotAfter: old.NotAfter, At: f.cfg.Now(), Err: err})
+	f.report(LoadEvent{OK: false, NotAfter: old.NotAfter})
 	return err
 }
 
@@ -237,7 +232,7 @@ func (f *Files) read() (data files, s sums) {
 		if p == "" {
 			continue
 		}
-		b, err := readFile(p)
+		b, err := keyfile.Read(p)
 		if err != nil {
 			data[i].err, s[i].missing = err, true
 			continue
@@ -250,22 +245,6 @@ func (f *Files) read() (data files, s sums) {
 type readResult struct {
 	b   []byte
 	err error
-}
-
-func readFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	b, err := io.ReadAll(io.LimitReader(fh, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s: %w (over %d bytes)", path, ErrTooLarge, MaxFileSize)
-	}
-	return b, nil
 }
 
 // build parses what read returned into a config to put in force.
@@ -302,29 +281,62 @@ func (f *Files) build(data files) (*loaded, error) {
 		Time:         f.cfg.Now,
 	}
 	if f.cfg.ClientCAFile != "" {
-		cas, err := parseCertificates(data[2].b)
+		pool, err := certPool(data[2].b)
 		if err != nil {
 			return nil, field("client_ca_file", fmt.Errorf("%s: %w", f.cfg.ClientCAFile, err))
-		}
-		pool := x509.NewCertPool()
-		for _, ca := range cas {
-			pool.AddCert(ca)
 		}
 		c.ClientAuth, c.ClientCAs, c.SessionTicketsDisabled = tls.RequireAndVerifyClientCert, pool, true
 	}
 	return &loaded{config: c, leaf: leaf}, nil
 }
 
-// CertPool reads a PEM file of CA certificates (for a client's RootCAs),
-// refusing one with no certificate or one that does not parse.
-func CertPool(path string) (*x509.CertPool, error) {
-	b, err := readFile(path)
+// ClientConfig is the config of a TLS client (TLS 1.2 at least): it
+// verifies the server's certificate against the CA certificates (PEM) in
+// caFile, or the system's when caFile is "", and presents the certificate
+// in certFile with its private key in keyFile, or none when both are "".
+// Every file is read at once; the key's PEM is cleared once parsed. A
+// certificate without its key, or a key without its certificate, is
+// [ErrUnpaired].
+func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := keyfile.Read(caFile)
+		if err != nil {
+			return nil, err
+		}
+		if tc.RootCAs, err = certPool(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", caFile, err)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("%w (certificate %q, key %q)", ErrUnpaired, certFile, keyFile)
+	}
+	if certFile == "" {
+		return tc, nil
+	}
+	certPEM, err := keyfile.Read(certFile)
 	if err != nil {
 		return nil, err
 	}
+	keyPEM, err := keyfile.Read(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(keyPEM)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %s: %w", certFile, keyFile, err)
+	}
+	tc.Certificates = []tls.Certificate{pair}
+	return tc, nil
+}
+
+// certPool is a pool of every certificate of a PEM file (see
+// parseCertificates), for a server's ClientCAs or a client's RootCAs.
+func certPool(b []byte) (*x509.CertPool, error) {
 	cas, err := parseCertificates(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	pool := x509.NewCertPool()
 	for _, ca := range cas {
@@ -371,7 +383,7 @@ func (f *Files) install(l *loaded) {
 		f.cfg.Logger.Warn("tls: the private key file is readable by every user of this host; make it 0600 or 0640",
 			"key_file", f.cfg.KeyFile, "mode", fi.Mode().Perm().String())
 	}
-	f.report(LoadEvent{OK: true, NotAfter: l.leaf.NotAfter, At: f.cfg.Now()})
+	f.report(LoadEvent{OK: true, NotAfter: l.leaf.NotAfter})
 }
 
 func (f *Files) report(ev LoadEvent) {

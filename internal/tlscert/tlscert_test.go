@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -191,7 +192,7 @@ func TestLoadRefused(t *testing.T) {
 	empty := filepath.Join(e.dir, "empty.pem")
 	write(t, empty, nil)
 	big := filepath.Join(e.dir, "big.pem")
-	write(t, big, bytes.Repeat([]byte("A"), MaxFileSize+1))
+	write(t, big, bytes.Repeat([]byte("A"), keyfile.MaxFileSize+1))
 	garbage := filepath.Join(e.dir, "garbage.pem")
 	write(t, garbage, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
 	tests := []struct {
@@ -210,7 +211,7 @@ func TestLoadRefused(t *testing.T) {
 		{"certificate and key swapped", e.keyFile, e.certFile, "", "tls.cert_file", ErrNoCertificate, ""},
 		{"empty certificate file", empty, e.keyFile, "", "tls.cert_file", ErrNoCertificate, ""},
 		{"certificate that does not parse", garbage, e.keyFile, "", "tls.cert_file", nil, "certificate 1"},
-		{"too large", big, e.keyFile, "", "tls.cert_file", ErrTooLarge, ""},
+		{"too large", big, e.keyFile, "", "tls.cert_file", keyfile.ErrTooLarge, ""},
 		{"expired", expiredCert, expiredKey, "", "tls.cert_file", ErrExpired, "not after"},
 		{"not valid for an hour", futureCert, futureKey, "", "tls.cert_file", ErrNotYetValid, "not before"},
 		{"client CA file without a certificate", otherCert, otherKey, e.keyFile, "tls.client_ca_file", ErrNoCertificate, ""},

@@ -1,0 +1,55 @@
+package issuer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Bearer is a secret a request presents as its bearer token (RFC 6750):
+// the admin token, a metrics scrape token. Only the token's SHA-256 is
+// kept, and a request's token is compared with it by digest in constant
+// time. The zero Bearer is unset and allows nothing. Bearers are not
+// comparable: check a request with Allows.
+type Bearer struct {
+	_      [0]func()
+	digest [sha256.Size]byte
+	set    bool
+}
+
+// NewBearer returns the Bearer of token; "" gives the unset one.
+func NewBearer(token string) Bearer {
+	if token == "" {
+		return Bearer{}
+	}
+	return Bearer{digest: sha256.Sum256([]byte(token)), set: true}
+}
+
+// Set reports whether b holds a token.
+func (b Bearer) Set() bool { return b.set }
+
+// Allows reports whether r carries b's token ("Authorization: Bearer
+// ..."). An unset Bearer allows nothing.
+func (b Bearer) Allows(r *http.Request) bool {
+	v := r.Header.Get("Authorization")
+	if !b.set || len(v) < 7 || !strings.EqualFold(v[:7], "bearer ") {
+		return false
+	}
+	got := sha256.Sum256([]byte(v[7:]))
+	return subtle.ConstantTimeCompare(got[:], b.digest[:]) == 1
+}
+
+// Require serves h to the requests b allows, and answers the others 401
+// with a Bearer challenge naming realm.
+func (b Bearer) Require(realm string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !b.Allows(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+			w.Header().Set("Cache-Control", "no-store")
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "a bearer token is required"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
