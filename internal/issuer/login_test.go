@@ -270,6 +270,22 @@ func TestLoginAttemptLimit(t *testing.T) {
 	}
 }
 
+// failedLoginFrom makes a login with a wrong password for user through
+// client svc-a, forwarded for the address from, and returns the status.
+func (f *oauthFixture) failedLoginFrom(t *testing.T, user, from string) int {
+	t.Helper()
+	form := url.Values{"username": {user}, "password": {"wrong password!"}, "client_id": {"svc-a"}, "client_secret": {f.secrets["svc-a"]}}
+	req, _ := http.NewRequest("POST", f.srv.URL+"/v1/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-For", from)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestLoginLimitPerAddressBehindProxy: behind a trusted proxy the
 // per-address limit counts each client's X-Forwarded-For address, not the
 // proxy's; from an untrusted peer the header is ignored, so a client cannot
@@ -294,18 +310,7 @@ func TestLoginLimitPerAddressBehindProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Config.Handler = svc.Handler()
-			attempt := func(user, from string) int {
-				form := url.Values{"username": {user}, "password": {"wrong password!"}, "client_id": {"svc-a"}, "client_secret": {f.secrets["svc-a"]}}
-				req, _ := http.NewRequest("POST", f.srv.URL+"/v1/login", strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				req.Header.Set("X-Forwarded-For", from)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				return resp.StatusCode
-			}
+			attempt := func(user, from string) int { return f.failedLoginFrom(t, user, from) }
 			// Three users from one address use up that address.
 			for i, u := range []string{"u1", "u2", "u3"} {
 				if st := attempt(u, "198.51.100.1"); st != 401 {
@@ -663,18 +668,7 @@ func TestLoginIPv6Prefix(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.srv.Config.Handler = svc.Handler()
-			attempt := func(user, from string) int {
-				form := url.Values{"username": {user}, "password": {"wrong password!"}, "client_id": {"svc-a"}, "client_secret": {f.secrets["svc-a"]}}
-				req, _ := http.NewRequest("POST", f.srv.URL+"/v1/login", strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				req.Header.Set("X-Forwarded-For", from)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				return resp.StatusCode
-			}
+			attempt := func(user, from string) int { return f.failedLoginFrom(t, user, from) }
 			for i, u := range []string{"u1", "u2", "u3"} {
 				if st := attempt(u, "2001:db8:0:1::1"); st != 401 {
 					t.Fatalf("attempt %d: %d", i, st)
