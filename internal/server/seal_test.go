@@ -51,11 +51,10 @@ func tokenStatus(t *testing.T, l *live, id, secret string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// TestSealedStartPassphrase: with a keyring header and no root key the
-// node starts sealed — issuance and readiness answer 503, the gateway and
-// the store still work — and the passphrase over the admin API unseals it.
-// Sealing again through the API stops issuance at once.
-func TestSealedStartPassphrase(t *testing.T) {
+// passphraseDataDir returns a new data directory holding a keyring.json
+// for testPassphrase.
+func passphraseDataDir(t *testing.T) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -65,6 +64,15 @@ func TestSealedStartPassphrase(t *testing.T) {
 		t.Fatal(err)
 	}
 	root.Destroy()
+	return dir
+}
+
+// TestSealedStartPassphrase: with a keyring header and no root key the
+// node starts sealed — issuance and readiness answer 503, the gateway and
+// the store still work — and the passphrase over the admin API unseals it.
+// Sealing again through the API stops issuance at once.
+func TestSealedStartPassphrase(t *testing.T) {
+	dir := passphraseDataDir(t)
 	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, AdminToken: "admin-token-0123456789abcdef0123456789"}
 	l := startLive(t, cfg)
 	if !l.Sealed() || l.Bootstrap().Dev {

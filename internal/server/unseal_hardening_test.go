@@ -466,15 +466,7 @@ func TestUnsealMalformedKeys(t *testing.T) {
 // not start rather than seal signing keys under a key the passphrase does
 // not derive.
 func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root.Destroy()
+	dir := passphraseDataDir(t)
 	keyFile := filepath.Join(t.TempDir(), "root.key")
 	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
