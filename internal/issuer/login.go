@@ -56,7 +56,10 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	// disable that commits after that read revokes the subject at a later
 	// time, which then covers this family and its access token.
 	at := s.cfg.Now()
-	u, err := s.cfg.Store.GetUserByName(r.Context(), username)
+	// TODO(tenants): the user is looked up in the client's tenant; the
+	// admin API (every client and user is the default tenant's) and the
+	// per-account login limit do not know tenants yet.
+	u, err := s.cfg.Store.GetUserByName(r.Context(), c.Tenant, username)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.fail(w, "looking up a user", err)
 		return

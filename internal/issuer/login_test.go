@@ -28,7 +28,7 @@ type userStore struct {
 	refresh map[string]store.RefreshToken
 }
 
-func (s *userStore) GetUserByName(_ context.Context, name string) (store.User, error) {
+func (s *userStore) GetUserByName(_ context.Context, _, name string) (store.User, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u, ok := s.users[name]

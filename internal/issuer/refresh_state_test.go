@@ -436,8 +436,8 @@ type readRacingStore struct {
 	after func(ctx context.Context)
 }
 
-func (s *readRacingStore) GetUserByName(ctx context.Context, name string) (store.User, error) {
-	u, err := s.Store.GetUserByName(ctx, name)
+func (s *readRacingStore) GetUserByName(ctx context.Context, tenant, name string) (store.User, error) {
+	u, err := s.Store.GetUserByName(ctx, tenant, name)
 	if s.after != nil {
 		s.after(ctx)
 	}

@@ -1,10 +1,19 @@
-// Package store is keygate's durable state behind one interface: OAuth
-// clients, users, signing keys, refresh tokens and revocations. Two backends
-// implement it and pass one shared test suite: SQLite (the embedded default,
-// one file in the data directory) and PostgreSQL (a fleet). Secrets never
-// reach the store in the clear: signing keys arrive already sealed by the
-// keyring, client secrets and refresh tokens only as digests, passwords only
-// as Argon2id hashes.
+// Package store is keygate's durable state behind one interface: tenants,
+// OAuth clients, users, signing keys, refresh tokens and revocations. Two
+// backends implement it and pass one shared test suite: SQLite (the
+// embedded default, one file in the data directory) and PostgreSQL (a
+// fleet).
+//
+// Secrets never reach the store in the clear: signing keys and tenants'
+// data keys arrive already sealed by the keyring, client secrets and
+// refresh tokens only as digests, passwords only as Argon2id hashes.
+//
+// # Tenants
+//
+// Clients and users belong to a [Tenant]; [DefaultTenant] always exists
+// (data stored before tenants is its). A user's name is unique within its
+// tenant; nothing of one tenant is found under another tenant's name.
+// Names follow [ValidTenantName] in every backend.
 package store
 
 import (
@@ -35,11 +44,72 @@ var (
 	// caller only if the connection broke after it was sent. The
 	// operation may be retried later.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrNotEmpty: a tenant still has clients or users, so it was not
+	// deleted.
+	ErrNotEmpty = errors.New("store: not empty")
+	// ErrInvalid: an argument no backend accepts — a tenant name
+	// ValidTenantName refuses, an empty data key.
+	// Nothing was written. The error's text says what was wrong.
+	ErrInvalid = errors.New("store: invalid argument")
 )
+
+// DefaultTenant is the tenant that always exists and cannot be deleted.
+// Clients and users created without a tenant are its, and so is everything
+// stored before tenants were.
+const DefaultTenant = "default"
+
+// MaxTenantName is the longest tenant name, in bytes.
+const MaxTenantName = 64
+
+// ValidTenantName checks that name can name a tenant: 1 to 64 characters of
+// a-z, 0-9, '_' and '-', the first a letter or a digit. Its error wraps
+// ErrInvalid. Every backend refuses a tenant argument this refuses.
+func ValidTenantName(name string) error {
+	if len(name) == 0 || len(name) > MaxTenantName {
+		return fmt.Errorf("%w: a tenant name is 1 to %d characters, not %d", ErrInvalid, MaxTenantName, len(name))
+	}
+	for i := range len(name) {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return fmt.Errorf("%w: tenant name %q: only a-z, 0-9, '_' and '-', starting with a letter or a digit", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// TenantOrDefault is the tenant a new client or user is created in: tenant,
+// or DefaultTenant if it is empty. It fails as ValidTenantName does.
+func TenantOrDefault(tenant string) (string, error) {
+	if tenant == "" {
+		return DefaultTenant, nil
+	}
+	return tenant, ValidTenantName(tenant)
+}
+
+// DeletableTenant checks a DeleteTenant argument: a valid name, and not
+// DefaultTenant. Its error wraps ErrInvalid.
+func DeletableTenant(name string) error {
+	if name == DefaultTenant {
+		return fmt.Errorf("%w: the %s tenant cannot be deleted", ErrInvalid, DefaultTenant)
+	}
+	return ValidTenantName(name)
+}
+
+// Tenant is an isolated namespace of clients and users.
+type Tenant struct {
+	Name string // see ValidTenantName
+	// DataKey is the tenant's data key sealed by the keyring; the store
+	// never sees it in the clear. Nil until set (SetTenantDataKey).
+	DataKey   []byte
+	CreatedAt time.Time
+}
 
 // Client is an OAuth 2.0 client (RFC 6749 §2).
 type Client struct {
-	ID           string
+	ID           string // unique across tenants
+	Tenant       string // empty on create: DefaultTenant; fixed once created
 	Name         string
 	SecretDigest []byte   // SHA-256 of a high-entropy secret; compared in constant time
 	Scopes       []string // scopes it may be granted
@@ -49,8 +119,9 @@ type Client struct {
 
 // User is an account that logs in with a password.
 type User struct {
-	ID           string
-	Username     string // unique
+	ID           string // unique across tenants
+	Tenant       string // empty on create: DefaultTenant; fixed once created
+	Username     string // unique within its tenant
 	PasswordHash string // PHC-format Argon2id hash
 	Scopes       []string
 	Disabled     bool
@@ -148,21 +219,56 @@ func (r Revocation) Validate() error {
 // Store is the durable state. Every method is safe for concurrent use and
 // either completes or leaves nothing half-written; a write that returned nil
 // is durable (it survives kill -9).
+//
+// A method that takes a tenant name refuses one ValidTenantName refuses
+// with ErrInvalid.
 type Store interface {
+	// CreateTenant stores a new tenant (its DataKey may be nil); an
+	// existing name is ErrConflict.
+	CreateTenant(ctx context.Context, t Tenant) error
+	GetTenant(ctx context.Context, name string) (Tenant, error)
+	// ListTenants returns every tenant, DefaultTenant included, ordered
+	// by name.
+	ListTenants(ctx context.Context) ([]Tenant, error)
+	// SetTenantDataKey sets the tenant's sealed data key while it has
+	// none; once set it is ErrConflict, so of nodes racing to set one,
+	// one wins and the others re-read it. Empty sealed is ErrInvalid.
+	SetTenantDataKey(ctx context.Context, name string, sealed []byte) error
+	// DeleteTenant removes a tenant that has no clients or users
+	// (ErrNotEmpty otherwise). DefaultTenant is never deleted
+	// (ErrInvalid).
+	DeleteTenant(ctx context.Context, name string) error
+
+	// CreateClient stores a new client in c.Tenant (empty: DefaultTenant);
+	// a tenant that does not exist is ErrNotFound.
 	CreateClient(ctx context.Context, c Client) error
 	GetClient(ctx context.Context, id string) (Client, error)
+	// ListClients returns the clients of every tenant.
 	ListClients(ctx context.Context) ([]Client, error)
+	// ListClientsIn returns the clients of one tenant (none for a tenant
+	// that does not exist).
+	ListClientsIn(ctx context.Context, tenant string) ([]Client, error)
 	// UpdateClientSecret replaces the secret digest (rotation).
 	UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error
 	// UpdateClient replaces the Name, Scopes and UpdatedAt of the client
-	// with c.ID (its secret and CreatedAt are kept).
+	// with c.ID (its secret, Tenant and CreatedAt are kept).
 	UpdateClient(ctx context.Context, c Client) error
 	DeleteClient(ctx context.Context, id string) error
 
+	// CreateUser stores a new user in u.Tenant (empty: DefaultTenant); a
+	// tenant that does not exist is ErrNotFound, a Username taken in the
+	// tenant ErrConflict.
 	CreateUser(ctx context.Context, u User) error
 	GetUser(ctx context.Context, id string) (User, error)
-	GetUserByName(ctx context.Context, username string) (User, error)
+	// GetUserByName returns the user of tenant with username.
+	GetUserByName(ctx context.Context, tenant, username string) (User, error)
+	// ListUsers returns the users of every tenant.
 	ListUsers(ctx context.Context) ([]User, error)
+	// ListUsersIn returns the users of one tenant (none for a tenant that
+	// does not exist).
+	ListUsersIn(ctx context.Context, tenant string) ([]User, error)
+	// UpdateUser replaces the user's Username, PasswordHash, Scopes,
+	// Disabled and UpdatedAt; its Tenant and CreatedAt are kept.
 	UpdateUser(ctx context.Context, u User) error
 	DeleteUser(ctx context.Context, id string) error
 

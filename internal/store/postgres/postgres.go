@@ -39,8 +39,9 @@ const (
 // concurrent use.
 //
 // Times are kept as timestamptz: a time.Time comes back in UTC, truncated
-// to the microsecond. Empty scope lists come back nil. Lists are ordered
-// by creation time, then by id. A refresh family is started only by
+// to the microsecond. Empty scope lists come back nil. Lists of clients,
+// users and signing keys are ordered by creation time, then by id; tenants
+// by name. A refresh family is started only by
 // CreateRefreshToken (an existing FamilyID is a conflict) and extended
 // only by RotateRefreshToken.
 type Store struct {

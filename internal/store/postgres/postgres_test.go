@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/codec"
 	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/storetest"
 )
@@ -143,9 +144,11 @@ func TestConcurrentMigrate(t *testing.T) {
 	}
 }
 
-// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
-// family's earliest IssuedAt as OriginAt when the schema is migrated.
-func TestMigrateRefreshOrigin(t *testing.T) {
+// createAt creates, in a schema of its own, the tables of version (the
+// first version migrations), as a keygate of that version left them, and
+// returns a connection to it and its URL.
+func createAt(t *testing.T, version int) (*pgx.Conn, string) {
+	t.Helper()
 	u := newSchema(t)
 	ms, err := migration.Load(migrationFS, "migrations")
 	if err != nil {
@@ -156,28 +159,64 @@ func TestMigrateRefreshOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	for _, q := range []string{
-		`CREATE TABLE schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-		ms[0].SQL,
-		`INSERT INTO schema_migrations (version, name) VALUES (1, 'init')`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, `CREATE TABLE schema_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:version] {
+		if _, err := conn.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %d: %v", m.Version, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, l := range storetest.LegacyRefreshTokens() {
-		tok := l.Token
-		if _, err := conn.Exec(ctx, `INSERT INTO refresh_tokens
-			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
-			VALUES ($1, $2, $3, $4, $5, '[]', $6, $7, $8, false)`,
-			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, tok.IssuedAt, tok.ExpiresAt, nullTS(tok.UsedAt)); err != nil {
+	return conn, u
+}
+
+// exec runs each statement on conn with its arguments.
+func exec(t *testing.T, conn *pgx.Conn, stmts ...[]any) {
+	t.Helper()
+	for _, st := range stmts {
+		if _, err := conn.Exec(t.Context(), st[0].(string), st[1:]...); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
+// family's earliest IssuedAt as OriginAt when the schema is migrated.
+func TestMigrateRefreshOrigin(t *testing.T) {
+	conn, u := createAt(t, 1)
+	for _, l := range storetest.LegacyRefreshTokens() {
+		tok := l.Token
+		exec(t, conn, []any{`INSERT INTO refresh_tokens
+			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+			VALUES ($1, $2, $3, $4, $5, '[]', $6, $7, $8, false)`,
+			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, tok.IssuedAt, tok.ExpiresAt, nullTS(tok.UsedAt)})
 	}
 	s := open(t, u)
 	defer s.Close()
 	storetest.CheckLegacyOrigins(t, s)
+}
+
+// TestMigrateTenants: the clients and users of a schema-2 database (before
+// tenants) are the default tenant's once it is migrated.
+func TestMigrateTenants(t *testing.T) {
+	conn, u := createAt(t, 2)
+	for _, c := range storetest.LegacyClients() {
+		scopes, _ := codec.EncodeScopes(c.Scopes)
+		exec(t, conn, []any{`INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+			c.ID, c.Name, c.SecretDigest, scopes, c.CreatedAt, c.UpdatedAt})
+	}
+	for _, usr := range storetest.LegacyUsers() {
+		scopes, _ := codec.EncodeScopes(usr.Scopes)
+		exec(t, conn, []any{`INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			usr.ID, usr.Username, usr.PasswordHash, scopes, usr.Disabled, usr.CreatedAt, usr.UpdatedAt})
+	}
+	s := open(t, u)
+	defer s.Close()
+	storetest.CheckLegacyTenants(t, s)
 }
 
 func TestNewerSchemaRefused(t *testing.T) {

@@ -64,16 +64,150 @@ func collect[T any](ctx context.Context, op string, rows pgx.Rows, err error, sc
 	return out, nil
 }
 
+// Tenants.
+
+// tenantArg checks a tenant argument, for the error of op.
+func tenantArg(op, tenant string) error {
+	if err := store.ValidTenantName(tenant); err != nil {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return nil
+}
+
+// wrapInTenant is wrap for a write into tenant: a foreign-key violation
+// (the tenant does not exist) is store.ErrNotFound naming it.
+func wrapInTenant(ctx context.Context, op, tenant string, err error) error {
+	if isForeignKey(err) {
+		return fmt.Errorf("postgres: %s: tenant %q: %w", op, tenant, store.ErrNotFound)
+	}
+	return wrap(ctx, op, err)
+}
+
+func isForeignKey(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503" // foreign_key_violation
+}
+
+const selectTenant = `SELECT name, data_key, created_at FROM tenants`
+
+func scanTenant(row pgx.Row) (store.Tenant, error) {
+	var t store.Tenant
+	if err := row.Scan(&t.Name, &t.DataKey, &t.CreatedAt); err != nil {
+		return store.Tenant{}, err
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	return t, nil
+}
+
+// nullBytes stores an empty byte slice as NULL.
+func nullBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// exists returns nil if query finds a row, else store.ErrNotFound naming
+// what: it tells a conditional write that matched nothing because its row
+// is missing from one whose condition failed.
+func (s *Store) exists(ctx context.Context, op, what, query string, args ...any) error {
+	var one int
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&one); err != nil {
+		return wrap(ctx, op+": "+what, err)
+	}
+	return nil
+}
+
+// CreateTenant stores a new tenant; an existing name is store.ErrConflict.
+func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "create tenant"
+	if err := tenantArg(op, t.Name); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO tenants (name, data_key, created_at) VALUES ($1, $2, $3)`,
+		t.Name, nullBytes(t.DataKey), ts(t.CreatedAt))
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// GetTenant returns the tenant name, or store.ErrNotFound.
+func (s *Store) GetTenant(ctx context.Context, name string) (store.Tenant, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "get tenant"
+	if err := tenantArg(op, name); err != nil {
+		return store.Tenant{}, err
+	}
+	t, err := scanTenant(s.pool.QueryRow(ctx, selectTenant+` WHERE name = $1`, name))
+	if err != nil {
+		return store.Tenant{}, wrap(ctx, op, err)
+	}
+	return t, nil
+}
+
+// ListTenants returns every tenant, ordered by name.
+func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, selectTenant+` ORDER BY name`)
+	return collect(ctx, "list tenants", rows, err, func(r pgx.Rows) (store.Tenant, error) { return scanTenant(r) })
+}
+
+// SetTenantDataKey sets the tenant's data key if it has none; one already
+// set is store.ErrConflict, an unknown tenant store.ErrNotFound. Of
+// concurrent calls, the first to lock the row sets it; the others then
+// find it set.
+func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "set tenant data key"
+	if err := tenantArg(op, name); err != nil {
+		return err
+	}
+	if len(sealed) == 0 {
+		return fmt.Errorf("postgres: %s: %w: empty data key", op, store.ErrInvalid)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET data_key = $1 WHERE name = $2 AND data_key IS NULL`, sealed, name)
+	if err := affected(ctx, op, tag, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := s.exists(ctx, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = $1`, name); err != nil {
+		return err
+	}
+	return fmt.Errorf("postgres: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
+}
+
+// DeleteTenant removes a tenant without clients or users
+// (store.ErrNotEmpty otherwise, from the foreign keys that reference it;
+// they also hold off a client or user being added meanwhile).
+func (s *Store) DeleteTenant(ctx context.Context, name string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "delete tenant"
+	if err := store.DeletableTenant(name); err != nil {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM tenants WHERE name = $1`, name)
+	if isForeignKey(err) {
+		return fmt.Errorf("postgres: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
+	}
+	return affected(ctx, op, tag, err)
+}
+
 // Clients.
 
-const selectClient = `SELECT id, name, secret_digest, scopes, created_at, updated_at FROM clients`
+const selectClient = `SELECT id, tenant, name, secret_digest, scopes, created_at, updated_at FROM clients`
 
 func scanClient(row pgx.Row) (store.Client, error) {
 	var (
 		c      store.Client
 		scopes []byte
 	)
-	if err := row.Scan(&c.ID, &c.Name, &c.SecretDigest, &scopes, &c.CreatedAt, &c.UpdatedAt); err != nil {
+	if err := row.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretDigest, &scopes, &c.CreatedAt, &c.UpdatedAt); err != nil {
 		return store.Client{}, err
 	}
 	var err error
@@ -84,19 +218,26 @@ func scanClient(row pgx.Row) (store.Client, error) {
 	return c, nil
 }
 
-// CreateClient stores a new client; an existing ID is store.ErrConflict.
+// CreateClient stores a new client in c.Tenant (empty: the default
+// tenant); an existing ID is store.ErrConflict, a tenant that does not
+// exist store.ErrNotFound.
 func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	const op = "create client"
+	tenant, err := store.TenantOrDefault(c.Tenant)
+	if err != nil {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
 	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		c.ID, c.Name, codec.NonNil(c.SecretDigest), scopes, ts(c.CreatedAt), ts(c.UpdatedAt))
+	_, err = s.pool.Exec(ctx, `INSERT INTO clients (id, tenant, name, secret_digest, scopes, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.ID, tenant, c.Name, codec.NonNil(c.SecretDigest), scopes, ts(c.CreatedAt), ts(c.UpdatedAt))
 	if err != nil {
-		return wrap(ctx, "create client", err)
+		return wrapInTenant(ctx, op, tenant, err)
 	}
 	return nil
 }
@@ -112,12 +253,26 @@ func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) 
 	return c, nil
 }
 
-// ListClients returns every client, ordered by CreatedAt, then ID.
+// ListClients returns every client of every tenant, ordered by CreatedAt,
+// then ID.
 func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, selectClient+` ORDER BY created_at, id`)
 	return collect(ctx, "list clients", rows, err, func(r pgx.Rows) (store.Client, error) { return scanClient(r) })
+}
+
+// ListClientsIn returns the clients of tenant, ordered by CreatedAt, then
+// ID.
+func (s *Store) ListClientsIn(ctx context.Context, tenant string) ([]store.Client, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "list clients"
+	if err := tenantArg(op, tenant); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, selectClient+` WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	return collect(ctx, op, rows, err, func(r pgx.Rows) (store.Client, error) { return scanClient(r) })
 }
 
 // UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
@@ -130,7 +285,7 @@ func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte
 }
 
 // UpdateClient replaces the Name, Scopes and UpdatedAt of the client with
-// c.ID, or returns store.ErrNotFound.
+// c.ID (Tenant is kept), or returns store.ErrNotFound.
 func (s *Store) UpdateClient(ctx context.Context, c store.Client) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -153,14 +308,14 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 
 // Users.
 
-const selectUser = `SELECT id, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
+const selectUser = `SELECT id, tenant, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
 
 func scanUser(row pgx.Row) (store.User, error) {
 	var (
 		u      store.User
 		scopes []byte
 	)
-	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &scopes, &u.Disabled, &u.CreatedAt, &u.UpdatedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Tenant, &u.Username, &u.PasswordHash, &scopes, &u.Disabled, &u.CreatedAt, &u.UpdatedAt); err != nil {
 		return store.User{}, err
 	}
 	var err error
@@ -171,20 +326,27 @@ func scanUser(row pgx.Row) (store.User, error) {
 	return u, nil
 }
 
-// CreateUser stores a new user; an existing ID or Username is
-// store.ErrConflict. Usernames are compared byte for byte.
+// CreateUser stores a new user in u.Tenant (empty: the default tenant);
+// an existing ID, or a Username the tenant has, is store.ErrConflict, a
+// tenant that does not exist store.ErrNotFound. Usernames are compared
+// byte for byte.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	const op = "create user"
+	tenant, err := store.TenantOrDefault(u.Tenant)
+	if err != nil {
+		return fmt.Errorf("postgres: %s: %w", op, err)
+	}
 	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		u.ID, u.Username, u.PasswordHash, scopes, u.Disabled, ts(u.CreatedAt), ts(u.UpdatedAt))
+	_, err = s.pool.Exec(ctx, `INSERT INTO users (id, tenant, username, password_hash, scopes, disabled, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		u.ID, tenant, u.Username, u.PasswordHash, scopes, u.Disabled, ts(u.CreatedAt), ts(u.UpdatedAt))
 	if err != nil {
-		return wrap(ctx, "create user", err)
+		return wrapInTenant(ctx, op, tenant, err)
 	}
 	return nil
 }
@@ -200,18 +362,24 @@ func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
 	return u, nil
 }
 
-// GetUserByName returns the user with username, or store.ErrNotFound.
-func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
+// GetUserByName returns the user of tenant with username, or
+// store.ErrNotFound.
+func (s *Store) GetUserByName(ctx context.Context, tenant, username string) (store.User, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	u, err := scanUser(s.pool.QueryRow(ctx, selectUser+` WHERE username = $1`, username))
+	const op = "get user"
+	if err := tenantArg(op, tenant); err != nil {
+		return store.User{}, err
+	}
+	u, err := scanUser(s.pool.QueryRow(ctx, selectUser+` WHERE tenant = $1 AND username = $2`, tenant, username))
 	if err != nil {
-		return store.User{}, wrap(ctx, "get user", err)
+		return store.User{}, wrap(ctx, op, err)
 	}
 	return u, nil
 }
 
-// ListUsers returns every user, ordered by CreatedAt, then ID.
+// ListUsers returns every user of every tenant, ordered by CreatedAt, then
+// ID.
 func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -219,9 +387,21 @@ func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
 	return collect(ctx, "list users", rows, err, func(r pgx.Rows) (store.User, error) { return scanUser(r) })
 }
 
+// ListUsersIn returns the users of tenant, ordered by CreatedAt, then ID.
+func (s *Store) ListUsersIn(ctx context.Context, tenant string) ([]store.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "list users"
+	if err := tenantArg(op, tenant); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, selectUser+` WHERE tenant = $1 ORDER BY created_at, id`, tenant)
+	return collect(ctx, op, rows, err, func(r pgx.Rows) (store.User, error) { return scanUser(r) })
+}
+
 // UpdateUser replaces the Username, PasswordHash, Scopes, Disabled and
-// UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
-// another user is store.ErrConflict.
+// UpdatedAt of the user with u.ID (Tenant and CreatedAt are kept). A
+// Username taken by another user of its tenant is store.ErrConflict.
 func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -8,6 +8,9 @@ import (
 	"math"
 	"time"
 
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/internal/codec"
 )
@@ -75,9 +78,131 @@ func affected(ctx context.Context, op string, res sql.Result, err error) error {
 	return nil
 }
 
+// Tenants.
+
+// tenantArg checks a tenant argument, for the error of op.
+func tenantArg(op, tenant string) error {
+	if err := store.ValidTenantName(tenant); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	return nil
+}
+
+// wrapInTenant is wrap for a write into tenant: a foreign-key violation
+// (the tenant does not exist) is store.ErrNotFound naming it.
+func wrapInTenant(ctx context.Context, op, tenant string, err error) error {
+	if isForeignKey(err) {
+		return fmt.Errorf("sqlite: %s: tenant %q: %w", op, tenant, store.ErrNotFound)
+	}
+	return wrap(ctx, op, err)
+}
+
+func isForeignKey(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+const selectTenant = `SELECT name, data_key, created_at FROM tenants`
+
+func scanTenant(row scanner) (store.Tenant, error) {
+	var (
+		t       store.Tenant
+		created int64
+	)
+	err := row.Scan(&t.Name, &t.DataKey, &created)
+	t.CreatedAt = fromMicros(created)
+	return t, err
+}
+
+// nullBytes stores an empty byte slice as NULL.
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// CreateTenant stores a new tenant; an existing name is store.ErrConflict.
+func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
+	const op = "create tenant"
+	if err := tenantArg(op, t.Name); err != nil {
+		return err
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO tenants (name, data_key, created_at) VALUES (?, ?, ?)`,
+		t.Name, nullBytes(t.DataKey), micros(t.CreatedAt))
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// GetTenant returns the tenant name, or store.ErrNotFound.
+func (s *Store) GetTenant(ctx context.Context, name string) (store.Tenant, error) {
+	const op = "get tenant"
+	if err := tenantArg(op, name); err != nil {
+		return store.Tenant{}, err
+	}
+	t, err := scanTenant(s.r.QueryRowContext(ctx, selectTenant+` WHERE name = ?`, name))
+	if err != nil {
+		return store.Tenant{}, wrap(ctx, op, err)
+	}
+	return t, nil
+}
+
+// ListTenants returns every tenant, ordered by name.
+func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
+	rows, err := s.r.QueryContext(ctx, selectTenant+` ORDER BY name`)
+	return collect(ctx, "list tenants", rows, err, scanTenant)
+}
+
+// SetTenantDataKey sets the tenant's data key if it has none; one already
+// set is store.ErrConflict, an unknown tenant store.ErrNotFound.
+func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte) error {
+	const op = "set tenant data key"
+	if err := tenantArg(op, name); err != nil {
+		return err
+	}
+	if len(sealed) == 0 {
+		return fmt.Errorf("sqlite: %s: %w: empty data key", op, store.ErrInvalid)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET data_key = ? WHERE name = ? AND data_key IS NULL`, sealed, name)
+	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := s.exists(ctx, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = ?`, name); err != nil {
+		return err
+	}
+	return fmt.Errorf("sqlite: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
+}
+
+// exists returns nil if query, on the writer, finds a row, else
+// store.ErrNotFound naming what: it tells a conditional write that matched
+// nothing because its row is missing from one whose condition failed.
+func (s *Store) exists(ctx context.Context, op, what, query string, args ...any) error {
+	var one int
+	if err := s.w.QueryRowContext(ctx, query, args...).Scan(&one); err != nil {
+		return wrap(ctx, op+": "+what, err)
+	}
+	return nil
+}
+
+// DeleteTenant removes a tenant without clients or users
+// (store.ErrNotEmpty otherwise, from the foreign keys that reference it).
+func (s *Store) DeleteTenant(ctx context.Context, name string) error {
+	const op = "delete tenant"
+	if err := store.DeletableTenant(name); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
+	if isForeignKey(err) {
+		return fmt.Errorf("sqlite: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
+	}
+	return affected(ctx, op, res, err)
+}
+
 // Clients.
 
-const selectClient = `SELECT id, name, secret_digest, scopes, created_at, updated_at FROM clients`
+const selectClient = `SELECT id, tenant, name, secret_digest, scopes, created_at, updated_at FROM clients`
 
 func scanClient(row scanner) (store.Client, error) {
 	var (
@@ -85,7 +210,7 @@ func scanClient(row scanner) (store.Client, error) {
 		scopes         string
 		created, updat int64
 	)
-	if err := row.Scan(&c.ID, &c.Name, &c.SecretDigest, &scopes, &created, &updat); err != nil {
+	if err := row.Scan(&c.ID, &c.Tenant, &c.Name, &c.SecretDigest, &scopes, &created, &updat); err != nil {
 		return store.Client{}, err
 	}
 	var err error
@@ -96,17 +221,24 @@ func scanClient(row scanner) (store.Client, error) {
 	return c, nil
 }
 
-// CreateClient stores a new client; an existing ID is store.ErrConflict.
+// CreateClient stores a new client in c.Tenant (empty: the default
+// tenant); an existing ID is store.ErrConflict, a tenant that does not
+// exist store.ErrNotFound.
 func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
+	const op = "create client"
+	tenant, err := store.TenantOrDefault(c.Tenant)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
 	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		c.ID, c.Name, codec.NonNil(c.SecretDigest), scopes, micros(c.CreatedAt), micros(c.UpdatedAt))
+	_, err = s.w.ExecContext(ctx, `INSERT INTO clients (id, tenant, name, secret_digest, scopes, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, tenant, c.Name, codec.NonNil(c.SecretDigest), scopes, micros(c.CreatedAt), micros(c.UpdatedAt))
 	if err != nil {
-		return wrap(ctx, "create client", err)
+		return wrapInTenant(ctx, op, tenant, err)
 	}
 	return nil
 }
@@ -120,10 +252,22 @@ func (s *Store) GetClient(ctx context.Context, id string) (store.Client, error) 
 	return c, nil
 }
 
-// ListClients returns every client, ordered by CreatedAt, then ID.
+// ListClients returns every client of every tenant, ordered by CreatedAt,
+// then ID.
 func (s *Store) ListClients(ctx context.Context) ([]store.Client, error) {
 	rows, err := s.r.QueryContext(ctx, selectClient+` ORDER BY created_at, id`)
 	return collect(ctx, "list clients", rows, err, scanClient)
+}
+
+// ListClientsIn returns the clients of tenant, ordered by CreatedAt, then
+// ID.
+func (s *Store) ListClientsIn(ctx context.Context, tenant string) ([]store.Client, error) {
+	const op = "list clients"
+	if err := tenantArg(op, tenant); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, selectClient+` WHERE tenant = ? ORDER BY created_at, id`, tenant)
+	return collect(ctx, op, rows, err, scanClient)
 }
 
 // UpdateClientSecret replaces the secret digest and sets UpdatedAt to at.
@@ -134,7 +278,7 @@ func (s *Store) UpdateClientSecret(ctx context.Context, id string, digest []byte
 }
 
 // UpdateClient replaces the Name, Scopes and UpdatedAt of the client with
-// c.ID, or returns store.ErrNotFound.
+// c.ID (Tenant is kept), or returns store.ErrNotFound.
 func (s *Store) UpdateClient(ctx context.Context, c store.Client) error {
 	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
@@ -153,7 +297,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 
 // Users.
 
-const selectUser = `SELECT id, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
+const selectUser = `SELECT id, tenant, username, password_hash, scopes, disabled, created_at, updated_at FROM users`
 
 func scanUser(row scanner) (store.User, error) {
 	var (
@@ -162,7 +306,7 @@ func scanUser(row scanner) (store.User, error) {
 		disabled       int
 		created, updat int64
 	)
-	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &scopes, &disabled, &created, &updat); err != nil {
+	if err := row.Scan(&u.ID, &u.Tenant, &u.Username, &u.PasswordHash, &scopes, &disabled, &created, &updat); err != nil {
 		return store.User{}, err
 	}
 	var err error
@@ -174,18 +318,25 @@ func scanUser(row scanner) (store.User, error) {
 	return u, nil
 }
 
-// CreateUser stores a new user; an existing ID or Username is
-// store.ErrConflict. Usernames are compared byte for byte.
+// CreateUser stores a new user in u.Tenant (empty: the default tenant);
+// an existing ID, or a Username the tenant has, is store.ErrConflict, a
+// tenant that does not exist store.ErrNotFound. Usernames are compared
+// byte for byte.
 func (s *Store) CreateUser(ctx context.Context, u store.User) error {
+	const op = "create user"
+	tenant, err := store.TenantOrDefault(u.Tenant)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
 	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		u.ID, u.Username, u.PasswordHash, scopes, boolInt(u.Disabled), micros(u.CreatedAt), micros(u.UpdatedAt))
+	_, err = s.w.ExecContext(ctx, `INSERT INTO users (id, tenant, username, password_hash, scopes, disabled, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		u.ID, tenant, u.Username, u.PasswordHash, scopes, boolInt(u.Disabled), micros(u.CreatedAt), micros(u.UpdatedAt))
 	if err != nil {
-		return wrap(ctx, "create user", err)
+		return wrapInTenant(ctx, op, tenant, err)
 	}
 	return nil
 }
@@ -199,24 +350,40 @@ func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
 	return u, nil
 }
 
-// GetUserByName returns the user with username, or store.ErrNotFound.
-func (s *Store) GetUserByName(ctx context.Context, username string) (store.User, error) {
-	u, err := scanUser(s.getUser.QueryRowContext(ctx, username))
+// GetUserByName returns the user of tenant with username, or
+// store.ErrNotFound.
+func (s *Store) GetUserByName(ctx context.Context, tenant, username string) (store.User, error) {
+	const op = "get user"
+	if err := tenantArg(op, tenant); err != nil {
+		return store.User{}, err
+	}
+	u, err := scanUser(s.getUser.QueryRowContext(ctx, tenant, username))
 	if err != nil {
-		return store.User{}, wrap(ctx, "get user", err)
+		return store.User{}, wrap(ctx, op, err)
 	}
 	return u, nil
 }
 
-// ListUsers returns every user, ordered by CreatedAt, then ID.
+// ListUsers returns every user of every tenant, ordered by CreatedAt, then
+// ID.
 func (s *Store) ListUsers(ctx context.Context) ([]store.User, error) {
 	rows, err := s.r.QueryContext(ctx, selectUser+` ORDER BY created_at, id`)
 	return collect(ctx, "list users", rows, err, scanUser)
 }
 
+// ListUsersIn returns the users of tenant, ordered by CreatedAt, then ID.
+func (s *Store) ListUsersIn(ctx context.Context, tenant string) ([]store.User, error) {
+	const op = "list users"
+	if err := tenantArg(op, tenant); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, selectUser+` WHERE tenant = ? ORDER BY created_at, id`, tenant)
+	return collect(ctx, op, rows, err, scanUser)
+}
+
 // UpdateUser replaces the Username, PasswordHash, Scopes, Disabled and
-// UpdatedAt of the user with u.ID (CreatedAt is kept). A Username taken by
-// another user is store.ErrConflict.
+// UpdatedAt of the user with u.ID (Tenant and CreatedAt are kept). A
+// Username taken by another user of its tenant is store.ErrConflict.
 func (s *Store) UpdateUser(ctx context.Context, u store.User) error {
 	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {

@@ -36,8 +36,9 @@ const busyTimeout = 10 * time.Second
 // concurrent use.
 //
 // Times are kept as UTC microseconds: a time.Time comes back in UTC,
-// truncated to the microsecond. Empty scope lists come back nil. Lists are
-// ordered by creation time, then by id. A refresh family is started only
+// truncated to the microsecond. Empty scope lists come back nil. Lists of
+// clients, users and signing keys are ordered by creation time, then by
+// id; tenants by name. A refresh family is started only
 // by CreateRefreshToken (an existing FamilyID is a conflict) and extended
 // only by RotateRefreshToken.
 type Store struct {
@@ -129,7 +130,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		sql  string
 	}{
 		{&s.getClient, selectClient + ` WHERE id = ?`},
-		{&s.getUser, selectUser + ` WHERE username = ?`},
+		{&s.getUser, selectUser + ` WHERE tenant = ? AND username = ?`},
 		{&s.getRefresh, selectRefresh + ` WHERE digest = ?`},
 	} {
 		st, err := s.r.PrepareContext(ctx, p.sql)

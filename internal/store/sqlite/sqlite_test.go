@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/codec"
 	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/storetest"
 )
@@ -128,10 +129,11 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
-// family's earliest IssuedAt as OriginAt when the database is opened.
-func TestMigrateRefreshOrigin(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "keygate.db")
+// createAt creates the database at path with the schema of version (the
+// first version migrations), as a keygate of that version left it, and
+// returns it open without the store.
+func createAt(t *testing.T, path string, version int) *sql.DB {
+	t.Helper()
 	ms, err := migration.Load(migrationFS, "migrations")
 	if err != nil {
 		t.Fatal(err)
@@ -140,24 +142,43 @@ func TestMigrateRefreshOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { db.Close() })
 	ctx := t.Context()
-	for _, q := range []string{
-		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`,
-		ms[0].SQL,
-		`INSERT INTO schema_migrations VALUES (1, 'init', 0)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:version] {
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %d: %v", m.Version, err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, l := range storetest.LegacyRefreshTokens() {
-		tok := l.Token
-		if _, err := db.ExecContext(ctx, `INSERT INTO refresh_tokens
-			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
-			VALUES (?, ?, ?, ?, ?, '[]', ?, ?, ?, 0)`,
-			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, micros(tok.IssuedAt), micros(tok.ExpiresAt), nullMicros(tok.UsedAt)); err != nil {
+	return db
+}
+
+// exec runs each statement on db with its arguments.
+func exec(t *testing.T, db *sql.DB, stmts ...[]any) {
+	t.Helper()
+	for _, st := range stmts {
+		if _, err := db.ExecContext(t.Context(), st[0].(string), st[1:]...); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestMigrateRefreshOrigin: refresh tokens written by schema 1 get their
+// family's earliest IssuedAt as OriginAt when the database is opened.
+func TestMigrateRefreshOrigin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keygate.db")
+	db := createAt(t, path, 1)
+	for _, l := range storetest.LegacyRefreshTokens() {
+		tok := l.Token
+		exec(t, db, []any{`INSERT INTO refresh_tokens
+			(digest, family_id, generation, client_id, subject, scopes, issued_at, expires_at, used_at, revoked)
+			VALUES (?, ?, ?, ?, ?, '[]', ?, ?, ?, 0)`,
+			tok.Digest, tok.FamilyID, l.Generation, tok.ClientID, tok.Subject, micros(tok.IssuedAt), micros(tok.ExpiresAt), nullMicros(tok.UsedAt)})
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -165,6 +186,29 @@ func TestMigrateRefreshOrigin(t *testing.T) {
 	s := open(t, path)
 	defer s.Close()
 	storetest.CheckLegacyOrigins(t, s)
+}
+
+// TestMigrateTenants: the clients and users of a schema-2 database (before
+// tenants) are the default tenant's once it is opened.
+func TestMigrateTenants(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keygate.db")
+	db := createAt(t, path, 2)
+	for _, c := range storetest.LegacyClients() {
+		scopes, _ := codec.EncodeScopes(c.Scopes)
+		exec(t, db, []any{`INSERT INTO clients (id, name, secret_digest, scopes, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			c.ID, c.Name, c.SecretDigest, scopes, micros(c.CreatedAt), micros(c.UpdatedAt)})
+	}
+	for _, u := range storetest.LegacyUsers() {
+		scopes, _ := codec.EncodeScopes(u.Scopes)
+		exec(t, db, []any{`INSERT INTO users (id, username, password_hash, scopes, disabled, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			u.ID, u.Username, u.PasswordHash, scopes, boolInt(u.Disabled), micros(u.CreatedAt), micros(u.UpdatedAt)})
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path)
+	defer s.Close()
+	storetest.CheckLegacyTenants(t, s)
 }
 
 func TestNewerSchemaRefused(t *testing.T) {

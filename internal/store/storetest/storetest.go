@@ -21,8 +21,9 @@ import (
 // exactly.
 var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 
-// Run runs the suite: round trips, not found, conflicts, updates,
-// deletes, list order, refresh rotation (success, reuse, revoked, subject
+// Run runs the suite: tenants (the default one, names, data keys and the
+// race to set one, deletion, clients and users kept apart), round trips,
+// not found, conflicts, updates, deletes, list order, refresh rotation (success, reuse, revoked, subject
 // revoked since the family's origin, expired, unknown, 20 at once), family
 // revocation, cleanup, revocations, cancellation and concurrent writers. open must return a new, empty store
 // for each call; Run closes it when the subtest ends, before open's own
@@ -43,6 +44,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		name string
 		f    func(t *testing.T, s store.Store)
 	}{
+		{"TenantDefault", testTenantDefault},
+		{"TenantRoundTrip", testTenantRoundTrip},
+		{"TenantNames", testTenantNames},
+		{"TenantDataKey", testTenantDataKey},
+		{"TenantDataKeyRace", testTenantDataKeyRace},
+		{"TenantDelete", testTenantDelete},
+		{"TenantClients", testTenantClients},
+		{"TenantUsers", testTenantUsers},
 		{"ClientRoundTrip", testClientRoundTrip},
 		{"ClientNotFound", testClientNotFound},
 		{"ClientConflict", testClientConflict},
@@ -99,9 +108,11 @@ func Digest(s string) []byte {
 	return d[:]
 }
 
-func client(id string, created time.Time) store.Client {
+// client is a client of the default tenant, or of tenant[0].
+func client(id string, created time.Time, tenant ...string) store.Client {
 	return store.Client{
 		ID:           id,
+		Tenant:       tenantOr(tenant),
 		Name:         "client " + id,
 		SecretDigest: Digest("secret " + id),
 		Scopes:       []string{"read", "write:" + id},
@@ -110,15 +121,24 @@ func client(id string, created time.Time) store.Client {
 	}
 }
 
-func user(id, name string, created time.Time) store.User {
+// user is a user of the default tenant, or of tenant[0].
+func user(id, name string, created time.Time, tenant ...string) store.User {
 	return store.User{
 		ID:           id,
+		Tenant:       tenantOr(tenant),
 		Username:     name,
 		PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$" + id,
 		Scopes:       []string{"profile"},
 		CreatedAt:    created,
 		UpdatedAt:    created,
 	}
+}
+
+func tenantOr(tenant []string) string {
+	if len(tenant) > 0 {
+		return tenant[0]
+	}
+	return store.DefaultTenant
 }
 
 func signingKey(kid string, created time.Time) store.SigningKey {
@@ -233,6 +253,7 @@ func testClientRoundTrip(t *testing.T, s store.Store) {
 	must(t, "CreateClient(bare)", s.CreateClient(ctx, bare))
 	got, err = s.GetClient(ctx, "c2")
 	must(t, "GetClient(bare)", err)
+	bare.Tenant = store.DefaultTenant // no tenant is the default one
 	same(t, "GetClient(bare)", got, bare)
 	if got.Scopes != nil {
 		t.Errorf("empty scopes came back as %#v, want nil", got.Scopes)
@@ -348,7 +369,7 @@ func testUserRoundTrip(t *testing.T, s store.Store) {
 	u := user("u1", "alice", t0)
 	u.Disabled = true
 	must(t, "CreateUser", s.CreateUser(ctx, u))
-	got, err := s.GetUserByName(ctx, "alice")
+	got, err := s.GetUserByName(ctx, store.DefaultTenant, "alice")
 	must(t, "GetUserByName", err)
 	same(t, "GetUserByName", got, u)
 	got, err = s.GetUser(ctx, "u1")
@@ -357,7 +378,7 @@ func testUserRoundTrip(t *testing.T, s store.Store) {
 
 	// Usernames are compared byte for byte.
 	must(t, "CreateUser(Alice)", s.CreateUser(ctx, user("u2", "Alice", t0)))
-	got, err = s.GetUserByName(ctx, "Alice")
+	got, err = s.GetUserByName(ctx, store.DefaultTenant, "Alice")
 	must(t, "GetUserByName(Alice)", err)
 	same(t, "GetUserByName(Alice)", got, user("u2", "Alice", t0))
 }
@@ -365,9 +386,9 @@ func testUserRoundTrip(t *testing.T, s store.Store) {
 func testUserNotFound(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	must(t, "CreateUser", s.CreateUser(ctx, user("u1", "alice", t0)))
-	_, err := s.GetUserByName(ctx, "bob")
+	_, err := s.GetUserByName(ctx, store.DefaultTenant, "bob")
 	wantErr(t, "GetUserByName", err, store.ErrNotFound)
-	_, err = s.GetUserByName(ctx, "u1") // an id is not a name
+	_, err = s.GetUserByName(ctx, store.DefaultTenant, "u1") // an id is not a name
 	wantErr(t, "GetUserByName(id)", err, store.ErrNotFound)
 	_, err = s.GetUser(ctx, "alice") // nor a name an id
 	wantErr(t, "GetUser(name)", err, store.ErrNotFound)
@@ -383,7 +404,7 @@ func testUserConflict(t *testing.T, s store.Store) {
 	must(t, "CreateUser", s.CreateUser(ctx, u))
 	wantErr(t, "CreateUser(same id)", s.CreateUser(ctx, user("u1", "bob", t0)), store.ErrConflict)
 	wantErr(t, "CreateUser(same name)", s.CreateUser(ctx, user("u2", "alice", t0)), store.ErrConflict)
-	_, err := s.GetUserByName(ctx, "bob")
+	_, err := s.GetUserByName(ctx, store.DefaultTenant, "bob")
 	wantErr(t, "GetUserByName(bob)", err, store.ErrNotFound)
 	list, err := s.ListUsers(ctx)
 	must(t, "ListUsers", err)
@@ -407,21 +428,21 @@ func testUserUpdate(t *testing.T, s store.Store) {
 	}
 	must(t, "UpdateUser", s.UpdateUser(ctx, upd))
 	want := upd
-	want.CreatedAt = t0
-	got, err := s.GetUserByName(ctx, "alice2")
+	want.Tenant, want.CreatedAt = store.DefaultTenant, t0
+	got, err := s.GetUserByName(ctx, store.DefaultTenant, "alice2")
 	must(t, "GetUserByName(alice2)", err)
 	same(t, "updated user", got, want)
-	_, err = s.GetUserByName(ctx, "alice")
+	_, err = s.GetUserByName(ctx, store.DefaultTenant, "alice")
 	wantErr(t, "GetUserByName(old name)", err, store.ErrNotFound)
 
 	// Renaming onto a taken name changes nothing.
 	taken := want
 	taken.Username, taken.PasswordHash = "bob", "$argon2id$other"
 	wantErr(t, "UpdateUser(taken name)", s.UpdateUser(ctx, taken), store.ErrConflict)
-	got, err = s.GetUserByName(ctx, "alice2")
+	got, err = s.GetUserByName(ctx, store.DefaultTenant, "alice2")
 	must(t, "GetUserByName(alice2)", err)
 	same(t, "user after failed rename", got, want)
-	got, err = s.GetUserByName(ctx, "bob")
+	got, err = s.GetUserByName(ctx, store.DefaultTenant, "bob")
 	must(t, "GetUserByName(bob)", err)
 	same(t, "bob", got, user("u2", "bob", t0))
 }
@@ -431,7 +452,7 @@ func testUserDelete(t *testing.T, s store.Store) {
 	must(t, "CreateUser", s.CreateUser(ctx, user("u1", "alice", t0)))
 	must(t, "CreateUser", s.CreateUser(ctx, user("u2", "bob", t0)))
 	must(t, "DeleteUser", s.DeleteUser(ctx, "u1"))
-	_, err := s.GetUserByName(ctx, "alice")
+	_, err := s.GetUserByName(ctx, store.DefaultTenant, "alice")
 	wantErr(t, "GetUserByName after delete", err, store.ErrNotFound)
 	_, err = s.GetUser(ctx, "u1")
 	wantErr(t, "GetUser after delete", err, store.ErrNotFound)
@@ -762,32 +783,11 @@ func testRotateConcurrent(t *testing.T, s store.Store) {
 	must(t, "CreateRefreshToken", s.CreateRefreshToken(ctx, refresh("a", "fam-1", t0)))
 	const n = 20
 	now := t0.Add(time.Minute)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			_, errs[i] = s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh(fmt.Sprintf("next-%d", i), "", now), now)
-		})
-	}
-	close(start)
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			if winner >= 0 {
-				t.Errorf("rotations %d and %d both succeeded", winner, i)
-			}
-			winner = i
-		case !errors.Is(err, store.ErrReused):
-			t.Errorf("rotation %d: %v, want nil or ErrReused", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatalf("no rotation succeeded: %v", errs)
-	}
+	errs := race(n, func(i int) error {
+		_, err := s.RotateRefreshToken(ctx, "iss", Digest("a"), refresh(fmt.Sprintf("next-%d", i), "", now), now)
+		return err
+	})
+	winner := oneWinner(t, errs, store.ErrReused)
 	// The others were reuse: the family, the winner's token included, is revoked.
 	for _, name := range []string{"a", fmt.Sprintf("next-%d", winner)} {
 		if tok := getRefresh(t, s, name); !tok.Revoked || tok.FamilyID != "fam-1" {
@@ -1057,6 +1057,8 @@ func testCanceled(t *testing.T, s store.Store) {
 	must(t, "CreateClient", s.CreateClient(live, client("c1", t0)))
 	must(t, "CreateUser", s.CreateUser(live, user("u1", "alice", t0)))
 	must(t, "PutSigningKey", s.PutSigningKey(live, signingKey("k1", t0)))
+	empty := tenant("empty", t0)
+	must(t, "CreateTenant", s.CreateTenant(live, empty))
 
 	ctx, cancel := context.WithCancel(live)
 	cancel()
@@ -1087,10 +1089,17 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"AddRevocation", func() error {
 			return s.AddRevocation(ctx, store.Revocation{Issuer: "i", JTI: "j", Until: at, CreatedAt: t0})
 		}},
+		{"CreateTenant", func() error { return s.CreateTenant(ctx, tenant("acme", t0)) }},
+		{"SetTenantDataKey", func() error { return s.SetTenantDataKey(ctx, "empty", []byte("k")) }},
+		{"DeleteTenant", func() error { return s.DeleteTenant(ctx, "empty") }},
+		{"GetTenant", func() error { _, err := s.GetTenant(ctx, "empty"); return err }},
+		{"ListTenants", func() error { _, err := s.ListTenants(ctx); return err }},
+		{"ListClientsIn", func() error { _, err := s.ListClientsIn(ctx, store.DefaultTenant); return err }},
+		{"ListUsersIn", func() error { _, err := s.ListUsersIn(ctx, store.DefaultTenant); return err }},
 		{"GetClient", func() error { _, err := s.GetClient(ctx, "c1"); return err }},
 		{"UpdateClient", func() error { return s.UpdateClient(ctx, store.Client{ID: "c1", UpdatedAt: t0}) }},
 		{"ListClients", func() error { _, err := s.ListClients(ctx); return err }},
-		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, "alice"); return err }},
+		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, store.DefaultTenant, "alice"); return err }},
 		{"GetUser", func() error { _, err := s.GetUser(ctx, "u1"); return err }},
 		{"ListUsers", func() error { _, err := s.ListUsers(ctx); return err }},
 		{"ListSigningKeys", func() error { _, err := s.ListSigningKeys(ctx); return err }},
@@ -1103,6 +1112,9 @@ func testCanceled(t *testing.T, s store.Store) {
 	}
 
 	// Nothing changed.
+	tenants, err := s.ListTenants(live)
+	must(t, "ListTenants", err)
+	same(t, "tenants", tenants, []store.Tenant{getTenant(t, s, store.DefaultTenant), empty})
 	clients, err := s.ListClients(live)
 	must(t, "ListClients", err)
 	same(t, "clients", clients, []store.Client{client("c1", t0)})
