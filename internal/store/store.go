@@ -1,19 +1,32 @@
 // Package store is keygate's durable state behind one interface: tenants,
-// OAuth clients, users, signing keys, refresh tokens and revocations. Two
-// backends implement it and pass one shared test suite: SQLite (the
-// embedded default, one file in the data directory) and PostgreSQL (a
-// fleet).
+// OAuth clients, users, signing keys, refresh tokens, revocations and
+// transit keys. Two backends implement it and pass one shared test suite:
+// SQLite (the embedded default, one file in the data directory) and
+// PostgreSQL (a fleet).
 //
-// Secrets never reach the store in the clear: signing keys and tenants'
-// data keys arrive already sealed by the keyring, client secrets and
-// refresh tokens only as digests, passwords only as Argon2id hashes.
+// Secrets never reach the store in the clear: signing keys, transit key
+// versions and tenants' data keys arrive already sealed by the keyring,
+// client secrets and refresh tokens only as digests, passwords only as
+// Argon2id hashes. A transit key's configuration is opaque bytes here; the
+// transit engine gives it meaning.
 //
 // # Tenants
 //
-// Clients and users belong to a [Tenant]; [DefaultTenant] always exists
-// (data stored before tenants is its). A user's name is unique within its
-// tenant; nothing of one tenant is found under another tenant's name.
-// Names follow [ValidTenantName] in every backend.
+// Clients, users and transit keys belong to a [Tenant]; [DefaultTenant]
+// always exists (data stored before tenants is its). A user's name is
+// unique within its tenant, and so is a transit key's; nothing of one
+// tenant is found under another tenant's name. Names follow
+// [ValidTenantName] in every backend.
+//
+// # Transit keys
+//
+// A [TransitKey] is stored as one row for the key and one row per
+// [TransitKeyVersion], never as one record that grows with every rotation.
+// Nodes of a fleet change a key with optimistic concurrency:
+// [Store.UpdateTransitKey] compares the Revision it was given, and
+// [Store.AddTransitKeyVersion] adds version n only while n-1 is the latest,
+// so of nodes rotating a key at once exactly one wins; the others get
+// [ErrConflict], re-read the key and decide again.
 package store
 
 import (
@@ -44,11 +57,12 @@ var (
 	// caller only if the connection broke after it was sent. The
 	// operation may be retried later.
 	ErrUnavailable = errors.New("store: unavailable")
-	// ErrNotEmpty: a tenant still has clients or users, so it was not
-	// deleted.
+	// ErrNotEmpty: a tenant still has clients, users or transit keys, so
+	// it was not deleted.
 	ErrNotEmpty = errors.New("store: not empty")
 	// ErrInvalid: an argument no backend accepts — a tenant name
-	// ValidTenantName refuses, an empty data key.
+	// ValidTenantName refuses, an empty data key or key version, a
+	// version out of range.
 	// Nothing was written. The error's text says what was wrong.
 	ErrInvalid = errors.New("store: invalid argument")
 )
@@ -97,7 +111,7 @@ func DeletableTenant(name string) error {
 	return ValidTenantName(name)
 }
 
-// Tenant is an isolated namespace of clients and users.
+// Tenant is an isolated namespace of clients, users and transit keys.
 type Tenant struct {
 	Name string // see ValidTenantName
 	// DataKey is the tenant's data key sealed by the keyring; the store
@@ -216,6 +230,98 @@ func (r Revocation) Validate() error {
 	return nil
 }
 
+// TransitKey is a named, versioned key of the transit engine, without its
+// versions' key material (TransitKeyVersion).
+type TransitKey struct {
+	Tenant string
+	Name   string // unique within its tenant; not empty
+	Type   string // the key type, as the transit engine names it; not empty
+	// Config is the transit engine's settings for the key, as JSON; the
+	// store keeps it as opaque bytes.
+	Config []byte
+	// Latest is the newest version; MinAvailable the oldest one kept (the
+	// versions below it were trimmed). 1 <= MinAvailable <= Latest.
+	Latest       int
+	MinAvailable int
+	// Revision counts the key's changes: 1 when created, one more with
+	// each UpdateTransitKey, AddTransitKeyVersion and TrimTransitKey.
+	Revision  int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TransitKeyVersion is one version of a transit key.
+type TransitKeyVersion struct {
+	Tenant  string
+	Name    string
+	Version int    // 1, 2, ...
+	Sealed  []byte // the key material, sealed by the caller; not empty
+	// CreatedAt is when the version was made (by rotation, or import).
+	CreatedAt time.Time
+}
+
+// CheckTransitKeyName checks a transit key's tenant and name arguments:
+// a valid tenant and a name that is not empty. Its error wraps ErrInvalid.
+func CheckTransitKeyName(tenant, name string) error {
+	if err := ValidTenantName(tenant); err != nil {
+		return err
+	}
+	if name == "" {
+		return fmt.Errorf("%w: a transit key needs a name", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate checks a version before it is stored: its key, a Version of 1
+// or more and Sealed key material. Its error wraps ErrInvalid.
+func (v TransitKeyVersion) Validate() error {
+	if err := CheckTransitKeyName(v.Tenant, v.Name); err != nil {
+		return err
+	}
+	switch {
+	case v.Version < 1:
+		return fmt.Errorf("%w: transit key %q: version %d, want 1 or more", ErrInvalid, v.Name, v.Version)
+	case len(v.Sealed) == 0:
+		return fmt.Errorf("%w: transit key %q version %d: no key material", ErrInvalid, v.Name, v.Version)
+	}
+	return nil
+}
+
+// NewTransitKey is what CreateTransitKey stores of its arguments, the same
+// in every backend: k with Latest first.Version, MinAvailable 1 if unset,
+// and Revision 1; first in k's tenant and name. It fails, wrapping
+// ErrInvalid, if k has no name or type, if first is not a valid version,
+// or if MinAvailable is above first.Version.
+func NewTransitKey(k TransitKey, first TransitKeyVersion) (TransitKey, TransitKeyVersion, error) {
+	first.Tenant, first.Name = k.Tenant, k.Name
+	if err := first.Validate(); err != nil {
+		return TransitKey{}, TransitKeyVersion{}, err
+	}
+	if k.Type == "" {
+		return TransitKey{}, TransitKeyVersion{}, fmt.Errorf("%w: transit key %q needs a type", ErrInvalid, k.Name)
+	}
+	k.Latest, k.Revision = first.Version, 1
+	if k.MinAvailable == 0 {
+		k.MinAvailable = 1
+	}
+	if k.MinAvailable < 1 || k.MinAvailable > k.Latest {
+		return TransitKey{}, TransitKeyVersion{}, fmt.Errorf("%w: transit key %q: minimum available version %d, want 1 to %d",
+			ErrInvalid, k.Name, k.MinAvailable, k.Latest)
+	}
+	return k, first, nil
+}
+
+// CheckTrim states whether k, as stored, may be trimmed to minAvailable:
+// not above its Latest (that version is always kept) nor below its
+// MinAvailable (those versions are gone). Its error wraps ErrInvalid.
+func (k TransitKey) CheckTrim(minAvailable int) error {
+	if minAvailable > k.Latest || minAvailable < k.MinAvailable {
+		return fmt.Errorf("%w: transit key %q: cannot keep versions from %d: it has versions %d to %d",
+			ErrInvalid, k.Name, minAvailable, k.MinAvailable, k.Latest)
+	}
+	return nil
+}
+
 // Store is the durable state. Every method is safe for concurrent use and
 // either completes or leaves nothing half-written; a write that returned nil
 // is durable (it survives kill -9).
@@ -234,8 +340,8 @@ type Store interface {
 	// none; once set it is ErrConflict, so of nodes racing to set one,
 	// one wins and the others re-read it. Empty sealed is ErrInvalid.
 	SetTenantDataKey(ctx context.Context, name string, sealed []byte) error
-	// DeleteTenant removes a tenant that has no clients or users
-	// (ErrNotEmpty otherwise). DefaultTenant is never deleted
+	// DeleteTenant removes a tenant that has no clients, users or transit
+	// keys (ErrNotEmpty otherwise). DefaultTenant is never deleted
 	// (ErrInvalid).
 	DeleteTenant(ctx context.Context, name string) error
 
@@ -314,6 +420,35 @@ type Store interface {
 	// all) and whose Until, if set, is at or before now; it returns how
 	// many. Adding a revocation again keeps the later Until and Before.
 	DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error)
+
+	// CreateTransitKey stores a new key and its first version at once
+	// (see NewTransitKey): version 1, or for an imported key the version
+	// given. A name the tenant has is ErrConflict, a tenant that does not
+	// exist ErrNotFound.
+	CreateTransitKey(ctx context.Context, k TransitKey, first TransitKeyVersion) error
+	// GetTransitKey returns the key and its versions from MinAvailable
+	// to Latest, ascending, as of one moment.
+	GetTransitKey(ctx context.Context, tenant, name string) (TransitKey, []TransitKeyVersion, error)
+	// GetTransitKeyVersion returns one version of a key; a version
+	// trimmed or not made yet is ErrNotFound.
+	GetTransitKeyVersion(ctx context.Context, tenant, name string, version int) (TransitKeyVersion, error)
+	// ListTransitKeys returns the names of the tenant's keys, sorted.
+	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
+	// UpdateTransitKey replaces the Config and UpdatedAt of the key if
+	// its stored Revision is k.Revision, and makes that k.Revision+1;
+	// another Revision is ErrConflict (the key changed since it was read).
+	UpdateTransitKey(ctx context.Context, k TransitKey) error
+	// AddTransitKeyVersion stores version v.Version of the key and makes
+	// it the Latest (UpdatedAt becomes v.CreatedAt, Revision one more) if
+	// the Latest is v.Version-1; otherwise it is ErrConflict (another
+	// node rotated first) and nothing is written.
+	AddTransitKeyVersion(ctx context.Context, v TransitKeyVersion) error
+	// TrimTransitKey deletes the versions below minAvailable and sets
+	// MinAvailable (Revision one more); minAvailable above Latest or
+	// below MinAvailable is ErrInvalid (see TransitKey.CheckTrim).
+	TrimTransitKey(ctx context.Context, tenant, name string, minAvailable int) error
+	// DeleteTransitKey deletes the key and every version of it.
+	DeleteTransitKey(ctx context.Context, tenant, name string) error
 
 	Close() error
 }

@@ -41,9 +41,12 @@ const (
 // Times are kept as timestamptz: a time.Time comes back in UTC, truncated
 // to the microsecond. Empty scope lists come back nil. Lists of clients,
 // users and signing keys are ordered by creation time, then by id; tenants
-// by name. A refresh family is started only by
+// and transit key names by name. A refresh family is started only by
 // CreateRefreshToken (an existing FamilyID is a conflict) and extended
-// only by RotateRefreshToken.
+// only by RotateRefreshToken. A transit key's versions are rows of their
+// own, deleted with the key by the foreign key's cascade; a conditional
+// change of a key (a rotation, an update from a revision) is one
+// statement, so of concurrent ones the first to lock the key's row wins.
 type Store struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration

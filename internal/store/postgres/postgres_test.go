@@ -297,3 +297,9 @@ func BenchmarkRotateRefreshToken(b *testing.B) {
 	defer s.Close()
 	storetest.BenchRotateRefreshToken(b, s)
 }
+
+func BenchmarkGetTransitKeyVersion(b *testing.B) {
+	s := open(b, newSchema(b))
+	defer s.Close()
+	storetest.BenchGetTransitKeyVersion(b, s)
+}

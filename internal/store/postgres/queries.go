@@ -181,9 +181,9 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 	return fmt.Errorf("postgres: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
 }
 
-// DeleteTenant removes a tenant without clients or users
+// DeleteTenant removes a tenant without clients, users or transit keys
 // (store.ErrNotEmpty otherwise, from the foreign keys that reference it;
-// they also hold off a client or user being added meanwhile).
+// they also hold off a client, user or key being added meanwhile).
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

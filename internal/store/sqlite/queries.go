@@ -169,24 +169,29 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err := s.exists(ctx, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = ?`, name); err != nil {
+	if err := exists(ctx, s.w, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = ?`, name); err != nil {
 		return err
 	}
 	return fmt.Errorf("sqlite: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
 }
 
-// exists returns nil if query, on the writer, finds a row, else
-// store.ErrNotFound naming what: it tells a conditional write that matched
-// nothing because its row is missing from one whose condition failed.
-func (s *Store) exists(ctx context.Context, op, what, query string, args ...any) error {
+// querier is the writer or a transaction on it.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// exists returns nil if query, on q, finds a row, else store.ErrNotFound
+// naming what: it tells a conditional write that matched nothing because
+// its row is missing from one whose condition failed.
+func exists(ctx context.Context, q querier, op, what, query string, args ...any) error {
 	var one int
-	if err := s.w.QueryRowContext(ctx, query, args...).Scan(&one); err != nil {
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&one); err != nil {
 		return wrap(ctx, op+": "+what, err)
 	}
 	return nil
 }
 
-// DeleteTenant removes a tenant without clients or users
+// DeleteTenant removes a tenant without clients, users or transit keys
 // (store.ErrNotEmpty otherwise, from the foreign keys that reference it).
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	const op = "delete tenant"

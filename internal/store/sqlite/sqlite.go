@@ -38,14 +38,15 @@ const busyTimeout = 10 * time.Second
 // Times are kept as UTC microseconds: a time.Time comes back in UTC,
 // truncated to the microsecond. Empty scope lists come back nil. Lists of
 // clients, users and signing keys are ordered by creation time, then by
-// id; tenants by name. A refresh family is started only
-// by CreateRefreshToken (an existing FamilyID is a conflict) and extended
-// only by RotateRefreshToken.
+// id; tenants and transit key names by name. A refresh family is started
+// only by CreateRefreshToken (an existing FamilyID is a conflict) and
+// extended only by RotateRefreshToken. A transit key's versions are rows
+// of their own, deleted with the key by the foreign key's cascade.
 type Store struct {
 	w *sql.DB // exactly one connection: every write, serialized
 	r *sql.DB // read-only connections
 
-	getClient, getUser, getRefresh *sql.Stmt
+	getClient, getUser, getRefresh, getVersion *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -132,6 +133,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.getClient, selectClient + ` WHERE id = ?`},
 		{&s.getUser, selectUser + ` WHERE tenant = ? AND username = ?`},
 		{&s.getRefresh, selectRefresh + ` WHERE digest = ?`},
+		{&s.getVersion, `SELECT version, sealed, created_at FROM transit_key_versions WHERE tenant = ? AND name = ? AND version = ?`},
 	} {
 		st, err := s.r.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -145,7 +147,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close closes the database. Calls in progress finish first.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh} {
+	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -282,3 +282,9 @@ func BenchmarkRotateRefreshToken(b *testing.B) {
 	defer s.Close()
 	storetest.BenchRotateRefreshToken(b, s)
 }
+
+func BenchmarkGetTransitKeyVersion(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "keygate.db"))
+	defer s.Close()
+	storetest.BenchGetTransitKeyVersion(b, s)
+}

@@ -23,22 +23,28 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 
 // Run runs the suite: tenants (the default one, names, data keys and the
 // race to set one, deletion, clients and users kept apart), round trips,
-// not found, conflicts, updates, deletes, list order, refresh rotation (success, reuse, revoked, subject
-// revoked since the family's origin, expired, unknown, 20 at once), family
-// revocation, cleanup, revocations, cancellation and concurrent writers. open must return a new, empty store
-// for each call; Run closes it when the subtest ends, before open's own
-// t.Cleanup functions run. Subtests run in parallel.
+// not found, conflicts, updates, deletes, list order, refresh rotation
+// (success, reuse, revoked, subject revoked since the family's origin,
+// expired, unknown, 20 at once), family revocation, cleanup, revocations,
+// transit keys (versions, revisions, trimming, 20 rotations and 20 updates
+// at once, tenants kept apart), cancellation and concurrent writers. open
+// must return a new, empty store for each call; Run closes it when the
+// subtest ends, before open's own t.Cleanup functions run. Subtests run in
+// parallel.
 //
 // The contract it pins down, beyond the interface's comments: times come
 // back in UTC truncated to the microsecond; empty scope lists come back
 // nil; lists are ordered by creation time, then id (revocations by
-// creation time, issuer, jti, subject); a refresh family is started only
-// by CreateRefreshToken and extended only by rotation, which carries its
-// OriginAt forward (a zero OriginAt at creation is IssuedAt); a token is expired
-// at and after its ExpiresAt, and DeleteExpiredRefreshTokens removes those
-// expired at now; a spent token presented again is ErrReused even once its
-// family is revoked; PutSigningKey never overwrites; AddRevocation is
-// idempotent and keeps the later bound.
+// creation time, issuer, jti, subject; tenants and transit key names by
+// name); a client or user created without a tenant reads back as the
+// default tenant's; a refresh family is started only by
+// CreateRefreshToken and extended only by rotation, which carries its
+// OriginAt forward (a zero OriginAt at creation is IssuedAt); a token is
+// expired at and after its ExpiresAt, and DeleteExpiredRefreshTokens
+// removes those expired at now; a spent token presented again is ErrReused
+// even once its family is revoked; PutSigningKey never overwrites;
+// AddRevocation is idempotent and keeps the later bound; a transit key
+// starts at Revision 1 and every change counts it up by one.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -52,6 +58,17 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TenantDelete", testTenantDelete},
 		{"TenantClients", testTenantClients},
 		{"TenantUsers", testTenantUsers},
+		{"TransitRoundTrip", testTransitRoundTrip},
+		{"TransitNotFound", testTransitNotFound},
+		{"TransitConflict", testTransitConflict},
+		{"TransitInvalid", testTransitInvalid},
+		{"TransitUpdate", testTransitUpdate},
+		{"TransitRotate", testTransitRotate},
+		{"TransitRotateConcurrent", testTransitRotateConcurrent},
+		{"TransitUpdateConcurrent", testTransitUpdateConcurrent},
+		{"TransitTrim", testTransitTrim},
+		{"TransitDelete", testTransitDelete},
+		{"TransitTenants", testTransitTenants},
 		{"ClientRoundTrip", testClientRoundTrip},
 		{"ClientNotFound", testClientNotFound},
 		{"ClientConflict", testClientConflict},
@@ -203,6 +220,14 @@ func normalize(v any) any {
 	case []store.SigningKey:
 		return normalizeAll(x)
 	case []store.Revocation:
+		return normalizeAll(x)
+	case store.TransitKey:
+		x.Config = nb(x.Config)
+		return x
+	case store.TransitKeyVersion:
+		x.Sealed = nb(x.Sealed)
+		return x
+	case []store.TransitKeyVersion:
 		return normalizeAll(x)
 	}
 	return v
@@ -1063,10 +1088,7 @@ func testCanceled(t *testing.T, s store.Store) {
 	ctx, cancel := context.WithCancel(live)
 	cancel()
 	at := t0.Add(time.Hour)
-	calls := []struct {
-		name string
-		f    func() error
-	}{
+	calls := []call{
 		{"CreateClient", func() error { return s.CreateClient(ctx, client("c2", t0)) }},
 		{"UpdateClientSecret", func() error { return s.UpdateClientSecret(ctx, "c1", Digest("new"), at) }},
 		{"DeleteClient", func() error { return s.DeleteClient(ctx, "c1") }},
@@ -1107,7 +1129,7 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"Revocations", func() error { _, err := s.Revocations(ctx, t0); return err }},
 		{"DeleteExpiredRevocations", func() error { _, err := s.DeleteExpiredRevocations(ctx, t0, t0); return err }},
 	}
-	for _, c := range calls {
+	for _, c := range append(calls, transitCalls(ctx, s, store.DefaultTenant)...) {
 		wantErr(t, c.name+" with a canceled context", c.f(), context.Canceled)
 	}
 
@@ -1131,6 +1153,11 @@ func testCanceled(t *testing.T, s store.Store) {
 	must(t, "Revocations", err)
 	if len(rs) != 0 {
 		t.Errorf("revocations written under a canceled context: %+v", rs)
+	}
+	names, err := s.ListTransitKeys(live, store.DefaultTenant)
+	must(t, "ListTransitKeys", err)
+	if len(names) != 0 {
+		t.Errorf("transit keys written under a canceled context: %v", names)
 	}
 }
 

@@ -116,6 +116,7 @@ func tenantCalls(ctx context.Context, s store.Store, name string) []call {
 		{"ListUsersIn", func() error { _, err := s.ListUsersIn(ctx, name); return err }},
 		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, name, "alice"); return err }},
 	}
+	calls = append(calls, transitCalls(ctx, s, name)...)
 	if name != "" {
 		calls = append(calls,
 			call{"CreateClient", func() error { return s.CreateClient(ctx, client("c-"+name, t0, name)) }},
