@@ -1067,6 +1067,19 @@ func testTimePrecision(t *testing.T, s store.Store) {
 	check("Revocation.Before", rs[0].Before)
 	check("Revocation.CreatedAt", rs[0].CreatedAt)
 
+	tk, first := transitKey(store.DefaultTenant, "k", at)
+	must(t, "CreateTransitKey", s.CreateTransitKey(ctx, tk, first))
+	must(t, "AddTransitKeyVersion", s.AddTransitKeyVersion(ctx, keyVersion(store.DefaultTenant, "k", 2, at)))
+	gk, gvs := getKey(t, s, store.DefaultTenant, "k")
+	check("TransitKey.CreatedAt", gk.CreatedAt)
+	check("TransitKey.UpdatedAt", gk.UpdatedAt)
+	check("TransitKeyVersion.CreatedAt", gvs[0].CreatedAt)
+	v2, err := s.GetTransitKeyVersion(ctx, store.DefaultTenant, "k", 2)
+	must(t, "GetTransitKeyVersion", err)
+	check("TransitKeyVersion.CreatedAt (one version)", v2.CreatedAt)
+	must(t, "CreateTenant", s.CreateTenant(ctx, tenant("acme", at)))
+	check("Tenant.CreatedAt", getTenant(t, s, "acme").CreatedAt)
+
 	// A zero time round-trips as the zero time.
 	if u := getRefresh(t, s, "b").UsedAt; u != (time.Time{}) {
 		t.Errorf("unset UsedAt = %v, want the zero time", u)
