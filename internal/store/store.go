@@ -1,14 +1,15 @@
 // Package store is keygate's durable state behind one interface: tenants,
-// OAuth clients, users, signing keys, refresh tokens, revocations and
-// transit keys. Two backends implement it and pass one shared test suite:
-// SQLite (the embedded default, one file in the data directory) and
-// PostgreSQL (a fleet).
+// OAuth clients, users, signing keys, refresh tokens, revocations,
+// transit keys and the audit log. Two backends implement it and pass one
+// shared test suite: SQLite (the embedded default, one file in the data
+// directory) and PostgreSQL (a fleet).
 //
 // Secrets never reach the store in the clear: signing keys, transit key
 // versions and tenants' data keys arrive already sealed by the keyring,
 // client secrets and refresh tokens only as digests, passwords only as
-// Argon2id hashes. A transit key's configuration is opaque bytes here; the
-// transit engine gives it meaning.
+// Argon2id hashes. A transit key's configuration and an audit record are
+// opaque bytes here; the transit engine and the audit log give them
+// meaning.
 //
 // # Tenants
 //
@@ -27,12 +28,19 @@
 // [Store.AddTransitKeyVersion] adds version n only while n-1 is the latest,
 // so of nodes rotating a key at once exactly one wins; the others get
 // [ErrConflict], re-read the key and decide again.
+//
+// # Audit log
+//
+// Each node numbers the records of its own audit log; [Store.AppendAudit]
+// writes a batch of them all or nothing, and never a (Node, Seq) twice, so
+// a record acknowledged as stored is stored once, where it was numbered.
 package store
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -322,6 +330,40 @@ func (k TransitKey) CheckTrim(minAvailable int) error {
 	return nil
 }
 
+// AuditEntry is one record of a node's audit log.
+type AuditEntry struct {
+	Node string // the node that wrote it; not empty
+	Seq  uint64 // its number in the node's log; at most math.MaxInt64
+	Line []byte // one JSON record, opaque here; not empty
+}
+
+// Validate checks an entry before it is stored: a Node, a Seq a backend
+// can keep (an int64) and a Line. Its error wraps ErrInvalid.
+func (e AuditEntry) Validate() error {
+	switch {
+	case e.Node == "":
+		return fmt.Errorf("%w: an audit entry needs a node", ErrInvalid)
+	case e.Seq > math.MaxInt64:
+		return fmt.Errorf("%w: audit entry %d of node %q: seq above %d", ErrInvalid, e.Seq, e.Node, int64(math.MaxInt64))
+	case len(e.Line) == 0:
+		return fmt.Errorf("%w: audit entry %d of node %q is empty", ErrInvalid, e.Seq, e.Node)
+	}
+	return nil
+}
+
+// CheckAuditRead checks the arguments of AuditEntries: a node and a limit
+// of 1 or more. Its error wraps ErrInvalid. ok is false when fromSeq is
+// above every Seq a store keeps, so that nothing is to be read.
+func CheckAuditRead(node string, fromSeq uint64, limit int) (ok bool, err error) {
+	switch {
+	case node == "":
+		return false, fmt.Errorf("%w: audit entries of no node", ErrInvalid)
+	case limit < 1:
+		return false, fmt.Errorf("%w: audit entries: limit %d, want 1 or more", ErrInvalid, limit)
+	}
+	return fromSeq <= math.MaxInt64, nil
+}
+
 // Store is the durable state. Every method is safe for concurrent use and
 // either completes or leaves nothing half-written; a write that returned nil
 // is durable (it survives kill -9).
@@ -449,6 +491,17 @@ type Store interface {
 	TrimTransitKey(ctx context.Context, tenant, name string, minAvailable int) error
 	// DeleteTransitKey deletes the key and every version of it.
 	DeleteTransitKey(ctx context.Context, tenant, name string) error
+
+	// AppendAudit stores entries all or nothing (see
+	// AuditEntry.Validate); an entry whose Node and Seq are stored
+	// already, or twice among entries, is ErrConflict and nothing of the
+	// batch is written. No entries is nothing to do.
+	AppendAudit(ctx context.Context, entries []AuditEntry) error
+	// AuditEntries returns up to limit of node's entries from fromSeq
+	// on, ascending by Seq.
+	AuditEntries(ctx context.Context, node string, fromSeq uint64, limit int) ([]AuditEntry, error)
+	// AuditNodes returns the nodes that have audit entries, sorted.
+	AuditNodes(ctx context.Context) ([]string, error)
 
 	Close() error
 }

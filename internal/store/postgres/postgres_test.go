@@ -303,3 +303,7 @@ func BenchmarkGetTransitKeyVersion(b *testing.B) {
 	defer s.Close()
 	storetest.BenchGetTransitKeyVersion(b, s)
 }
+
+func BenchmarkAppendAudit(b *testing.B) {
+	storetest.BenchAppendAudit(b, func(b *testing.B) store.Store { return open(b, newSchema(b)) })
+}

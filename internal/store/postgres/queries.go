@@ -64,6 +64,13 @@ func collect[T any](ctx context.Context, op string, rows pgx.Rows, err error, sc
 	return out, nil
 }
 
+// scanString reads a row of one text column.
+func scanString(r pgx.Rows) (string, error) {
+	var v string
+	err := r.Scan(&v)
+	return v, err
+}
+
 // Tenants.
 
 // tenantArg checks a tenant argument, for the error of op.

@@ -109,11 +109,7 @@ func (s *Store) ListTransitKeys(ctx context.Context, tenant string) ([]string, e
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT name FROM transit_keys WHERE tenant = $1 ORDER BY name`, tenant)
-	return collect(ctx, op, rows, err, func(r pgx.Rows) (string, error) {
-		var name string
-		err := r.Scan(&name)
-		return name, err
-	})
+	return collect(ctx, op, rows, err, scanString)
 }
 
 // keyChanged tells, after a conditional update of the key tenant/name

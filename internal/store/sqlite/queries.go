@@ -63,6 +63,13 @@ func collect[T any](ctx context.Context, op string, rows *sql.Rows, err error, s
 	return out, nil
 }
 
+// scanString reads a row of one text column.
+func scanString(row scanner) (string, error) {
+	var v string
+	err := row.Scan(&v)
+	return v, err
+}
+
 // affected turns "no row matched" into store.ErrNotFound.
 func affected(ctx context.Context, op string, res sql.Result, err error) error {
 	if err != nil {

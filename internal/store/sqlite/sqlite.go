@@ -46,7 +46,8 @@ type Store struct {
 	w *sql.DB // exactly one connection: every write, serialized
 	r *sql.DB // read-only connections
 
-	getClient, getUser, getRefresh, getVersion *sql.Stmt
+	getClient, getUser, getRefresh, getVersion *sql.Stmt // on r
+	appendAudit                                *sql.Stmt // on w
 }
 
 var _ store.Store = (*Store)(nil)
@@ -128,14 +129,16 @@ func dsn(path string, q url.Values) string {
 func (s *Store) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		stmt **sql.Stmt
+		db   *sql.DB
 		sql  string
 	}{
-		{&s.getClient, selectClient + ` WHERE id = ?`},
-		{&s.getUser, selectUser + ` WHERE tenant = ? AND username = ?`},
-		{&s.getRefresh, selectRefresh + ` WHERE digest = ?`},
-		{&s.getVersion, `SELECT version, sealed, created_at FROM transit_key_versions WHERE tenant = ? AND name = ? AND version = ?`},
+		{&s.appendAudit, s.w, insertAudit},
+		{&s.getClient, s.r, selectClient + ` WHERE id = ?`},
+		{&s.getUser, s.r, selectUser + ` WHERE tenant = ? AND username = ?`},
+		{&s.getRefresh, s.r, selectRefresh + ` WHERE digest = ?`},
+		{&s.getVersion, s.r, `SELECT version, sealed, created_at FROM transit_key_versions WHERE tenant = ? AND name = ? AND version = ?`},
 	} {
-		st, err := s.r.PrepareContext(ctx, p.sql)
+		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {
 			return fmt.Errorf("sqlite: prepare: %w", err)
 		}
@@ -147,7 +150,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close closes the database. Calls in progress finish first.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion} {
+	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion, s.appendAudit} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

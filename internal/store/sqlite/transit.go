@@ -130,11 +130,7 @@ func (s *Store) ListTransitKeys(ctx context.Context, tenant string) ([]string, e
 		return nil, err
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT name FROM transit_keys WHERE tenant = ? ORDER BY name`, tenant)
-	return collect(ctx, op, rows, err, func(row scanner) (string, error) {
-		var name string
-		err := row.Scan(&name)
-		return name, err
-	})
+	return collect(ctx, op, rows, err, scanString)
 }
 
 // keyChanged tells, after a conditional update of the key tenant/name

@@ -83,3 +83,30 @@ func BenchGetTransitKeyVersion(b *testing.B, s store.Store) {
 		}
 	}
 }
+
+// BenchAppendAudit measures AppendAudit of batches of 1 and of 100
+// entries of about 200 bytes, each on a new store from open, which it
+// closes; it reports the time per entry too.
+func BenchAppendAudit(b *testing.B, open func(b *testing.B) store.Store) {
+	for _, n := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			s := open(b)
+			defer s.Close()
+			ctx := b.Context()
+			batch := make([]store.AuditEntry, n)
+			line := auditEntry("bench", 0).Line
+			var seq uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range batch {
+					batch[i] = store.AuditEntry{Node: "bench", Seq: seq, Line: line}
+					seq++
+				}
+				if err := s.AppendAudit(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(seq), "ns/entry")
+		})
+	}
+}

@@ -27,7 +27,9 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 // (success, reuse, revoked, subject revoked since the family's origin,
 // expired, unknown, 20 at once), family revocation, cleanup, revocations,
 // transit keys (versions, revisions, trimming, 20 rotations and 20 updates
-// at once, tenants kept apart), cancellation and concurrent writers. open
+// at once, tenants kept apart), the audit log (order, ranges, a batch with
+// one duplicate writing nothing, 20 appends of one batch at once),
+// cancellation and concurrent writers. open
 // must return a new, empty store for each call; Run closes it when the
 // subtest ends, before open's own t.Cleanup functions run. Subtests run in
 // parallel.
@@ -69,6 +71,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitTrim", testTransitTrim},
 		{"TransitDelete", testTransitDelete},
 		{"TransitTenants", testTransitTenants},
+		{"AuditAppend", testAuditAppend},
+		{"AuditOrder", testAuditOrder},
+		{"AuditConflict", testAuditConflict},
+		{"AuditConcurrent", testAuditConcurrent},
+		{"AuditInvalid", testAuditInvalid},
 		{"ClientRoundTrip", testClientRoundTrip},
 		{"ClientNotFound", testClientNotFound},
 		{"ClientConflict", testClientConflict},
@@ -229,6 +236,10 @@ func normalize(v any) any {
 		return x
 	case []store.TransitKeyVersion:
 		return normalizeAll(x)
+	case []store.AuditEntry:
+		if len(x) == 0 {
+			return []store.AuditEntry(nil)
+		}
 	}
 	return v
 }
@@ -1142,7 +1153,8 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"Revocations", func() error { _, err := s.Revocations(ctx, t0); return err }},
 		{"DeleteExpiredRevocations", func() error { _, err := s.DeleteExpiredRevocations(ctx, t0, t0); return err }},
 	}
-	for _, c := range append(calls, transitCalls(ctx, s, store.DefaultTenant)...) {
+	calls = append(calls, transitCalls(ctx, s, store.DefaultTenant)...)
+	for _, c := range append(calls, auditCalls(ctx, s)...) {
 		wantErr(t, c.name+" with a canceled context", c.f(), context.Canceled)
 	}
 
@@ -1171,6 +1183,9 @@ func testCanceled(t *testing.T, s store.Store) {
 	must(t, "ListTransitKeys", err)
 	if len(names) != 0 {
 		t.Errorf("transit keys written under a canceled context: %v", names)
+	}
+	if nodes, err := s.AuditNodes(live); err != nil || len(nodes) != 0 {
+		t.Errorf("audit entries written under a canceled context: nodes %v, %v", nodes, err)
 	}
 }
 
