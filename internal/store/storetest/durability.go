@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,16 +28,29 @@ const DurabilityChildEnv = "KEYGATE_STORETEST_DURABILITY_CHILD"
 
 // The child's workload: workers goroutines, each working through its own
 // families; a family is created, rotated rotations times, gets a jti
-// revocation, and every third family is revoked.
+// revocation, and every third family is revoked; then the worker's transit
+// key gets a version and the audit log a batch of auditBatch entries for
+// the family.
 const (
 	workers   = 4
 	rotations = 4
 	childTime = 30 * time.Second // the child stops by itself after this
 	minAcks   = 200              // acknowledged writes before the kill
+
+	auditBatch = 3
+	auditNode  = "durability"
 )
 
 func famID(i int) string        { return "fam-" + strconv.Itoa(i) }
 func tokName(i, gen int) string { return fmt.Sprintf("fam-%d/%d", i, gen) }
+
+// workerKey is the transit key of worker w; family i is worker i%workers's.
+func workerKey(w int) string { return "key-" + strconv.Itoa(w) }
+
+// familyAudit is the batch of audit entries of family i.
+func familyAudit(i int) []store.AuditEntry {
+	return auditEntries(auditNode, uint64(auditBatch*i), uint64(auditBatch*i+auditBatch-1))
+}
 
 // DurabilityChild writes to s until ctx ends (or the process is killed),
 // writing one "ACK <kind> <family> [<generation>]" line to out after each
@@ -55,8 +69,16 @@ func DurabilityChild(ctx context.Context, s store.Store, out io.Writer) error {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			k, first := transitKey(store.DefaultTenant, workerKey(w), time.Now())
+			if err := s.CreateTransitKey(ctx, k, first); err != nil {
+				errs <- fmt.Errorf("CreateTransitKey: %w", err)
+				cancel()
+				return
+			}
+			ack("transit %d 1", w)
+			version := 1
 			for i := w; ctx.Err() == nil; i += workers {
-				if err := childFamily(ctx, s, i, ack); err != nil {
+				if err := childFamily(ctx, s, i, &version, ack); err != nil {
 					if ctx.Err() == nil {
 						errs <- err
 					}
@@ -71,7 +93,9 @@ func DurabilityChild(ctx context.Context, s store.Store, out io.Writer) error {
 	return <-errs
 }
 
-func childFamily(ctx context.Context, s store.Store, i int, ack func(string, ...any)) error {
+// childFamily writes family i; version is the latest version of the
+// worker's transit key.
+func childFamily(ctx context.Context, s store.Store, i int, version *int, ack func(string, ...any)) error {
 	now := time.Now()
 	first := refresh(tokName(i, 0), famID(i), now)
 	first.ExpiresAt = now.Add(24 * time.Hour)
@@ -99,6 +123,16 @@ func childFamily(ctx context.Context, s store.Store, i int, ack func(string, ...
 		}
 		ack("revoke-family %d", i)
 	}
+	v := keyVersion(store.DefaultTenant, workerKey(i%workers), *version+1, time.Now())
+	if err := s.AddTransitKeyVersion(ctx, v); err != nil {
+		return fmt.Errorf("AddTransitKeyVersion: %w", err)
+	}
+	*version = v.Version
+	ack("transit %d %d", i, v.Version)
+	if err := s.AppendAudit(ctx, familyAudit(i)); err != nil {
+		return fmt.Errorf("AppendAudit: %w", err)
+	}
+	ack("audit %d", i)
 	return nil
 }
 
@@ -109,11 +143,14 @@ type acks struct {
 	rotated   map[int]int // family → highest generation acknowledged
 	jti       map[int]bool
 	famRevoke map[int]bool
+	transit   map[int]int // worker → highest key version acknowledged
+	audit     map[int]bool
 	maxFamily int
 }
 
 func parseAcks(t *testing.T, out []byte) acks {
-	a := acks{created: map[int]bool{}, rotated: map[int]int{}, jti: map[int]bool{}, famRevoke: map[int]bool{}, maxFamily: -1}
+	a := acks{created: map[int]bool{}, rotated: map[int]int{}, jti: map[int]bool{}, famRevoke: map[int]bool{},
+		transit: map[int]int{}, audit: map[int]bool{}, maxFamily: -1}
 	// Only whole lines count; a line cut by the kill was never acknowledged.
 	if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
 		out = out[:i+1]
@@ -135,12 +172,21 @@ func parseAcks(t *testing.T, out []byte) acks {
 		switch f[1] {
 		case "create":
 			a.created[i] = true
-		case "rotate":
-			gen, err := strconv.Atoi(f[3])
+		case "rotate", "transit":
+			if len(f) < 4 {
+				t.Fatalf("bad ack line %q", sc.Text())
+			}
+			n, err := strconv.Atoi(f[3])
 			if err != nil {
 				t.Fatalf("bad ack line %q", sc.Text())
 			}
-			a.rotated[i] = max(a.rotated[i], gen)
+			if f[1] == "rotate" {
+				a.rotated[i] = max(a.rotated[i], n)
+			} else {
+				a.transit[i%workers] = max(a.transit[i%workers], n)
+			}
+		case "audit":
+			a.audit[i] = true
 		case "revoke-jti":
 			a.jti[i] = true
 		case "revoke-family":
@@ -160,7 +206,9 @@ func parseAcks(t *testing.T, out []byte) acks {
 // that every acknowledged write is there and that every refresh family is
 // consistent: its tokens are generations 0..n without gaps, every one but
 // the last spent (none both unused and superseded, none spent without a
-// successor), and revoked exactly when the family was revoked.
+// successor), and revoked exactly when the family was revoked; that each
+// transit key has every version from 1 to its latest; and that each batch
+// of audit entries is there whole or not at all.
 func Durability(t *testing.T, test string, env []string, open func(t *testing.T) store.Store) {
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(append(os.Environ(), DurabilityChildEnv+"=1"), env...)
@@ -295,5 +343,46 @@ func checkDurability(t *testing.T, s store.Store, a acks) {
 		if a.jti[i] && !revoked["jti-"+strconv.Itoa(i)] {
 			t.Errorf("family %d: acknowledged jti revocation lost", i)
 		}
+		es, err := s.AuditEntries(ctx, auditNode, uint64(auditBatch*i), auditBatch)
+		if err != nil {
+			t.Fatalf("AuditEntries: %v", err)
+		}
+		// Without family i's, the next family's may be there.
+		es = slices.DeleteFunc(es, func(e store.AuditEntry) bool { return e.Seq >= uint64(auditBatch*(i+1)) })
+		switch {
+		case len(es) != 0 && len(es) != auditBatch:
+			t.Errorf("family %d: %d of its %d audit entries stored (a batch is all or nothing)", i, len(es), auditBatch)
+		case a.audit[i] && len(es) == 0:
+			t.Errorf("family %d: acknowledged audit entries lost", i)
+		case len(es) != 0:
+			same(t, fmt.Sprintf("family %d: audit entries", i), es, familyAudit(i))
+		}
+	}
+	for w := range workers {
+		checkWorkerKey(t, s, w, a.transit[w])
+	}
+}
+
+// checkWorkerKey checks that worker w's transit key has at least version
+// acked, and every version from 1 to its Latest, each counted once in its
+// Revision.
+func checkWorkerKey(t *testing.T, s store.Store, w, acked int) {
+	k, vs, err := s.GetTransitKey(t.Context(), store.DefaultTenant, workerKey(w))
+	switch {
+	case errors.Is(err, store.ErrNotFound) && acked == 0:
+		return
+	case err != nil:
+		t.Errorf("worker %d: GetTransitKey: %v (acknowledged version %d)", w, err, acked)
+		return
+	}
+	if k.Latest < acked {
+		t.Errorf("worker %d: transit key at version %d, acknowledged %d", w, k.Latest, acked)
+	}
+	if k.Revision != int64(k.Latest) || len(vs) != k.Latest {
+		t.Errorf("worker %d: transit key at version %d has revision %d and %d versions", w, k.Latest, k.Revision, len(vs))
+	}
+	for i, v := range vs {
+		want := keyVersion(store.DefaultTenant, workerKey(w), i+1, v.CreatedAt)
+		same(t, fmt.Sprintf("worker %d: version %d", w, i+1), v, want)
 	}
 }
