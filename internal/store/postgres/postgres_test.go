@@ -219,6 +219,29 @@ func TestMigrateTenants(t *testing.T) {
 	storetest.CheckLegacyTenants(t, s)
 }
 
+// TestNamesSortByteWise: the names that lists are sorted by (tenants,
+// transit key names, audit nodes) sort byte by byte, as in SQLite, also on
+// a database whose default collation is a language's (where "B" follows
+// "a").
+func TestNamesSortByteWise(t *testing.T) {
+	s := open(t, newSchema(t))
+	defer s.Close()
+	rows, err := s.pool.Query(t.Context(), `SELECT table_name || '.' || column_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND collation_name IS DISTINCT FROM 'C' AND (table_name, column_name) IN
+			(('tenants', 'name'), ('clients', 'tenant'), ('users', 'tenant'), ('transit_keys', 'tenant'), ('transit_keys', 'name'),
+			 ('transit_key_versions', 'tenant'), ('transit_key_versions', 'name'), ('audit_log', 'node'))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other) != 0 {
+		t.Errorf("columns not in the C collation: %v", other)
+	}
+}
+
 func TestNewerSchemaRefused(t *testing.T) {
 	u := newSchema(t)
 	s := open(t, u)

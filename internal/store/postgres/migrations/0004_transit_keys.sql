@@ -5,11 +5,11 @@
 -- version and min_available the oldest kept (those below were trimmed);
 -- revision counts the key's changes, for nodes updating it optimistically.
 -- config is the transit engine's JSON, kept as opaque bytes (jsonb would
--- not give them back as they were).
+-- not give them back as they were). Names sort byte by byte, as in SQLite.
 
 CREATE TABLE transit_keys (
-	tenant        text        NOT NULL REFERENCES tenants (name),
-	name          text        NOT NULL CHECK (name <> ''),
+	tenant        text        COLLATE "C" NOT NULL REFERENCES tenants (name),
+	name          text        COLLATE "C" NOT NULL CHECK (name <> ''),
 	type          text        NOT NULL CHECK (type <> ''),
 	config        bytea       NOT NULL,
 	latest        bigint      NOT NULL,
@@ -22,8 +22,8 @@ CREATE TABLE transit_keys (
 );
 
 CREATE TABLE transit_key_versions (
-	tenant     text        NOT NULL,
-	name       text        NOT NULL,
+	tenant     text        COLLATE "C" NOT NULL,
+	name       text        COLLATE "C" NOT NULL,
 	version    bigint      NOT NULL CHECK (version >= 1),
 	sealed     bytea       NOT NULL CHECK (octet_length(sealed) > 0),
 	created_at timestamptz NOT NULL,
