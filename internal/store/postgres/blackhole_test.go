@@ -12,8 +12,8 @@ import (
 )
 
 // TestCloseInBlackhole: PostgreSQL stops answering without closing
-// anything. An operation fails with store.ErrUnavailable after the store
-// timeout, and Close returns within about that timeout too, rather than
+// anything. An operation (a statement or a transaction) fails with
+// store.ErrUnavailable after the store timeout, and Close returns within about that timeout too, rather than
 // after pgx's own 15 s wait on the connections it gives up on.
 func TestCloseInBlackhole(t *testing.T) {
 	const timeout = 300 * time.Millisecond
@@ -45,6 +45,18 @@ func TestCloseInBlackhole(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*timeout {
 		t.Errorf("ListClients failed after %v; the store timeout is %v", took, timeout)
+	}
+	// A statement with arrays, a transaction, an aggregate: the same.
+	for name, f := range map[string]func() error{
+		"AppendAudit": func() error {
+			return s.AppendAudit(ctx, []store.AuditEntry{{Node: "n", Seq: 1, Line: []byte("{}")}})
+		},
+		"TrimTransitKey": func() error { return s.TrimTransitKey(ctx, store.DefaultTenant, "k", 1) },
+		"GetTransitKey":  func() error { _, _, err := s.GetTransitKey(ctx, store.DefaultTenant, "k"); return err },
+	} {
+		if err := f(); !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s in a black hole: %v, want store.ErrUnavailable", name, err)
+		}
 	}
 	start = time.Now()
 	err = s.Close()
