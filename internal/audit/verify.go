@@ -357,6 +357,9 @@ func (v *Verifier) seqProblem(e *Entry, pos Position, next *bufio.Reader) error 
 			return v.fail(ProblemReordered, pos, fmt.Sprintf("seq %d comes before seq %d: lines were reordered", e.Seq, v.next))
 		}
 	}
+	if pos.Line == 1 {
+		return v.fail(ProblemSeqGap, pos, fmt.Sprintf("the file begins at seq %d where %d was expected: a file is missing, or the files are out of order", e.Seq, v.next))
+	}
 	return v.fail(ProblemSeqGap, pos, fmt.Sprintf("seq %d where %d was expected: %d line(s) removed before this one", e.Seq, v.next, e.Seq-v.next))
 }
 
