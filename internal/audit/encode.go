@@ -62,12 +62,7 @@ const (
 
 var typeNames = [...]string{"", "record", "checkpoint", "open"}
 
-func (t LineType) String() string {
-	if int(t) >= len(typeNames) {
-		return "LineType(" + strconv.Itoa(int(t)) + ")"
-	}
-	return typeNames[t]
-}
+func (t LineType) String() string { return enumName(typeNames[:], t, "LineType") }
 
 // Start says how an open line begins or continues the chain.
 type Start uint8
@@ -82,11 +77,14 @@ const (
 
 var startNames = [...]string{"", "new", "restart", "rotate", "segment"}
 
-func (s Start) String() string {
-	if int(s) >= len(startNames) {
-		return "Start(" + strconv.Itoa(int(s)) + ")"
+func (s Start) String() string { return enumName(startNames[:], s, "Start") }
+
+// enumName is the name of v, a value of the enumeration typ.
+func enumName[T ~uint8](names []string, v T, typ string) string {
+	if int(v) >= len(names) {
+		return typ + "(" + strconv.Itoa(int(v)) + ")"
 	}
-	return startNames[s]
+	return names[v]
 }
 
 // FileName is the name of the file whose first line has seq:

@@ -77,12 +77,7 @@ var principalNames = [...]string{"", "client", "user", "admin"}
 
 // String returns the kind's name in a line ("client", "user", "admin"),
 // or "" for PrincipalNone.
-func (k PrincipalKind) String() string {
-	if k >= numPrincipalKinds {
-		return fmt.Sprintf("PrincipalKind(%d)", uint8(k))
-	}
-	return principalNames[k]
-}
+func (k PrincipalKind) String() string { return enumName(principalNames[:], k, "PrincipalKind") }
 
 // Result is the outcome of an operation.
 type Result uint8
@@ -99,12 +94,7 @@ const (
 var resultNames = [...]string{"", "ok", "refused", "error"}
 
 // String returns "ok", "refused" or "error".
-func (r Result) String() string {
-	if r >= numResults {
-		return fmt.Sprintf("Result(%d)", uint8(r))
-	}
-	return resultNames[r]
-}
+func (r Result) String() string { return enumName(resultNames[:], r, "Result") }
 
 // An Operation is a dotted, machine-readable name: two or more parts of
 // lower-case letters, digits and underscores, each beginning with a letter,

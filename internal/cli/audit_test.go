@@ -18,14 +18,7 @@ import (
 // and the last checkpoint.
 func auditLog(t *testing.T, h *harness, n int) ([]string, string, audit.Anchor) {
 	t.Helper()
-	signer, err := audit.GenerateSigningKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := jose.MarshalPublicPEM(signer.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, pem := auditKey(t)
 	dir := h.path("audit")
 	sink, err := audit.NewFileSink(audit.FileConfig{Dir: dir, MaxSize: 2048, Sync: audit.SyncNever})
 	if err != nil {
@@ -59,7 +52,8 @@ func auditLog(t *testing.T, h *harness, n int) ([]string, string, audit.Anchor) 
 func TestAuditVerify(t *testing.T) {
 	h := newHarness(t)
 	files, pub, cp := auditLog(t, h, 40)
-	other := h.write("other.pub", mustPublicPEM(t))
+	_, otherPEM := auditKey(t)
+	other := h.write("other.pub", otherPEM)
 	args := func(extra ...string) []string {
 		return append(append([]string{"audit", "verify", "--key", pub}, extra...), files...)
 	}
@@ -124,7 +118,8 @@ func TestAuditVerify(t *testing.T) {
 	}
 }
 
-func mustPublicPEM(t *testing.T) []byte {
+// auditKey returns a new audit signing key and its public key as PEM.
+func auditKey(t *testing.T) (*audit.SigningKey, []byte) {
 	t.Helper()
 	k, err := audit.GenerateSigningKey(rand.Reader)
 	if err != nil {
@@ -134,5 +129,5 @@ func mustPublicPEM(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem
+	return k, pem
 }
