@@ -185,7 +185,10 @@ func (s *FileSink) Resume(node string, keys []ed25519.PublicKey) (Tail, error) {
 	path := filepath.Join(s.cfg.Dir, names[len(names)-1])
 	sum, size, err := verifyTail(path, node, keys)
 	var p *Problem
-	if errors.As(err, &p) {
+	switch {
+	case errors.As(err, &p) && p.Kind == ProblemWrongNode:
+		return Tail{}, fmt.Errorf("audit: %s holds another node's chain: %w", s.cfg.Dir, err)
+	case errors.As(err, &p):
 		return Tail{}, &TailError{File: path, MaxSeq: maxSeqIn(path), Problem: p}
 	}
 	if err != nil {

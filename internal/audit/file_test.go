@@ -198,6 +198,20 @@ func TestStartRefusesSinksThatDisagree(t *testing.T) {
 	l.Close(context.Background())
 }
 
+func TestStartRefusesAnotherNodesFiles(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := newLog(t, func(c *Config) { c.Node = "n2" }, fileSink(t, dir, nil))
+	closeLog(t, l)
+	l, err := New(Config{Node: "n1", Signer: testSigner(t, 1), Sinks: []Sink{fileSink(t, dir, nil)}, NewSegment: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(context.Background()); err == nil || errors.Is(err, ErrBadTail) || !strings.Contains(err.Error(), "another node") {
+		t.Errorf("Start: %v, want a refusal even with NewSegment", err)
+	}
+	l.Close(context.Background())
+}
+
 func TestAfterContinuesAChainKeptElsewhere(t *testing.T) {
 	mem := &memSink{name: "store"}
 	l, _ := newLog(t, nil, mem)

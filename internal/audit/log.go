@@ -653,10 +653,6 @@ func (l *Log) fanOut(ctx context.Context, lines []Line) (int, error) {
 	if accepted == 0 {
 		werr = &WriteError{}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.health.Ready = accepted > 0
-	l.health.Sinks = l.health.Sinks[:0] // Health hands out copies
 	for _, s := range l.sinks {
 		switch {
 		case s.disabled:
@@ -678,11 +674,17 @@ func (l *Log) fanOut(ctx context.Context, lines []Line) (int, error) {
 				l.keepBacklog(s, lines)
 			}
 		}
+	}
+	l.mu.Lock()
+	l.health.Ready = accepted > 0
+	l.health.Sinks = l.health.Sinks[:0] // Health hands out copies
+	for _, s := range l.sinks {
 		l.health.Sinks = append(l.health.Sinks, SinkHealth{
 			Name: s.sink.Name(), OK: s.ok, Disabled: s.disabled,
 			Failures: s.failures, Backlog: len(s.backlog), Err: s.lastErr,
 		})
 	}
+	l.mu.Unlock()
 	if werr != nil {
 		return 0, werr
 	}
