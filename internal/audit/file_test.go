@@ -298,6 +298,18 @@ func TestFailClosedSinks(t *testing.T) {
 			t.Cleanup(func() { f.Close() })
 			return &switchSink{Sink: NewWriterSink("full", f)}
 		}, func(t *testing.T, s Sink) { s.(*switchSink).on.Store(true) }},
+		{"a file sink on a read-only directory", func(t *testing.T) Sink {
+			if os.Geteuid() == 0 {
+				t.Skip("root writes to read-only directories; the next case covers an unwritable path")
+			}
+			return fileSink(t, t.TempDir(), func(c *FileConfig) { c.MaxSize = 1 })
+		}, func(t *testing.T, s Sink) {
+			dir := s.(*FileSink).cfg.Dir
+			if err := os.Chmod(dir, 0o500); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, 0o700) })
+		}},
 		{"a file sink whose directory is replaced by a file", func(t *testing.T) Sink {
 			return fileSink(t, filepath.Join(t.TempDir(), "audit"), func(c *FileConfig) { c.MaxSize = 1 })
 		}, func(t *testing.T, s Sink) {
