@@ -67,18 +67,26 @@ func TestWriteAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are checked without -race (.ci/run runs them)")
 	}
-	l, _ := newLog(t, func(c *Config) { c.CheckpointEvery = 1 << 30 }, discard{})
-	defer closeLog(t, l)
-	r := benchRecord(t)
-	ctx := context.Background()
-	writeN(t, l, 0, 10)
-	n := testing.AllocsPerRun(200, func() {
-		if err := l.Write(ctx, r); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if n != 0 {
-		t.Errorf("Write allocates %v times, want 0", n)
+	sinks := map[string]Sink{
+		"discard":   discard{},
+		"file sink": fileSink(t, t.TempDir(), func(c *FileConfig) { c.Sync = SyncNever }),
+	}
+	for name, sink := range sinks {
+		t.Run(name, func(t *testing.T) {
+			l, _ := newLog(t, func(c *Config) { c.CheckpointEvery = 1 << 30 }, sink)
+			defer closeLog(t, l)
+			r := benchRecord(t)
+			ctx := context.Background()
+			writeN(t, l, 0, 10)
+			n := testing.AllocsPerRun(200, func() {
+				if err := l.Write(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if n != 0 {
+				t.Errorf("Write allocates %v times, want 0", n)
+			}
+		})
 	}
 }
 

@@ -59,6 +59,7 @@ type FileConfig struct {
 // file whose tail does not verify.
 type FileSink struct {
 	cfg  FileConfig
+	id   string // Name's
 	open func(name string, flag int, perm fs.FileMode) (file, error)
 
 	mu      sync.Mutex
@@ -106,7 +107,7 @@ func NewFileSink(cfg FileConfig) (*FileSink, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock
 	}
-	return &FileSink{cfg: cfg, open: openOSFile}, nil
+	return &FileSink{cfg: cfg, id: "file:" + cfg.Dir, open: openOSFile}, nil
 }
 
 func openOSFile(name string, flag int, perm fs.FileMode) (file, error) {
@@ -114,7 +115,7 @@ func openOSFile(name string, flag int, perm fs.FileMode) (file, error) {
 }
 
 // Name returns "file:" and the directory.
-func (s *FileSink) Name() string { return "file:" + s.cfg.Dir }
+func (s *FileSink) Name() string { return s.id }
 
 // Files lists the sink's files in chain order, as paths.
 func (s *FileSink) Files() ([]string, error) {
