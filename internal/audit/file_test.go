@@ -196,6 +196,20 @@ func TestStartRefusesSinksThatDisagree(t *testing.T) {
 		t.Errorf("Start: %v, want ErrChainMismatch", err)
 	}
 	l.Close(context.Background())
+
+	// A file that disagrees with the anchor kept elsewhere: with NewSegment,
+	// a new segment after the newest seq either names.
+	l, _ = newLog(t, func(c *Config) {
+		c.After = &Anchor{Seq: 9, Hash: Hash{1}}
+		c.NewSegment = true
+	}, fileSink(t, a, nil))
+	writeN(t, l, 0, 1)
+	closeLog(t, l)
+	files := dirFiles(t, a)
+	first := parse(t, splitLines(readFile(t, files[len(files)-1]))[0])
+	if len(files) != 2 || first.Start != StartSegment || first.Seq != 10 || first.PrevFile != filepath.Base(files[0]) {
+		t.Errorf("files %v, the last beginning %+v", files, first)
+	}
 }
 
 func TestStartRefusesAnotherNodesFiles(t *testing.T) {

@@ -334,7 +334,11 @@ func (l *Log) resume() (openPlan, error) {
 		prevFile = filepath.Base(bad[0].File)
 		l.log.Warn("audit: beginning a new segment after a tail that does not verify", "file", bad[0].File, "problem", bad[0].Problem)
 	} else {
-		prevFile = filepath.Base(tails[0].File)
+		for _, t := range tails {
+			if prevFile == "" && t.File != "" {
+				prevFile = filepath.Base(t.File)
+			}
+		}
 		l.log.Warn("audit: beginning a new segment: sinks disagree on where the chain ends")
 	}
 	l.st = chainState{seq: maxSeq}
