@@ -141,22 +141,69 @@ func TestRealProxyForgedHeaders(t *testing.T) {
 						}
 					}
 				}
-				runForgeries(t, proxyRoutes, fwd, func(t *testing.T, keygate, app string) string {
-					snippet, err := p.snippet(Snippet{Keygate: keygate, App: app, Headers: claimHeaders})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return p.start(t, bin, snippet)
-				}, adjust)
+				runForgeries(t, proxyRoutes, fwd, p.starter(bin), func(f *fixture) []forgery { return forgeries(sign(t, f.signerA, nil)) }, adjust)
 			})
 		}
 	}
 }
 
+// starter returns a function that starts the proxy in front of keygate and
+// the app with the block `keygate config` prints for it.
+func (p realProxy) starter(bin string) func(t *testing.T, keygate, app string) string {
+	return func(t *testing.T, keygate, app string) string {
+		snippet, err := p.snippet(Snippet{Keygate: keygate, App: app, Headers: claimHeaders})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.start(t, bin, snippet)
+	}
+}
+
+// TestRealProxyAmbiguousPaths sends paths that the app behind the proxy
+// may read otherwise than keygate through the real nginx and Caddy, under
+// the security review's rules (/admin scoped, everything else anonymous):
+// the proxy forwards them as sent, so keygate must refuse them (403, which
+// both pass on) rather than decide on its own reading.
+func TestRealProxyAmbiguousPaths(t *testing.T) {
+	routes := []Route{
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, CaseInsensitive: true},
+		{PathPrefix: "/", Anonymous: true},
+	}
+	for _, p := range realProxies {
+		t.Run(p.name, func(t *testing.T) {
+			bin := p.binary(t)
+			fwd, err := Preset(p.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runForgeries(t, routes, fwd, p.starter(bin), func(f *fixture) []forgery {
+				admin := sign(t, f.signerA, map[string]any{"scope": "admin"})
+				refused := func(path string) forgery {
+					return forgery{name: path, method: "GET", path: path, status: http.StatusForbidden}
+				}
+				return []forgery{
+					{name: "anonymous", method: "GET", path: "/users", status: 200},
+					{name: "admin without a token", method: "GET", path: "/admin/users", status: 401},
+					{name: "admin with the scope", method: "GET", path: "/admin/users", token: admin, status: 200},
+					{name: "admin, empty segments kept", method: "GET", path: "/admin//users", token: admin, status: 200},
+					refused("/admin//../users"), // Node.js, Python, Jetty: /admin/users
+					refused("/ADMIN//x/../../users"),
+					refused("/admin/../users"), // Express, Flask, gin: under /admin
+					refused("/admin/./../users"),
+					refused("//evil/admin/users"), // new URL(path, base): /admin/users
+					refused("/admin./users"),      // IIS: /admin/users
+					refused("/admin%20/users"),
+				}
+			}, nil)
+		})
+	}
+}
+
 // runForgeries starts keygate's forward-auth behind fwd and an app that
 // echoes what it received, lets start put the proxy in front, and sends
-// every forgery through it. adjust, if set, changes a case's expectation.
-func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *testing.T, keygate, app string) string, adjust func(*forgery)) {
+// every case through it. adjust, if set, changes a case's expectation.
+func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *testing.T, keygate, app string) string,
+	cases func(*fixture) []forgery, adjust func(*forgery)) {
 	f := newFixtureWith(t, routes, "", fwd)
 	keygate := httptest.NewServer(f.handler)
 	defer keygate.Close()
@@ -167,7 +214,7 @@ func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *te
 	}))
 	defer app.Close()
 	addr := start(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://"))
-	for _, c := range forgeries(sign(t, f.signerA, nil)) {
+	for _, c := range cases(f) {
 		if adjust != nil {
 			adjust(&c)
 		}
