@@ -44,6 +44,8 @@ type forgery struct {
 // claim header, forged.
 func forgeries(good string) []forgery {
 	all := []string{"X-Auth-Subject: mallory", "X-Auth-Scopes: admin", "X-Auth-Tenant: evil-corp", "X-Auth-Roles: root"}
+	underscored := []string{"X_Auth_Subject: mallory", "x_auth_scopes: admin", "X-Auth_Tenant: evil-corp", "X_AUTH-ROLES: root",
+		"X_Auth_Scopes: root"}
 	return []forgery{
 		{name: "valid token reaches the app with its claims", method: "GET", path: "/orders", token: good, status: 200,
 			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
@@ -57,6 +59,12 @@ func forgeries(good string) []forgery {
 		{name: "repeated forged claim headers are removed", method: "GET", path: "/public/x",
 			headers: []string{"X-Auth-Scopes: admin", "X-Auth-Scopes: root"}, status: 200,
 			body: "GET /public/x subject= scopes= tenant= roles="},
+		// CGI-style apps (PHP among them) read X_Auth_Scopes as X-Auth-Scopes.
+		{name: "forged claim headers with underscores are removed", method: "GET", path: "/public/x",
+			headers: underscored, status: 200, body: "GET /public/x subject= scopes= tenant= roles="},
+		{name: "forged claim headers with underscores beside a valid token are removed", method: "GET", path: "/orders",
+			token: good, headers: underscored, status: 200,
+			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
 		{name: "no token", method: "GET", path: "/admin/users", status: 401},
 		{name: "X-Forwarded-Uri to an anonymous path", method: "GET", path: "/admin/users",
 			headers: []string{"X-Forwarded-Uri: /public/x"}, status: 401},
@@ -211,6 +219,14 @@ func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *te
 		h := r.Header
 		fmt.Fprintf(w, "%s %s subject=%s scopes=%s tenant=%s roles=%s", r.Method, r.URL.Path, strings.Join(h.Values("X-Auth-Subject"), "|"),
 			strings.Join(h.Values("X-Auth-Scopes"), "|"), strings.Join(h.Values("X-Auth-Tenant"), "|"), strings.Join(h.Values("X-Auth-Roles"), "|"))
+		// Any other spelling of a claim header that arrived.
+		for k, v := range h {
+			for _, c := range claimHeaders {
+				if k != c && sameHeader(k, c) {
+					fmt.Fprintf(w, " smuggled %s=%s", k, strings.Join(v, "|"))
+				}
+			}
+		}
 	}))
 	defer app.Close()
 	addr := start(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://"))
