@@ -19,9 +19,10 @@ func proxyConfig(proxy string) func(*app, context.Context, []string) error {
 			"Prints the "+proxy+" configuration that puts keygate's forward-auth in front of an\n"+
 				"application: it asks /auth about every request, copies the claim headers keygate\n"+
 				"answers with onto the request, and overwrites or removes every client-sent copy of\n"+
-				"them. Start keygate with --proxy "+proxy+" so that it trusts only the forwarding\n"+
-				"headers this configuration sets. The claim headers come from --config (every\n"+
-				"issuer's headers, or X-Auth-Issuer, X-Auth-Scopes and X-Auth-Subject).")
+				"them, also those spelled with _ for -. Start keygate with --proxy "+proxy+" so that\n"+
+				"it trusts only the forwarding headers this configuration sets. The claim headers\n"+
+				"come from --config (every issuer's headers, or X-Auth-Issuer, X-Auth-Scopes and\n"+
+				"X-Auth-Subject).")
 		var path, keygate, appAddr string
 		fs.StringVar(&path, "config", "", "keygate's YAML configuration `file` (default: the built-in one)")
 		fs.StringVar(&keygate, "keygate", "", "`host:port` where the proxy reaches keygate (default: the configuration's listen address)")

@@ -78,14 +78,7 @@ func TestServeTLS(t *testing.T) {
 	stop := sync.OnceValue(s.stop)
 	t.Cleanup(func() { stop() })
 	traffic := "https://" + s.addr
-	var m []string
-	for deadline := time.Now().Add(3 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		m = adminTLSLog.FindStringSubmatch(s.stderr.String())
-	}
-	if m == nil {
-		t.Fatalf("no admin listener with client certificates logged:\n%s", s.stderr)
-	}
-	admin := "https://" + m[1]
+	admin := "https://" + logged(t, s, adminTLSLog) // an admin listener with client certificates
 
 	// The dev-mode hints and the issuer say https.
 	out := s.stdout.String()

@@ -177,11 +177,13 @@ type Route struct {
 	// CaseInsensitive matches path_prefix ignoring case, for an upstream
 	// that does; the default is case-sensitive.
 	CaseInsensitive bool `yaml:"case_insensitive"`
-	// AllowPathParams accepts ";" parameters ("/app;jsessionid=1"), and
-	// AllowEncodedSlashes %2F and %5C, in the paths this rule covers;
+	// AllowPathParams accepts ";" parameters ("/app;jsessionid=1"),
+	// AllowEncodedSlashes %2F and %5C, and AllowDotsAfterEmpty a ".." after
+	// an empty segment ("/a//../b"), in the paths this rule covers;
 	// otherwise such paths are refused.
 	AllowPathParams     bool `yaml:"allow_path_params"`
 	AllowEncodedSlashes bool `yaml:"allow_encoded_slashes"`
+	AllowDotsAfterEmpty bool `yaml:"allow_dots_after_empty"`
 }
 
 // TokenService is the token service's section. Empty fields take the

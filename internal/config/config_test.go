@@ -43,6 +43,7 @@ routes:
     case_insensitive: true
     allow_path_params: true
     allow_encoded_slashes: true
+    allow_dots_after_empty: true
 `
 
 func writeConfig(t *testing.T, body string) string {
@@ -75,6 +76,9 @@ func TestLoadGood(t *testing.T) {
 	if r := c.Routes[2]; !r.CaseInsensitive || !r.AllowPathParams || !r.AllowEncodedSlashes || c.Routes[0].CaseInsensitive ||
 		c.Routes[0].AllowPathParams || c.Routes[0].AllowEncodedSlashes {
 		t.Errorf("path options: %+v, %+v", c.Routes[0], r)
+	}
+	if !c.Routes[2].AllowDotsAfterEmpty || c.Routes[0].AllowDotsAfterEmpty {
+		t.Errorf("allow_dots_after_empty: %+v, %+v", c.Routes[0], c.Routes[2])
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/keygate/keygate/internal/telemetry"
@@ -27,13 +28,14 @@ type Verifier interface {
 // 400, 431 or 500 for every bad-token case, because nginx turns any status
 // other than 2xx, 401 and 403 from auth_request into a 500 for the client.
 type ForwardAuth struct {
-	verifier Verifier
-	routes   *Router
-	cookie   string
-	fwd      Forwarding
-	headers  []string // every configured claim header, canonical form
-	metrics  *telemetry.Decisions
-	log      *slog.Logger
+	verifier  Verifier
+	routes    *Router
+	cookie    string
+	fwd       Forwarding
+	untrusted []string // forwarding headers fwd ignores, counted when a request carries one
+	headers   []string // every configured claim header, canonical form
+	metrics   *telemetry.Decisions
+	log       *slog.Logger
 }
 
 // ForwardAuthConfig configures a ForwardAuth.
@@ -57,8 +59,26 @@ type ForwardAuthConfig struct {
 	Logger  *slog.Logger         // optional
 }
 
-// NewForwardAuth builds the handler.
+// NewForwardAuth builds the handler. Under the auto preset, rules that
+// match on host are warned about in the log, once: the host then comes from
+// X-Forwarded-Host whenever the proxy in front does not set it, so a
+// client's own copy would choose the rule.
 func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
+	f, err := newForwardAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if f.fwd.Proxy == ProxyAuto && slices.ContainsFunc(cfg.Routes, func(r Route) bool { return r.Host != "" }) {
+		f.log.Warn("forward_auth rules match on host, and under proxy auto /auth takes the host from X-Forwarded-Host, " +
+			"a client's own copy whenever the proxy in front does not set it: name the proxy (--proxy nginx|traefik|caddy|envoy) " +
+			"so that only the host it sets is trusted")
+	}
+	return f, nil
+}
+
+// newForwardAuth is NewForwardAuth without the warning, for the proxy,
+// which matches on the request's own Host.
+func newForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	if cfg.Verifier == nil {
 		return nil, errors.New("gateway: forward-auth needs a verifier")
 	}
@@ -70,8 +90,8 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	if fwd.Proxy == "" {
 		fwd, _ = Preset(ProxyAuto)
 	}
-	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, fwd: fwd, headers: canonical(cfg.Headers),
-		metrics: cfg.Metrics, log: cfg.Logger}
+	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, fwd: fwd, untrusted: fwd.untrusted(),
+		headers: canonical(cfg.Headers), metrics: cfg.Metrics, log: cfg.Logger}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -85,6 +105,12 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.metrics != nil {
 		defer f.metrics.Begin()()
+		for _, h := range f.untrusted {
+			if len(r.Header[h]) > 0 {
+				f.metrics.Signal(ReasonUntrustedForwarding)
+				break
+			}
+		}
 	}
 	method, host, path, problem := f.fwd.target(r)
 	if problem != "" {

@@ -51,9 +51,27 @@ func newFixture(t testing.TB, routes []Route, cookie string) *fixture {
 // newFixtureWith is newFixture behind a given forwarding preset.
 func newFixtureWith(t testing.TB, routes []Route, cookie string, fwd Forwarding) *fixture {
 	t.Helper()
-	f := &fixture{signerA: newSigner(t, "a1"), signerB: newSigner(t, "b1"), metrics: telemetry.New()}
 	headers := []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}, {Header: "X-Auth-Scopes", Claim: "scope"},
 		{Header: "X-Auth-Tenant", Claim: "tenant"}, {Header: "X-Auth-Roles", Claim: "realm_access.roles"}}
+	return newFixtureMapped(t, routes, cookie, fwd, headers, []string{"X-Auth-Subject", "X-Auth-Scopes", "x-auth-tenant", "X-Auth-Roles"})
+}
+
+// newREADMEFixture is newFixtureWith whose issuers map the claim headers of
+// the README's configuration.
+func newREADMEFixture(t testing.TB, routes []Route, fwd Forwarding) *fixture {
+	t.Helper()
+	var names []string
+	for _, h := range readmeHeaders {
+		names = append(names, h.Header)
+	}
+	return newFixtureMapped(t, routes, "", fwd, readmeHeaders, names)
+}
+
+// newFixtureMapped builds the fixture with issuer A mapping headers (B the
+// first of them) and forward-auth setting the claim headers names.
+func newFixtureMapped(t testing.TB, routes []Route, cookie string, fwd Forwarding, headers []verify.HeaderMapping, names []string) *fixture {
+	t.Helper()
+	f := &fixture{signerA: newSigner(t, "a1"), signerB: newSigner(t, "b1"), metrics: telemetry.New()}
 	p, err := verify.New(verify.Config{
 		Policies: []verify.Policy{
 			{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(f.signerA.Key())), Algorithms: []jose.Alg{jose.ES256},
@@ -67,7 +85,7 @@ func newFixtureWith(t testing.TB, routes []Route, cookie string, fwd Forwarding)
 		t.Fatal(err)
 	}
 	f.handler, err = NewForwardAuth(ForwardAuthConfig{Verifier: p, Routes: routes, Cookie: cookie, Forwarding: fwd,
-		Headers: []string{"X-Auth-Subject", "X-Auth-Scopes", "x-auth-tenant", "X-Auth-Roles"},
+		Headers: names,
 		Metrics: f.metrics.Decisions(telemetry.FrontForwardAuth, nil)})
 	if err != nil {
 		t.Fatal(err)

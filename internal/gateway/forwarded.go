@@ -22,7 +22,8 @@ import (
 //
 // Under a preset every trusted header must be present, once: a request
 // without it (a proxy set up differently) or with two copies is refused, and
-// every other forwarding header is ignored. The default, auto, reads both the
+// every other forwarding header is ignored, and counted (a client forging
+// one, or a proxy set up differently). The default, auto, reads both the
 // X-Forwarded-* and X-Original-* families, refuses a request on which any two
 // of them disagree or one is repeated, and falls back to the request itself
 // when none is present. Whatever a proxy overwrites then wins or the request
@@ -90,6 +91,26 @@ const (
 	ReasonForwardedConflict = "forwarded_header_conflict"
 	ReasonForwardedMissing  = "forwarded_header_missing"
 )
+
+// ReasonUntrustedForwarding counts, as a signal that refuses nothing, a
+// request carrying a forwarding header that keygate reads under some
+// preset but its preset does not trust.
+const ReasonUntrustedForwarding = "untrusted_forwarding_header"
+
+// untrusted lists the forwarding headers some preset reads that f does not
+// trust, canonical; none under auto, which reads them all.
+func (f Forwarding) untrusted() []string {
+	if f.Proxy == ProxyAuto {
+		return nil
+	}
+	var out []string
+	for _, h := range []string{"X-Forwarded-Method", "X-Forwarded-Uri", "X-Forwarded-Host", "X-Original-Method", "X-Original-Uri"} {
+		if !slices.Contains(f.Headers(), h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
 
 var forwardedText = map[string]string{
 	ReasonForwardedRepeated: "a forwarding header the proxy sets is repeated",

@@ -1,9 +1,16 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/keygate/keygate/internal/verify"
 )
 
 func TestForwardingTarget(t *testing.T) {
@@ -120,4 +127,148 @@ func TestEnvoyOwnPathAsSent(t *testing.T) {
 			t.Errorf("%s: status %d, want %d (body %s)", target, w.Code, want, w.Body)
 		}
 	}
+}
+
+// metricValue returns the value of the counter name with exactly labels
+// (name=value pairs), or 0 when there is none.
+func metricValue(t *testing.T, f *fixture, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := f.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel())*2 != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if !slices.Contains(pairs(labels), l.GetName()+"="+l.GetValue()) {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func pairs(kv []string) []string {
+	var out []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, kv[i]+"="+kv[i+1])
+	}
+	return out
+}
+
+// TestForwardAuthForwardingSignals: under a named preset, forwarding
+// headers from the client that the preset does not trust are ignored and
+// counted, once a request, without a refusal; a trusted header repeated or
+// missing is refused and counted under its reason, under a preset and under
+// auto alike.
+func TestForwardAuthForwardingSignals(t *testing.T) {
+	nginx, _ := Preset(ProxyNginx)
+	f := newFixtureWith(t, []Route{{PathPrefix: "/public", Anonymous: true}, {PathPrefix: "/"}}, "", nginx)
+	send := func(f *fixture, headers [][2]string) int {
+		r := httptest.NewRequest(http.MethodGet, "/auth", nil)
+		for _, h := range headers {
+			r.Header[h[0]] = append(r.Header[h[0]], h[1])
+		}
+		w := httptest.NewRecorder()
+		f.handler.ServeHTTP(w, r)
+		return w.Code
+	}
+	own := [][2]string{{"X-Original-Method", "GET"}, {"X-Original-Uri", "/public/x"}, {"X-Forwarded-Host", "h"}}
+	untrusted := func() float64 {
+		return metricValue(t, f, "keygate_request_signals_total", "frontend", "forward_auth", "reason", ReasonUntrustedForwarding)
+	}
+	for _, tc := range []struct {
+		extra  [][2]string
+		status int
+		counts float64 // untrusted_forwarding_header after the request
+	}{
+		{nil, 200, 0},
+		{[][2]string{{"X-Forwarded-Uri", "/admin"}}, 200, 1},
+		{[][2]string{{"X-Forwarded-Method", "DELETE"}, {"X-Forwarded-Uri", "/admin"}}, 200, 2}, // once a request
+		{[][2]string{{"X_forwarded_uri", "/admin"}, {"X-Forwarded-For", "10.0.0.1"}}, 200, 2},  // not headers keygate reads
+	} {
+		if code := send(f, append(slices.Clone(own), tc.extra...)); code != tc.status {
+			t.Errorf("%v: status %d, want %d", tc.extra, code, tc.status)
+		}
+		if got := untrusted(); got != tc.counts {
+			t.Errorf("%v: %s counted %v, want %v", tc.extra, ReasonUntrustedForwarding, got, tc.counts)
+		}
+	}
+	deny := func(f *fixture, reason string) float64 {
+		return metricValue(t, f, "keygate_decisions_total", "frontend", "forward_auth", "result", "deny", "reason", reason)
+	}
+	if code := send(f, append(slices.Clone(own), [2]string{"X-Original-Uri", "/public/y"})); code != 401 || deny(f, ReasonForwardedRepeated) != 1 {
+		t.Errorf("X-Original-Uri repeated: status %d, %s counted %v; want 401, 1", code, ReasonForwardedRepeated, deny(f, ReasonForwardedRepeated))
+	}
+	if code := send(f, own[1:]); code != 401 || deny(f, ReasonForwardedMissing) != 1 {
+		t.Errorf("X-Original-Method missing: status %d, %s counted %v; want 401, 1", code, ReasonForwardedMissing, deny(f, ReasonForwardedMissing))
+	}
+	auto := newFixtureWith(t, []Route{{PathPrefix: "/"}}, "", Forwarding{})
+	if code := send(auto, [][2]string{{"X-Forwarded-Host", "a"}, {"X-Forwarded-Host", "a"}}); code != 401 || deny(auto, ReasonForwardedRepeated) != 1 {
+		t.Errorf("auto, X-Forwarded-Host repeated: status %d, counted %v; want 401, 1", code, deny(auto, ReasonForwardedRepeated))
+	}
+	send(auto, [][2]string{{"X-Forwarded-Uri", "/a"}, {"X-Original-Uri", "/a"}})
+	if got := metricValue(t, auto, "keygate_request_signals_total", "frontend", "forward_auth", "reason", ReasonUntrustedForwarding); got != 0 {
+		t.Errorf("auto trusts both families, yet %v counted", got)
+	}
+}
+
+// TestForwardAuthAutoHostWarning: rules that match on host under auto
+// are warned about once, when the handler is built (at start and on each
+// reload), never per request; a named preset and the proxy, which reads
+// the request's own Host, are not.
+func TestForwardAuthAutoHostWarning(t *testing.T) {
+	hostRules := []Route{{Host: "admin.example", Scopes: []string{"admin"}}, {PathPrefix: "/"}}
+	for _, tc := range []struct {
+		name   string
+		build  func(*slog.Logger) (http.Handler, error)
+		warned int
+	}{
+		{"auto with a host rule", func(l *slog.Logger) (http.Handler, error) {
+			return NewForwardAuth(ForwardAuthConfig{Verifier: nopVerifier{}, Routes: hostRules, Logger: l})
+		}, 1},
+		{"auto without host rules", func(l *slog.Logger) (http.Handler, error) {
+			return NewForwardAuth(ForwardAuthConfig{Verifier: nopVerifier{}, Routes: hostRules[1:], Logger: l})
+		}, 0},
+		{"nginx with a host rule", func(l *slog.Logger) (http.Handler, error) {
+			nginx, _ := Preset(ProxyNginx)
+			return NewForwardAuth(ForwardAuthConfig{Verifier: nopVerifier{}, Routes: hostRules, Forwarding: nginx, Logger: l})
+		}, 0},
+		{"the proxy with a host route", func(l *slog.Logger) (http.Handler, error) {
+			return NewProxy(ProxyConfig{Verifier: nopVerifier{}, Logger: l, Routes: []Route{
+				{Host: "admin.example", Upstream: "http://127.0.0.1:1"}, {Upstream: "http://127.0.0.1:1"}}})
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			h, err := tc.build(slog.New(slog.NewTextHandler(&buf, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				r := httptest.NewRequest(http.MethodGet, "/auth", nil)
+				r.Header.Set("X-Forwarded-Host", "admin.example")
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			if got := strings.Count(buf.String(), "X-Forwarded-Host"); got != tc.warned {
+				t.Errorf("%d log lines name X-Forwarded-Host, want %d:\n%s", got, tc.warned, buf.String())
+			}
+		})
+	}
+}
+
+// nopVerifier refuses every token.
+type nopVerifier struct{}
+
+func (nopVerifier) Verify(context.Context, string) (*verify.Result, error) {
+	return nil, verify.ErrInsufficientScope
 }

@@ -4,18 +4,27 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/verify"
 )
 
-// claimHeaders are the fixture's claim headers, as keygate config would
-// list them.
-var claimHeaders = []string{"X-Auth-Roles", "X-Auth-Scopes", "X-Auth-Subject", "X-Auth-Tenant"}
+// readmeHeaders are the claim headers of the README's configuration (the
+// built-in one, whose dev issuer maps server.DefaultHeaders), the ones its
+// proxy blocks name; the real-proxy fixture's issuers map them the same way.
+var readmeHeaders = []verify.HeaderMapping{{Header: "X-Auth-Issuer", Claim: "iss"}, {Header: "X-Auth-Scopes", Claim: "scope"},
+	{Header: "X-Auth-Subject", Claim: "sub"}}
+
+// The addresses in the README's blocks, which the tests replace.
+const readmeKeygate, readmeApp = "127.0.0.1:8080", "127.0.0.1:9000"
 
 // proxyRoutes are the rules of the real-proxy tests: an anonymous prefix, a
 // method-restricted anonymous route, a host that is public, and an admin
@@ -39,24 +48,64 @@ type forgery struct {
 	body   string
 }
 
+// spellings returns "name: value" lines for h in every spelling a client
+// can give it: with '_' for any of its '-', each as written, in lower and
+// in upper case.
+func spellings(h, value string) []string {
+	var out []string
+	for _, n := range append([]string{h}, underscored(h)...) {
+		for _, c := range []string{n, strings.ToLower(n), strings.ToUpper(n)} {
+			out = append(out, c+": "+value)
+		}
+	}
+	return out
+}
+
+// forwardingHeaders are every header a proxy or framework has been known
+// to name the request's URI, method or host by (keygate reads the first
+// five under one preset or another), with the value that would steer the
+// decision to an anonymous rule.
+var forwardingHeaders = [][2]string{
+	{"X-Forwarded-Uri", "/public/x"}, {"X-Original-URI", "/public/x"}, {"X-Forwarded-Method", "GET"},
+	{"X-Original-Method", "GET"}, {"X-Forwarded-Host", "public.example"},
+	{"X-Original-URL", "http://public.example/public/x"}, {"X-Rewrite-URL", "/public/x"}, {"X-Forwarded-Path", "/public/x"},
+	{"X-Forwarded-Prefix", "/public"}, {"X-Envoy-Original-Path", "/public/x"}, {"X-HTTP-Method-Override", "GET"},
+	{"X-HTTP-Method", "GET"}, {"X-Method-Override", "GET"}, {"Forwarded", "host=public.example;proto=https"},
+	{"X-Forwarded-Server", "public.example"}, {"X-Host", "public.example"}, {"X-Forwarded-Proto", "https"},
+	{"X-Forwarded-Port", "443"}, {"X-Forwarded-For", "10.0.0.1"}, {"X-Real-IP", "10.0.0.1"},
+}
+
+// echo is what the test app answers: the request line it got, the README's
+// claim headers (values of repeats joined by "|"), then every other
+// spelling of a claim header that arrived.
+func echo(method, path, issuer, scopes, subject string) string {
+	return fmt.Sprintf("%s %s issuer=%s scopes=%s subject=%s", method, path, issuer, scopes, subject)
+}
+
 // forgeries returns the cases: every forwarding header keygate has ever
 // read (and their case and underscore variants, and repeats), and every
-// claim header, forged.
+// claim header the README's blocks copy, forged in every spelling.
 func forgeries(good string) []forgery {
-	all := []string{"X-Auth-Subject: mallory", "X-Auth-Scopes: admin", "X-Auth-Tenant: evil-corp", "X-Auth-Roles: root"}
+	var claims, forwarding []string
+	for _, h := range readmeHeaders {
+		claims = append(claims, spellings(h.Header, "forged-"+strings.ToLower(h.Header))...)
+	}
+	for _, h := range forwardingHeaders {
+		forwarding = append(forwarding, spellings(h[0], h[1])...)
+	}
+	alice := echo("GET", "/orders", issA, "read write", "alice")
 	return []forgery{
-		{name: "valid token reaches the app with its claims", method: "GET", path: "/orders", token: good, status: 200,
-			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
-		{name: "every claim header forged is replaced", method: "GET", path: "/orders", token: good, headers: all, status: 200,
-			body: "GET /orders subject=alice scopes=read write tenant=acme roles=admin,ops"},
-		{name: "forged claim headers on an anonymous path are removed", method: "GET", path: "/public/x", headers: all, status: 200,
-			body: "GET /public/x subject= scopes= tenant= roles="},
-		{name: "lower-case forged claim headers are removed", method: "GET", path: "/public/x",
-			headers: []string{"x-auth-subject: mallory", "x-auth-scopes: admin"}, status: 200,
-			body: "GET /public/x subject= scopes= tenant= roles="},
+		{name: "valid token reaches the app with its claims", method: "GET", path: "/orders", token: good, status: 200, body: alice},
+		{name: "every claim header forged in every spelling is replaced", method: "GET", path: "/orders", token: good,
+			headers: claims, status: 200, body: alice},
+		{name: "every claim header forged in every spelling is removed on an anonymous path", method: "GET", path: "/public/x",
+			headers: claims, status: 200, body: echo("GET", "/public/x", "", "", "")},
+		// The security review's reproduction.
+		{name: "X-Auth-Issuer and X-Auth-Scopes forged on an anonymous path", method: "GET", path: "/public/x",
+			headers: []string{"X-Auth-Issuer: evil", "X-Auth-Scopes: admin"}, status: 200, body: echo("GET", "/public/x", "", "", "")},
 		{name: "repeated forged claim headers are removed", method: "GET", path: "/public/x",
-			headers: []string{"X-Auth-Scopes: admin", "X-Auth-Scopes: root"}, status: 200,
-			body: "GET /public/x subject= scopes= tenant= roles="},
+			headers: []string{"X-Auth-Scopes: admin", "X-Auth-Scopes: root", "X-Auth-Issuer: a", "x-auth-issuer: b"}, status: 200,
+			body: echo("GET", "/public/x", "", "", "")},
 		{name: "no token", method: "GET", path: "/admin/users", status: 401},
 		{name: "X-Forwarded-Uri to an anonymous path", method: "GET", path: "/admin/users",
 			headers: []string{"X-Forwarded-Uri: /public/x"}, status: 401},
@@ -79,7 +128,7 @@ func forgeries(good string) []forgery {
 		{name: "X-HTTP-Method-Override to the anonymous GET route", method: "DELETE", path: "/reports/1",
 			headers: []string{"X-HTTP-Method-Override: GET", "X-Method-Override: GET"}, status: 401},
 		{name: "anonymous GET route without a token", method: "GET", path: "/reports/1", status: 200,
-			body: "GET /reports/1 subject= scopes= tenant= roles="},
+			body: echo("GET", "/reports/1", "", "", "")},
 		{name: "X-Forwarded-Host to the public host", method: "GET", host: "api.example", path: "/admin/users",
 			headers: []string{"X-Forwarded-Host: public.example"}, status: 401},
 		{name: "X-Forwarded-Host repeated", method: "GET", host: "api.example", path: "/admin/users",
@@ -87,19 +136,26 @@ func forgeries(good string) []forgery {
 		{name: "Forwarded host and X-Forwarded-Server", method: "GET", host: "api.example", path: "/admin/users",
 			headers: []string{"Forwarded: host=public.example", "X-Forwarded-Server: public.example", "X-Host: public.example"}, status: 401},
 		{name: "the public host itself", method: "GET", host: "public.example", path: "/admin/users", status: 200,
-			body: "GET /admin/users subject= scopes= tenant= roles="},
+			body: echo("GET", "/admin/users", "", "", "")},
 		{name: "every forwarding header at once", method: "DELETE", host: "api.example", path: "/admin/users",
 			headers: []string{"X-Forwarded-Uri: /public/x", "X-Original-URI: /public/x", "X-Forwarded-Method: GET",
 				"X-Original-Method: GET", "X-Forwarded-Host: public.example"}, status: 401},
+		{name: "every forwarding header in every spelling", method: "DELETE", host: "api.example", path: "/admin/users",
+			headers: forwarding, status: 401},
+		{name: "every forwarding header in every spelling with a token lacking the scope", method: "DELETE", host: "api.example",
+			path: "/admin/users", token: good, headers: forwarding, status: 403},
+		{name: "every forwarding and claim header in every spelling with a token", method: "GET", host: "api.example",
+			path: "/orders", token: good, headers: slices.Concat(forwarding, claims), status: 200, body: alice},
 	}
 }
 
 // realProxy is a proxy the forged-header tests run for real, configured
-// with exactly what `keygate config` prints for it.
+// with exactly the README's block for it.
 type realProxy struct {
 	name    string
 	binary  func(t *testing.T) string // skips, or fails under KEYGATE_REQUIRE_*, when it is missing
 	snippet func(Snippet) (string, error)
+	fence   string // the README's code block: "```" fence + its first line
 	start   func(t *testing.T, bin, snippet string) string
 	// conflicts are the forgeries that, behind the auto preset, disagree
 	// with the forwarding headers this proxy sets: keygate refuses them
@@ -108,12 +164,50 @@ type realProxy struct {
 }
 
 var realProxies = []realProxy{
-	{name: ProxyNginx, binary: nginxBinary, snippet: Snippet.Nginx, start: startNginx, conflicts: []string{
-		"X-Forwarded-Uri to an anonymous path", "X-Forwarded-Uri lower case", "X-Forwarded-Uri repeated",
-		"X-Forwarded-Uri with a token lacking the scope", "X-Forwarded-Method to the anonymous GET route",
-		"every forwarding header at once"}},
-	{name: ProxyCaddy, binary: caddyBinary, snippet: Snippet.Caddy, start: startCaddy, conflicts: []string{
-		"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once"}},
+	{name: ProxyNginx, binary: nginxBinary, snippet: Snippet.Nginx, start: startNginx,
+		fence: "```nginx\n# keygate forward-auth for nginx", conflicts: []string{
+			"X-Forwarded-Uri to an anonymous path", "X-Forwarded-Uri lower case", "X-Forwarded-Uri repeated",
+			"X-Forwarded-Uri with a token lacking the scope", "X-Forwarded-Method to the anonymous GET route",
+			"every forwarding header at once", "every forwarding header in every spelling with a token lacking the scope",
+			"every forwarding and claim header in every spelling with a token"}},
+	{name: ProxyCaddy, binary: caddyBinary, snippet: Snippet.Caddy, start: startCaddy,
+		fence: "```caddyfile\n# keygate forward-auth for Caddy", conflicts: []string{
+			"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once",
+			"every forwarding header in every spelling with a token lacking the scope",
+			"every forwarding and claim header in every spelling with a token"}},
+}
+
+// readmeBlock returns the README's block for p, with the two addresses in
+// it replaced by keygate's and the app's. The block must be what Snippet
+// prints for the README's configuration (and TestREADMEProxySnippets checks
+// that `keygate config` prints it), so the proxy runs exactly that.
+func (p realProxy) readmeBlock(t *testing.T, keygate, app string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), p.fence)
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatalf("README.md has no block opening with %q", p.fence)
+	}
+	block = p.fence[strings.IndexByte(p.fence, '\n')+1:] + block
+	var names []string
+	for _, h := range readmeHeaders {
+		names = append(names, h.Header)
+	}
+	want, err := p.snippet(Snippet{Keygate: readmeKeygate, App: readmeApp, Headers: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != want {
+		t.Fatalf("README.md's %s block is not what keygate config prints for its configuration:\n%s\nwant:\n%s", p.name, block, want)
+	}
+	if strings.Count(block, readmeKeygate) != 1 || strings.Count(block, readmeApp) != 1 {
+		t.Fatalf("README.md's %s block names %s and %s other than once each", p.name, readmeKeygate, readmeApp)
+	}
+	return strings.NewReplacer(readmeKeygate, keygate, readmeApp, app).Replace(block)
 }
 
 // TestRealProxyForgedHeaders puts the real nginx and the real Caddy in
@@ -141,33 +235,83 @@ func TestRealProxyForgedHeaders(t *testing.T) {
 						}
 					}
 				}
-				runForgeries(t, proxyRoutes, fwd, func(t *testing.T, keygate, app string) string {
-					snippet, err := p.snippet(Snippet{Keygate: keygate, App: app, Headers: claimHeaders})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return p.start(t, bin, snippet)
-				}, adjust)
+				runForgeries(t, proxyRoutes, fwd, p.starter(bin), func(f *fixture) []forgery { return forgeries(sign(t, f.signerA, nil)) }, adjust)
 			})
 		}
 	}
 }
 
+// starter returns a function that starts the proxy in front of keygate and
+// the app with the README's block for it.
+func (p realProxy) starter(bin string) func(t *testing.T, keygate, app string) string {
+	return func(t *testing.T, keygate, app string) string {
+		return p.start(t, bin, p.readmeBlock(t, keygate, app))
+	}
+}
+
+// TestRealProxyAmbiguousPaths sends paths that the app behind the proxy
+// may read otherwise than keygate through the real nginx and Caddy, under
+// the security review's rules (/admin scoped, everything else anonymous):
+// the proxy forwards them as sent, so keygate must refuse them (403, which
+// both pass on) rather than decide on its own reading.
+func TestRealProxyAmbiguousPaths(t *testing.T) {
+	routes := []Route{
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, CaseInsensitive: true},
+		{PathPrefix: "/", Anonymous: true},
+	}
+	for _, p := range realProxies {
+		t.Run(p.name, func(t *testing.T) {
+			bin := p.binary(t)
+			fwd, err := Preset(p.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runForgeries(t, routes, fwd, p.starter(bin), func(f *fixture) []forgery {
+				admin := sign(t, f.signerA, map[string]any{"scope": "admin"})
+				refused := func(path string) forgery {
+					return forgery{name: path, method: "GET", path: path, status: http.StatusForbidden}
+				}
+				return []forgery{
+					{name: "anonymous", method: "GET", path: "/users", status: 200},
+					{name: "admin without a token", method: "GET", path: "/admin/users", status: 401},
+					{name: "admin with the scope", method: "GET", path: "/admin/users", token: admin, status: 200},
+					{name: "admin, empty segments kept", method: "GET", path: "/admin//users", token: admin, status: 200},
+					refused("/admin//../users"), // Node.js, Python, Jetty: /admin/users
+					refused("/ADMIN//x/../../users"),
+					refused("/admin/../users"), // Express, Flask, gin: under /admin
+					refused("/admin/./../users"),
+					refused("//evil/admin/users"), // new URL(path, base): /admin/users
+					refused("/admin./users"),      // IIS: /admin/users
+					refused("/admin%20/users"),
+				}
+			}, nil)
+		})
+	}
+}
+
 // runForgeries starts keygate's forward-auth behind fwd and an app that
 // echoes what it received, lets start put the proxy in front, and sends
-// every forgery through it. adjust, if set, changes a case's expectation.
-func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *testing.T, keygate, app string) string, adjust func(*forgery)) {
-	f := newFixtureWith(t, routes, "", fwd)
+// every case through it. adjust, if set, changes a case's expectation.
+func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *testing.T, keygate, app string) string,
+	cases func(*fixture) []forgery, adjust func(*forgery)) {
+	f := newREADMEFixture(t, routes, fwd)
 	keygate := httptest.NewServer(f.handler)
 	defer keygate.Close()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header
-		fmt.Fprintf(w, "%s %s subject=%s scopes=%s tenant=%s roles=%s", r.Method, r.URL.Path, strings.Join(h.Values("X-Auth-Subject"), "|"),
-			strings.Join(h.Values("X-Auth-Scopes"), "|"), strings.Join(h.Values("X-Auth-Tenant"), "|"), strings.Join(h.Values("X-Auth-Roles"), "|"))
+		io.WriteString(w, echo(r.Method, r.URL.Path, strings.Join(h.Values("X-Auth-Issuer"), "|"),
+			strings.Join(h.Values("X-Auth-Scopes"), "|"), strings.Join(h.Values("X-Auth-Subject"), "|")))
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			for _, c := range readmeHeaders {
+				if k != c.Header && sameHeader(k, c.Header) {
+					fmt.Fprintf(w, " smuggled %s=%s", k, strings.Join(h[k], "|"))
+				}
+			}
+		}
 	}))
 	defer app.Close()
 	addr := start(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://"))
-	for _, c := range forgeries(sign(t, f.signerA, nil)) {
+	for _, c := range cases(f) {
 		if adjust != nil {
 			adjust(&c)
 		}
@@ -224,16 +368,12 @@ func rawRequest(t *testing.T, addr string, c forgery) (int, string) {
 func TestNginxAuthRequest(t *testing.T) {
 	bin := nginxBinary(t)
 	nginxPreset, _ := Preset(ProxyNginx)
-	f := newFixtureWith(t, proxyRoutes, "", nginxPreset)
+	f := newREADMEFixture(t, proxyRoutes, nginxPreset)
 	keygate := httptest.NewServer(f.handler)
 	defer keygate.Close()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") }))
 	defer app.Close()
-	snippet, err := Snippet{Keygate: strings.TrimPrefix(keygate.URL, "http://"), App: strings.TrimPrefix(app.URL, "http://"), Headers: claimHeaders}.Nginx()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := startNginx(t, bin, snippet)
+	addr := startNginx(t, bin, realProxies[0].readmeBlock(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://")))
 	good := sign(t, f.signerA, nil)
 	cases := []struct {
 		name, path, auth string

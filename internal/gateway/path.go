@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,8 +14,8 @@ import (
 // A rule is only as good as the agreement between keygate and the upstream
 // on which path a request names. keygate reads a path the way Tomcat does
 // (";" parameters stripped from each segment, then percent-decoded, then
-// dot segments resolved) and refuses, with ErrAmbiguousPath, every path
-// that common upstreams read in different ways:
+// empty segments dropped and dot segments resolved) and refuses, with
+// ErrAmbiguousPath, every path that common upstreams read in different ways:
 //
 //   - control characters and NUL, raw or percent-encoded, and raw backslashes;
 //   - percent-encoded ".", ";" (any case), and any escape that does not
@@ -24,13 +25,14 @@ import (
 //   - ";" parameters, unless the rule opts in (PathOptions.AllowPathParams);
 //   - percent-encoded "/" and "\" (%2F, %5C), unless the rule opts in
 //     (PathOptions.AllowEncodedSlashes), and always when one hides a dot
-//     segment ("..%2F").
+//     segment ("..%2F");
+//   - a ".." after an empty segment that RFC 3986 resolves to another path
+//     ("/admin//../users": Tomcat, nginx and Go read /users, Node.js's URL,
+//     Python's urljoin and Jetty /admin/users), unless the rule opts in
+//     (PathOptions.AllowDotsAfterEmpty).
 //
-// With an opt-in, the path must also mean the same rule under every other
-// reading an upstream may apply (parameters kept as part of the segment,
-// as nginx and Go do; encoded slashes decoded into separators, as nginx
-// and Apache may): see Router.Match.
-
+// The path must also reach the same rule, or an anonymous one, under every
+// other reading an upstream may apply (see Router.Match).
 // ErrAmbiguousPath is the error for a request path that common upstream
 // servers read in different ways (see "Request paths" above).
 var ErrAmbiguousPath = errors.New("gateway: ambiguous request path")
@@ -44,14 +46,23 @@ type PathOptions struct {
 	// AllowEncodedSlashes accepts %2F and %5C, and keeps them encoded in
 	// the forwarded path.
 	AllowEncodedSlashes bool
+	// AllowDotsAfterEmpty accepts a ".." that removes another segment
+	// when empty segments count (RFC 3986) than when they are dropped
+	// (Tomcat), as in "/a//../b"; the path is decided on, and the proxy
+	// forwards it, as Tomcat reads it.
+	AllowDotsAfterEmpty bool
 }
 
 // parsedPath is a checked request path.
 type parsedPath struct {
-	raw      string // set when the path is plain: already canonical
-	segs     []segment
-	params   bool // some segment has ";" parameters
-	encSlash bool // some segment has %2F or %5C
+	raw            string // set when the path is plain: already canonical
+	segs           []segment
+	params         bool // some segment has ";" parameters
+	encSlash       bool // some segment has %2F or %5C
+	dotsAfterEmpty bool // Tomcat and RFC 3986 resolve the dot segments to different paths
+	dotOrEmpty     bool // some segment but the last is empty, or some segment is a dot segment
+	netPath        bool // the path starts with "//"
+	trailingDots   bool // some segment but a dot segment ends in '.' or ' '
 }
 
 // segment is one segment of a path that is not plain.
@@ -63,7 +74,8 @@ type segment struct {
 }
 
 func (p *parsedPath) allowedBy(o PathOptions) bool {
-	return (!p.params || o.AllowPathParams) && (!p.encSlash || o.AllowEncodedSlashes)
+	return (!p.params || o.AllowPathParams) && (!p.encSlash || o.AllowEncodedSlashes) &&
+		(!p.dotsAfterEmpty || o.AllowDotsAfterEmpty)
 }
 
 func parsePath(raw string) (parsedPath, error) {
@@ -114,19 +126,55 @@ func parsePath(raw string) (parsedPath, error) {
 				return p, ErrAmbiguousPath
 			}
 		}
+		switch d := s.decoded; {
+		case d == "" && more, d == ".", d == "..":
+			p.dotOrEmpty = true
+		case strings.HasSuffix(d, ".") || strings.HasSuffix(d, " "):
+			p.trailingDots = true
+		}
 		p.segs = append(p.segs, s)
 		if !more {
 			break
 		}
 		rest = after
 	}
+	if p.encSlash {
+		// A decoded slash makes pieces of a segment: assume the worst.
+		p.dotOrEmpty, p.trailingDots = true, true
+	}
+	p.netPath = strings.HasPrefix(raw, "//")
+	p.dotsAfterEmpty = p.dotOrEmpty && p.resolvesApart()
 	return p, nil
+}
+
+// resolvesApart reports whether the segments that remain once dot segments
+// are resolved differ between empty segments dropped first (Tomcat) and
+// empty segments kept, so that a ".." may remove one (RFC 3986 §5.2.4).
+func (p *parsedPath) resolvesApart() bool {
+	var tomcat, rfc []int // indexes of the segments kept; -1 for an empty one
+	for i, s := range p.segs {
+		switch s.decoded {
+		case ".":
+		case "":
+			rfc = append(rfc, -1)
+		case "..":
+			if len(tomcat) > 0 {
+				tomcat = tomcat[:len(tomcat)-1]
+			}
+			if len(rfc) > 0 {
+				rfc = rfc[:len(rfc)-1]
+			}
+		default:
+			tomcat, rfc = append(tomcat, i), append(rfc, i)
+		}
+	}
+	return !slices.Equal(tomcat, slices.DeleteFunc(rfc, func(i int) bool { return i < 0 }))
 }
 
 // plainPath reports whether raw (starting with '/') is already canonical
 // and means the same to every upstream: only characters that stand for
 // themselves, no escapes or parameters, no empty or dot segments but a
-// trailing slash.
+// trailing slash, and no segment ending in '.'.
 func plainPath(raw string) bool {
 	start := 1
 	for i := 1; i <= len(raw); i++ {
@@ -136,12 +184,12 @@ func plainPath(raw string) bool {
 			}
 			continue
 		}
-		switch raw[start:i] {
-		case "":
+		switch seg := raw[start:i]; {
+		case seg == "":
 			if i < len(raw) {
 				return false
 			}
-		case ".", "..":
+		case seg[len(seg)-1] == '.':
 			return false
 		}
 		start = i + 1
@@ -149,36 +197,62 @@ func plainPath(raw string) bool {
 	return true
 }
 
-// reading returns the path one way of reading p gives, decoded and with
-// dot segments resolved, for matching: "/" and segments joined by "/". A
-// slash decoded inside a segment is NUL there, which no path prefix holds.
-// keepParams keeps ";" parameters as part of their segment (nginx, Go);
-// splitSlashes makes %2F and %5C separators (nginx, Apache with
-// AllowEncodedSlashes On). Neither is Tomcat's reading, which decides.
-func (p *parsedPath) reading(keepParams, splitSlashes bool) string {
+// A reading is one way of reading a path that some upstream applies; which
+// ones keygate checks is said at Router.Match.
+type reading struct {
+	keepParams   bool // ";" parameters part of their segment (nginx, Go, Node.js)
+	splitSlashes bool // %2F and %5C separators (nginx; Apache with AllowEncodedSlashes On)
+	segments     segmentForm
+}
+
+// segmentForm is how a reading treats empty and dot segments.
+type segmentForm uint8
+
+const (
+	tomcatForm  segmentForm = iota // empty segments dropped, dot segments resolved (Tomcat, nginx, Go's path.Clean)
+	windowsForm                    // tomcatForm, trailing dots and spaces stripped from each segment (IIS, Windows)
+	rfcForm                        // empty segments kept, dot segments resolved (RFC 3986: Node.js's URL, Python's urljoin, Jetty)
+	netPathForm                    // rfcForm after a leading "//host" (a URL parser given a base: new URL(path, base))
+	rawForm                        // nothing resolved (routers that match the path as sent: Express, Flask, gin)
+)
+
+// read returns the path the reading rd of p gives, decoded, for matching:
+// "/" and segments joined by "/". A slash decoded inside a segment is NUL
+// there, which no path prefix holds. The zero reading, Tomcat's, decides.
+func (p *parsedPath) read(rd reading) string {
 	if p.segs == nil {
 		if len(p.raw) > 1 {
 			return strings.TrimSuffix(p.raw, "/")
 		}
 		return p.raw
 	}
+	segs, form := p.segs, rd.segments
+	if form == netPathForm {
+		// Every leading slash goes, then the host (WHATWG URL's special
+		// authority state), and the rest is resolved as RFC 3986 says.
+		i := 0
+		for i < len(segs)-1 && segs[i].name == "" && !segs[i].hasParams {
+			i++
+		}
+		segs, form = segs[i+1:], rfcForm
+	}
 	b := make([]byte, 0, 64)
-	for _, s := range p.segs {
+	for _, s := range segs {
 		d := s.decoded
-		if keepParams && s.hasParams {
+		if rd.keepParams && s.hasParams {
 			d = unescape(s.name + ";" + s.params)
 		}
-		if !splitSlashes {
-			b = pushSegment(b, d, true)
+		if !rd.splitSlashes {
+			b = pushSegment(b, d, form, true)
 			continue
 		}
-		for len(d) > 0 {
+		for {
 			i := strings.IndexAny(d, "/\\")
 			if i < 0 {
-				b = pushSegment(b, d, false)
+				b = pushSegment(b, d, form, false)
 				break
 			}
-			b = pushSegment(b, d[:i], false)
+			b = pushSegment(b, d[:i], form, false)
 			d = d[i+1:]
 		}
 	}
@@ -188,27 +262,49 @@ func (p *parsedPath) reading(keepParams, splitSlashes bool) string {
 	return string(b)
 }
 
-// pushSegment appends "/" and the segment s to path b, or for a dot
-// segment drops b's last segment; with hideSlashes a slash inside s is
-// written as NUL.
-func pushSegment(b []byte, s string, hideSlashes bool) []byte {
-	switch s {
-	case "", ".":
-	case "..":
+// pushSegment appends "/" and the segment s to path b as form reads it:
+// for a dot segment it drops b's last segment instead (empty ones too under
+// rfcForm), and it writes nothing for "." or, but under rfcForm, an empty
+// segment; rawForm appends every segment as it is. With hideSlashes a
+// slash inside s is written as NUL.
+func pushSegment(b []byte, s string, form segmentForm, hideSlashes bool) []byte {
+	if form == windowsForm {
+		s = trimWindows(s)
+	}
+	switch {
+	case form == rawForm:
+	case s == "" && form == rfcForm:
+		return append(b, '/')
+	case s == "", s == ".":
+		return b
+	case s == "..":
 		if i := bytes.LastIndexByte(b, '/'); i >= 0 {
 			b = b[:i]
 		}
-	default:
-		b = append(b, '/')
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			if hideSlashes && c == '/' {
-				c = 0
-			}
-			b = append(b, c)
+		return b
+	}
+	b = append(b, '/')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if hideSlashes && c == '/' {
+			c = 0
 		}
+		b = append(b, c)
 	}
 	return b
+}
+
+// trimWindows strips the trailing spaces and dots Windows ignores in a
+// file name; what is left of a name of dots and spaces alone is ".".
+func trimWindows(s string) string {
+	t := strings.TrimRight(s, " ")
+	if t == "." || t == ".." {
+		return t
+	}
+	if t = strings.TrimRight(t, ". "); t == "" {
+		return "."
+	}
+	return t
 }
 
 // canonical returns the path to forward: Tomcat's reading (the one that

@@ -161,6 +161,7 @@ func FuzzCanonicalPath(f *testing.F) {
 		"/public/..%2Fadmin", "/public/..%5cadmin", `/public\..\admin`, "/public/%00", "/public/%c0%ae%c0%ae/admin",
 		"/a;x/b", "/a/.;/b", "/a/;x", "//a//b/", "/a/b/..", "/a%2Fb;x", "/a%2F..%2Fb", "/caf%c3%a9", "/a%3bb",
 		"/files%2Fadmin", "/admin/..;/public/x", "/public;x/y", "/%25%32%65", "/a b", "/100%25", "/x/..%2F..%2Ffiles",
+		"/admin//../public", "//evil/admin/x", "/admin./x", "/admin%20/x", "/public/../admin", "/a//./../b/...",
 	} {
 		f.Add(s)
 	}
@@ -184,7 +185,7 @@ func FuzzCanonicalPath(f *testing.F) {
 			checkNoDotSegments(t, out)
 			p, _ := parsePath(raw)
 			q, _ := parsePath(out)
-			if a, b := p.reading(false, false), q.reading(false, false); a != b {
+			if a, b := p.read(reading{}), q.read(reading{}); a != b {
 				t.Fatalf("%q is matched as %q, its canonical form %q as %q", raw, a, out, b)
 			}
 		}
@@ -376,5 +377,116 @@ func BenchmarkMatch(b *testing.B) {
 				rt.Match("api.example.com", "GET", bc.path)
 			}
 		})
+	}
+}
+
+// TestRouterSegmentReadings: empty and dot segments, a leading "//" and
+// trailing dots and spaces are read in different ways by the servers and
+// frameworks behind a proxy, and forward-auth cannot change the path they
+// get. A path is decided by Tomcat's reading only when every other reading
+// reaches the same rule or an anonymous one (which admits every request,
+// so the decision taken is the stricter); and a ".." that RFC 3986 and
+// Tomcat resolve to different paths, because an empty segment precedes it,
+// is refused unless the deciding rule opts in. The proxy forwards the path
+// it decided on, so only what that path still holds is read other ways.
+func TestRouterSegmentReadings(t *testing.T) {
+	const ambiguous, none = -1, -2
+	// The security review's rules: an admin prefix and an anonymous rest.
+	review := []Route{
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, CaseInsensitive: true},
+		{PathPrefix: "/", Anonymous: true},
+	}
+	optIn := []Route{{PathPrefix: "/", Anonymous: true, AllowDotsAfterEmpty: true}}
+	bothOptIn := []Route{
+		{PathPrefix: "/admin", Scopes: []string{"admin"}, AllowDotsAfterEmpty: true},
+		{PathPrefix: "/", Anonymous: true, AllowDotsAfterEmpty: true},
+	}
+	scoped := []Route{
+		{PathPrefix: "/public", Anonymous: true},
+		{PathPrefix: "/admin", Scopes: []string{"admin"}},
+		{PathPrefix: "/"},
+	}
+	cases := []struct {
+		routes []Route
+		path   string
+		auth   int // Match: forward-auth, the upstream gets the path as sent
+		proxy  int // match: the proxy forwards the path it decided on
+	}{
+		// Tomcat, nginx and Go drop the empty segment, then resolve "..":
+		// /users. Node.js's URL, Python's urljoin and Jetty keep it, and
+		// ".." removes it: /admin/users.
+		{review, "/admin//../users", ambiguous, ambiguous},
+		{review, "/admin//x/../../users", ambiguous, ambiguous},
+		{review, "/ADMIN//../users", ambiguous, ambiguous},
+		{review, "/admin///../../users", ambiguous, ambiguous},
+		{review, "/users//../admin", ambiguous, ambiguous},
+		{review, "/a/../..//../admin", 0, 0}, // every reading: /admin
+		{optIn, "/admin//../users", 0, 0},
+		{bothOptIn, "/admin//../users", ambiguous, 1},
+		// Not resolved at all (Express, Flask, gin route the path as
+		// sent): under /admin.
+		{review, "/admin/../users", ambiguous, 1},
+		{review, "/admin/./../users", ambiguous, 1},
+		{review, "/Admin/x/../../users", ambiguous, 1},
+		{review, "/admin/x/..", 0, 0},
+		{review, "/admin/../admin/x", 0, 0},
+		{review, "/users/../admin", 0, 0}, // stricter: read as sent it is anonymous
+		{review, "/users/./x", 1, 1},
+		{review, "/./admin/x", 0, 0},
+		// Empty segments kept: a rule's prefix no longer matches.
+		{review, "/admin//users", 0, 0},
+		{scoped, "/public//x", 0, 0},
+		{scoped, "//public/x", ambiguous, 0}, // as sent, under the catch-all
+		{scoped, "/public//../admin/x", ambiguous, ambiguous},
+		// A leading "//" names a host to a URL parser given a base
+		// (new URL(path, base) in Node.js): //evil/admin/x is /admin/x.
+		{review, "//evil/admin/x", ambiguous, 1},
+		{review, "///evil/admin/x", ambiguous, 1},
+		{review, "//admin/x", 0, 0},
+		{review, "//evil/users", 1, 1},
+		// IIS and Windows file systems ignore trailing dots and spaces.
+		{review, "/admin./users", ambiguous, ambiguous},
+		{review, "/admin.../users", ambiguous, ambiguous},
+		{review, "/admin%20/users", ambiguous, ambiguous},
+		{review, "/ADMIN.%20./users", ambiguous, ambiguous},
+		{review, "/users./x", 1, 1},
+		{review, "/admin/users.", 0, 0},
+		{review, "/...", 1, 1},
+		// Already refused: encoded dots and slashes.
+		{review, "/admin/%2e%2e/users", ambiguous, ambiguous},
+		{review, "/admin%2F..%2Fusers", ambiguous, ambiguous},
+		// No route: a reading that finds no rule is no weaker.
+		{[]Route{{PathPrefix: "/admin", Scopes: []string{"admin"}}}, "/x//../admin", ambiguous, ambiguous},
+		{[]Route{{PathPrefix: "/admin", Scopes: []string{"admin"}}}, "/admin/../x", ambiguous, none},
+	}
+	for _, tc := range cases {
+		rt, err := NewRouter(tc.routes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		result := func(r *Route, err error) int {
+			switch {
+			case errors.Is(err, ErrAmbiguousPath):
+				return ambiguous
+			case errors.Is(err, ErrNoRoute):
+				return none
+			case err != nil:
+				t.Fatalf("%s: %v", tc.path, err)
+			}
+			for i := range rt.routes {
+				if &rt.routes[i] == r {
+					return i
+				}
+			}
+			t.Fatalf("%s: route not in the router", tc.path)
+			return 0
+		}
+		if got := result(rt.Match("h", "GET", tc.path)); got != tc.auth {
+			t.Errorf("forward-auth %s (rules %d): %d, want %d", tc.path, len(tc.routes), got, tc.auth)
+		}
+		r, _, _, err := rt.match("h", "GET", tc.path)
+		if got := result(r, err); got != tc.proxy {
+			t.Errorf("proxy %s (rules %d): %d, want %d", tc.path, len(tc.routes), got, tc.proxy)
+		}
 	}
 }

@@ -63,7 +63,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if len(cfg.Routes) == 0 {
 		return nil, errors.New("gateway: the proxy needs at least one route")
 	}
-	auth, err := NewForwardAuth(ForwardAuthConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie,
+	auth, err := newForwardAuth(ForwardAuthConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie,
 		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err

@@ -113,6 +113,9 @@ http {
   scgi_temp_path %[1]s/scgi;
   large_client_header_buffers 4 64k;
   server {
+    # Off by default, and nginx then drops every header with an
+    # underscore: the blocks must hold without that help.
+    underscores_in_headers on;
     listen %[2]s;
 %[3]s
   }

@@ -24,11 +24,13 @@ type Route struct {
 	// CaseInsensitive matches PathPrefix ignoring case (Unicode simple
 	// folding, as strings.EqualFold), for an upstream that does.
 	CaseInsensitive bool
-	// AllowPathParams and AllowEncodedSlashes let through paths with ";"
-	// parameters or %2F and %5C, which are otherwise refused (see
-	// PathOptions and Router.Match).
+	// AllowPathParams, AllowEncodedSlashes and AllowDotsAfterEmpty let
+	// through paths with ";" parameters, %2F and %5C, or a ".." after an
+	// empty segment, which are otherwise refused (see PathOptions and
+	// Router.Match).
 	AllowPathParams     bool
 	AllowEncodedSlashes bool
+	AllowDotsAfterEmpty bool
 
 	host, prefix string // Host and PathPrefix as matched, set by NewRouter
 }
@@ -66,44 +68,85 @@ var implicitRoute = &Route{}
 
 // Match returns the route covering a request to host with method and
 // rawPath (as sent: percent-encoded, no query), or ErrNoRoute, or
-// ErrAmbiguousPath for a path that upstreams read in different ways.
+// ErrAmbiguousPath for a path that upstreams read in different ways. It is
+// forward-auth's: the proxy in front forwards the path as the client sent
+// it, and the upstream reads it in its own way.
 //
 // The path is matched as Tomcat reads it: ";" parameters stripped from
-// each segment, percent-decoded, dot segments resolved, empty segments
-// dropped. That reading decides which route covers the request, and the
-// route must allow what the path holds (PathOptions). A path with ";"
-// parameters or encoded slashes must also be covered by that same route
-// under every other reading (parameters kept in the segment, encoded
-// slashes as separators, and both), so that a route that opts in is never
-// reached by a path that some upstream resolves elsewhere, and no other
-// route is reached by a path that Tomcat resolves to it.
+// each segment, percent-decoded, empty segments dropped, dot segments
+// resolved. That reading decides which route covers the request, and the
+// route must allow what the path holds (PathOptions). The path must also
+// reach that same route, or an anonymous one (which admits every request,
+// so the decision taken is the stricter), under every other reading that
+// can differ for it:
+//
+//   - parameters kept as part of their segment (nginx, Go, Node.js);
+//   - encoded slashes as separators (nginx, Apache with AllowEncodedSlashes);
+//   - trailing dots and spaces stripped from each segment (IIS, Windows);
+//   - empty segments kept and dot segments resolved as RFC 3986 says
+//     (Node.js's URL, Python's urljoin, Jetty);
+//   - a leading "//host" taken for a host, the rest read as RFC 3986 says
+//     (new URL(path, base) in Node.js, the WHATWG URL standard);
+//   - nothing resolved (Express, Flask and gin route the path as sent);
+//
+// and every combination of these. So a route that opts in is never reached
+// by a path that some upstream resolves elsewhere, and no route is decided
+// on for a path that some upstream resolves to a stricter one.
 func (rt *Router) Match(host, method, rawPath string) (*Route, error) {
-	r, _, _, err := rt.match(host, method, rawPath)
+	r, _, _, err := rt.matchAs(host, method, rawPath, true)
 	return r, err
 }
 
-// match is Match that also returns the route's index (-1 for the implicit
-// route) and the parsed path.
+// match is Match for the proxy, which forwards the path it decided on
+// (canonical): its dot and empty segments are gone, so only the readings
+// of parameters, encoded slashes and trailing dots are checked. It also
+// returns the route's index (-1 for the implicit route) and the parsed path.
 func (rt *Router) match(host, method, rawPath string) (*Route, int, parsedPath, error) {
+	return rt.matchAs(host, method, rawPath, false)
+}
+
+// matchAs matches rawPath under the readings of an upstream that gets it as
+// sent, or as canonical forwards it.
+func (rt *Router) matchAs(host, method, rawPath string, asSent bool) (*Route, int, parsedPath, error) {
 	p, err := parsePath(rawPath)
 	if err != nil {
 		return nil, -1, p, err
 	}
 	if len(rt.routes) == 0 {
 		// Every path gets the same decision: nothing is gained by refusing
-		// path parameters or encoded slashes (the rest of what parsePath
-		// refuses still is).
+		// path parameters, encoded slashes or dots after empty segments
+		// (the rest of what parsePath refuses still is).
 		return implicitRoute, -1, p, nil
 	}
 	host = hostOnly(host)
-	i := rt.find(host, method, p.reading(false, false))
+	i := rt.find(host, method, p.read(reading{}))
+	var forms [5]segmentForm
+	n := 1 // tomcatForm
+	if p.trailingDots {
+		forms[n] = windowsForm
+		n++
+	}
+	if asSent && p.dotOrEmpty {
+		forms[n], forms[n+1] = rfcForm, rawForm
+		n += 2
+	}
+	if asSent && p.netPath {
+		forms[n] = netPathForm
+		n++
+	}
 	for _, keep := range [2]bool{false, true} {
 		for _, split := range [2]bool{false, true} {
-			if !keep && !split || keep && !p.params || split && !p.encSlash {
+			if keep && !p.params || split && !p.encSlash {
 				continue
 			}
-			if rt.find(host, method, p.reading(keep, split)) != i {
-				return nil, -1, p, ErrAmbiguousPath
+			for _, form := range forms[:n] {
+				rd := reading{keepParams: keep, splitSlashes: split, segments: form}
+				if rd == (reading{}) {
+					continue
+				}
+				if j := rt.find(host, method, p.read(rd)); j != i && (j < 0 || !rt.routes[j].Anonymous) {
+					return nil, -1, p, ErrAmbiguousPath
+				}
 			}
 		}
 	}
@@ -111,7 +154,8 @@ func (rt *Router) match(host, method, rawPath string) (*Route, int, parsedPath, 
 		return nil, -1, p, ErrNoRoute
 	}
 	r := &rt.routes[i]
-	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes}) {
+	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes,
+		AllowDotsAfterEmpty: r.AllowDotsAfterEmpty}) {
 		return nil, -1, p, ErrAmbiguousPath
 	}
 	return r, i, p, nil

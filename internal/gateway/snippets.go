@@ -13,8 +13,10 @@ import (
 // so the README, the tests and a user's set-up cannot drift apart.
 //
 // Each block overwrites or removes every claim header on the request it
-// passes to the application, whether keygate sent a value or not: a
-// client's forged X-Auth-Scopes never arrives.
+// passes to the application, whether keygate sent a value or not, in any
+// case and in every spelling with '_' for some '-' (CGI-style applications,
+// PHP among them, read X_Auth_Scopes as X-Auth-Scopes): a client's forged
+// X-Auth-Scopes never arrives.
 type Snippet struct {
 	Keygate string   // host:port where the proxy reaches keygate's traffic listener
 	App     string   // host:port of the protected application
@@ -30,6 +32,29 @@ func (s Snippet) check() error {
 		}
 	}
 	return nil
+}
+
+// underscored returns h's other spellings, with '_' for one or more of its
+// '-', in canonical case.
+func underscored(h string) []string {
+	h = textproto.CanonicalMIMEHeaderKey(h)
+	var dashes []int
+	for i := 0; i < len(h); i++ {
+		if h[i] == '-' {
+			dashes = append(dashes, i)
+		}
+	}
+	out := make([]string, 0, 1<<len(dashes)-1)
+	for mask := 1; mask < 1<<len(dashes); mask++ {
+		b := []byte(h)
+		for j, i := range dashes {
+			if mask&(1<<j) != 0 {
+				b[i] = '_'
+			}
+		}
+		out = append(out, string(b))
+	}
+	return out
 }
 
 // nginxVar is the variable name nginx gives a response header: lower case,
@@ -66,6 +91,13 @@ location / {
 	for _, h := range s.Headers {
 		fmt.Fprintf(&b, "  proxy_set_header %s $keygate_%s;\n", textproto.CanonicalMIMEHeaderKey(h), nginxVar(h))
 	}
+	b.WriteString("  # Spellings with _ for -, which CGI-style apps read as the same header, are removed\n")
+	b.WriteString("  # (nginx drops them itself unless underscores_in_headers is on).\n")
+	for _, h := range s.Headers {
+		for _, u := range underscored(h) {
+			fmt.Fprintf(&b, "  proxy_set_header %s \"\";\n", u)
+		}
+	}
 	fmt.Fprintf(&b, "  proxy_pass http://%s;\n}\n", s.App)
 	return b.String(), nil
 }
@@ -82,9 +114,13 @@ func (s Snippet) Caddy() (string, error) {
 	b.WriteString("# keygate forward-auth for Caddy (keygate config caddy); run keygate with --proxy caddy.\n")
 	b.WriteString("route {\n")
 	b.WriteString("\t# Claim headers are removed first: a client's own copy never reaches the app,\n")
-	b.WriteString("\t# whatever keygate answers.\n")
+	b.WriteString("\t# whatever keygate answers; so are their spellings with _ for -, which\n")
+	b.WriteString("\t# CGI-style apps read as the same header.\n")
 	for _, h := range s.Headers {
 		fmt.Fprintf(&b, "\trequest_header -%s\n", textproto.CanonicalMIMEHeaderKey(h))
+		for _, u := range underscored(h) {
+			fmt.Fprintf(&b, "\trequest_header -%s\n", u)
+		}
 	}
 	fmt.Fprintf(&b, "\tforward_auth %s {\n\t\turi %s\n\t\tcopy_headers", s.Keygate, AuthPath)
 	for _, h := range s.Headers {
@@ -97,7 +133,9 @@ func (s Snippet) Caddy() (string, error) {
 // Traefik returns a dynamic-configuration file (file provider) defining a
 // keygate ForwardAuth middleware and a router using it. Run keygate with
 // --proxy traefik. Traefik deletes every authResponseHeaders header from
-// the request before copying keygate's.
+// the request before copying keygate's, and every header whose name
+// authResponseHeadersRegex matches (in Go's canonical form): each claim
+// header in any case and with '_' for any '-'.
 func (s Snippet) Traefik() (string, error) {
 	if err := s.check(); err != nil {
 		return "", err
@@ -112,8 +150,14 @@ http:
         trustForwardHeader: false
         authResponseHeaders:
 `, s.Keygate, AuthPath)
-	for _, h := range s.Headers {
+	alts := make([]string, len(s.Headers))
+	for i, h := range s.Headers {
 		fmt.Fprintf(&b, "          - %s\n", textproto.CanonicalMIMEHeaderKey(h))
+		alts[i] = strings.ReplaceAll(textproto.CanonicalMIMEHeaderKey(h), "-", "[-_]")
+	}
+	if len(alts) > 0 {
+		b.WriteString("        # Also removes their spellings with _ for -, which CGI-style apps read as the same header.\n")
+		fmt.Fprintf(&b, "        authResponseHeadersRegex: '(?i)^(%s)$'\n", strings.Join(alts, "|"))
 	}
 	fmt.Fprintf(&b, `  routers:
     app:

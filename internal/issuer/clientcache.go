@@ -64,6 +64,10 @@ type client struct {
 	// fresh is set on the client load returns: it was read from the store
 	// during this request. What the cache keeps never has it.
 	fresh bool
+	// presented is the digest of the secret the request authenticated
+	// with, set on the client authenticate returns (never on a cached one),
+	// for a refresh to check it again against the client as stored now.
+	presented [sha256.Size]byte
 }
 
 // expires is when a cached client stops being answered from memory.

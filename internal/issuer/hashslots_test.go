@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -134,5 +137,47 @@ func TestDefaultPasswordHashes(t *testing.T) {
 	debug.SetMemoryLimit(1 << 20)
 	if n := DefaultPasswordHashes(); n != 1 {
 		t.Errorf("DefaultPasswordHashes() = %d under a tiny memory limit, want 1", n)
+	}
+}
+
+// TestPasswordHashesMemoryLimit: without GOMEMLIMIT, the slots fit within a
+// quarter of the container's memory limit, read from cgroup v2's
+// memory.max ("max": none) or, where there is none, cgroup v1's
+// memory.limit_in_bytes (an unlimited one is about 2^63); GOMEMLIMIT, when
+// set, decides alone.
+func TestPasswordHashesMemoryLimit(t *testing.T) {
+	const (
+		v2    = "/sys/fs/cgroup/memory.max"
+		v1    = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+		slot  = 4 * argonMemory * 1024 // the memory limit that holds one slot
+		unset = math.MaxInt64
+	)
+	for _, tc := range []struct {
+		name    string
+		goLimit int64
+		files   map[string]string
+		want    int
+	}{
+		{"no limit anywhere", unset, nil, 8},
+		{"cgroup v2 max", unset, map[string]string{v2: "max\n"}, 8},
+		{"cgroup v2 limit", unset, map[string]string{v2: fmt.Sprintf("%d\n", 3*slot)}, 3},
+		{"cgroup v2 tiny limit", unset, map[string]string{v2: "1048576\n"}, 1},
+		{"cgroup v2 large limit", unset, map[string]string{v2: fmt.Sprintf("%d\n", 100*slot)}, 8},
+		{"cgroup v2 decides over v1", unset, map[string]string{v2: "max\n", v1: fmt.Sprint(2 * slot)}, 8},
+		{"cgroup v1 limit", unset, map[string]string{v1: fmt.Sprintf("%d\n", 2*slot)}, 2},
+		{"cgroup v1 unlimited", unset, map[string]string{v1: "9223372036854771712\n"}, 8},
+		{"cgroup v2 unreadable, v1 limit", unset, map[string]string{v2: "garbage", v1: fmt.Sprint(5 * slot)}, 5},
+		{"GOMEMLIMIT decides alone", 2 * slot, map[string]string{v2: fmt.Sprint(100 * slot)}, 2},
+		{"GOMEMLIMIT above the cgroup's", 100 * slot, map[string]string{v2: fmt.Sprint(slot)}, 8},
+	} {
+		read := func(name string) ([]byte, error) {
+			if v, ok := tc.files[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, fs.ErrNotExist
+		}
+		if got := passwordHashes(8, tc.goLimit, read); got != tc.want {
+			t.Errorf("%s: %d slots, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package issuer
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -209,7 +210,8 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 // memory (its revocation set and client cache), which misses what other
 // nodes did while Redis is down, and while Redis is too stale refuses
 // everything although the store can decide: the user must exist and be enabled, the client must exist (as read from the
-// store during the request, not as the client cache kept it), and no
+// store during the request, not as the client cache kept it, and the
+// client's secret is checked again against it), and no
 // revocation of the subject may postdate the family's origin (the login),
 // which the store checks in the rotation's own transaction. A refusal for
 // any of these revokes the family for good. The scopes granted are the
@@ -248,7 +250,8 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 	// What a refresh grants for 30 days more is decided on the client as
 	// stored now. Unless authentication has just read it from the store, c
 	// came from the client cache, which may be up to clientCacheTTL behind
-	// a change made at another node: read it again (and cache it anew).
+	// a change made at another node: read it again (and cache it anew),
+	// and authenticate against it: the secret may have been rotated.
 	cur := c
 	if !c.fresh {
 		cur, err = s.clients.load(ctx, s.cfg.Store, c.ID, keyOf(c.ID), at)
@@ -260,6 +263,11 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 			s.fail(w, "reading a client", err)
 			return
 		}
+	}
+	if subtle.ConstantTimeCompare(c.presented[:], cur.SecretDigest) != 1 {
+		_, _, basic := r.BasicAuth()
+		writeOAuthError(w, errInvalidClient, basic)
+		return
 	}
 	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
 	scopes, ok := narrowScopes(held, v.Get("scope"))

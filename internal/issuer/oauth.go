@@ -319,6 +319,7 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	if subtle.ConstantTimeCompare(got[:], want) != 1 || err != nil {
 		return client{}, basic, errInvalidClient
 	}
+	c.presented = got
 	return c, basic, nil
 }
 

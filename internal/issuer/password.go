@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,15 +84,51 @@ var dummyHash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$8fA3YwSLC
 const DefaultPasswordHashWait = 500 * time.Millisecond
 
 // DefaultPasswordHashes is how many Argon2id computations may run at once
-// (Config.PasswordHashes): one per core the Go scheduler uses, and, under a
-// Go memory limit (GOMEMLIMIT), no more than take a quarter of it (19 MiB
-// each); at least one.
+// (Config.PasswordHashes): one per core the Go scheduler uses, and no more
+// than take a quarter (19 MiB each) of the process's memory limit, which is
+// GOMEMLIMIT when set, else the container's (cgroup v2 memory.max, or
+// cgroup v1 memory.limit_in_bytes); at least one.
 func DefaultPasswordHashes() int {
-	n := runtime.GOMAXPROCS(0)
-	if lim := debug.SetMemoryLimit(-1); lim < math.MaxInt64 {
-		n = min(n, int(lim/4/(argonMemory*1024)))
+	return passwordHashes(runtime.GOMAXPROCS(0), debug.SetMemoryLimit(-1), os.ReadFile)
+}
+
+// passwordHashes is DefaultPasswordHashes for procs cores, a Go memory
+// limit goLimit (math.MaxInt64: none), and the cgroup files as readFile
+// reads them.
+func passwordHashes(procs int, goLimit int64, readFile func(string) ([]byte, error)) int {
+	lim := goLimit
+	if lim == math.MaxInt64 {
+		lim = cgroupMemoryLimit(readFile)
 	}
-	return max(1, n)
+	if lim < math.MaxInt64 {
+		procs = min(procs, int(lim/4/(argonMemory*1024)))
+	}
+	return max(1, procs)
+}
+
+// cgroupMemoryLimit returns the memory limit of the cgroup this process
+// runs in, as the container sees it mounted: cgroup v2's memory.max ("max"
+// is none), or where that cannot be read, cgroup v1's
+// memory.limit_in_bytes (where none is a number near 2^63, the largest a
+// page-aligned int64 holds). math.MaxInt64 stands for none, or for nothing
+// readable.
+func cgroupMemoryLimit(readFile func(string) ([]byte, error)) int64 {
+	if b, err := readFile("/sys/fs/cgroup/memory.max"); err == nil {
+		switch v := strings.TrimSpace(string(b)); v {
+		case "max":
+			return math.MaxInt64
+		default:
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	if b, err := readFile("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n < 1<<62 {
+			return n
+		}
+	}
+	return math.MaxInt64
 }
 
 // errHashBusy: every password-hash slot stayed taken for the whole wait.

@@ -539,3 +539,26 @@ func TestRefreshOtherIssuersSubject(t *testing.T) {
 		t.Error("the family was revoked")
 	}
 }
+
+// TestRefreshChecksCurrentSecret: a client secret rotated at node A is
+// refused for a refresh at node B at once, although B's client cache (2 s)
+// still holds the old digest: a refresh authenticates against the client
+// as read from the store for it. The token is not spent, and the new
+// secret refreshes it.
+func TestRefreshChecksCurrentSecret(t *testing.T) {
+	f := newTwoNodes(t, nil)
+	s := f.session(t, "alice", []string{"read"}, []string{"read"})
+	f.now = f.now.Add(500 * time.Millisecond)
+	rotated := f.mustCall(t, f.a, 200, "POST", "/v1/admin/clients/"+s.client[0]+"/secret", nil)
+	f.now = f.now.Add(500 * time.Millisecond) // within B's client cache (2 s)
+	if code, m := f.refresh(t, f.b, s.client, s.refresh, ""); code != 401 || m["error"] != "invalid_client" {
+		t.Fatalf("refresh at B with the old secret after A rotated it: %d %v, want 401 invalid_client", code, m)
+	}
+	if f.familyRevoked(t, s.refresh) {
+		t.Error("a refresh refused for the client's secret revoked the family")
+	}
+	fresh := [2]string{s.client[0], rotated["client_secret"].(string)}
+	if code, m := f.refresh(t, f.b, fresh, s.refresh, ""); code != 200 {
+		t.Errorf("refresh at B with the new secret: %d %v, want 200", code, m)
+	}
+}

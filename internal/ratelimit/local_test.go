@@ -142,34 +142,37 @@ func TestLocalBoundedMemory(t *testing.T) {
 // TestLocalEvictsIdleFirst: a full shard drops the keys whose bucket is
 // full again, and keeps the others while that makes room enough.
 func TestLocalEvictsIdleFirst(t *testing.T) {
-	s := shard{tat: make(map[uint64]int64)}
+	s := shard{buckets: make(map[uint64]bucket)}
 	now := t0.UnixNano()
+	const interval = int64(16 * time.Second) // every bucket below is within a request of full
 	for i := range 16 {
 		tat := now - 1 // idle
 		if i%4 == 0 {
 			tat = now + int64(time.Second) // active
 		}
-		s.tat[uint64(i)] = tat
+		s.buckets[uint64(i)] = bucket{tat: tat, last: tat - interval}
 	}
-	s.evict(now, 16)
-	if len(s.tat) != 4 {
-		t.Fatalf("%d keys left, want the 4 active", len(s.tat))
+	s.evict(now, interval, 16)
+	if len(s.buckets) != 4 {
+		t.Fatalf("%d keys left, want the 4 active", len(s.buckets))
 	}
-	for h := range s.tat {
+	for h := range s.buckets {
 		if h%4 != 0 {
 			t.Errorf("idle key %d kept", h)
 		}
 	}
-	// All active: an eighth of the shard goes, the least charged first.
+	// All active: an eighth of the shard goes, the least charged (here
+	// also the least recently charged) first.
 	for i := range 16 {
-		s.tat[uint64(i)] = now + int64(i+1)*int64(time.Second)
+		tat := now + int64(i+1)*int64(time.Second)
+		s.buckets[uint64(i)] = bucket{tat: tat, last: tat - interval}
 	}
-	s.evict(now, 16)
-	if len(s.tat) != 14 {
-		t.Errorf("%d keys left, want 14", len(s.tat))
+	s.evict(now, interval, 16)
+	if len(s.buckets) != 14 {
+		t.Errorf("%d keys left, want 14", len(s.buckets))
 	}
 	for h := range 2 {
-		if _, ok := s.tat[uint64(h)]; ok {
+		if _, ok := s.buckets[uint64(h)]; ok {
 			t.Errorf("key %d, among the two least charged, was kept", h)
 		}
 	}
@@ -265,4 +268,104 @@ func BenchmarkLocalAllow(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestLocalThrottledKeySurvivesChargedFillers: filler keys charged to
+// their burst (throttled themselves, so not evicted before the victim by
+// "least charged first") never make the victim's shard forget it: the
+// victim stays refused until its own bucket has refilled, and while the
+// shard holds only throttled buckets its new keys are refused rather than
+// any of them forgotten, with the wait until one can go.
+func TestLocalThrottledKeySurvivesChargedFillers(t *testing.T) {
+	c := newClock()
+	const maxKeys = 64 * 8 // 8 keys a shard
+	lim := Limit{Rate: 10.0 / 60, Burst: 5}
+	l := c.local(t, lim, maxKeys)
+	victim := "login:user:victim"
+	for range 5 {
+		mustAllow(t, l, victim)
+	}
+	mustDeny(t, l, victim)
+	shard := l.shardOf(victim)
+	ctx := context.Background()
+	filled, refused := 0, 0
+	for i := 0; filled+refused < 200; i++ {
+		k := fmt.Sprint("filler-", i)
+		if l.shardOf(k) != shard {
+			continue
+		}
+		ok, wait, _ := l.Allow(ctx, k)
+		if !ok {
+			refused++
+			if wait <= 0 {
+				t.Fatalf("a new key refused in a full shard with wait %v", wait)
+			}
+			continue
+		}
+		filled++
+		for ok {
+			ok, _, _ = l.Allow(ctx, k) // charged to its burst
+		}
+		c.Advance(5 * time.Millisecond)
+		mustDeny(t, l, victim)
+	}
+	if filled != 7 || refused != 193 {
+		t.Errorf("%d fillers tracked and %d refused, want 7 (the shard's room beside the victim) and 193", filled, refused)
+	}
+	// The security review's probe: a second later, still refused.
+	c.Advance(time.Second)
+	mustDeny(t, l, victim)
+	// Its own refill, and no more: one request every 6 s.
+	c.Advance(6 * time.Second)
+	mustAllow(t, l, victim)
+	mustDeny(t, l, victim)
+}
+
+// TestLocalEvictionOrder: a full shard forgets refilled buckets first, then
+// those within one request of a full bucket, least recently charged first,
+// and never one more than a request short while any other can go.
+func TestLocalEvictionOrder(t *testing.T) {
+	const sec = int64(time.Second)
+	now := t0.UnixNano()
+	s := shard{buckets: make(map[uint64]bucket)}
+	// keys 0-3 refilled; 4-9 within a request (T = 1 s) of full, charged
+	// at 9-4 s ago; 10-15 throttled, charged just now.
+	for i := range 16 {
+		switch {
+		case i < 4:
+			s.buckets[uint64(i)] = bucket{tat: now - 1, last: now - 20*sec}
+		case i < 10:
+			s.buckets[uint64(i)] = bucket{tat: now + sec/2, last: now - int64(13-i)*sec}
+		default:
+			s.buckets[uint64(i)] = bucket{tat: now + 4*sec, last: now}
+		}
+	}
+	if room, _ := s.evict(now, sec, 16); !room || len(s.buckets) != 12 {
+		t.Fatalf("room %v, %d left; want the 4 refilled gone, room", room, len(s.buckets))
+	}
+	for len(s.buckets) < 16 { // full again with throttled keys: evicting leaves 14
+		s.buckets[uint64(100+len(s.buckets))] = bucket{tat: now + 4*sec, last: now}
+	}
+	if room, _ := s.evict(now, sec, 16); !room || len(s.buckets) != 14 {
+		t.Fatalf("room %v, %d left; want 14", room, len(s.buckets))
+	}
+	for _, gone := range []uint64{4, 5} {
+		if _, ok := s.buckets[gone]; ok {
+			t.Errorf("key %d, among the two least recently charged, was kept", gone)
+		}
+	}
+	// Only throttled buckets: none is forgotten, and the wait is until
+	// the first is within a request of full.
+	for h, b := range s.buckets {
+		if b.tat-now <= sec {
+			delete(s.buckets, h)
+		}
+	}
+	for i := 0; len(s.buckets) < 16; i++ {
+		s.buckets[uint64(200+i)] = bucket{tat: now + 3*sec, last: now}
+	}
+	n := len(s.buckets)
+	if room, wait := s.evict(now, sec, 16); room || len(s.buckets) != n || wait != 2*sec {
+		t.Errorf("only throttled: room %v, %d of %d left, wait %v; want no room, all kept, 2s", room, len(s.buckets), n, time.Duration(wait))
+	}
 }

@@ -232,7 +232,7 @@ func gatewayRoutes(rs []config.Route) []gateway.Route {
 	for i, r := range rs {
 		out[i] = gateway.Route{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Anonymous: r.Anonymous,
 			Issuers: r.Issuers, Scopes: r.Scopes, Upstream: r.Upstream, CaseInsensitive: r.CaseInsensitive,
-			AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes}
+			AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes, AllowDotsAfterEmpty: r.AllowDotsAfterEmpty}
 	}
 	return out
 }

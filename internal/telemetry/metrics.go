@@ -28,6 +28,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	decisions     *prometheus.CounterVec
+	signals       *prometheus.CounterVec
 	verifySeconds *prometheus.HistogramVec
 	jwksFetches   *prometheus.CounterVec
 	jwksKeys      *prometheus.GaugeVec
@@ -56,6 +57,10 @@ func New() *Metrics {
 			Name: "keygate_decisions_total",
 			Help: "Authorization decisions by front end, result (allow, deny) and reason.",
 		}, []string{"frontend", "result", "reason"}),
+		signals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keygate_request_signals_total",
+			Help: "Requests that carried something ignored without a refusal, by front end and reason (untrusted_forwarding_header: a forwarding header the proxy preset does not trust).",
+		}, []string{"frontend", "reason"}),
 		verifySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "keygate_verify_seconds",
 			Help:    "Time to verify a token that missed the cache, by algorithm.",
@@ -115,7 +120,7 @@ func New() *Metrics {
 		{"revoke", ""}, {"introspect", ""}} {
 		m.tokenRequests.WithLabelValues(s[0], s[1], "ok")
 	}
-	r.MustRegister(m.decisions, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
+	r.MustRegister(m.decisions, m.signals, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
 		m.jwksAge, m.keyFileLoads, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds, m.tlsLoads, m.tlsNotAfter,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -125,7 +130,7 @@ func New() *Metrics {
 // resolved in advance.
 func (m *Metrics) Decisions(frontend string, reasons []string) *Decisions {
 	d := &Decisions{allow: m.decisions.WithLabelValues(frontend, "allow", ""),
-		deny: make(map[string]prometheus.Counter, len(reasons)), vec: m.decisions, frontend: frontend,
+		deny: make(map[string]prometheus.Counter, len(reasons)), vec: m.decisions, signals: m.signals, frontend: frontend,
 		inFlight: m.inFlight.WithLabelValues(frontend)}
 	for _, r := range reasons {
 		d.deny[r] = m.decisions.WithLabelValues(frontend, "deny", r)
@@ -138,6 +143,7 @@ type Decisions struct {
 	allow    prometheus.Counter
 	deny     map[string]prometheus.Counter // read-only after construction
 	vec      *prometheus.CounterVec
+	signals  *prometheus.CounterVec
 	frontend string
 	inFlight prometheus.Gauge
 }
@@ -153,6 +159,10 @@ func (d *Decisions) Deny(reason string) {
 	}
 	d.vec.WithLabelValues(d.frontend, "deny", reason).Inc()
 }
+
+// Signal counts a request that carried something ignored without a
+// refusal, by reason (rare: resolved on each call).
+func (d *Decisions) Signal(reason string) { d.signals.WithLabelValues(d.frontend, reason).Inc() }
 
 // Begin marks a request in flight; call the returned func when it is done.
 func (d *Decisions) Begin() func() {
