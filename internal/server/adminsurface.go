@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
 )
 
@@ -77,13 +78,15 @@ func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !allowedAdminHost(r.Host, s.cfg.Gateway.AdminHosts) {
 			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "forbidden_host",
-				"error_description": "the admin listener answers only to an IP address, localhost or a configured admin host name"})
+			s.errs.Write(w, r, errForbiddenHost)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+var errForbiddenHost = &httperr.Error{Status: http.StatusMisdirectedRequest, Code: "forbidden_host",
+	Description: "the admin listener answers only to an IP address, localhost or a configured admin host name"}
 
 func allowedAdminHost(host string, names []string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {

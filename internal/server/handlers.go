@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"strconv"
@@ -11,30 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// apiError is a refusal with its status and JSON error body.
-type apiError struct {
-	Status      int
-	Code        string
-	Description string
-}
-
-func (e *apiError) Error() string { return e.Code + ": " + e.Description }
-
-// handle adapts a handler that returns an error, writing an *apiError as
-// its JSON body and anything else as a 500 that reveals nothing.
+// handle adapts a handler that returns an error: the error is answered by
+// httperr (an *httperr.Error as its JSON body, anything else as a 500 that
+// reveals nothing), never cached.
 func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := fn(w, r)
-		if err == nil {
-			return
+		if err := fn(w, r); err != nil {
+			w.Header().Set("Cache-Control", "no-store")
+			s.errs.Write(w, r, err)
 		}
-		var ae *apiError
-		if !errors.As(err, &ae) {
-			s.log.Error("request failed", "path", r.URL.Path, "err", err)
-			ae = &apiError{Status: http.StatusInternalServerError, Code: "server_error", Description: "internal error"}
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, ae.Status, map[string]string{"error": ae.Code, "error_description": ae.Description})
 	})
 }
 

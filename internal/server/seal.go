@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/keyring"
 )
 
@@ -69,11 +70,11 @@ type unsealRequest struct {
 // without a CORS preflight). Neither needs the body to be read.
 func checkSysPost(r *http.Request) error {
 	if _, ok := r.Header["Origin"]; ok {
-		return &apiError{Status: http.StatusForbidden, Code: "forbidden",
+		return &httperr.Error{Status: http.StatusForbidden, Code: "forbidden",
 			Description: "requests with an Origin header (from a browser page) are refused"}
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "invalid_request",
+		return &httperr.Error{Status: http.StatusUnsupportedMediaType, Code: "invalid_request",
 			Description: "the Content-Type must be application/json"}
 	}
 	return nil
@@ -82,10 +83,10 @@ func checkSysPost(r *http.Request) error {
 // errStoreUnavailable is every unseal answer for a failure of the store:
 // the caller is not authenticated (the key is what is being tested), so
 // the detail, which may name hosts, tables or files, goes to the log only.
-var errStoreUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "store unavailable"}
+var errStoreUnavailable = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable", Description: "store unavailable"}
 
-func badUnseal(desc string) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
+func badUnseal(desc string) *httperr.Error {
+	return &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
 }
 
 // unseal is POST /v1/sys/unseal (application/json, no Origin header; see
@@ -157,7 +158,7 @@ func (e *storeError) Error() string { return "store: " + e.err.Error() }
 
 // errNotInitialized refuses an unseal that nothing could check: a store
 // with no signing key and no keyring.json.
-var errNotInitialized = &apiError{Status: http.StatusConflict, Code: "not_initialized",
+var errNotInitialized = &httperr.Error{Status: http.StatusConflict, Code: "not_initialized",
 	Description: "the store holds no signing key and no keyring.json is set up, so no root key can be checked: initialize the fleet with keygate operator init, or start one node with its root key (--root-key-file or KEYGATE_ROOT_KEY)"}
 
 // verifyRoot is the check a candidate root key passes before the keyring
@@ -226,8 +227,8 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !s.operator.Allows(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="keygate-admin"`)
-		return &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required"}
+		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required",
+			Challenge: `Bearer realm="keygate-admin"`}
 	}
 	s.unsealMu.Lock()
 	defer s.unsealMu.Unlock()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
@@ -184,6 +185,7 @@ func (c *Config) Validate() error {
 type Server struct {
 	cfg          Config
 	log          *slog.Logger
+	errs         httperr.Writer // answers the admin listener's errors
 	keys         *issuer.KeyManager
 	keyring      *keyring.Keyring
 	unsealMu     sync.Mutex    // one unseal or seal at a time
@@ -237,7 +239,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.Gateway = &config.Config{}
 		cfg.Gateway.SetDefaults()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: httperr.Writer{Log: cfg.Logger}, metrics: cfg.Metrics, revocation: revoke.Nop{},
 		transport: gateway.NewTransport()}
 	defer func() {
 		if err != nil {
