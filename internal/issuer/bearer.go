@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"github.com/keygate/keygate/internal/httperr"
 )
 
 // Bearer is a secret a request presents as its bearer token (RFC 6750):
@@ -45,9 +47,9 @@ func (b Bearer) Allows(r *http.Request) bool {
 func (b Bearer) Require(realm string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !b.Allows(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "a bearer token is required"})
+			noStore(w)
+			httperr.Writer{}.Write(w, r, &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Description: "a bearer token is required", Challenge: `Bearer realm="` + realm + `"`})
 			return
 		}
 		h.ServeHTTP(w, r)
