@@ -424,8 +424,8 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("rotating the signing key: %w", err)
 	}
-	if a.svc.cfg.Rotated != nil {
-		a.svc.cfg.Rotated(kid)
+	if p := a.svc.cfg.Publisher; p != nil {
+		p.Rotated(r.Context(), kid)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"kid": kid})
 	return nil

@@ -62,13 +62,10 @@ type Config struct {
 	PasswordHashWait time.Duration
 	Store            store.Store
 	Keys             *KeyManager
-	// Revoked, if set, is told of every access token revoked here so that
-	// local verification refuses it at once.
-	Revoked func(issuer, jti string, until time.Time)
-	// RevokedSubject, if set, is told of every "everything issued to
-	// subject before" revocation, with the time to keep it at least until
-	// (zero: the default retention; see store.Revocation).
-	RevokedSubject func(issuer, subject string, before, until time.Time)
+	// Publisher, if set, is told of every revocation stored here and
+	// every rotation made through the admin API, so that this node and the
+	// others of its fleet act on them at once.
+	Publisher Publisher
 	// Trusts, if set, reports whether keygate trusts the tokens of issuer
 	// besides its own (Issuer): the gateway's configured issuers as they
 	// are at the call, so that a configuration reload is seen at once. The
@@ -84,12 +81,27 @@ type Config struct {
 	// Observe, if set, is told the outcome of every request to the token
 	// endpoints (see Observer).
 	Observe Observer
-	// Rotated, if set, is told of every rotation made through the admin
-	// API (the new kid), so that other nodes can be told to reload.
-	Rotated func(kid string)
 	Now     func() time.Time
 	Rand    io.Reader
 	Logger  *slog.Logger
+}
+
+// Publisher is told what the token service changed that the node's memory,
+// and through it every node of the fleet, must see at once. What it is
+// told is in the store already, so its methods do not fail: a publisher
+// that cannot share a change logs why, and other nodes load it from the
+// store later. ctx carries the request's values; a publisher bounds its
+// own wait and does not give up when the request ends.
+type Publisher interface {
+	// RevokeID: the token of issuer with jti is revoked until until (its
+	// expiry).
+	RevokeID(ctx context.Context, issuer, jti string, until time.Time)
+	// RevokeSubject: every token of issuer issued to subject before
+	// before is revoked, kept at least until until (zero: the default
+	// retention; see store.Revocation).
+	RevokeSubject(ctx context.Context, issuer, subject string, before, until time.Time)
+	// Rotated: the admin API rotated the signing keys; kid is the new one.
+	Rotated(ctx context.Context, kid string)
 }
 
 // Service answers the OAuth 2.0 endpoints.
@@ -525,17 +537,18 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// addRevocation stores a revocation, then applies it to the node (and,
-// through the callbacks, the fleet) at once.
+// addRevocation stores a revocation, then publishes it to the node (and,
+// through the Publisher, the fleet) at once.
 func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error {
 	if err := s.cfg.Store.AddRevocation(ctx, rv); err != nil {
 		return err
 	}
-	if rv.JTI != "" && s.cfg.Revoked != nil {
-		s.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
-	}
-	if rv.Subject != "" && s.cfg.RevokedSubject != nil {
-		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before, rv.Until)
+	switch p := s.cfg.Publisher; {
+	case p == nil:
+	case rv.JTI != "":
+		p.RevokeID(ctx, rv.Issuer, rv.JTI, rv.Until)
+	case rv.Subject != "":
+		p.RevokeSubject(ctx, rv.Issuer, rv.Subject, rv.Before, rv.Until)
 	}
 	return nil
 }

@@ -163,29 +163,50 @@ func (s *Server) keyNotices(ctx context.Context, ps *redis.PubSub, done chan str
 	}
 }
 
+// publishWait bounds how long a change is being shared through Redis.
+const publishWait = 5 * time.Second
+
+// publisher is the token service's issuer.Publisher: it applies a
+// revocation to the node's memory, and with Redis shares it and rotation
+// notices with the fleet. A request that ends does not cut a publication
+// short: what it shares is stored already, and must reach every node.
+type publisher struct{ s *Server }
+
+var _ issuer.Publisher = publisher{}
+
+func (p publisher) RevokeID(ctx context.Context, iss, jti string, until time.Time) {
+	if p.s.fleet == nil {
+		p.s.revoked.RevokeID(iss, jti, until)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishWait)
+	defer cancel()
+	p.s.shared(p.s.fleet.fanout.RevokeID(ctx, iss, jti, until))
+}
+
+func (p publisher) RevokeSubject(ctx context.Context, iss, sub string, before, until time.Time) {
+	if p.s.fleet == nil {
+		p.s.revoked.RevokeSubjectUntil(iss, sub, before, until)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishWait)
+	defer cancel()
+	p.s.shared(p.s.fleet.fanout.RevokeSubjectUntil(ctx, iss, sub, before, until))
+}
+
+// Rotated tells the fleet to load the signing keys again.
+func (p publisher) Rotated(ctx context.Context, kid string) { p.s.rotated(ctx, kid) }
+
 // rotated publishes a rotation notice to the fleet.
-func (s *Server) rotated(kid string) {
+func (s *Server) rotated(ctx context.Context, kid string) {
 	if s.fleet == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishWait)
 	defer cancel()
 	if err := s.fleet.client.Publish(ctx, s.fleet.channel, kid).Err(); err != nil {
 		s.log.Warn("publishing a key rotation notice failed; other nodes pick the key up on their next tick", "kid", kid, "err", err)
 	}
-}
-
-// revokeID and revokeSubject share a revocation the store already holds.
-func (s *Server) revokeID(iss, jti string, until time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.shared(s.fleet.fanout.RevokeID(ctx, iss, jti, until))
-}
-
-func (s *Server) revokeSubject(iss, sub string, before, until time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.shared(s.fleet.fanout.RevokeSubjectUntil(ctx, iss, sub, before, until))
 }
 
 func (s *Server) shared(err error) {

@@ -144,7 +144,7 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		return errStoreUnavailable
 	}
 	if !hadKeys {
-		s.rotated(s.Thumbprint()) // the first key: other nodes load it now
+		s.rotated(ctx, s.Thumbprint()) // the first key: other nodes load it now
 	}
 	s.log.Info("unsealed", "remote", r.RemoteAddr, "kid", s.Thumbprint())
 	writeJSON(w, http.StatusOK, s.sealStatus())

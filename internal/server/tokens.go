@@ -89,7 +89,6 @@ func (s *Server) openTokenService(ctx context.Context) (err error) {
 	}()
 	if s.fleet != nil {
 		s.revocation = s.fleet.fanout
-		icfg.Revoked, icfg.RevokedSubject, icfg.Rotated = s.revokeID, s.revokeSubject, s.rotated
 	}
 	icfg.Checker = s.revocation // introspection answers from memory, like /auth
 	if icfg.Limiter, err = s.loginLimiter(); err != nil {
@@ -244,8 +243,7 @@ func (s *Server) issuerConfig() issuer.Config {
 		Audience:       []string{cfg.Audience},
 		Store:          s.store,
 		Keys:           s.keys,
-		Revoked:        s.revoked.RevokeID,
-		RevokedSubject: s.revoked.RevokeSubjectUntil,
+		Publisher:      publisher{s},
 		Trusts:         s.trusts,
 		Now:            cfg.Now,
 		Rand:           cfg.Rand,
