@@ -303,8 +303,11 @@ func (s *Server) keyPolicy() issuer.KeyPolicy {
 	if p.Alg == 0 {
 		p.Alg = jose.ES256
 	}
-	if cfg.KeyRotation < 0 {
-		p.RotateEvery, p.Manual = 0, true
+	switch {
+	case cfg.KeyRotation < 0:
+		p.RotateEvery = 0
+	case cfg.KeyRotation == 0:
+		p.RotateEvery = 30 * 24 * time.Hour
 	}
 	ttl := cfg.AccessTokenTTL
 	if ttl <= 0 {
