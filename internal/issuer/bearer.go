@@ -3,7 +3,9 @@ package issuer
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/keygate/keygate/internal/httperr"
@@ -26,6 +28,30 @@ func NewBearer(token string) Bearer {
 		return Bearer{}
 	}
 	return Bearer{digest: sha256.Sum256([]byte(token)), set: true}
+}
+
+// MinBearerLen is the length a bearer token ReadBearer reads (the admin
+// token, the metrics token) must reach, from a file or the environment
+// alike.
+const MinBearerLen = 32
+
+// ReadBearer reads a bearer token from file (trimmed), else takes value;
+// the unset Bearer when neither is set. Either must be at least
+// MinBearerLen characters. what names the token in errors; a file that
+// cannot be read is an error wrapping the fs error.
+func ReadBearer(what, file, value string) (Bearer, error) {
+	tok, from := value, ""
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return Bearer{}, fmt.Errorf("%s: %w", what, err)
+		}
+		tok, from = strings.TrimSpace(string(b)), " in "+file
+	}
+	if tok != "" && len(tok) < MinBearerLen {
+		return Bearer{}, fmt.Errorf("%s%s: at least %d characters are required", what, from, MinBearerLen)
+	}
+	return NewBearer(tok), nil
 }
 
 // Set reports whether b holds a token.

@@ -46,7 +46,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // verify with.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
-	if s.Sealed() {
+	if s.node != nil && s.node.Sealed() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "sealed": true,
 			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"})
 		return nil
@@ -55,8 +55,8 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
 		return nil
 	}
-	if f := s.fleet; f != nil {
-		if st := f.fanout.Status(); st.FailClosed {
+	if s.node != nil {
+		if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
 			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
 			if st.LastCurrent.IsZero() {
 				reason = "revocation set never loaded from Redis; every token is refused"
@@ -86,7 +86,7 @@ func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
 	mux.Handle("GET /readyz", s.handle(s.readyz))
-	if s.keyring != nil {
+	if s.node != nil {
 		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
 		mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
 		mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
