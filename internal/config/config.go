@@ -541,7 +541,7 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 		bad(field+".revocation_max_staleness", "must be above 1s")
 	}
 	// The Redis TLS files and the URL's scheme are checked together when
-	// the node connects (server's redisTLS): flags may replace either.
+	// the node connects (node's redisTLS): flags may replace either.
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {
