@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,5 +81,68 @@ func TestRedisTLS(t *testing.T) {
 			t.Fatalf("the revocation set did not sync from Redis over TLS: %+v", st)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNotices: a notice published on a named channel reaches every node of
+// the fleet that subscribed to it, the publisher included, and no other
+// channel's handler; without Redis, Publish and Subscribe do nothing.
+func TestNotices(t *testing.T) {
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		t.Skip("needs Redis: REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	prefix := "kgtest_" + hex.EncodeToString(b[:])
+	open := func(ts config.TokenService) *Node {
+		n, err := Open(t.Context(), Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://keygate.test", Audience: "api",
+			TokenService: ts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Close)
+		return n
+	}
+	a := open(config.TokenService{RedisURL: redisURL, RedisPrefix: prefix})
+	c := open(config.TokenService{RedisURL: redisURL, RedisPrefix: prefix})
+	got := make(chan string, 4)
+	for name, n := range map[string]*Node{"a": a, "c": c} {
+		if err := n.Subscribe(t.Context(), "transit", func(_ context.Context, payload string) { got <- name + " " + payload }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Subscribe(t.Context(), "other", func(_ context.Context, payload string) { got <- "other " + payload }); err != nil {
+		t.Fatal(err)
+	}
+	// A subscription takes effect once Redis has it: publish until both
+	// nodes have heard one.
+	heard := map[string]bool{}
+	deadline := time.Now().Add(10 * time.Second)
+	for !heard["a k1"] || !heard["c k1"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("heard %v, want a k1 and c k1", heard)
+		}
+		if err := a.Publish(t.Context(), "transit", "k1"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			heard[m] = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for m := range heard {
+		if strings.HasPrefix(m, "other") {
+			t.Errorf("another channel's handler heard %q", m)
+		}
+	}
+
+	alone := open(config.TokenService{})
+	if err := alone.Subscribe(t.Context(), "transit", func(context.Context, string) { t.Error("a node without Redis heard a notice") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := alone.Publish(t.Context(), "transit", "k2"); err != nil {
+		t.Errorf("Publish without Redis: %v", err)
 	}
 }
