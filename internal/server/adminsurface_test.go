@@ -40,7 +40,8 @@ func adminReq(t *testing.T, method, url, host, token string) int {
 func TestAdminSurface(t *testing.T) {
 	const admin, scrape = "admin-token-0123456789-0123456789-abcdef", "scrape-token-0123456789-0123456789-abcdef"
 	t.Run("defaults", func(t *testing.T) {
-		l := startLive(t, Config{AdminToken: admin, Metrics: telemetry.New(), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+		l := startLive(t, Config{AdminToken: admin, Metrics: telemetry.New(),
+			Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/heap"} {
 			if got := adminReq(t, "GET", l.admin+p, "", admin); got != 404 {
 				t.Errorf("GET %s with the admin token: %d, want 404 (pprof is off)", p, got)
@@ -53,7 +54,8 @@ func TestAdminSurface(t *testing.T) {
 	t.Run("enabled", func(t *testing.T) {
 		gw := &config.Config{Pprof: true, AdminHosts: []string{"admin.internal"}}
 		gw.SetDefaults()
-		l := startLive(t, Config{AdminToken: admin, MetricsToken: scrape, Metrics: telemetry.New(), Gateway: gw, Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+		l := startLive(t, Config{AdminToken: admin, MetricsToken: scrape, Metrics: telemetry.New(), Gateway: gw,
+			Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 		for _, tc := range []struct {
 			path, host, token string
 			want              int

@@ -34,7 +34,9 @@ func metricValue(t *testing.T, body, name string) (float64, bool) {
 // login and token limiters, each under its own label.
 func TestFleetMetrics(t *testing.T) {
 	redisURL, prefix := redisPrefix(t)
-	l := startLive(t, Config{Metrics: telemetry.New(), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true, TokenService: config.TokenService{RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, TokenRateLimit: new(100.0)}}})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+			TokenService: config.TokenService{RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, TokenRateLimit: new(100.0)}}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -74,7 +76,9 @@ func TestFleetMetrics(t *testing.T) {
 // TestFleetMetricsFailClosed: with Redis unreachable and MaxStaleness set,
 // /metrics shows the node failing closed.
 func TestFleetMetricsFailClosed(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true, TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+			TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	text := string(body)
 	if v, ok := metricValue(t, text, "keygate_revocations_fail_closed"); !ok || v != 1 {
@@ -88,7 +92,8 @@ func TestFleetMetricsFailClosed(t *testing.T) {
 // TestFleetMetricsAbsentWithoutRedis: a node without Redis has no
 // shared-state metrics.
 func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	if strings.Contains(string(body), "keygate_revocations_") {
 		t.Errorf("shared-state metrics without Redis:\n%s", grepLines(string(body), "keygate_revocations"))
@@ -98,7 +103,8 @@ func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
 // TestTokenRequestMetrics: token service requests show on /metrics by
 // endpoint, grant and result.
 func TestTokenRequestMetrics(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	for range 2 {
 		clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)

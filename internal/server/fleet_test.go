@@ -91,7 +91,9 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	const iss = "https://keygate.fleet.test"
 	var nodes []*live
 	for i := range 3 {
-		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken, Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: iss, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}}))
+		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: iss, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}}))
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -270,7 +272,8 @@ func TestLoginRateLimitLocal(t *testing.T) {
 // headers of a login by its demo client forwarded for a client address.
 func behindLoopbackProxy(t *testing.T, ipv6Prefix int) (*live, func(addr string) http.Header) {
 	t.Helper()
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true, TokenService: config.TokenService{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}, IPv6Prefix: ipv6Prefix}}})
+	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}, IPv6Prefix: ipv6Prefix}}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -326,7 +329,8 @@ func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 // refuses every token and /readyz says why; refreshes, decided on the
 // store, go on.
 func TestRedisFailClosed(t *testing.T) {
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true, TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
+	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	tok, err := l.Mint(mint.Claims{Subject: "x", Audience: []string{testAudience}, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +410,8 @@ func TestFleetTokenRateLimit(t *testing.T) {
 	}
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix, TokenRateLimit: new(1.5)}}}))
+		nodes = append(nodes, startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix, TokenRateLimit: new(1.5)}}}))
 	}
 	secret := addClient(t, nodes[0], "svc")
 	for i, n := range []*live{nodes[0], nodes[1], nodes[0]} {

@@ -36,7 +36,9 @@ func TestRefreshRedisDown(t *testing.T) {
 	adminToken := strings.Repeat("r", 40)
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken, Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL}}}))
+		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL}}}))
 	}
 	a, b := nodes[0], nodes[1]
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}

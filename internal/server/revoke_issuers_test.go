@@ -127,7 +127,9 @@ func TestFleetRevokeKeyFileIssuer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return startLive(t, Config{AdminToken: adminToken, Gateway: gw, ConfigPath: cfgPath, Node: &node.Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}})
+		return startLive(t, Config{AdminToken: adminToken, Gateway: gw, ConfigPath: cfgPath,
+			Node: &node.Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}})
 	}
 	a, b := node("a"), node("b")
 	authAt := func(n *live, tok string) int {

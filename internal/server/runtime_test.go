@@ -133,7 +133,8 @@ func startConfiguredWith(t *testing.T, yaml string, logs io.Writer) *configured 
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log, Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
+	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log,
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,8 @@ func TestShutdownDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
+	s, err := New(context.Background(), Config{Gateway: cfg,
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,9 @@ func TestUnsealWithRootKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{RootKeyFile: keyFile}}}
+	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile}}}
 	l := startLive(t, cfg)
 	secret := addClient(t, l, "svc")
 	clientToken(t, l.base, "svc", secret)
@@ -214,7 +216,8 @@ func randomKey(t *testing.T) string {
 func TestSealedStartPostgres(t *testing.T) {
 	dbURL := newSchema(t)
 	cfg := func() Config {
-		return Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL}}}
+		return Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: dbURL}}}
 	}
 	key := randomKey(t)
 	root, err := keyring.ParseKey([]byte(key))

@@ -56,7 +56,8 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) config() Config {
-	return Config{Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return f.now }, Node: &node.Config{DataDir: f.dir, Issuer: testIssuer, Audience: testAudience}}
+	return Config{Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return f.now },
+		Node: &node.Config{DataDir: f.dir, Issuer: testIssuer, Audience: testAudience}}
 }
 
 func (f *fixture) mint(t *testing.T, c mint.Claims) string {
@@ -382,7 +383,8 @@ func TestNewRefuses(t *testing.T) {
 		{"no issuer", Config{Node: &node.Config{DataDir: t.TempDir(), Audience: testAudience}}},
 		{"no audience", Config{Node: &node.Config{DataDir: t.TempDir(), Issuer: testIssuer}}},
 		{"corrupt root key", Config{Node: &node.Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}}},
-		{"unreachable database", Config{Node: &node.Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: "postgres://127.0.0.1:1/none"}}}},
+		{"unreachable database", Config{Node: &node.Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: "postgres://127.0.0.1:1/none"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

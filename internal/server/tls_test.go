@@ -63,7 +63,8 @@ func startTLSNode(t *testing.T) *tlsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Node: &node.Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x"}})
+	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Node: &node.Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +489,9 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		s, err := New(ctx, Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second}}})
+		s, err := New(ctx, Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second}}})
 		if err == nil {
 			s.Close()
 			if strings.Contains(logs.String(), "database_url") {

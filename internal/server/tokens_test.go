@@ -262,7 +262,8 @@ func clientToken2(base, id, secret string) (string, error) {
 
 func TestTokenServiceSQLite(t *testing.T) {
 	logs := &syncBuffer{}
-	cfg := Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}}
+	cfg := Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}}
 	tokenServiceFlow(t, cfg)
 	for _, name := range []string{node.RootKeyFile, node.AdminTokenFile, node.StoreFile} {
 		if info, err := os.Stat(filepath.Join(cfg.Node.DataDir, name)); err != nil || info.Mode().Perm() != 0o600 {
@@ -278,7 +279,8 @@ func TestTokenServicePostgres(t *testing.T) {
 	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true, TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey}}}
+	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey}}}
 	tokenServiceFlow(t, cfg)
 	if _, err := os.Stat(filepath.Join(cfg.Node.DataDir, node.StoreFile)); err == nil {
 		t.Error("a SQLite store was created with a database URL")
@@ -334,7 +336,8 @@ func TestPurgeExpired(t *testing.T) {
 	now.Store(&t0)
 	clock := func() time.Time { return *now.Load() }
 	adminToken := strings.Repeat("p", 40)
-	l := startLive(t, Config{AdminToken: adminToken, Now: clock, Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l := startLive(t, Config{AdminToken: adminToken, Now: clock,
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password"}`, jh); resp.StatusCode != http.StatusCreated {

@@ -43,7 +43,8 @@ func sealedWithHeader(t *testing.T) (*live, string, keyring.RootKey) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
+	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	if !l.Sealed() {
 		t.Fatal("a node with only a keyring.json is not sealed")
 	}
@@ -174,7 +175,9 @@ func TestUnsealHidesStoreErrors(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	token := "admin-token-0123456789abcdef0123456789"
-	l := startLive(t, Config{AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil)), Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{RootKeyFile: keyFile}}})
+	l := startLive(t, Config{AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", adminJSON(token)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("seal: %d %s", resp.StatusCode, body)
 	}
@@ -255,7 +258,9 @@ func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	return Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour}}}, root, keyFile
+	return Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour}}}, root, keyFile
 }
 
 // rotatingNode starts a rotatingConfig node and seals it through the API.
@@ -375,7 +380,9 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 // first key it is given. Before the fix, whoever reached an admin listener
 // first chose the fleet's root key, with no credential at all.
 func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
-	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: newSchema(t)}}})
+	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: newSchema(t)}}})
 	if !l.Sealed() {
 		t.Fatal("a node with a database and no root key is not sealed")
 	}
@@ -393,7 +400,8 @@ func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
 // other, and a second Init changes nothing.
 func TestInit(t *testing.T) {
 	dbURL := newSchema(t)
-	cfg := Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{DatabaseURL: dbURL, SigningAlg: "EdDSA"}}}
+	cfg := Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+		TokenService: config.TokenService{DatabaseURL: dbURL, SigningAlg: "EdDSA"}}}
 	key := randomKey(t)
 	root, err := keyring.ParseKey([]byte(key))
 	if err != nil {
@@ -467,7 +475,8 @@ func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
 	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(t.Context(), Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, TokenService: config.TokenService{RootKeyFile: keyFile}}})
+	s, err := New(t.Context(), Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
+		TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if !errors.Is(err, keyring.ErrWrongKey) {
 		if s != nil {
 			s.Close()
