@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/keyring"
-	"github.com/keygate/keygate/internal/server"
-	"github.com/keygate/keygate/jose"
+	"github.com/keygate/keygate/internal/node"
 )
 
 // operatorInit is keygate operator init: the one explicit step that gives
@@ -38,13 +38,12 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 	if *dbURL == "" {
 		*dbURL = a.lookupEnv("KEYGATE_DATABASE_URL")
 	}
-	signingAlg, err := jose.ParseAlg(*alg)
 	switch {
 	case *dbURL == "":
 		return usageErrorf(fs.Name(), "--database-url (or KEYGATE_DATABASE_URL) is required: init is for a fleet's shared store")
 	case (*out == "") == !*printOut:
 		return usageErrorf(fs.Name(), "give exactly one of --out DIR and --print")
-	case err != nil || !slices.Contains(server.SigningAlgs, signingAlg):
+	case !slices.Contains(config.SigningAlgs, *alg):
 		return usageErrorf(fs.Name(), "--signing-alg %q: want one of ES256, ES384, ES512, RS256, PS256, EdDSA", *alg)
 	}
 
@@ -54,7 +53,7 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 	}
 	defer clear(keyText)
 	defer root.Destroy()
-	token, err := server.NewAdminToken(a.random)
+	token, err := node.NewAdminToken(a.random)
 	if err != nil {
 		return err
 	}
@@ -68,7 +67,7 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 		for _, f := range []struct {
 			name string
 			data []byte
-		}{{server.RootKeyFile, append(keyText, '\n')}, {server.AdminTokenFile, []byte(token + "\n")}} {
+		}{{node.RootKeyFile, append(keyText, '\n')}, {node.AdminTokenFile, []byte(token + "\n")}} {
 			path := filepath.Join(*out, f.name)
 			if err := keyfile.WriteNew(path, f.data); err != nil {
 				removeAll(written)
@@ -77,7 +76,8 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 			written = append(written, path)
 		}
 	}
-	kid, err := server.Init(ctx, server.Config{DatabaseURL: *dbURL, SigningAlg: signingAlg, Rand: a.random, Now: a.now}, root)
+	kid, err := node.Init(ctx, node.Config{TokenService: config.TokenService{DatabaseURL: *dbURL, SigningAlg: *alg},
+		Rand: a.random, Now: a.now}, root)
 	if err != nil {
 		removeAll(written)
 		return err

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/keygate/keygate/internal/keyring"
-	"github.com/keygate/keygate/internal/server"
+	"github.com/keygate/keygate/internal/node"
 )
 
 // Sealing from the command line: set up a passphrase (keyring init), and
@@ -40,10 +40,10 @@ func (a *app) keyringInit(_ context.Context, args []string) error {
 		if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 			return err
 		}
-		path = filepath.Join(*dataDir, server.KeyringFile)
+		path = filepath.Join(*dataDir, node.KeyringFile)
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(path), server.RootKeyFile)); err == nil && *file == "" {
-		return fmt.Errorf("%s holds a dev root key (%s): its signing keys are sealed under that key, not a passphrase; use a new data directory", *dataDir, server.RootKeyFile)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), node.RootKeyFile)); err == nil && *file == "" {
+		return fmt.Errorf("%s holds a dev root key (%s): its signing keys are sealed under that key, not a passphrase; use a new data directory", *dataDir, node.RootKeyFile)
 	}
 	pass, err := a.readSecret("New unseal passphrase: ", *passFile, true)
 	if err != nil {

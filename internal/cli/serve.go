@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -20,36 +19,25 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
-	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
 
-// serveFlags are the flags of serve.
+// serveFlags are the flags of serve; those of the token_service section
+// are tokenFlags.
 type serveFlags struct {
-	listen, adminListen, dataDir, issuer, audience string
-	probeListen                                    string
-	configPath, jwksURL, upstream                  string
-	proxy                                          string
-	databaseURL, rootKeyFile, adminTokenFile       string
-	keyringFile                                    string
-	redisURL                                       string
-	databaseURLFile, redisURLFile                  string
-	metricsTokenFile                               string
-	pprof                                          bool
-	adminHosts                                     stringList
-	maxStaleness, storeTimeout                     time.Duration
-	tokenRate                                      float64
-	ipv6Prefix                                     int
-	signingAlg                                     string
-	alg                                            jose.Alg       // parsed --signing-alg
-	trusted                                        []netip.Prefix // parsed --trusted-proxy
-	keyRotation, keyPrePublish, accessTTL          time.Duration
-	dev                                            bool
-	algs, trustedProxies                           stringList
-	level                                          slog.Level
-	tls                                            tlsFlags
+	listen, adminListen, probeListen, dataDir string
+	issuer, audience                          string // the quick start's issuer's, else the token service's
+	issuerOwn, audienceOwn                    bool   // --issuer, --audience are the token service's (writeTokenService)
+	configPath, jwksURL, upstream, proxy      string
+	metricsTokenFile                          string
+	pprof, dev                                bool
+	adminHosts, algs                          stringList
+	level                                     slog.Level
+	tls                                       tlsFlags
+	ts                                        tokenFlags
 }
 
 func (f *serveFlags) register(fs *flagSet) {
@@ -59,33 +47,18 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
-	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL `URL` (postgres://...) of the store; default SQLite in the data directory")
-	fs.StringVar(&f.databaseURLFile, "database-url-file", "", "`file` holding the PostgreSQL URL, so that its password is not on the command line (or KEYGATE_DATABASE_URL)")
-	fs.StringVar(&f.redisURLFile, "redis-url-file", "", "`file` holding the Redis URL, so that its password is not on the command line (or KEYGATE_REDIS_URL)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener, behind the admin token (never the command line)")
 	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "`file` holding a bearer token that /metrics requires (or KEYGATE_METRICS_TOKEN; default: /metrics is open)")
 	fs.Var(&f.adminHosts, "admin-host", "host `name` the admin listener answers to besides IP addresses and localhost (repeatable)")
-	fs.StringVar(&f.redisURL, "redis-url", "", "Redis `URL` (redis://...) shared by a fleet: revocations, login rate limits, key-rotation notices (or KEYGATE_REDIS_URL)")
-	fs.DurationVar(&f.maxStaleness, "revocation-max-staleness", 0, "with --redis-url, refuse every token once the shared revocation set has not been current for this `duration`, above 1s (0: never fail closed)")
-	fs.Float64Var(&f.tokenRate, "token-rate-limit", 50, "token requests per second each client may make at /oauth2/token, burst twice that\n(shared through Redis in a fleet; 0: no limit)")
-	fs.Var(&f.trustedProxies, "trusted-proxy", "reverse proxy `address or CIDR` whose X-Forwarded-For names the client for the per-address\nlogin limit (repeatable or comma-separated; default: none, the peer's address counts)")
-	fs.IntVar(&f.ipv6Prefix, "login-ipv6-prefix", 64, "prefix `length` (32-128) an IPv6 client is counted by in the per-address login and\npre-authentication limits (or token_service.ipv6_prefix)")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", 5*time.Second, "with --database-url, fail a PostgreSQL operation (or a new connection) that has not answered in this `duration`")
-	fs.StringVar(&f.rootKeyFile, "root-key-file", "", "root key `file` sealing the signing keys (or KEYGATE_ROOT_KEY in base64)")
-	fs.StringVar(&f.keyringFile, "keyring-file", "", "passphrase header `file` (default keyring.json in the data directory; see keygate keyring init):\nwithout a root key the node starts sealed and waits for keygate unseal")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the admin API token (or KEYGATE_ADMIN_TOKEN; at least 32 characters)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
 	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default every asymmetric one: RS256/384/512,\nPS256/384/512, ES256/384/512, EdDSA, each key bound to its own alg or the one its type implies)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
-	fs.StringVar(&f.signingAlg, "signing-alg", "ES256", "`algorithm` of the signing keys the token service creates: ES256, ES384, ES512, RS256, PS256 or EdDSA")
-	fs.DurationVar(&f.keyRotation, "key-rotation", 720*time.Hour, "how long a signing key signs before its successor takes over (`duration`; 0: manual rotation only)")
-	fs.DurationVar(&f.keyPrePublish, "key-prepublish", time.Hour, "how long a new signing key is published before it signs (`duration`)")
-	fs.DurationVar(&f.accessTTL, "access-token-ttl", 15*time.Minute, "lifetime of the access tokens the token service issues (`duration`)")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	f.tls.register(fs)
+	f.ts.register(fs)
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -107,19 +80,23 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
+	f.ts.parsed(fs)
+	f.audienceOwn = fs.isSet("audience") && f.jwksURL == ""
 	if _, err := gateway.Preset(f.proxy); err != nil {
 		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
+	}
+	if err := f.ts.check(); err != nil {
+		return err
 	}
 	cfg, err := f.gatewayConfig(a.env)
 	if err != nil {
 		return err
 	}
-	f.fromFile(&cfg.TokenService, fs)
-	f.tls.fromFile(&cfg.TokenService, fs)
-	if err := f.checkKeyPolicy(); err != nil {
-		return err
-	}
-	if err := f.readURLFiles(); err != nil {
+	f.issuerOwn = f.issuer != "" && len(cfg.Issuers) == 0
+	file := cfg.TokenService
+	f.writeTokenService(&cfg.TokenService)
+	gatewayOnly := f.gatewayOnly(cfg, file, a.lookupEnv)
+	if err := checkTokenService(cfg.TokenService); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
@@ -151,13 +128,14 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("probe listen: %w", err)
 		}
 	}
-	srv, err := a.newServer(ctx, f, cfg, ln.Addr().String(), log)
+	srv, err := a.newServer(ctx, &f, cfg, gatewayOnly, ln.Addr().String(), log)
 	if err != nil {
 		closeAll(ln, admin, probe)
 		return err
 	}
 	defer srv.Close()
-	if srv.Sealed() && admin == nil {
+	n := srv.Node()
+	if n != nil && n.Sealed() && admin == nil {
 		closeAll(ln, probe)
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
@@ -166,18 +144,20 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		scheme = "https"
 	}
 	base := baseURL(scheme, ln.Addr())
-	b := srv.Bootstrap()
-	a.printBootstrap(b, base)
-	switch {
-	case srv.Sealed():
-		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
-	case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || f.dev):
-		// A working token goes to the terminal only in dev mode, and on a
-		// restart that reuses the dev files only when --dev asks again:
-		// stdout is often a container's log.
-		if err := a.printSample(srv, f.audienceOrDefault(), base); err != nil {
-			closeAll(ln, admin, probe)
-			return err
+	if n != nil {
+		b := n.Bootstrap()
+		a.printBootstrap(b, base)
+		switch {
+		case n.Sealed():
+			fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
+		case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || f.dev):
+			// A working token goes to the terminal only in dev mode, and on
+			// a restart that reuses the dev files only when --dev asks
+			// again: stdout is often a container's log.
+			if err := a.printSample(n, base); err != nil {
+				closeAll(ln, admin, probe)
+				return err
+			}
 		}
 	}
 	if a.ready != nil {
@@ -198,7 +178,10 @@ func closeAll(lns ...net.Listener) {
 }
 
 // gatewayConfig assembles the configuration: the file if given, else the
-// quick-start flags, then the flags that override either.
+// quick-start flags, then the flags that override either, validated. The
+// token_service flags are written in after that (writeTokenService), as
+// they are on a reload: tokenFlags.check and checkTokenService check
+// them in terms of the flags.
 func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 	var cfg *config.Config
 	var err error
@@ -217,7 +200,9 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	f.overrides().Apply(cfg)
+	o := f.overrides()
+	o.TokenService = nil // written in after validation (see above)
+	o.Apply(cfg)
 	cfg.SetDefaults()
 	if f.dataDir != "" {
 		cfg.DataDir = f.dataDir
@@ -226,72 +211,6 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
-}
-
-// fromFile takes the token service's settings from the configuration file
-// (and KEYGATE_DATABASE_URL / KEYGATE_REDIS_URL) where no flag was given.
-func (f *serveFlags) fromFile(ts *config.TokenService, fs *flagSet) {
-	pick(!fs.isSet("audience"), &f.audience, ts.Audience)
-	// A URL or its file given as a flag wins over both from the file.
-	byFlag := func(a, b string) bool { return fs.isSet(a) || fs.isSet(b) }
-	pick(!byFlag("database-url", "database-url-file"), &f.databaseURL, ts.DatabaseURL)
-	pick(!byFlag("database-url", "database-url-file"), &f.databaseURLFile, ts.DatabaseURLFile)
-	pick(!byFlag("redis-url", "redis-url-file"), &f.redisURL, ts.RedisURL)
-	pick(!byFlag("redis-url", "redis-url-file"), &f.redisURLFile, ts.RedisURLFile)
-	pick(!fs.isSet("root-key-file"), &f.rootKeyFile, ts.RootKeyFile)
-	pick(!fs.isSet("keyring-file"), &f.keyringFile, ts.KeyringFile)
-	pick(!fs.isSet("admin-token-file"), &f.adminTokenFile, ts.AdminTokenFile)
-	pick(!fs.isSet("signing-alg"), &f.signingAlg, ts.SigningAlg)
-	pick(!fs.isSet("key-prepublish"), &f.keyPrePublish, ts.KeyPrePublish)
-	pick(!fs.isSet("access-token-ttl"), &f.accessTTL, ts.AccessTokenTTL)
-	pick(!fs.isSet("revocation-max-staleness"), &f.maxStaleness, ts.RevocationMaxStaleness)
-	pick(!fs.isSet("store-timeout"), &f.storeTimeout, ts.StoreTimeout)
-	pick(!fs.isSet("login-ipv6-prefix"), &f.ipv6Prefix, ts.IPv6Prefix)
-	if !fs.isSet("trusted-proxy") && len(ts.TrustedProxies) > 0 {
-		f.trustedProxies = slices.Clone(ts.TrustedProxies)
-	}
-	if !fs.isSet("token-rate-limit") && ts.TokenRateLimit != nil {
-		f.tokenRate = *ts.TokenRateLimit
-	}
-	if !fs.isSet("key-rotation") && ts.KeyRotation != nil {
-		f.keyRotation = *ts.KeyRotation
-	}
-}
-
-// readURLFiles reads --database-url-file and --redis-url-file (or their
-// token_service fields) into the URLs.
-func (f *serveFlags) readURLFiles() error {
-	for _, u := range []struct {
-		name       string
-		file       string
-		url        *string
-		prefixes   []string
-		prefixText string
-	}{
-		{"database-url", f.databaseURLFile, &f.databaseURL, []string{"postgres://", "postgresql://"}, "a postgres:// URL"},
-		{"redis-url", f.redisURLFile, &f.redisURL, []string{"redis://", "rediss://"}, "a redis:// or rediss:// URL"},
-	} {
-		if u.file == "" {
-			continue
-		}
-		if *u.url != "" {
-			return usageErrorf("keygate serve", "--%s and --%s-file cannot both be given", u.name, u.name)
-		}
-		b, err := os.ReadFile(u.file)
-		if err != nil {
-			return fmt.Errorf("--%s-file: %w", u.name, err)
-		}
-		v := strings.TrimSpace(string(b))
-		ok := false
-		for _, p := range u.prefixes {
-			ok = ok || strings.HasPrefix(v, p)
-		}
-		if !ok { // the content is a secret: the error names the file only
-			return fmt.Errorf("--%s-file %s: does not hold %s", u.name, u.file, u.prefixText)
-		}
-		*u.url = v
-	}
-	return nil
 }
 
 // urlHasPassword reports whether a URL carries a password in its user
@@ -313,58 +232,24 @@ func pick[T comparable](use bool, dst *T, v T) {
 	}
 }
 
-// checkKeyPolicy validates the signing-key, token-lifetime and proxy flags,
-// keeping the parsed algorithm and proxy prefixes.
-func (f *serveFlags) checkKeyPolicy() error {
-	alg, err := jose.ParseAlg(f.signingAlg)
-	if err != nil || !slices.Contains(server.SigningAlgs, alg) {
-		return usageErrorf("keygate serve", "--signing-alg %q: want one of ES256, ES384, ES512, RS256, PS256, EdDSA", f.signingAlg)
+// writeTokenService writes the token_service flags given into ts: the
+// tokenFlags, --issuer as the token service's issuer when it does not name
+// a trusted issuer (no --jwks-url, no issuers in the file), and --audience
+// as its audience except in a quick start, where it is the trusted
+// issuer's.
+func (f *serveFlags) writeTokenService(ts *config.TokenService) {
+	f.ts.write(ts)
+	if f.issuerOwn {
+		ts.Issuer = f.issuer
 	}
-	f.alg = alg
-	if f.trusted, err = config.ParsePrefixes(f.trustedProxies); err != nil {
-		return usageErrorf("keygate serve", "--trusted-proxy: %v", err)
+	if f.audienceOwn {
+		ts.Audience = f.audience
 	}
-	switch {
-	case f.keyRotation < 0:
-		return usageErrorf("keygate serve", "--key-rotation must not be negative")
-	case f.keyPrePublish <= 0:
-		return usageErrorf("keygate serve", "--key-prepublish must be positive")
-	case f.accessTTL <= 0:
-		return usageErrorf("keygate serve", "--access-token-ttl must be positive")
-	case f.storeTimeout <= 0:
-		return usageErrorf("keygate serve", "--store-timeout must be positive")
-	case f.tokenRate < 0:
-		return usageErrorf("keygate serve", "--token-rate-limit must not be negative (0: no limit)")
-	case f.tokenRate > 0 && f.tokenLimit().Validate() != nil:
-		return usageErrorf("keygate serve", "--token-rate-limit: %v", f.tokenLimit().Validate())
-	case f.keyRotation > 0 && f.keyRotation <= f.keyPrePublish:
-		return usageErrorf("keygate serve", "--key-rotation must be longer than --key-prepublish")
-	case f.ipv6Prefix < 32 || f.ipv6Prefix > 128:
-		return usageErrorf("keygate serve", "--login-ipv6-prefix must be between 32 and 128")
-	}
-	return nil
-}
-
-// tokenLimit maps --token-rate-limit to a limit with a burst of twice the
-// rate; 0 is no limit.
-func (f *serveFlags) tokenLimit() ratelimit.Limit {
-	if f.tokenRate <= 0 {
-		return ratelimit.Limit{}
-	}
-	return ratelimit.Limit{Rate: f.tokenRate, Burst: max(1, int(2*f.tokenRate))}
-}
-
-// rotation maps --key-rotation to server.Config.KeyRotation (0: manual).
-func (f *serveFlags) rotation() time.Duration {
-	if f.keyRotation == 0 {
-		return -1
-	}
-	return f.keyRotation
 }
 
 func (f *serveFlags) overrides() server.Overrides {
 	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
-		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts}
+		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService}
 	o.TLS, o.AdminTLS = f.tls.overrides()
 	return o
 }
@@ -411,93 +296,71 @@ func (f *serveFlags) quickStart() (*config.Config, error) {
 	return cfg, nil
 }
 
-func (f *serveFlags) audienceOrDefault() string {
-	if f.audience == "" || f.jwksURL != "" {
-		return "keygate-demo"
+// newServer opens the server and, unless gatewayOnly, the node on the
+// token_service settings in cfg. addr is the traffic listener's address,
+// the token service's issuer unless one is configured.
+func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, gatewayOnly bool, addr string, log *slog.Logger) (*server.Server, error) {
+	scfg := server.Config{
+		Logger:       log,
+		Now:          a.now,
+		Metrics:      telemetry.New(),
+		Gateway:      cfg,
+		ConfigPath:   f.configPath,
+		Env:          a.env,
+		Overrides:    f.overrides(),
+		AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+		MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
 	}
-	return f.audience
-}
-
-func (a *app) newServer(ctx context.Context, f serveFlags, cfg *config.Config, addr string, log *slog.Logger) (*server.Server, error) {
-	issuer := f.issuer
-	if len(cfg.Issuers) > 0 {
-		issuer = "" // --issuer named the trusted issuer, or the file configures them
+	if gatewayOnly {
+		return server.New(ctx, scfg)
 	}
-	if issuer == "" {
-		issuer = cfg.TokenService.Issuer
-	}
+	issuer, audience := cfg.TokenService.Issuer, cfg.TokenService.Audience
 	if issuer == "" {
 		issuer = "http://" + addr
 		if cfg.TLS.Enabled() {
 			issuer = "https://" + addr
 		}
 	}
-	return server.New(ctx, server.Config{
-		GatewayOnly: f.gatewayOnly(cfg, a.lookupEnv),
-		DataDir:     cfg.DataDir,
-		Issuer:      issuer,
-		Audience:    f.audienceOrDefault(),
-		Logger:      log,
-		Now:         a.now,
-		Rand:        a.random,
-		Gateway:     cfg,
-		ConfigPath:  f.configPath,
-		Env:         a.env,
-		Overrides:   f.overrides(),
-		Metrics:     telemetry.New(),
-
-		Dev:            f.dev,
-		DatabaseURL:    f.databaseURL,
-		StoreTimeout:   f.storeTimeout,
-		TokenLimit:     f.tokenLimit(),
-		TrustedProxies: f.trusted,
-		IPv6Prefix:     f.ipv6Prefix,
-		PasswordHashes: cfg.TokenService.PasswordHashes,
-		RootKeyFile:    f.rootKeyFile,
-		RootKeyEnv:     "KEYGATE_ROOT_KEY",
-		KeyringFile:    f.keyringFile,
-		AdminTokenFile: f.adminTokenFile,
-		AdminToken:     a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
-		MetricsToken:   a.lookupEnv("KEYGATE_METRICS_TOKEN"),
+	if audience == "" {
+		audience = "keygate-demo"
+	}
+	scfg.Node = &node.Config{
+		TokenService: cfg.TokenService,
+		DataDir:      cfg.DataDir,
+		Issuer:       issuer,
+		Audience:     audience,
+		Dev:          f.dev,
+		Rand:         a.random,
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""
 		},
-
-		RedisURL:               f.redisURL,
-		RedisPrefix:            cfg.TokenService.RedisPrefix,
-		RedisCAFile:            f.tls.redisCAFile,
-		RedisCertFile:          f.tls.redisCertFile,
-		RedisKeyFile:           f.tls.redisKeyFile,
-		RevocationMaxStaleness: f.maxStaleness,
-
-		SigningAlg:     f.alg,
-		KeyRotation:    f.rotation(),
-		KeyPrePublish:  f.keyPrePublish,
-		AccessTokenTTL: f.accessTTL,
-	})
+	}
+	return server.New(ctx, scfg)
 }
 
 // gatewayOnly reports whether serve runs the gateway alone: issuers are
 // configured and nothing asks for a token service (--dev, a store, a root
-// key or keyring, Redis, or any token_service setting but the admin token
-// file).
-// Such a node creates no files and no credentials.
-func (f *serveFlags) gatewayOnly(cfg *config.Config, env func(string) string) bool {
-	ts := cfg.TokenService
-	ts.AdminTokenFile = ""
-	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(ts).IsZero() {
+// key or keyring, Redis, or any token_service setting of the file but the
+// admin token file). Such a node creates no files and no credentials.
+// file is the file's token_service, before the flags were written in.
+func (f *serveFlags) gatewayOnly(cfg *config.Config, file config.TokenService, env func(string) string) bool {
+	file.AdminTokenFile = ""
+	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(file).IsZero() {
 		return false
 	}
-	// An admin token alone does not: it also guards a gateway's pprof.
-	for _, v := range []string{f.databaseURL, f.rootKeyFile, f.keyringFile, f.redisURL,
-		f.tls.redisCAFile, f.tls.redisCertFile, env("KEYGATE_ROOT_KEY")} {
+	// With nothing in the file, these come from their flags alone. An
+	// admin token does not ask for a token service: it also guards a
+	// gateway's pprof.
+	ts := &cfg.TokenService
+	for _, v := range []string{ts.DatabaseURL, ts.DatabaseURLFile, ts.RootKeyFile, ts.KeyringFile, ts.RedisURL, ts.RedisURLFile,
+		ts.RedisCAFile, ts.RedisCertFile, env(node.RootKeyEnv)} {
 		if v != "" {
 			return false
 		}
 	}
 	// A keyring set up in the data directory asks for a sealed token service.
-	_, err := os.Stat(filepath.Join(cfg.DataDir, server.KeyringFile))
+	_, err := os.Stat(filepath.Join(cfg.DataDir, node.KeyringFile))
 	return err != nil
 }
 
@@ -543,7 +406,7 @@ func (a *app) lookupEnv(name string) string {
 
 // printBootstrap prints, once, the secrets dev mode created on this start;
 // base is the traffic listener's URL.
-func (a *app) printBootstrap(b server.Bootstrap, base string) {
+func (a *app) printBootstrap(b node.Bootstrap, base string) {
 	if b.AdminToken != "" {
 		fmt.Fprintf(a.stdout, "Admin token (saved in %s, shown once; the admin API is under /v1/admin/ on the admin listener):\n%s\n\n", b.AdminTokenPath, b.AdminToken)
 	}
@@ -553,9 +416,11 @@ func (a *app) printBootstrap(b server.Bootstrap, base string) {
 	}
 }
 
-// printSample prints a demo token and a curl command that presents it.
-func (a *app) printSample(srv *server.Server, audience, base string) error {
-	token, err := srv.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
+// printSample prints a demo token of the node and a curl command that
+// presents it.
+func (a *app) printSample(n *node.Node, base string) error {
+	audience := n.Audience()
+	token, err := n.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
 	if err != nil {
 		return fmt.Errorf("sample token: %w", err)
 	}

@@ -9,13 +9,12 @@ import (
 	"github.com/keygate/keygate/internal/config"
 )
 
-// tlsFlags are serve's TLS flags: the listeners' certificates, the admin
-// listener's client CAs, and Redis's TLS files.
+// tlsFlags are serve's TLS flags: the listeners' certificates and the admin
+// listener's client CAs (Redis's TLS files are token_service's, tokenFlags).
 type tlsFlags struct {
-	certFile, keyFile                        string
-	adminCertFile, adminKeyFile, adminCA     string
-	insecureAdmin                            bool
-	redisCAFile, redisCertFile, redisKeyFile string
+	certFile, keyFile                    string
+	adminCertFile, adminKeyFile, adminCA string
+	insecureAdmin                        bool
 }
 
 func (f *tlsFlags) register(fs *flagSet) {
@@ -25,23 +24,12 @@ func (f *tlsFlags) register(fs *flagSet) {
 	fs.StringVar(&f.adminKeyFile, "admin-tls-key", "", "private key `file` of --admin-tls-cert (or admin_tls.key_file)")
 	fs.StringVar(&f.adminCA, "admin-client-ca", "", "CA certificates `file` (PEM): the admin listener then serves only clients presenting a\ncertificate from one of them, on every path (or admin_tls.client_ca_file)")
 	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow the admin listener on an address other than loopback without TLS (it carries unseal\npassphrases, root keys and the admin token)")
-	fs.StringVar(&f.redisCAFile, "redis-ca-file", "", "with a rediss:// URL, the CA certificates `file` Redis's certificate must chain to\n(default the system's; or token_service.redis_ca_file)")
-	fs.StringVar(&f.redisCertFile, "redis-cert", "", "with a rediss:// URL, the client certificate `file` Redis asks for (or token_service.redis_cert_file)")
-	fs.StringVar(&f.redisKeyFile, "redis-key", "", "private key `file` of --redis-cert (or token_service.redis_key_file)")
 }
 
 // overrides returns the listeners' TLS files the flags give.
 func (f *tlsFlags) overrides() (config.TLS, config.AdminTLS) {
 	return config.TLS{CertFile: f.certFile, KeyFile: f.keyFile},
 		config.AdminTLS{TLS: config.TLS{CertFile: f.adminCertFile, KeyFile: f.adminKeyFile}, ClientCAFile: f.adminCA}
-}
-
-// fromFile takes Redis's TLS files from token_service where no flag was
-// given.
-func (f *tlsFlags) fromFile(ts *config.TokenService, fs *flagSet) {
-	pick(!fs.isSet("redis-ca-file"), &f.redisCAFile, ts.RedisCAFile)
-	pick(!fs.isSet("redis-cert"), &f.redisCertFile, ts.RedisCertFile)
-	pick(!fs.isSet("redis-key"), &f.redisKeyFile, ts.RedisKeyFile)
 }
 
 // checkAdminListener checks the address the admin listener is bound to,

@@ -231,6 +231,51 @@ type TokenService struct {
 	PasswordHashes int `yaml:"password_hashes"`
 }
 
+// Defaults of the token_service section, and of serve's flags of the same
+// names.
+const (
+	DefaultSigningAlg     = "ES256"
+	DefaultKeyRotation    = 720 * time.Hour
+	DefaultKeyPrePublish  = time.Hour
+	DefaultAccessTokenTTL = 15 * time.Minute
+	DefaultStoreTimeout   = 5 * time.Second
+	DefaultTokenRateLimit = 50.0 // requests per second per client
+	DefaultIPv6Prefix     = 64
+	DefaultRedisPrefix    = "keygate"
+)
+
+// WithDefaults returns t with every field that is not set at its default.
+// KeyRotation and TokenRateLimit are then set, and 0 in them is what it is
+// in the file: manual rotation only, and no limit.
+func (t TokenService) WithDefaults() TokenService {
+	set := func(dst *time.Duration, def time.Duration) {
+		if *dst == 0 {
+			*dst = def
+		}
+	}
+	if t.SigningAlg == "" {
+		t.SigningAlg = DefaultSigningAlg
+	}
+	if t.KeyRotation == nil {
+		d := DefaultKeyRotation
+		t.KeyRotation = &d
+	}
+	set(&t.KeyPrePublish, DefaultKeyPrePublish)
+	set(&t.AccessTokenTTL, DefaultAccessTokenTTL)
+	set(&t.StoreTimeout, DefaultStoreTimeout)
+	if t.TokenRateLimit == nil {
+		r := DefaultTokenRateLimit
+		t.TokenRateLimit = &r
+	}
+	if t.IPv6Prefix == 0 {
+		t.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if t.RedisPrefix == "" {
+		t.RedisPrefix = DefaultRedisPrefix
+	}
+	return t
+}
+
 // ParsePrefixes parses addresses and CIDR prefixes ("10.0.0.0/8", "::1");
 // an address is a prefix of its full length.
 func ParsePrefixes(list []string) ([]netip.Prefix, error) {
@@ -498,7 +543,7 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 		bad(field+".revocation_max_staleness", "must be above 1s")
 	}
 	// The Redis TLS files and the URL's scheme are checked together when
-	// the node connects (server's redisTLS): flags may replace either.
+	// the node connects (node's redisTLS): flags may replace either.
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {

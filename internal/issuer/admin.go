@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -32,70 +33,81 @@ func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
 // Handler routes the admin API.
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/admin/clients", a.createClient)
-	mux.HandleFunc("GET /v1/admin/clients", a.listClients)
-	mux.HandleFunc("POST /v1/admin/clients/{id}/secret", a.rotateSecret)
-	mux.HandleFunc("DELETE /v1/admin/clients/{id}", a.deleteClient)
-	mux.HandleFunc("PATCH /v1/admin/clients/{id}", a.updateClient)
-	mux.HandleFunc("POST /v1/admin/users", a.createUser)
-	mux.HandleFunc("GET /v1/admin/users", a.listUsers)
-	mux.HandleFunc("DELETE /v1/admin/users/{id}", a.deleteUser)
-	mux.HandleFunc("PATCH /v1/admin/users/{id}", a.updateUser)
-	mux.HandleFunc("POST /v1/admin/keys/rotate", a.rotateKey)
-	mux.HandleFunc("GET /v1/admin/keys", a.listKeys)
-	mux.HandleFunc("POST /v1/admin/revocations", a.revoke)
+	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
+		"POST /v1/admin/clients":             a.createClient,
+		"GET /v1/admin/clients":              a.listClients,
+		"POST /v1/admin/clients/{id}/secret": a.rotateSecret,
+		"DELETE /v1/admin/clients/{id}":      a.deleteClient,
+		"PATCH /v1/admin/clients/{id}":       a.updateClient,
+		"POST /v1/admin/users":               a.createUser,
+		"GET /v1/admin/users":                a.listUsers,
+		"DELETE /v1/admin/users/{id}":        a.deleteUser,
+		"PATCH /v1/admin/users/{id}":         a.updateUser,
+		"POST /v1/admin/keys/rotate":         a.rotateKey,
+		"GET /v1/admin/keys":                 a.listKeys,
+		"POST /v1/admin/revocations":         a.revoke,
+	} {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r); err != nil {
+				a.svc.answer(w, r, err)
+			}
+		})
+	}
 	return a.token.Require("keygate-admin", mux)
 }
 
 // decode reads a bounded JSON body strictly.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil || dec.Decode(&struct{}{}) != io.EOF {
-		adminError(w, http.StatusBadRequest, "invalid_request", "the body must be one JSON object with known fields")
-		return false
+		return invalidRequest("the body must be one JSON object with known fields")
 	}
-	return true
+	return nil
 }
 
-func adminError(w http.ResponseWriter, status int, code, desc string) {
-	writeJSON(w, status, map[string]string{"error": code, "error_description": desc})
+func invalidRequest(desc string) *httperr.Error {
+	return &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
 }
 
-// hashError answers a password that could not be hashed: 503 when every
-// hash slot stayed busy, else 400 (too short).
-func hashError(w http.ResponseWriter, err error) {
+var (
+	errNameRequired = invalidRequest("name is required (at most 200 characters)")
+	errBadScope     = &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_scope",
+		Description: "a scope is one or more printable ASCII characters other than space, quote and backslash"}
+)
+
+// hashError is a password that could not be hashed: 503 when every hash
+// slot stayed busy (see Service.answer), else 400 (too short).
+func hashError(err error) error {
 	if errors.Is(err, errHashBusy) {
-		w.Header().Set("Retry-After", "1")
-		adminError(w, http.StatusServiceUnavailable, "temporarily_unavailable", errHashesBusy.description)
-		return
+		return err
 	}
-	adminError(w, http.StatusBadRequest, "invalid_request", err.Error())
+	return invalidRequest(err.Error())
 }
 
-func (a *Admin) storeError(w http.ResponseWriter, what string, err error) {
+// storeError is a failed store operation on what: 404 or 409 when the
+// store says so, else the failure itself (see Service.answer).
+func storeError(what string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		adminError(w, http.StatusNotFound, "not_found", what+" does not exist")
+		return &httperr.Error{Status: http.StatusNotFound, Code: "not_found", Description: what + " does not exist"}
 	case errors.Is(err, store.ErrConflict):
-		adminError(w, http.StatusConflict, "conflict", what+" already exists")
-	default:
-		a.svc.fail(w, what, err)
+		return &httperr.Error{Status: http.StatusConflict, Code: "conflict", Description: what + " already exists"}
 	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // checkScopes refuses scope names that are not RFC 6749 §3.3 scope-tokens
 // (printable ASCII but space, '"' and '\\'): they would not survive the
 // space-separated "scope" claim and parameter, and a user given
 // "admin read" must not come out holding both "admin" and "read".
-func checkScopes(w http.ResponseWriter, scopes []string) bool {
+func checkScopes(scopes []string) error {
 	for _, s := range scopes {
 		if !scopeToken(s) {
-			adminError(w, http.StatusBadRequest, "invalid_scope", "a scope is one or more printable ASCII characters other than space, quote and backslash")
-			return false
+			return errBadScope
 		}
 	}
-	return true
+	return nil
 }
 
 // narrowed reports whether next lacks a scope of prev: tokens issued under
@@ -121,30 +133,27 @@ type clientView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name   string   `json:"name"`
 		Scopes []string `json:"scopes"`
 	}
-	if !decode(w, r, &in) {
-		return
+	if err := decode(w, r, &in); err != nil {
+		return err
 	}
 	if in.Name == "" || len(in.Name) > 200 {
-		adminError(w, http.StatusBadRequest, "invalid_request", "name is required (at most 200 characters)")
-		return
+		return errNameRequired
 	}
-	if !checkScopes(w, in.Scopes) {
-		return
+	if err := checkScopes(in.Scopes); err != nil {
+		return err
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgc_")
 	if err != nil {
-		a.svc.fail(w, "making a client id", err)
-		return
+		return fmt.Errorf("making a client id: %w", err)
 	}
 	secret, err := NewSecret(a.svc.cfg.Rand)
 	if err != nil {
-		a.svc.fail(w, "making a client secret", err)
-		return
+		return fmt.Errorf("making a client secret: %w", err)
 	}
 	now := a.svc.cfg.Now().UTC()
 	d := SecretDigest(secret)
@@ -152,70 +161,68 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) {
 	err = a.svc.cfg.Store.CreateClient(r.Context(), c)
 	a.svc.clients.forget(id) // a request that named the id before it existed cached it as unknown
 	if err != nil {
-		a.storeError(w, "client", err)
-		return
+		return storeError("client", err)
 	}
 	writeJSON(w, http.StatusCreated, clientView{ID: id, Name: c.Name, Scopes: c.Scopes, Secret: secret, CreatedAt: now})
+	return nil
 }
 
-func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) error {
 	cs, err := a.svc.cfg.Store.ListClients(r.Context())
 	if err != nil {
-		a.storeError(w, "clients", err)
-		return
+		return storeError("clients", err)
 	}
 	out := make([]clientView, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"clients": out})
+	return nil
 }
 
-func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	secret, err := NewSecret(a.svc.cfg.Rand)
 	if err != nil {
-		a.svc.fail(w, "making a client secret", err)
-		return
+		return fmt.Errorf("making a client secret: %w", err)
 	}
 	d := SecretDigest(secret)
 	err = a.svc.cfg.Store.UpdateClientSecret(r.Context(), id, d[:], a.svc.cfg.Now().UTC())
 	a.svc.clients.forget(id)
 	if err != nil {
-		a.storeError(w, "client", err)
-		return
+		return storeError("client", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"client_id": id, "client_secret": secret})
+	return nil
 }
 
 // updateClient changes a client's name or scopes. Fewer scopes also revoke
 // the client_credentials tokens issued to it until now, so that none
 // carries a scope the client lost; its secret is rotated on its own
 // endpoint.
-func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name   *string   `json:"name"`
 		Scopes *[]string `json:"scopes"`
 	}
-	if !decode(w, r, &in) {
-		return
+	if err := decode(w, r, &in); err != nil {
+		return err
 	}
 	if in.Name == nil && in.Scopes == nil {
-		adminError(w, http.StatusBadRequest, "invalid_request", "give at least one of name and scopes")
-		return
+		return invalidRequest("give at least one of name and scopes")
 	}
 	if in.Name != nil && (*in.Name == "" || len(*in.Name) > 200) {
-		adminError(w, http.StatusBadRequest, "invalid_request", "name is required (at most 200 characters)")
-		return
+		return errNameRequired
 	}
-	if in.Scopes != nil && !checkScopes(w, *in.Scopes) {
-		return
+	if in.Scopes != nil {
+		if err := checkScopes(*in.Scopes); err != nil {
+			return err
+		}
 	}
 	id := r.PathValue("id")
 	c, err := a.svc.cfg.Store.GetClient(r.Context(), id)
 	if err != nil {
-		a.storeError(w, "client", err)
-		return
+		return storeError("client", err)
 	}
 	if in.Name != nil {
 		c.Name = *in.Name
@@ -224,14 +231,15 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 	if in.Scopes != nil {
 		c.Scopes = slices.Clone(*in.Scopes)
 	}
-	if !a.writeRevoking(w, r, "client", id, revoke, func(ctx context.Context) error {
+	if err := a.writeRevoking(r, "client", id, revoke, func(ctx context.Context) error {
 		defer a.svc.clients.forget(id)
 		c.UpdatedAt = a.svc.cfg.Now().UTC()
 		return a.svc.cfg.Store.UpdateClient(ctx, c)
-	}) {
-		return
+	}); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
+	return nil
 }
 
 // deleteClient removes a client and revokes the client_credentials tokens
@@ -239,18 +247,19 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) {
 // it, since no one can authenticate as it; access tokens it obtained for
 // users stay valid until they expire. An unknown id is 404 with nothing
 // recorded.
-func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, err := a.svc.cfg.Store.GetClient(r.Context(), id); err != nil {
-		a.storeError(w, "client", err)
-		return
+		return storeError("client", err)
 	}
-	if a.writeRevoking(w, r, "client", id, true, func(ctx context.Context) error {
+	if err := a.writeRevoking(r, "client", id, true, func(ctx context.Context) error {
 		defer a.svc.clients.forget(id)
 		return a.svc.cfg.Store.DeleteClient(ctx, id)
-	}) {
-		w.WriteHeader(http.StatusNoContent)
+	}); err != nil {
+		return err
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // writeRevoking writes a change to the client or user (what) id, and when
@@ -260,31 +269,28 @@ func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) {
 // fails (perhaps having committed) does not leave alive tokens the change
 // should have ended; the one after covers what a login, a refresh or
 // another node's client cache read of the old state between the two
-// (their tokens are dated before that read). When a step fails it has
-// answered with the error and returns false. If only the second revocation
+// (their tokens are dated before that read). When a step fails it returns
+// the step's error. If only the second revocation
 // failed, the change is in and the first covers the tokens issued before
 // it; repeating the request does not revoke again when the change is
 // already made (a disable, narrowed scopes, a delete), so what was issued
 // between the two lives until it expires unless the subject is revoked
 // (POST /v1/admin/revocations).
-func (a *Admin) writeRevoking(w http.ResponseWriter, r *http.Request, what, id string, revoke bool, write func(context.Context) error) bool {
+func (a *Admin) writeRevoking(r *http.Request, what, id string, revoke bool, write func(context.Context) error) error {
 	if revoke {
 		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-			a.storeError(w, "revocation", err)
-			return false
+			return storeError("revocation", err)
 		}
 	}
 	if err := write(r.Context()); err != nil {
-		a.storeError(w, what, err)
-		return false
+		return storeError(what, err)
 	}
 	if revoke {
 		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
-			a.storeError(w, "revocation", err)
-			return false
+			return storeError("revocation", err)
 		}
 	}
-	return true
+	return nil
 }
 
 type userView struct {
@@ -295,87 +301,81 @@ type userView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Username string   `json:"username"`
 		Password string   `json:"password"`
 		Scopes   []string `json:"scopes"`
 	}
-	if !decode(w, r, &in) {
-		return
+	if err := decode(w, r, &in); err != nil {
+		return err
 	}
 	if in.Username == "" || len(in.Username) > 200 {
-		adminError(w, http.StatusBadRequest, "invalid_request", "username is required (at most 200 characters)")
-		return
+		return invalidRequest("username is required (at most 200 characters)")
 	}
-	if !checkScopes(w, in.Scopes) {
-		return
+	if err := checkScopes(in.Scopes); err != nil {
+		return err
 	}
 	hash, err := a.svc.hashPassword(r.Context(), in.Password)
 	if err != nil {
-		hashError(w, err)
-		return
+		return hashError(err)
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgu_")
 	if err != nil {
-		a.svc.fail(w, "making a user id", err)
-		return
+		return fmt.Errorf("making a user id: %w", err)
 	}
 	now := a.svc.cfg.Now().UTC()
 	u := store.User{ID: id, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
 	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
-		a.storeError(w, "user", err)
-		return
+		return storeError("user", err)
 	}
 	writeJSON(w, http.StatusCreated, userView{ID: id, Username: u.Username, Scopes: u.Scopes, CreatedAt: now})
+	return nil
 }
 
-func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
 	us, err := a.svc.cfg.Store.ListUsers(r.Context())
 	if err != nil {
-		a.storeError(w, "users", err)
-		return
+		return storeError("users", err)
 	}
 	out := make([]userView, 0, len(us))
 	for _, u := range us {
 		out = append(out, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"users": out})
+	return nil
 }
 
 // updateUser changes a user's password, scopes or disabled flag. A new
 // password, narrower scopes or disabling also revoke everything issued to
 // the user until now (stored before the change, as for a delete), so that
 // no session outlives what ended it; enabling or widening scopes does not.
-func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Password *string   `json:"password"`
 		Scopes   *[]string `json:"scopes"`
 		Disabled *bool     `json:"disabled"`
 	}
-	if !decode(w, r, &in) {
-		return
+	if err := decode(w, r, &in); err != nil {
+		return err
 	}
 	if in.Password == nil && in.Scopes == nil && in.Disabled == nil {
-		adminError(w, http.StatusBadRequest, "invalid_request", "give at least one of password, scopes and disabled")
-		return
+		return invalidRequest("give at least one of password, scopes and disabled")
 	}
 	u, err := a.svc.cfg.Store.GetUser(r.Context(), r.PathValue("id"))
 	if err != nil {
-		a.storeError(w, "user", err)
-		return
+		return storeError("user", err)
 	}
 	revoke := false
 	if in.Password != nil {
 		if u.PasswordHash, err = a.svc.hashPassword(r.Context(), *in.Password); err != nil {
-			hashError(w, err)
-			return
+			return hashError(err)
 		}
 		revoke = true
 	}
 	if in.Scopes != nil {
-		if !checkScopes(w, *in.Scopes) {
-			return
+		if err := checkScopes(*in.Scopes); err != nil {
+			return err
 		}
 		revoke = revoke || narrowed(u.Scopes, *in.Scopes)
 		u.Scopes = slices.Clone(*in.Scopes)
@@ -384,54 +384,57 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) {
 		revoke = revoke || (*in.Disabled && !u.Disabled)
 		u.Disabled = *in.Disabled
 	}
-	if !a.writeRevoking(w, r, "user", u.ID, revoke, func(ctx context.Context) error {
+	if err := a.writeRevoking(r, "user", u.ID, revoke, func(ctx context.Context) error {
 		u.UpdatedAt = a.svc.cfg.Now().UTC()
 		return a.svc.cfg.Store.UpdateUser(ctx, u)
-	}) {
-		return
+	}); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
+	return nil
 }
 
 // deleteUser removes a user and revokes everything issued to them: their
 // access tokens at once and their refresh tokens at next use. An unknown
 // id is 404 with nothing recorded.
-func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if _, err := a.svc.cfg.Store.GetUser(r.Context(), id); err != nil {
-		a.storeError(w, "user", err)
-		return
+		return storeError("user", err)
 	}
-	if a.writeRevoking(w, r, "user", id, true, func(ctx context.Context) error {
+	if err := a.writeRevoking(r, "user", id, true, func(ctx context.Context) error {
 		return a.svc.cfg.Store.DeleteUser(ctx, id)
-	}) {
-		w.WriteHeader(http.StatusNoContent)
+	}); err != nil {
+		return err
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Immediate bool `json:"immediate"`
 	}
-	if r.ContentLength != 0 && !decode(w, r, &in) {
-		return
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &in); err != nil {
+			return err
+		}
 	}
 	kid, err := a.svc.cfg.Keys.Rotate(r.Context(), in.Immediate)
 	if err != nil {
-		a.svc.fail(w, "rotating the signing key", err)
-		return
+		return fmt.Errorf("rotating the signing key: %w", err)
 	}
-	if a.svc.cfg.Rotated != nil {
-		a.svc.cfg.Rotated(kid)
+	if p := a.svc.cfg.Publisher; p != nil {
+		p.Rotated(r.Context(), kid)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"kid": kid})
+	return nil
 }
 
-func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) error {
 	ks, err := a.svc.cfg.Store.ListSigningKeys(r.Context())
 	if err != nil {
-		a.storeError(w, "signing keys", err)
-		return
+		return storeError("signing keys", err)
 	}
 	type keyView struct {
 		KID       string     `json:"kid"`
@@ -455,6 +458,7 @@ func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+	return nil
 }
 
 // ExternalTokenLifetime is how long keygate assumes a token of another
@@ -472,7 +476,7 @@ const ExternalTokenLifetime = 30 * 24 * time.Hour
 // now + the access-token lifetime, or ExternalTokenLifetime for another
 // issuer); for a subject, optional, a time to keep it at least until, for
 // tokens that live longer than the default retention.
-func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
+func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Issuer  string    `json:"issuer"`
 		JTI     string    `json:"jti"`
@@ -480,17 +484,16 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 		Subject string    `json:"subject"`
 		Before  time.Time `json:"before"`
 	}
-	if !decode(w, r, &in) {
-		return
+	if err := decode(w, r, &in); err != nil {
+		return err
 	}
 	own := a.svc.cfg.Issuer
 	if in.Issuer == "" {
 		in.Issuer = own
 	}
 	if in.Issuer != own && (a.svc.cfg.Trusts == nil || !a.svc.cfg.Trusts(in.Issuer)) {
-		adminError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(
+		return invalidRequest(fmt.Sprintf(
 			"issuer %q is not trusted here: give the token service's issuer (%q, the default) or one of the gateway's issuers", in.Issuer, own))
-		return
 	}
 	now := a.svc.cfg.Now().UTC()
 	rv := store.Revocation{Issuer: in.Issuer, CreatedAt: now}
@@ -513,14 +516,13 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) {
 			rv.Until = in.Until.UTC()
 		}
 	default:
-		adminError(w, http.StatusBadRequest, "invalid_request", "give either jti or subject")
-		return
+		return invalidRequest("give either jti or subject")
 	}
 	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
-		a.storeError(w, "revocation", err)
-		return
+		return storeError("revocation", err)
 	}
 	writeJSON(w, http.StatusCreated, revocationView(rv))
+	return nil
 }
 
 // revocationView is a revocation as the admin API shows it: the request's

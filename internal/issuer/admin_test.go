@@ -529,8 +529,8 @@ func TestAdminRevokeOtherIssuers(t *testing.T) {
 	trusted.Store(&[]string{idp})
 	mem := revoke.NewMemory()
 	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
-		Revoked: mem.RevokeID, RevokedSubject: mem.RevokeSubjectUntil,
-		Trusts: func(iss string) bool { return slices.Contains(*trusted.Load(), iss) }})
+		Publisher: memoryPublisher{mem},
+		Trusts:    func(iss string) bool { return slices.Contains(*trusted.Load(), iss) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,3 +601,19 @@ func TestAdminRevokeOtherIssuers(t *testing.T) {
 		t.Errorf("stored revocations:\n got %+v\nwant %+v", revs, want)
 	}
 }
+
+// memoryPublisher publishes revocations to a node's memory alone, as a
+// node without a fleet does.
+type memoryPublisher struct{ *revoke.Memory }
+
+func (m memoryPublisher) RevokeID(_ context.Context, iss, jti string, until time.Time) {
+	m.Memory.RevokeID(iss, jti, until)
+}
+
+func (m memoryPublisher) RevokeSubject(_ context.Context, iss, sub string, before, until time.Time) {
+	m.RevokeSubjectUntil(iss, sub, before, until)
+}
+
+func (memoryPublisher) Rotated(context.Context, string) {}
+
+var _ Publisher = memoryPublisher{}

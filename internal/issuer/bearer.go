@@ -3,8 +3,12 @@ package issuer
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
+
+	"github.com/keygate/keygate/internal/httperr"
 )
 
 // Bearer is a secret a request presents as its bearer token (RFC 6750):
@@ -26,6 +30,30 @@ func NewBearer(token string) Bearer {
 	return Bearer{digest: sha256.Sum256([]byte(token)), set: true}
 }
 
+// MinBearerLen is the length a bearer token ReadBearer reads (the admin
+// token, the metrics token) must reach, from a file or the environment
+// alike.
+const MinBearerLen = 32
+
+// ReadBearer reads a bearer token from file (trimmed), else takes value;
+// the unset Bearer when neither is set. Either must be at least
+// MinBearerLen characters. what names the token in errors; a file that
+// cannot be read is an error wrapping the fs error.
+func ReadBearer(what, file, value string) (Bearer, error) {
+	tok, from := value, ""
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return Bearer{}, fmt.Errorf("%s: %w", what, err)
+		}
+		tok, from = strings.TrimSpace(string(b)), " in "+file
+	}
+	if tok != "" && len(tok) < MinBearerLen {
+		return Bearer{}, fmt.Errorf("%s%s: at least %d characters are required", what, from, MinBearerLen)
+	}
+	return NewBearer(tok), nil
+}
+
 // Set reports whether b holds a token.
 func (b Bearer) Set() bool { return b.set }
 
@@ -45,9 +73,9 @@ func (b Bearer) Allows(r *http.Request) bool {
 func (b Bearer) Require(realm string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !b.Allows(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
-			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized", "error_description": "a bearer token is required"})
+			noStore(w)
+			httperr.Writer{}.Write(w, r, &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+				Description: "a bearer token is required", Challenge: `Bearer realm="` + realm + `"`})
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -33,10 +33,9 @@ type Sealer interface {
 // KeyPolicy schedules signing keys.
 type KeyPolicy struct {
 	Alg jose.Alg // ES256 by default; RS256, PS256 and EdDSA by configuration
-	// RotateEvery is how long a key signs before its successor takes over
-	// (default 30 days; 0 with Manual set disables scheduled rotation).
+	// RotateEvery is how long a key signs before its successor takes
+	// over; 0 is manual rotation only (Rotate), never by the schedule.
 	RotateEvery time.Duration
-	Manual      bool
 	// PrePublish is how long a new key sits in the JWKS before it signs
 	// anything, so that every gateway's cache has it first (default 1 h;
 	// keep it above the gateways' JWKS refresh interval).
@@ -51,9 +50,6 @@ type KeyPolicy struct {
 func (p *KeyPolicy) defaults() {
 	if p.Alg == 0 {
 		p.Alg = jose.ES256
-	}
-	if p.RotateEvery == 0 && !p.Manual {
-		p.RotateEvery = 30 * 24 * time.Hour
 	}
 	if p.PrePublish == 0 {
 		p.PrePublish = time.Hour
@@ -299,7 +295,7 @@ func (m *KeyManager) Tick(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("issuer: list signing keys: %w", err)
 	}
-	if !m.policy.Manual && len(keys) > 0 && !m.sealer.Sealed() {
+	if m.policy.RotateEvery > 0 && len(keys) > 0 && !m.sealer.Sealed() {
 		newest := newestKey(keys)
 		if !newest.ActiveAt.Add(m.policy.RotateEvery).After(now.Add(m.policy.PrePublish)) {
 			next, err := m.create(ctx, now, newest.ActiveAt.Add(m.policy.RotateEvery))

@@ -151,7 +151,8 @@ func signsVerifiably(t *testing.T, m *KeyManager) {
 
 func TestKeyManagerManualRotation(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true, PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
+	// RotateEvery 0: manual rotation only.
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
 		RetireSlack: time.Minute}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
@@ -442,7 +443,7 @@ func TestKeyManagerReload(t *testing.T) {
 
 func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
 	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{Manual: true}, c.now)
+	m := NewKeyManager(st, newSealer(t), KeyPolicy{}, c.now) // manual rotation only
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -466,7 +467,7 @@ func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
 	ms := make([]*KeyManager, 4)
 	var wg sync.WaitGroup
 	for i := range ms {
-		ms[i] = NewKeyManager(st, seal, KeyPolicy{Manual: true}, c.now)
+		ms[i] = NewKeyManager(st, seal, KeyPolicy{}, c.now) // manual rotation only
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -6,13 +6,14 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 )
@@ -27,31 +28,35 @@ type Limiter interface {
 const DefaultRefreshTTL = 30 * 24 * time.Hour
 
 var (
-	errInvalidGrant = &oauthError{http.StatusBadRequest, "invalid_grant", "the grant is invalid, expired, revoked or was issued to another client"}
-	errBadLogin     = &oauthError{http.StatusUnauthorized, "invalid_grant", "unknown user or wrong password"}
-	errTooMany      = &oauthError{http.StatusTooManyRequests, "slow_down", "too many attempts; retry later"}
+	errInvalidGrant  = oauthError(http.StatusBadRequest, "invalid_grant", "the grant is invalid, expired, revoked or was issued to another client")
+	errBadLogin      = oauthError(http.StatusUnauthorized, "invalid_grant", "unknown user or wrong password")
+	errNoCredentials = oauthError(http.StatusBadRequest, "invalid_request", "username and password are required")
+	errNoRefresh     = oauthError(http.StatusBadRequest, "invalid_request", "refresh_token is required")
 )
+
+// slowDown is a refusal by a rate limit: 429 slow_down, with Retry-After
+// in whole seconds.
+func slowDown(wait time.Duration) *httperr.Error {
+	return &httperr.Error{Status: http.StatusTooManyRequests, Code: "slow_down", Description: "too many attempts; retry later", RetryAfter: wait}
+}
 
 // login is POST /v1/login: a user's password, for a client, buys an
 // access token and a refresh token. Attempts are limited per account and
 // per client address; the client authenticates as at the token endpoint.
-func (s *Service) login(w http.ResponseWriter, r *http.Request) {
+func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	if err := s.canSign(); err != nil {
-		s.fail(w, "login", err)
-		return
+		return err
 	}
-	v, c, ok := s.clientRequest(w, r)
-	if !ok {
-		return
+	v, c, err := s.clientRequest(w, r)
+	if err != nil {
+		return err
 	}
 	username, password := v.Get("username"), v.Get("password")
 	if username == "" || password == "" {
-		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "username and password are required"}, false)
-		return
+		return errNoCredentials
 	}
 	if wait, ok := s.allow(r, username); !ok {
-		tooMany(w, wait)
-		return
+		return slowDown(wait)
 	}
 	// The session begins before the user is read: a password change or a
 	// disable that commits after that read revokes the subject at a later
@@ -62,8 +67,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	// per-account login limit do not know tenants yet.
 	u, err := s.cfg.Store.GetUserByName(r.Context(), c.Tenant, username)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.fail(w, "looking up a user", err)
-		return
+		return fmt.Errorf("looking up a user: %w", err)
 	}
 	hash := u.PasswordHash
 	if err != nil || u.Disabled {
@@ -73,20 +77,17 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 	// takes, a hash slot.
 	ok, herr := s.checkPassword(r.Context(), hash, password)
 	if errors.Is(herr, errHashBusy) {
-		s.fail(w, "checking a password", herr)
-		return
+		return herr
 	}
 	if err != nil || u.Disabled || herr != nil || !ok {
 		s.log.Info("login refused", "client", c.ID)
-		writeOAuthError(w, errBadLogin, false)
-		return
+		return errBadLogin
 	}
 	family, err := randomID(s.cfg.Rand, "")
 	if err != nil {
-		s.fail(w, "making a token family", err)
-		return
+		return fmt.Errorf("making a token family: %w", err)
 	}
-	s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family, at)
+	return s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family, at)
 }
 
 // allow applies the per-account and per-address limits; without a
@@ -115,11 +116,11 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	return 0, true
 }
 
-// allowClient applies the token endpoint's per-client limit; when it
-// refuses it has written the answer, 429 with Retry-After.
-func (s *Service) allowClient(w http.ResponseWriter, r *http.Request, clientID string) bool {
+// allowClient applies the token endpoint's per-client limit: a refusal is
+// 429 with Retry-After.
+func (s *Service) allowClient(r *http.Request, clientID string) error {
 	if s.cfg.TokenLimiter == nil {
-		return true
+		return nil
 	}
 	ok, wait, err := s.cfg.TokenLimiter.Allow(r.Context(), "token:client:"+clientID)
 	if err != nil {
@@ -127,15 +128,9 @@ func (s *Service) allowClient(w http.ResponseWriter, r *http.Request, clientID s
 		ok, wait = false, time.Second
 	}
 	if !ok {
-		tooMany(w, wait)
+		return slowDown(wait)
 	}
-	return ok
-}
-
-// tooMany answers 429 slow_down, with Retry-After in whole seconds.
-func tooMany(w http.ResponseWriter, wait time.Duration) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-	writeOAuthError(w, errTooMany, false)
+	return nil
 }
 
 func intersect(a, b []string) []string {
@@ -169,22 +164,20 @@ func randomSecret(r io.Reader, prefix string) (string, error) {
 // grant issues an access token and a new refresh token in family, both
 // issued at. The access token is signed before the refresh token is
 // stored, so a node that cannot sign (sealed) writes nothing.
-func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub string, scopes []string, family string, at time.Time) {
+func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub string, scopes []string, family string, at time.Time) error {
 	tok, exp, err := s.accessToken(sub, c.ID, scopes, at)
 	if err != nil {
-		s.fail(w, "issuing an access token", err)
-		return
+		return fmt.Errorf("issuing an access token: %w", err)
 	}
 	refresh, rt, err := s.newRefresh(c.ID, sub, scopes, family, at)
 	if err != nil {
-		s.fail(w, "making a refresh token", err)
-		return
+		return fmt.Errorf("making a refresh token: %w", err)
 	}
 	if err := s.cfg.Store.CreateRefreshToken(r.Context(), rt); err != nil {
-		s.fail(w, "storing a refresh token", err)
-		return
+		return fmt.Errorf("storing a refresh token: %w", err)
 	}
 	writeTokens(w, tok, exp, refresh, scopes)
+	return nil
 }
 
 // newRefresh makes a refresh token in family, issued at. It leaves OriginAt
@@ -217,11 +210,10 @@ func (s *Service) newRefresh(clientID, sub string, scopes []string, family strin
 // any of these revokes the family for good. The scopes granted are the
 // family's, narrowed to those the client and the user hold now, for the
 // new refresh token too.
-func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client, v url.Values) {
+func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client, v url.Values) error {
 	presented := v.Get("refresh_token")
 	if presented == "" {
-		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "refresh_token is required"}, false)
-		return
+		return errNoRefresh
 	}
 	ctx := r.Context()
 	at := s.cfg.Now() // before any state is read; see login
@@ -229,23 +221,18 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 	old, err := s.cfg.Store.GetRefreshToken(ctx, d[:])
 	if err != nil || old.ClientID != c.ID {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.fail(w, "reading a refresh token", err)
-			return
+			return fmt.Errorf("reading a refresh token: %w", err)
 		}
-		writeOAuthError(w, errInvalidGrant, false)
-		return
+		return errInvalidGrant
 	}
 	u, err := s.cfg.Store.GetUser(ctx, old.Subject)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.endFamily(w, r, c.ID, d[:], "its user was deleted")
-		return
+		return s.endFamily(r, c.ID, d[:], "its user was deleted")
 	case err != nil:
-		s.fail(w, "reading a user", err)
-		return
+		return fmt.Errorf("reading a user: %w", err)
 	case u.Disabled:
-		s.endFamily(w, r, c.ID, d[:], "its user is disabled")
-		return
+		return s.endFamily(r, c.ID, d[:], "its user is disabled")
 	}
 	// What a refresh grants for 30 days more is decided on the client as
 	// stored now. Unless authentication has just read it from the store, c
@@ -257,83 +244,56 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		cur, err = s.clients.load(ctx, s.cfg.Store, c.ID, keyOf(c.ID), at)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			s.endFamily(w, r, c.ID, d[:], "its client was deleted")
-			return
+			return s.endFamily(r, c.ID, d[:], "its client was deleted")
 		case err != nil:
-			s.fail(w, "reading a client", err)
-			return
+			return fmt.Errorf("reading a client: %w", err)
 		}
 	}
 	if subtle.ConstantTimeCompare(c.presented[:], cur.SecretDigest) != 1 {
-		_, _, basic := r.BasicAuth()
-		writeOAuthError(w, errInvalidClient, basic)
-		return
+		if _, _, basic := r.BasicAuth(); basic {
+			return errInvalidClientBasic
+		}
+		return errInvalidClient
 	}
 	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
 	scopes, ok := narrowScopes(held, v.Get("scope"))
 	if !ok {
-		writeOAuthError(w, errInvalidScope, false)
-		return
+		return errInvalidScope
 	}
 	// Sign first: a node that cannot sign must not spend the token.
 	tok, exp, err := s.accessToken(old.Subject, c.ID, scopes, at)
 	if err != nil {
-		s.fail(w, "issuing an access token", err)
-		return
+		return fmt.Errorf("issuing an access token: %w", err)
 	}
 	next, rt, err := s.newRefresh(c.ID, old.Subject, held, old.FamilyID, at)
 	if err != nil {
-		s.fail(w, "making a refresh token", err)
-		return
+		return fmt.Errorf("making a refresh token: %w", err)
 	}
 	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
 			s.log.Warn("a spent refresh token was presented again; its family is revoked", "client", c.ID)
-			writeOAuthError(w, errInvalidGrant, false)
+			return errInvalidGrant
 		case errors.Is(err, store.ErrSubjectRevoked):
 			s.log.Info("refresh refused and its family revoked: its subject is revoked", "client", c.ID)
-			writeOAuthError(w, errInvalidGrant, false)
+			return errInvalidGrant
 		case errors.Is(err, store.ErrRevoked), errors.Is(err, store.ErrExpired), errors.Is(err, store.ErrNotFound):
-			writeOAuthError(w, errInvalidGrant, false)
+			return errInvalidGrant
 		default:
-			s.fail(w, "rotating a refresh token", err)
+			return fmt.Errorf("rotating a refresh token: %w", err)
 		}
-		return
 	}
 	writeTokens(w, tok, exp, next, scopes)
+	return nil
 }
 
 // endFamily refuses a refresh for the state of its user, client or
 // subject: the family of digest is revoked for good, so that undoing the
 // change (enabling the user again) does not bring it back.
-func (s *Service) endFamily(w http.ResponseWriter, r *http.Request, clientID string, digest []byte, why string) {
+func (s *Service) endFamily(r *http.Request, clientID string, digest []byte, why string) error {
 	if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), digest); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.fail(w, "revoking a refresh token family", err)
-		return
+		return fmt.Errorf("revoking a refresh token family: %w", err)
 	}
 	s.log.Info("refresh refused and its family revoked: "+why, "client", clientID)
-	writeOAuthError(w, errInvalidGrant, false)
-}
-
-// fail answers an error that is not the client's: 503 when the node cannot
-// sign (sealed, or no key active yet) or its store does not answer, else a
-// 500 that reveals nothing.
-func (s *Service) fail(w http.ResponseWriter, what string, err error) {
-	switch {
-	case errors.Is(err, ErrSealed):
-		writeOAuthError(w, errSealed, false)
-	case errors.Is(err, ErrNoActiveKey):
-		writeOAuthError(w, errNoKey, false)
-	case errors.Is(err, store.ErrUnavailable):
-		s.log.Warn(what+" failed: the store is unavailable", "err", err)
-		w.Header().Set("Retry-After", "1")
-		writeOAuthError(w, errStoreDown, false)
-	case errors.Is(err, errHashBusy):
-		w.Header().Set("Retry-After", "1")
-		writeOAuthError(w, errHashesBusy, false)
-	default:
-		s.log.Error(what+" failed", "err", err)
-		writeOAuthError(w, errServer, false)
-	}
+	return errInvalidGrant
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/jose"
@@ -61,13 +62,10 @@ type Config struct {
 	PasswordHashWait time.Duration
 	Store            store.Store
 	Keys             *KeyManager
-	// Revoked, if set, is told of every access token revoked here so that
-	// local verification refuses it at once.
-	Revoked func(issuer, jti string, until time.Time)
-	// RevokedSubject, if set, is told of every "everything issued to
-	// subject before" revocation, with the time to keep it at least until
-	// (zero: the default retention; see store.Revocation).
-	RevokedSubject func(issuer, subject string, before, until time.Time)
+	// Publisher, if set, is told of every revocation stored here and
+	// every rotation made through the admin API, so that this node and the
+	// others of its fleet act on them at once.
+	Publisher Publisher
 	// Trusts, if set, reports whether keygate trusts the tokens of issuer
 	// besides its own (Issuer): the gateway's configured issuers as they
 	// are at the call, so that a configuration reload is seen at once. The
@@ -83,12 +81,27 @@ type Config struct {
 	// Observe, if set, is told the outcome of every request to the token
 	// endpoints (see Observer).
 	Observe Observer
-	// Rotated, if set, is told of every rotation made through the admin
-	// API (the new kid), so that other nodes can be told to reload.
-	Rotated func(kid string)
 	Now     func() time.Time
 	Rand    io.Reader
 	Logger  *slog.Logger
+}
+
+// Publisher is told what the token service changed that the node's memory,
+// and through it every node of the fleet, must see at once. What it is
+// told is in the store already, so its methods do not fail: a publisher
+// that cannot share a change logs why, and other nodes load it from the
+// store later. ctx carries the request's values; a publisher bounds its
+// own wait and does not give up when the request ends.
+type Publisher interface {
+	// RevokeID: the token of issuer with jti is revoked until until (its
+	// expiry).
+	RevokeID(ctx context.Context, issuer, jti string, until time.Time)
+	// RevokeSubject: every token of issuer issued to subject before
+	// before is revoked, kept at least until until (zero: the default
+	// retention; see store.Revocation).
+	RevokeSubject(ctx context.Context, issuer, subject string, before, until time.Time)
+	// Rotated: the admin API rotated the signing keys; kid is the new one.
+	Rotated(ctx context.Context, kid string)
 }
 
 // Service answers the OAuth 2.0 endpoints.
@@ -103,6 +116,7 @@ type Service struct {
 	verified     verifiedCache // introspection's verified tokens
 	hashes       hashSlots     // Argon2id computations running at once
 	discoveryDoc []byte
+	errs         httperr.Writer
 }
 
 // New checks cfg and returns the service.
@@ -137,63 +151,95 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, own: own, hashes: newHashSlots(cfg.PasswordHashes, cfg.PasswordHashWait),
-		discoveryDoc: discoveryDoc(&cfg)}, nil
+		discoveryDoc: discoveryDoc(&cfg), errs: httperr.Writer{Log: cfg.Logger}}, nil
 }
 
 // Handler routes the token service's endpoints.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /oauth2/token", s.observed("token", "", s.token))
-	mux.HandleFunc("POST /oauth2/revoke", s.observed("revoke", "", s.revoke))
-	mux.HandleFunc("POST /v1/login", s.observed("login", "password", s.login))
-	mux.HandleFunc("POST /oauth2/introspect", s.observed("introspect", "", s.introspect))
+	mux.HandleFunc("POST /oauth2/token", s.endpoint("token", "", s.token))
+	mux.HandleFunc("POST /oauth2/revoke", s.endpoint("revoke", "", s.revoke))
+	mux.HandleFunc("POST /v1/login", s.endpoint("login", "password", s.login))
+	mux.HandleFunc("POST /oauth2/introspect", s.endpoint("introspect", "", s.introspect))
 	mux.HandleFunc("GET /.well-known/jwks.json", s.jwks)
 	mux.HandleFunc("GET /.well-known/openid-configuration", s.discovery)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.discovery)
 	return mux
 }
 
-// oauthError is an RFC 6749 §5.2 error response.
-type oauthError struct {
-	status      int
-	code        string
-	description string
+// endpoint serves h, a token endpoint that returns its refusals and
+// failures, answering them with answer, and reports each outcome to the
+// Observer, if there is one.
+func (s *Service) endpoint(name, grant string, h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return s.observed(name, grant, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.answer(w, r, err)
+		}
+	})
 }
 
-func (e *oauthError) Error() string { return e.code + ": " + e.description }
+// oauthError is an RFC 6749 §5.2 error response.
+func oauthError(status int, code, description string) *httperr.Error {
+	return &httperr.Error{Status: status, Code: code, Description: description}
+}
 
 var (
-	errInvalidClient   = &oauthError{http.StatusUnauthorized, "invalid_client", "client authentication failed"}
-	errUnsupportedType = &oauthError{http.StatusBadRequest, "unsupported_grant_type", "grant_type is not supported"}
-	errInvalidScope    = &oauthError{http.StatusBadRequest, "invalid_scope", "a requested scope is not allowed for this client"}
-	errBadContentType  = &oauthError{http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded"}
-	errTwoAuthMethods  = &oauthError{http.StatusBadRequest, "invalid_request", "use one client authentication method"}
-	errBadForm         = &oauthError{http.StatusBadRequest, "invalid_request", "the form body is malformed or too large"}
-	errRepeated        = &oauthError{http.StatusBadRequest, "invalid_request", "a parameter is repeated"}
-	errNoToken         = &oauthError{http.StatusBadRequest, "invalid_request", "token is required"}
-	errServer          = &oauthError{http.StatusInternalServerError, "server_error", "internal error"}
+	errInvalidClient = oauthError(http.StatusUnauthorized, "invalid_client", "client authentication failed")
+	// errInvalidClientBasic is errInvalidClient for a client that tried
+	// HTTP Basic authentication, which is challenged (RFC 6749 §5.2).
+	errInvalidClientBasic = &httperr.Error{Status: http.StatusUnauthorized, Code: "invalid_client",
+		Description: errInvalidClient.Description, Challenge: `Basic realm="keygate"`}
+	errUnsupportedType = oauthError(http.StatusBadRequest, "unsupported_grant_type", "grant_type is not supported")
+	errNoGrantType     = oauthError(http.StatusBadRequest, "invalid_request", "grant_type is required")
+	errInvalidScope    = oauthError(http.StatusBadRequest, "invalid_scope", "a requested scope is not allowed for this client")
+	errBadContentType  = oauthError(http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
+	errTwoAuthMethods  = oauthError(http.StatusBadRequest, "invalid_request", "use one client authentication method")
+	errBadForm         = oauthError(http.StatusBadRequest, "invalid_request", "the form body is malformed or too large")
+	errRepeated        = oauthError(http.StatusBadRequest, "invalid_request", "a parameter is repeated")
+	errNoToken         = oauthError(http.StatusBadRequest, "invalid_request", "token is required")
 	// RFC 6749 names temporarily_unavailable for the authorization
 	// endpoint; token endpoints use it too for a server that cannot serve
 	// for now.
-	errSealed    = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "keygate is sealed: an operator must unseal it before tokens can be issued"}
-	errNoKey     = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet"}
-	errStoreDown = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "the store is not answering; retry shortly"}
+	errSealed    = oauthError(http.StatusServiceUnavailable, "temporarily_unavailable", "keygate is sealed: an operator must unseal it before tokens can be issued")
+	errNoKey     = oauthError(http.StatusServiceUnavailable, "temporarily_unavailable", "no signing key is active yet")
+	errStoreDown = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		Description: "the store is not answering; retry shortly", RetryAfter: time.Second}
 	// RFC 6749 §4.1.2.1: "temporarily unable to handle the request due to
 	// a temporary overloading" — not slow_down (429), which is this
 	// client's or address's own rate; the node is busy for everyone.
-	errHashesBusy = &oauthError{http.StatusServiceUnavailable, "temporarily_unavailable", "too many password checks at once; retry shortly"}
+	errHashesBusy = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "temporarily_unavailable",
+		Description: "too many password checks at once; retry shortly", RetryAfter: time.Second}
 )
 
-func writeOAuthError(w http.ResponseWriter, err error, basic bool) {
-	var oe *oauthError
-	if !errors.As(err, &oe) {
-		oe = errServer
+// answer writes err, a handler's refusal or failure, as the token
+// service's JSON error (httperr), with the headers of every token endpoint
+// answer, and records its code for the Observer. The node's states that
+// are not the client's doing are classified here, once: sealed or no key
+// active yet, a store that does not answer, every password-hash slot busy
+// are 503 temporarily_unavailable; any other error that is not an
+// *httperr.Error is a 500 that reveals nothing, and is logged.
+func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrSealed):
+		err = errSealed
+	case errors.Is(err, ErrNoActiveKey):
+		err = errNoKey
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.Warn("request failed: the store is unavailable", "path", r.URL.Path, "err", err)
+		err = errStoreDown
+	case errors.Is(err, errHashBusy):
+		err = errHashesBusy
 	}
-	noteResult(w, oe.code)
-	if oe.code == "invalid_client" && basic {
-		w.Header().Set("WWW-Authenticate", `Basic realm="keygate"`)
-	}
-	writeJSON(w, oe.status, map[string]string{"error": oe.code, "error_description": oe.description})
+	noStore(w)
+	noteResult(w, s.errs.Write(w, r, err).Code)
+}
+
+// noStore sets the headers RFC 6749 §5.1 asks of every token endpoint
+// answer; the admin API's answers carry them too.
+func noStore(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -207,10 +253,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeBody sends a JSON body with the headers RFC 6749 §5.1 asks of every
 // token endpoint answer.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
+	w.Header().Set("Content-Type", "application/json")
+	noStore(w)
 	w.WriteHeader(status)
 	w.Write(body) //nolint:errcheck // the client went away
 }
@@ -249,28 +293,17 @@ func form(w http.ResponseWriter, r *http.Request) (url.Values, error) {
 }
 
 // clientRequest reads an endpoint's form and authenticates the client
-// sending it. When it fails it has written the error answer.
-func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Values, client, bool) {
+// sending it.
+func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Values, client, error) {
 	v, err := form(w, r)
 	if err != nil {
-		writeOAuthError(w, err, false)
-		return nil, client{}, false
+		return nil, client{}, err
 	}
-	c, basic, err := s.authenticate(r.Context(), r, v)
-	var oe *oauthError
-	var sd *slowDown
-	switch {
-	case errors.As(err, &sd):
-		tooMany(w, sd.wait)
-		return nil, client{}, false
-	case errors.As(err, &oe):
-		writeOAuthError(w, err, basic)
-		return nil, client{}, false
-	case err != nil:
-		s.fail(w, "looking up a client", err)
-		return nil, client{}, false
+	c, err := s.authenticate(r.Context(), r, v)
+	if err != nil {
+		return nil, client{}, err
 	}
-	return v, c, true
+	return v, c, nil
 }
 
 // authenticate checks client_secret_basic or client_secret_post. It
@@ -278,24 +311,27 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 // client, so response timing does not reveal which client IDs exist: an
 // unknown id is cached as unknown just as a known one is cached (see
 // clientCache), so a repeat of either is answered from memory.
-func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (client, bool, error) {
+// A client that tried HTTP Basic and failed is challenged to try again.
+func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Values) (client, error) {
 	id, secret, basic := r.BasicAuth()
+	invalid := errInvalidClient
 	if basic {
+		invalid = errInvalidClientBasic
 		if v.Get("client_secret") != "" {
-			return client{}, true, errTwoAuthMethods
+			return client{}, errTwoAuthMethods
 		}
 		var err1, err2 error
 		if id, err1 = url.QueryUnescape(id); err1 == nil {
 			secret, err2 = url.QueryUnescape(secret)
 		}
 		if err1 != nil || err2 != nil {
-			return client{}, true, errInvalidClient
+			return client{}, invalid
 		}
 	} else {
 		id, secret = v.Get("client_id"), v.Get("client_secret")
 	}
 	if id == "" || secret == "" {
-		return client{}, basic, errInvalidClient
+		return client{}, invalid
 	}
 	// A known id and an unknown one take the same path: from memory when
 	// read less than clientCacheTTL ago (known or not), else one store
@@ -304,12 +340,12 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	c, ok, err := s.clients.cached(k, now)
 	if !ok {
 		if err := s.allowRead(ctx, r); err != nil {
-			return client{}, basic, err
+			return client{}, err
 		}
 		c, err = s.clients.load(ctx, s.cfg.Store, id, k, now)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return client{}, basic, err
+		return client{}, fmt.Errorf("looking up a client: %w", err)
 	}
 	want := c.SecretDigest
 	if len(want) != sha256.Size {
@@ -317,10 +353,10 @@ func (s *Service) authenticate(ctx context.Context, r *http.Request, v url.Value
 	}
 	got := SecretDigest(secret)
 	if subtle.ConstantTimeCompare(got[:], want) != 1 || err != nil {
-		return client{}, basic, errInvalidClient
+		return client{}, invalid
 	}
 	c.presented = got
-	return c, basic, nil
+	return c, nil
 }
 
 // allowRead charges the request's address for a store read made before its
@@ -335,15 +371,10 @@ func (s *Service) allowRead(ctx context.Context, r *http.Request) error {
 		ok, wait = false, time.Second
 	}
 	if !ok {
-		return &slowDown{wait: wait}
+		return slowDown(wait)
 	}
 	return nil
 }
-
-// slowDown is a refusal by a rate limit: 429 slow_down with Retry-After.
-type slowDown struct{ wait time.Duration }
-
-func (e *slowDown) Error() string { return "rate limited for " + e.wait.String() }
 
 // SecretDigest is how a client secret or a refresh token is stored:
 // SHA-256, which is enough for a 256-bit random secret and costs a
@@ -353,40 +384,41 @@ func SecretDigest(secret string) [sha256.Size]byte { return sha256.Sum256([]byte
 // NewSecret returns a fresh client secret (256 bits, base64url).
 func NewSecret(r io.Reader) (string, error) { return randomSecret(r, "kgs_") }
 
-func (s *Service) token(w http.ResponseWriter, r *http.Request) {
+func (s *Service) token(w http.ResponseWriter, r *http.Request) error {
 	if err := s.canSign(); err != nil {
-		s.fail(w, "token", err)
-		return
+		return err
 	}
-	v, c, ok := s.clientRequest(w, r)
-	if !ok || !s.allowClient(w, r, c.ID) {
-		return
+	v, c, err := s.clientRequest(w, r)
+	if err != nil {
+		return err
+	}
+	if err := s.allowClient(r, c.ID); err != nil {
+		return err
 	}
 	noteGrant(w, v.Get("grant_type"))
 	switch v.Get("grant_type") {
 	case "client_credentials":
-		s.clientCredentials(w, r, c, v)
+		return s.clientCredentials(w, r, c, v)
 	case "refresh_token":
-		s.refreshGrant(w, r, c, v)
+		return s.refreshGrant(w, r, c, v)
 	case "":
-		writeOAuthError(w, &oauthError{http.StatusBadRequest, "invalid_request", "grant_type is required"}, false)
+		return errNoGrantType
 	default:
-		writeOAuthError(w, errUnsupportedType, false)
+		return errUnsupportedType
 	}
 }
 
-func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c client, v url.Values) {
+func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c client, v url.Values) error {
 	scopes, ok := narrowScopes(c.Scopes, v.Get("scope"))
 	if !ok {
-		writeOAuthError(w, errInvalidScope, false)
-		return
+		return errInvalidScope
 	}
 	tok, exp, err := s.accessToken(c.ID, c.ID, scopes, c.readAt)
 	if err != nil {
-		s.fail(w, "issuing an access token", err)
-		return
+		return fmt.Errorf("issuing an access token: %w", err)
 	}
 	writeTokens(w, tok, exp, "", scopes)
+	return nil
 }
 
 // narrowScopes returns the scopes a request asks for (RFC 6749 §3.3), or
@@ -479,46 +511,45 @@ func (c currentKeys) ResolveKey(kid string, alg jose.Alg) (*jose.Key, error) {
 // revoke is RFC 7009: a client revokes an access token it was issued. The
 // answer is 200 for any well-formed request, whether or not the token was
 // valid, so it reveals nothing about tokens.
-func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
-	v, c, ok := s.clientRequest(w, r)
-	if !ok {
-		return
+func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
+	v, c, err := s.clientRequest(w, r)
+	if err != nil {
+		return err
 	}
 	token := v.Get("token")
 	if token == "" {
-		writeOAuthError(w, errNoToken, false)
-		return
+		return errNoToken
 	}
 	if strings.HasPrefix(token, "kgr_") {
 		d := SecretDigest(token)
 		if rt, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:]); err == nil && rt.ClientID == c.ID {
 			if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil {
-				s.fail(w, "revoking a refresh token", err)
-				return
+				return fmt.Errorf("revoking a refresh token: %w", err)
 			}
 		}
 	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
 		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: time.Unix(t.Claims.Expiry.Unix, 0), CreatedAt: s.cfg.Now()}
 		if err := s.addRevocation(r.Context(), rev); err != nil {
-			s.fail(w, "storing a revocation", err)
-			return
+			return fmt.Errorf("storing a revocation: %w", err)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+	return nil
 }
 
-// addRevocation stores a revocation, then applies it to the node (and,
-// through the callbacks, the fleet) at once.
+// addRevocation stores a revocation, then publishes it to the node (and,
+// through the Publisher, the fleet) at once.
 func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error {
 	if err := s.cfg.Store.AddRevocation(ctx, rv); err != nil {
 		return err
 	}
-	if rv.JTI != "" && s.cfg.Revoked != nil {
-		s.cfg.Revoked(rv.Issuer, rv.JTI, rv.Until)
-	}
-	if rv.Subject != "" && s.cfg.RevokedSubject != nil {
-		s.cfg.RevokedSubject(rv.Issuer, rv.Subject, rv.Before, rv.Until)
+	switch p := s.cfg.Publisher; {
+	case p == nil:
+	case rv.JTI != "":
+		p.RevokeID(ctx, rv.Issuer, rv.JTI, rv.Until)
+	case rv.Subject != "":
+		p.RevokeSubject(ctx, rv.Issuer, rv.Subject, rv.Before, rv.Until)
 	}
 	return nil
 }
@@ -544,26 +575,26 @@ func clientOf(t *jose.Token) string {
 // introspect is RFC 7662 for access tokens: an authenticated client learns
 // whether a token it was issued (or any token, with the "introspect"
 // scope) is active, and its claims.
-func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
-	v, c, ok := s.clientRequest(w, r)
-	if !ok {
-		return
+func (s *Service) introspect(w http.ResponseWriter, r *http.Request) error {
+	v, c, err := s.clientRequest(w, r)
+	if err != nil {
+		return err
 	}
 	token := v.Get("token")
 	if token == "" {
-		writeOAuthError(w, errNoToken, false)
-		return
+		return errNoToken
 	}
 	vt, err := s.verifyCached(token)
 	if err != nil || (vt.clientID != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), vt.t) {
 		noteResult(w, "inactive")
 		writeJSON(w, http.StatusOK, map[string]any{"active": false})
-		return
+		return nil
 	}
 	cl := &vt.t.Claims
 	a := activeToken{Aud: cl.Audience, ClientID: vt.clientID, Exp: cl.Expiry.Unix, Iat: cl.IssuedAt.Unix,
 		Iss: cl.Issuer, Jti: cl.ID, Scope: cl.Scope, Sub: cl.Subject}
 	writeBody(w, http.StatusOK, a.marshal())
+	return nil
 }
 
 // revoked answers introspection: a token whose revocation status cannot be

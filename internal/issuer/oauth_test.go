@@ -87,7 +87,7 @@ func newOAuthFixture(t testing.TB) *oauthFixture {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{Issuer: testIssuer, Audience: []string{"api"}, Store: f.st, Keys: f.keys, Now: now,
-		Revoked: func(_, jti string, _ time.Time) { f.revoked = append(f.revoked, jti) }})
+		Publisher: jtiRecorder{&f.revoked}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,3 +387,12 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 		t.Fatalf("EdDSA token inactive after the policy moved to ES256: %v", r.body)
 	}
 }
+
+// jtiRecorder is a Publisher that records the jtis revoked.
+type jtiRecorder struct{ jtis *[]string }
+
+func (r jtiRecorder) RevokeID(_ context.Context, _, jti string, _ time.Time) {
+	*r.jtis = append(*r.jtis, jti)
+}
+func (jtiRecorder) RevokeSubject(context.Context, string, string, time.Time, time.Time) {}
+func (jtiRecorder) Rotated(context.Context, string)                                     {}

@@ -54,7 +54,7 @@ func newTwoNodes(t *testing.T, wrapB func(store.Store) store.Store) *twoNodes {
 	mk := func(st store.Store) *node {
 		mem := revoke.NewMemory()
 		svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
-			Revoked: mem.RevokeID, RevokedSubject: mem.RevokeSubjectUntil})
+			Publisher: memoryPublisher{mem}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,48 +5,22 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"strings"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
 )
-
-// MinTokenLen is the length a bearer token the server is given (the admin
-// token, the metrics token) must reach, from a file or the environment
-// alike.
-const MinTokenLen = 32
-
-// readToken reads a bearer token from file (trimmed), else takes value;
-// "" when neither is set. Either must be at least MinTokenLen characters.
-// A file that cannot be read is an error wrapping the fs error.
-func readToken(what, file, value string) (string, error) {
-	tok, from := value, ""
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("server: %s: %w", what, err)
-		}
-		tok, from = strings.TrimSpace(string(b)), " in "+file
-	}
-	if tok != "" && len(tok) < MinTokenLen {
-		return "", fmt.Errorf("server: %s%s: at least %d characters are required", what, from, MinTokenLen)
-	}
-	return tok, nil
-}
 
 // readCredentials reads the admin token (which guards the admin API, seal
 // and pprof, even on a gateway-only node) and the optional metrics scrape
 // token, once, before anything is written to disk.
-func (s *Server) readCredentials() error {
-	tok, err := readToken("admin token", s.cfg.AdminTokenFile, s.cfg.AdminToken)
-	if err != nil {
-		return err
+func (s *Server) readCredentials() (err error) {
+	if s.operator, err = issuer.ReadBearer("admin token", s.cfg.Gateway.TokenService.AdminTokenFile, s.cfg.AdminToken); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	s.operator = issuer.NewBearer(tok)
-	if tok, err = readToken("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
-		return err
+	if s.scraper, err = issuer.ReadBearer("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	s.scraper = issuer.NewBearer(tok)
 	return nil
 }
 
@@ -77,13 +51,15 @@ func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !allowedAdminHost(r.Host, s.cfg.Gateway.AdminHosts) {
 			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "forbidden_host",
-				"error_description": "the admin listener answers only to an IP address, localhost or a configured admin host name"})
+			s.errs.Write(w, r, errForbiddenHost)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+var errForbiddenHost = &httperr.Error{Status: http.StatusMisdirectedRequest, Code: "forbidden_host",
+	Description: "the admin listener answers only to an IP address, localhost or a configured admin host name"}
 
 func allowedAdminHost(host string, names []string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -39,7 +40,8 @@ func adminReq(t *testing.T, method, url, host, token string) int {
 func TestAdminSurface(t *testing.T) {
 	const admin, scrape = "admin-token-0123456789-0123456789-abcdef", "scrape-token-0123456789-0123456789-abcdef"
 	t.Run("defaults", func(t *testing.T) {
-		l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true, AdminToken: admin, Metrics: telemetry.New()})
+		l := startLive(t, Config{AdminToken: admin, Metrics: telemetry.New(),
+			Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 		for _, p := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/heap"} {
 			if got := adminReq(t, "GET", l.admin+p, "", admin); got != 404 {
 				t.Errorf("GET %s with the admin token: %d, want 404 (pprof is off)", p, got)
@@ -52,8 +54,8 @@ func TestAdminSurface(t *testing.T) {
 	t.Run("enabled", func(t *testing.T) {
 		gw := &config.Config{Pprof: true, AdminHosts: []string{"admin.internal"}}
 		gw.SetDefaults()
-		l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-			AdminToken: admin, MetricsToken: scrape, Metrics: telemetry.New(), Gateway: gw})
+		l := startLive(t, Config{AdminToken: admin, MetricsToken: scrape, Metrics: telemetry.New(), Gateway: gw,
+			Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 		for _, tc := range []struct {
 			path, host, token string
 			want              int
@@ -88,8 +90,7 @@ func TestAdminSurface(t *testing.T) {
 	t.Run("pprof needs an admin token", func(t *testing.T) {
 		gw := gatewayWithIssuer(t)
 		gw.Pprof = true
-		_, err := New(t.Context(), Config{DataDir: filepath.Join(t.TempDir(), "d"), Issuer: testIssuer, Audience: testAudience,
-			Gateway: gw, GatewayOnly: true})
+		_, err := New(t.Context(), Config{Gateway: gw})
 		if err == nil || !strings.Contains(err.Error(), "admin token") {
 			t.Fatalf("New with pprof and no admin token: %v, want an error naming the admin token", err)
 		}
@@ -101,8 +102,10 @@ func TestAdminSurface(t *testing.T) {
 		}
 		metricsFile := gatewayWithIssuer(t)
 		metricsFile.MetricsTokenFile = short
+		adminFile := gatewayWithIssuer(t)
+		adminFile.TokenService.AdminTokenFile = short
 		for name, c := range map[string]Config{
-			"admin token file":   {AdminTokenFile: short},
+			"admin token file":   {Gateway: adminFile},
 			"admin token":        {AdminToken: strings.Repeat("x", 31)},
 			"metrics token":      {MetricsToken: strings.Repeat("x", 31)},
 			"metrics token file": {Gateway: metricsFile},
@@ -110,7 +113,6 @@ func TestAdminSurface(t *testing.T) {
 			if c.Gateway == nil {
 				c.Gateway = gatewayWithIssuer(t)
 			}
-			c.DataDir, c.Issuer, c.Audience, c.GatewayOnly = filepath.Join(t.TempDir(), "d"), testIssuer, testAudience, true
 			if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "at least 32 characters") {
 				t.Errorf("%s: New: %v, want at least 32 characters", name, err)
 			}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -11,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -35,9 +34,9 @@ func metricValue(t *testing.T, body, name string) (float64, bool) {
 // login and token limiters, each under its own label.
 func TestFleetMetrics(t *testing.T) {
 	redisURL, prefix := redisPrefix(t)
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, Metrics: telemetry.New(),
-		TokenLimit: ratelimit.Limit{Rate: 100, Burst: 100}})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+			TokenService: config.TokenService{RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, TokenRateLimit: new(100.0)}}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -77,10 +76,9 @@ func TestFleetMetrics(t *testing.T) {
 // TestFleetMetricsFailClosed: with Redis unreachable and MaxStaleness set,
 // /metrics shows the node failing closed.
 func TestFleetMetricsFailClosed(t *testing.T) {
-	defer func(d time.Duration) { redisStartWait = d }(redisStartWait)
-	redisStartWait = 200 * time.Millisecond
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second, Metrics: telemetry.New()})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+			TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	text := string(body)
 	if v, ok := metricValue(t, text, "keygate_revocations_fail_closed"); !ok || v != 1 {
@@ -94,8 +92,8 @@ func TestFleetMetricsFailClosed(t *testing.T) {
 // TestFleetMetricsAbsentWithoutRedis: a node without Redis has no
 // shared-state metrics.
 func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		Metrics: telemetry.New()})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	if strings.Contains(string(body), "keygate_revocations_") {
 		t.Errorf("shared-state metrics without Redis:\n%s", grepLines(string(body), "keygate_revocations"))
@@ -105,8 +103,8 @@ func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
 // TestTokenRequestMetrics: token service requests show on /metrics by
 // endpoint, grant and result.
 func TestTokenRequestMetrics(t *testing.T) {
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		Metrics: telemetry.New()})
+	l := startLive(t, Config{Metrics: telemetry.New(),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	for range 2 {
 		clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
@@ -141,25 +139,4 @@ func grepLines(text, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// TestRedisLogsRateLimited: go-redis's own lines reach the server's logger,
-// at most one per redisLogEvery, with the count of those held back.
-func TestRedisLogsRateLimited(t *testing.T) {
-	buf := &syncBuffer{}
-	r := &redisLogger{}
-	r.log.Store(slog.New(slog.NewTextHandler(buf, nil)))
-	for i := range 50 {
-		r.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %s", i, "connection refused")
-	}
-	if n := strings.Count(buf.String(), "redis client"); n != 1 {
-		t.Fatalf("%d lines for 50 messages within %v, want 1:\n%s", n, redisLogEvery, buf)
-	}
-	r.mu.Lock()
-	r.last = r.last.Add(-redisLogEvery)
-	r.mu.Unlock()
-	r.Printf(context.Background(), "redis: again")
-	if !strings.Contains(buf.String(), "suppressed_since_last=49") {
-		t.Errorf("the second line does not count the 49 held back:\n%s", buf)
-	}
 }

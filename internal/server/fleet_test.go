@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
-	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/testnet"
-	"github.com/redis/go-redis/v9"
 )
 
 // redisPrefix returns a fresh Redis prefix on REDIS_URL for t, whose keys
@@ -90,9 +91,9 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	const iss = "https://keygate.fleet.test"
 	var nodes []*live
 	for i := range 3 {
-		nodes = append(nodes, startLive(t, Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))),
-			Issuer: iss, Audience: testAudience, DatabaseURL: dbURL, RootKeyFile: rootKey,
-			AdminToken: adminToken, RedisURL: redisURL, RedisPrefix: prefix}))
+		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: iss, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}}))
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -208,7 +209,7 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	for try := 1; ; try++ {
 		before := fallbackDecisions(nodes)
 		user := fmt.Sprint("nobody-", try)
-		for i := range LoginLimit.Burst {
+		for i := range node.LoginLimit.Burst {
 			// Another try may find the address's budget (shared by the
 			// fleet too) spent already.
 			st := login(t, nodes[i%3].base, basic, user)
@@ -224,7 +225,7 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 			break
 		}
 		if try == 3 {
-			t.Fatalf("Redis did not decide %d logins in a row without a fallback to the local limit", LoginLimit.Burst+1)
+			t.Fatalf("Redis did not decide %d logins in a row without a fallback to the local limit", node.LoginLimit.Burst+1)
 		}
 		t.Logf("try %d: a limiter fell back to the node's own limit; trying again", try)
 	}
@@ -235,11 +236,9 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 func fallbackDecisions(nodes []*live) uint64 {
 	var n uint64
 	for _, l := range nodes {
-		l.fleet.mu.Lock()
-		for _, nl := range l.fleet.limiters {
-			n += nl.l.Stats().FallbackDecisions
+		for _, ls := range l.FleetStats().Limiters {
+			n += ls.Fallback
 		}
-		l.fleet.mu.Unlock()
 	}
 	return n
 }
@@ -252,13 +251,13 @@ func login(t *testing.T, base string, h http.Header, user string) int {
 }
 
 func TestLoginRateLimitLocal(t *testing.T) {
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true})
+	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
 	req.SetBasicAuth(b.DemoClientID, b.DemoClientSecret)
 	h.Set("Authorization", req.Header.Get("Authorization"))
-	for i := range LoginLimit.Burst {
+	for i := range node.LoginLimit.Burst {
 		if st := login(t, l.base, h, "nobody"); st == http.StatusTooManyRequests {
 			t.Fatalf("login attempt %d refused by the limit", i)
 		}
@@ -273,8 +272,8 @@ func TestLoginRateLimitLocal(t *testing.T) {
 // headers of a login by its demo client forwarded for a client address.
 func behindLoopbackProxy(t *testing.T, ipv6Prefix int) (*live, func(addr string) http.Header) {
 	t.Helper()
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, IPv6Prefix: ipv6Prefix})
+	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}, IPv6Prefix: ipv6Prefix}}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -293,7 +292,7 @@ func behindLoopbackProxy(t *testing.T, ipv6Prefix int) (*live, func(addr string)
 func TestLoginRateLimitBehindProxy(t *testing.T) {
 	l, from := behindLoopbackProxy(t, 0)
 	// Different accounts, so that only the per-address limit can refuse.
-	for i := range LoginLimit.Burst {
+	for i := range node.LoginLimit.Burst {
 		if st := login(t, l.base, from("198.51.100.1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
 			t.Fatalf("attempt %d refused by the limit", i)
 		}
@@ -313,7 +312,7 @@ func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 	for _, bits := range []int{0, 128} {
 		t.Run(fmt.Sprint(bits), func(t *testing.T) {
 			l, from := behindLoopbackProxy(t, bits)
-			for i := range LoginLimit.Burst {
+			for i := range node.LoginLimit.Burst {
 				if st := login(t, l.base, from("2001:db8:0:1::1"), fmt.Sprintf("user%d", i)); st == http.StatusTooManyRequests {
 					t.Fatalf("attempt %d refused by the limit", i)
 				}
@@ -330,10 +329,8 @@ func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 // refuses every token and /readyz says why; refreshes, decided on the
 // store, go on.
 func TestRedisFailClosed(t *testing.T) {
-	defer func(d time.Duration) { redisStartWait = d }(redisStartWait)
-	redisStartWait = 200 * time.Millisecond
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second})
+	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	tok, err := l.Mint(mint.Claims{Subject: "x", Audience: []string{testAudience}, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +375,7 @@ func TestRedisFailClosed(t *testing.T) {
 		t.Errorf("refresh while failing closed, subject revoked in the store: %d %s, want 400 invalid_grant", resp.StatusCode, body)
 	}
 	d := issuer.SecretDigest(tr.Refresh)
-	if rt, err := l.store.GetRefreshToken(context.Background(), d[:]); err != nil || !rt.Revoked {
+	if rt, err := l.Store().GetRefreshToken(context.Background(), d[:]); err != nil || !rt.Revoked {
 		t.Errorf("the refresh token refused for its revoked subject: %+v, %v; want its family revoked", rt, err)
 	}
 }
@@ -413,9 +410,8 @@ func TestFleetTokenRateLimit(t *testing.T) {
 	}
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))),
-			Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL, RootKeyFile: rootKey,
-			RedisURL: redisURL, RedisPrefix: prefix, TokenLimit: ratelimit.Limit{Rate: 0.1, Burst: 3}}))
+		nodes = append(nodes, startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix, TokenRateLimit: new(1.5)}}}))
 	}
 	secret := addClient(t, nodes[0], "svc")
 	for i, n := range []*live{nodes[0], nodes[1], nodes[0]} {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"os"
 	"strconv"
@@ -11,30 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// apiError is a refusal with its status and JSON error body.
-type apiError struct {
-	Status      int
-	Code        string
-	Description string
-}
-
-func (e *apiError) Error() string { return e.Code + ": " + e.Description }
-
-// handle adapts a handler that returns an error, writing an *apiError as
-// its JSON body and anything else as a 500 that reveals nothing.
+// handle adapts a handler that returns an error: the error is answered by
+// httperr (an *httperr.Error as its JSON body, anything else as a 500 that
+// reveals nothing), never cached.
 func (s *Server) handle(fn func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := fn(w, r)
-		if err == nil {
-			return
+		if err := fn(w, r); err != nil {
+			w.Header().Set("Cache-Control", "no-store")
+			s.errs.Write(w, r, err)
 		}
-		var ae *apiError
-		if !errors.As(err, &ae) {
-			s.log.Error("request failed", "path", r.URL.Path, "err", err)
-			ae = &apiError{Status: http.StatusInternalServerError, Code: "server_error", Description: "internal error"}
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, ae.Status, map[string]string{"error": ae.Code, "error_description": ae.Description})
 	})
 }
 
@@ -62,7 +46,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // verify with.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
-	if s.Sealed() {
+	if s.node != nil && s.node.Sealed() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "sealed": true,
 			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"})
 		return nil
@@ -71,8 +55,8 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
 		return nil
 	}
-	if f := s.fleet; f != nil {
-		if st := f.fanout.Status(); st.FailClosed {
+	if s.node != nil {
+		if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
 			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
 			if st.LastCurrent.IsZero() {
 				reason = "revocation set never loaded from Redis; every token is refused"
@@ -102,7 +86,7 @@ func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
 	mux.Handle("GET /readyz", s.handle(s.readyz))
-	if s.keyring != nil {
+	if s.node != nil {
 		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
 		mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
 		mux.Handle("POST /v1/sys/seal", s.handle(s.seal))

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -46,8 +48,9 @@ func newOutage(t *testing.T, storeTimeout time.Duration) *outage {
 		t.Fatal(err)
 	}
 	adminToken := strings.Repeat("o", 40)
-	l := startLive(t, Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-		DatabaseURL: u.String(), StoreTimeout: storeTimeout, RootKeyFile: rootKey, AdminToken: adminToken})
+	l := startLive(t, Config{AdminToken: adminToken,
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: u.String(), StoreTimeout: storeTimeout, RootKeyFile: rootKey}}})
 	secret := addClient(t, l, "svc")
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password","scopes":["demo"]}`, jh); resp.StatusCode != http.StatusCreated {

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -25,8 +27,6 @@ import (
 // even once the user is enabled again.
 func TestRefreshRedisDown(t *testing.T) {
 	dbURL := newSchema(t)
-	defer func(d time.Duration) { redisStartWait = d }(redisStartWait)
-	redisStartWait = 200 * time.Millisecond
 	redisURL := "redis://" + testnet.ClosedAddr(t) + "/0"
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
@@ -36,8 +36,9 @@ func TestRefreshRedisDown(t *testing.T) {
 	adminToken := strings.Repeat("r", 40)
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer,
-			Audience: testAudience, DatabaseURL: dbURL, RootKeyFile: rootKey, AdminToken: adminToken, RedisURL: redisURL}))
+		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL}}}))
 	}
 	a, b := nodes[0], nodes[1]
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
@@ -114,7 +115,7 @@ func TestRefreshRedisDown(t *testing.T) {
 			newest := tr.Refresh
 
 			tc.change(t, u.ID)
-			if b.revoked.Revoked(testIssuer, "", u.ID, time.Now().Add(-time.Minute)) {
+			if b.Revocations().Revoked(testIssuer, "", u.ID, time.Now().Add(-time.Minute)) {
 				t.Fatal("B heard of A's revocation: the test no longer models a node that missed it")
 			}
 			if code, tr := refresh(t, b, newest); code != http.StatusBadRequest || tr.Error != "invalid_grant" {
@@ -129,7 +130,7 @@ func TestRefreshRedisDown(t *testing.T) {
 				}
 			}
 			d := issuer.SecretDigest(newest)
-			if rt, err := b.store.GetRefreshToken(t.Context(), d[:]); err != nil || !rt.Revoked {
+			if rt, err := b.Store().GetRefreshToken(t.Context(), d[:]); err != nil || !rt.Revoked {
 				t.Errorf("the family's newest refresh token in the store: revoked %v (%v), want revoked", rt.Revoked, err)
 			}
 		})

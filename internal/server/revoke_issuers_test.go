@@ -13,6 +13,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 )
 
 // adminRevoke posts a revocation to the admin API at adminURL.
@@ -126,9 +127,9 @@ func TestFleetRevokeKeyFileIssuer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return startLive(t, Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience,
-			DatabaseURL: dbURL, RootKeyFile: rootKey, AdminToken: adminToken, RedisURL: redisURL, RedisPrefix: prefix,
-			Gateway: gw, ConfigPath: cfgPath})
+		return startLive(t, Config{AdminToken: adminToken, Gateway: gw, ConfigPath: cfgPath,
+			Node: &node.Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}})
 	}
 	a, b := node("a"), node("b")
 	authAt := func(n *live, tok string) int {

@@ -78,7 +78,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	}
 	pipe, err := verify.New(verify.Config{
 		Policies:     policies,
-		Revocation:   s.revocation,
+		Revocation:   s.revocation(),
 		Cache:        verify.CacheConfig{Disabled: cfg.Cache.Disabled, MaxEntries: cfg.Cache.MaxEntries, MaxBytes: cfg.Cache.MaxBytes, MaxTTL: cfg.Cache.MaxTTL},
 		MaxTokenSize: cfg.MaxTokenSize,
 		Now:          s.cfg.Now,
@@ -208,12 +208,14 @@ func (s *Server) onKeyFileLoad(issuer string) func(keys.LoadEvent) {
 	}
 }
 
-// devPolicy trusts the server's own signing key when no issuer is
+// devPolicy trusts the node's own signing keys when no issuer is
 // configured, so that `keygate serve` works with nothing else installed.
+// A gateway-only node always has issuers (Config.Validate).
 func (s *Server) devPolicy() (verify.Policy, *source) {
-	src := &source{Source: managedKeys{km: s.keys, last: &s.refetchAt}, spec: "dev", close: func() {}}
-	return verify.Policy{Issuer: s.cfg.Issuer, Keys: src, Algorithms: s.devAlgs(),
-		Audiences: []string{s.cfg.Audience}, Leeway: Leeway, Headers: headerMappings(DefaultHeaders)}, src
+	n := s.node
+	src := &source{Source: n.KeySource(), spec: "dev", close: func() {}}
+	return verify.Policy{Issuer: n.Issuer(), Keys: src, Algorithms: n.Algorithms(),
+		Audiences: []string{n.Audience()}, Leeway: Leeway, Headers: headerMappings(DefaultHeaders)}, src
 }
 
 // headerMappings turns a header → claim map into the policy's list, in
@@ -316,6 +318,9 @@ type Overrides struct {
 	Pprof            bool
 	MetricsTokenFile string
 	AdminHosts       []string
+	// TokenService, if set, writes the token_service settings given on
+	// the command line into the section, over the file's.
+	TokenService func(*config.TokenService)
 }
 
 func (o Overrides) Apply(c *config.Config) {
@@ -343,6 +348,9 @@ func (o Overrides) Apply(c *config.Config) {
 	}
 	if o.ProbeListen != "" {
 		c.ProbeListen = o.ProbeListen
+	}
+	if o.TokenService != nil {
+		o.TokenService(&c.TokenService)
 	}
 }
 

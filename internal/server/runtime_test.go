@@ -21,6 +21,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
@@ -100,6 +101,7 @@ issuers:
 
 type configured struct {
 	*Server
+	*node.Node
 	path    string
 	metrics *telemetry.Metrics
 	url     string // traffic
@@ -131,8 +133,8 @@ func startConfiguredWith(t *testing.T, yaml string, logs io.Writer) *configured 
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	s, err := New(context.Background(), Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x",
-		Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log})
+	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log,
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func startConfiguredWith(t *testing.T, yaml string, logs io.Writer) *configured 
 		stop()
 		s.Close()
 	})
-	return &configured{Server: s, path: path, metrics: m, url: "http://" + ln.Addr().String(), admin: "http://" + admin.Addr().String(), stop: stop}
+	return &configured{Server: s, Node: s.Node(), path: path, metrics: m, url: "http://" + ln.Addr().String(), admin: "http://" + admin.Addr().String(), stop: stop}
 }
 
 func get(t *testing.T, url, token string) (int, http.Header, string) {
@@ -437,7 +439,8 @@ func TestShutdownDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x", Gateway: cfg})
+	s, err := New(context.Background(), Config{Gateway: cfg,
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -35,7 +37,7 @@ func addClient(t *testing.T, l *live, id string) string {
 		t.Fatal(err)
 	}
 	d := issuer.SecretDigest(secret)
-	if err := l.store.CreateClient(t.Context(), store.Client{ID: id, Name: id, SecretDigest: d[:], Scopes: []string{"demo"}}); err != nil {
+	if err := l.Store().CreateClient(t.Context(), store.Client{ID: id, Name: id, SecretDigest: d[:], Scopes: []string{"demo"}}); err != nil {
 		t.Fatal(err)
 	}
 	return secret
@@ -59,7 +61,7 @@ func passphraseDataDir(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	root, err := keyring.InitPassphrase(filepath.Join(dir, node.KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +75,12 @@ func passphraseDataDir(t *testing.T) string {
 // Sealing again through the API stops issuance at once.
 func TestSealedStartPassphrase(t *testing.T) {
 	dir := passphraseDataDir(t)
-	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, AdminToken: "admin-token-0123456789abcdef0123456789"}
+	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}}
 	l := startLive(t, cfg)
 	if !l.Sealed() || l.Bootstrap().Dev {
 		t.Fatalf("not started sealed: sealed=%v %+v", l.Sealed(), l.Bootstrap())
 	}
-	if _, err := os.Stat(filepath.Join(dir, RootKeyFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, node.RootKeyFile)); err == nil {
 		t.Fatal("a dev root key was generated beside a keyring header")
 	}
 	secret := addClient(t, l, "svc")
@@ -168,8 +170,9 @@ func TestUnsealWithRootKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-		RootKeyFile: keyFile, AdminToken: "admin-token-0123456789abcdef0123456789"}
+	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile}}}
 	l := startLive(t, cfg)
 	secret := addClient(t, l, "svc")
 	clientToken(t, l.base, "svc", secret)
@@ -213,14 +216,15 @@ func randomKey(t *testing.T) string {
 func TestSealedStartPostgres(t *testing.T) {
 	dbURL := newSchema(t)
 	cfg := func() Config {
-		return Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, DatabaseURL: dbURL}
+		return Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: dbURL}}}
 	}
 	key := randomKey(t)
 	root, err := keyring.ParseKey([]byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Init(t.Context(), cfg(), root); err != nil {
+	if _, err := node.Init(t.Context(), *cfg().Node, root); err != nil {
 		t.Fatal(err)
 	}
 	a := startLive(t, cfg())

@@ -1,25 +1,21 @@
-// Package server runs keygate's HTTP service: a health check, the public
-// JWKS and the /auth forward-auth decision, behind the timeouts, header
-// limits and graceful shutdown a public listener needs.
-//
-// It also runs the token service (package issuer): its signing keys are
-// managed by an issuer.KeyManager, sealed under the root key and kept in the
-// store (SQLite in the data directory, or PostgreSQL). Key material and whole
-// tokens never reach its logs: a token appears only as an 8-hex-digit SHA-256
+// Package server runs keygate's HTTP service: its listeners (traffic, admin,
+// probe) with the timeouts, header limits, TLS and graceful shutdown a
+// public listener needs; the routing of the /auth forward-auth decision,
+// the reverse proxy, the token service's endpoints (package issuer) and the
+// admin endpoints; and the runtime built from the configuration, swapped
+// atomically on reload. The state the token service keeps is the node's
+// (package node), which New opens. Key material and whole tokens never
+// reach its logs: a token appears only as an 8-hex-digit SHA-256
 // fingerprint.
 package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +23,10 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
-	"github.com/keygate/keygate/internal/mint"
-	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/revoke"
-	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/tlscert"
 	"github.com/keygate/keygate/internal/verify"
@@ -56,125 +50,50 @@ const (
 	Leeway            = verify.DefaultLeeway // clock skew /auth tolerates
 )
 
-// ErrNoTokenService: the node runs as a gateway only (Config.GatewayOnly).
-var ErrNoTokenService = errors.New("server: this node runs no token service")
-
 // Config configures a Server.
 type Config struct {
-	DataDir  string           // holds the SQLite store and dev files; created (0700) if missing
-	Issuer   string           // the "iss" of the server's own tokens (Mint, and /auth in dev mode)
-	Audience string           // the "aud" /auth demands in dev mode
-	Logger   *slog.Logger     // nil discards logs
-	Now      func() time.Time // nil means time.Now
-	Rand     io.Reader        // source of jti values; nil means crypto/rand
+	Logger  *slog.Logger       // nil discards logs
+	Now     func() time.Time   // nil means time.Now
+	Metrics *telemetry.Metrics // if set, receives decisions, fetches and reloads
 
-	// Gateway is the verification set-up: issuers, routes, cache. With no
-	// issuers, the server's own signing key is the one trusted issuer (dev
-	// mode). nil means an empty configuration.
+	// Gateway is the verification set-up: issuers, routes, cache,
+	// listeners. With no issuers, the node's own signing keys are the one
+	// trusted issuer (dev mode). nil means an empty configuration.
 	Gateway *config.Config
 	// ConfigPath, if set, is where Gateway came from: Reload and the file
 	// watcher read it again. Env and Overrides are applied on every load.
 	ConfigPath string
 	Env        []string
 	Overrides  Overrides
-	// Metrics, if set, receives decisions, fetches and reloads.
-	Metrics *telemetry.Metrics
 
-	// GatewayOnly runs the gateway without a token service: no data
-	// directory, root key, admin token or store is created or opened, the
-	// token endpoints are not served (the proxy, if any, forwards those
-	// paths like any other) and the admin listener has no /v1/ API.
-	// Gateway must configure at least one issuer.
-	GatewayOnly bool
+	// Node configures the token service's node, which New opens and Close
+	// closes, with the admin token New has read and, where it sets none,
+	// the server's Logger, Now and Metrics. nil runs the gateway without a
+	// token service: no data directory, root key, admin token or store is
+	// created or opened, the token endpoints are not served (the proxy,
+	// if any, forwards those paths like any other) and the admin listener
+	// has no /v1/ API; Gateway must then configure at least one issuer.
+	Node *node.Config
 
-	// Dev generates what is missing in the data directory: a root key
-	// (root.key), an admin token (admin.token) and a demo client. Without
-	// a root key and a database URL, the server runs in dev mode anyway.
-	Dev bool
-	// DatabaseURL selects PostgreSQL; empty means SQLite in DataDir.
-	DatabaseURL string
-	// StoreTimeout bounds each PostgreSQL operation (default
-	// postgres.DefaultTimeout, 5 s).
-	StoreTimeout time.Duration
-	// RootKeyFile or RootKeyEnv (the name of an environment variable read
-	// through LookupEnv) holds the root key that seals the signing keys.
-	RootKeyFile string
-	RootKeyEnv  string
-	// KeyringFile is the passphrase header (default keyring.json in
-	// DataDir; see `keygate keyring init`). When it exists and no root key
-	// is given, the server starts sealed and waits for the passphrase on
-	// POST /v1/sys/unseal. A server with a database URL and no key source
-	// also starts sealed, waiting for the root key itself.
-	KeyringFile string
-	// AdminTokenFile or AdminToken guards the admin API (/v1/admin/),
-	// sealing and, when Gateway.Pprof is set, the profiles.
-	AdminTokenFile string
-	AdminToken     string
-	// MetricsToken, unless Gateway.MetricsTokenFile is set, is a bearer
-	// token that /metrics requires (a Prometheus scrape_config's
-	// authorization). Gateway also says whether pprof is served and which
-	// host names the admin listener answers to; all three are read at
-	// start.
-	MetricsToken string
-	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
-	LookupEnv func(string) (string, bool)
-
-	// RedisURL (redis://...) joins the node to a fleet: revocations are
-	// shared through Redis, /v1/login attempts are limited there, and key
-	// rotations made here are announced so that other nodes reload at once.
-	RedisURL string
-	// RedisPrefix names the keys and channels in Redis (default "keygate").
-	RedisPrefix string
-	// RedisCAFile, RedisCertFile and RedisKeyFile are for a rediss:// URL:
-	// the CAs Redis's certificate must chain to (default the system's) and
-	// the client certificate Redis asks for (tls-auth-clients). They are
-	// read at start.
-	RedisCAFile, RedisCertFile, RedisKeyFile string
-	// RevocationMaxStaleness, when positive, makes /auth refuse every token
-	// once the shared revocation set has not been known current for that
-	// long; zero never fails closed.
-	RevocationMaxStaleness time.Duration
-	// TokenLimit bounds token requests per authenticated client at
-	// /oauth2/token, shared through Redis in a fleet and per node without
-	// it; the zero Limit sets none.
-	TokenLimit ratelimit.Limit
-	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
-	// the client for the per-address login limit.
-	TrustedProxies []netip.Prefix
-	// IPv6Prefix is the prefix length an IPv6 client is counted by in the
-	// per-address limits (0: 64; else 32 to 128).
-	IPv6Prefix int
-	// PasswordHashes bounds the Argon2id password hashes running at once
-	// (0: issuer.DefaultPasswordHashes()).
-	PasswordHashes int
-
-	// SigningAlg is the algorithm of the signing keys the server creates
-	// (ES256 by default; ES384, ES512, RS256, PS256 or EdDSA). Keys already
-	// in the store keep their algorithm until they are rotated out.
-	SigningAlg jose.Alg
-	// KeyRotation is how long a signing key signs before its successor
-	// takes over: 0 means the default (30 days), negative means manual
-	// rotation only (through the admin API).
-	KeyRotation time.Duration
-	// KeyPrePublish is how long a new key is published before it signs
-	// (default 1 h).
-	KeyPrePublish time.Duration
-	// AccessTokenTTL is the lifetime of the access tokens the server issues
-	// (default 15 min); the signing-key policy keeps retired keys published
-	// at least this long.
-	AccessTokenTTL time.Duration
+	// AdminToken and MetricsToken are the admin token and the /metrics
+	// scrape token given in the environment (KEYGATE_ADMIN_TOKEN,
+	// KEYGATE_METRICS_TOKEN), unless Gateway names a file for them
+	// (token_service.admin_token_file, metrics_token_file). The admin
+	// token guards the admin API, sealing and, when Gateway.Pprof is set,
+	// the profiles; /metrics is open without a scrape token. Both are read
+	// at start, at least MinTokenLen characters.
+	AdminToken, MetricsToken string
 }
+
+// MinTokenLen is the length the admin and metrics tokens must reach.
+const MinTokenLen = issuer.MinBearerLen
 
 // Validate reports a missing required field.
 func (c *Config) Validate() error {
-	switch {
-	case c.DataDir == "":
-		return errors.New("server: no data directory")
-	case c.Issuer == "":
-		return errors.New("server: no issuer")
-	case c.Audience == "":
-		return errors.New("server: no audience")
-	case c.GatewayOnly && (c.Gateway == nil || len(c.Gateway.Issuers) == 0):
+	if c.Node != nil {
+		return c.Node.Validate()
+	}
+	if c.Gateway == nil || len(c.Gateway.Issuers) == 0 {
 		return errors.New("server: a gateway-only node needs at least one issuer to trust")
 	}
 	return nil
@@ -184,24 +103,17 @@ func (c *Config) Validate() error {
 type Server struct {
 	cfg          Config
 	log          *slog.Logger
-	keys         *issuer.KeyManager
-	keyring      *keyring.Keyring
-	unsealMu     sync.Mutex    // one unseal or seal at a time
-	operator     issuer.Bearer // the admin token: the admin API (through admin), seal, pprof
-	scraper      issuer.Bearer // the metrics scrape token; unset: /metrics is open
-	store        store.Store
+	errs         httperr.Writer // answers the admin listener's errors
+	node         *node.Node     // nil on a gateway-only node
+	operator     issuer.Bearer  // the admin token: the admin API (through admin), seal, pprof
+	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
 	tokens       *issuer.Service
 	admin        *issuer.Admin
-	revoked      *revoke.Memory
-	boot         Bootstrap
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
-	revocation   revoke.Checker
 	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
-	fleet        *fleet        // nil without Redis
-	refetchAt    atomic.Int64  // last re-read of the signing keys for an unknown kid
 	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
 	cacheMisses  atomic.Uint64
 
@@ -213,10 +125,10 @@ type Server struct {
 	handler  http.Handler
 }
 
-// New opens the token service (root key, store, signing keys, revocations;
-// see Bootstrap for what dev mode creates), builds the runtime
-// from cfg.Gateway (starting remote key sources) and the handlers. It does
-// not listen. Close releases the key sources and the store.
+// New opens the node (see node.Open), builds the token service on it and
+// the runtime from cfg.Gateway (starting remote key sources) and the
+// handlers. It does not listen. Close releases the key sources and the
+// node.
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -227,17 +139,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-	if cfg.RedisPrefix == "" {
-		cfg.RedisPrefix = DefaultRedisPrefix
-	}
 	if cfg.Gateway == nil {
 		cfg.Gateway = &config.Config{}
 		cfg.Gateway.SetDefaults()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, revocation: revoke.Nop{},
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: httperr.Writer{Log: cfg.Logger}, metrics: cfg.Metrics,
 		transport: gateway.NewTransport()}
 	defer func() {
 		if err != nil {
@@ -257,20 +163,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.readCredentials(); err != nil {
 		return nil, err
 	}
-	if cfg.DatabaseURL != "" {
-		if w := databaseTLSWarning(cfg.DatabaseURL); w != "" {
-			s.log.Warn("database_url: " + w)
-		}
-	}
-	if cfg.GatewayOnly {
+	if cfg.Node == nil {
 		s.log.Info("gateway only: no token service, nothing written to disk (--dev or token_service settings start one)")
-	} else {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("server: data directory: %w", err)
-		}
-		if err := s.openTokenService(ctx); err != nil {
-			return nil, err
-		}
+	} else if err := s.openNode(ctx); err != nil {
+		return nil, err
 	}
 	if cfg.Gateway.Pprof && !s.operator.Set() {
 		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
@@ -280,16 +176,66 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
-	if s.metrics != nil && s.tokens != nil {
-		s.metrics.Sealed(s.keyring.Sealed)
+	if s.metrics != nil && s.node != nil {
 		s.metrics.Cache(s.cacheStats)
-		s.metrics.KeySchedule(func() (int, time.Time) {
-			st := s.keys.Status()
-			return st.Published, st.ActiveSince
-		})
 	}
 	s.handler = s.traffic()
 	return s, nil
+}
+
+// openNode opens the node and the token service and admin API on it.
+func (s *Server) openNode(ctx context.Context) (err error) {
+	ncfg := *s.cfg.Node
+	ncfg.AdminToken = s.operator
+	if ncfg.Logger == nil {
+		ncfg.Logger = s.log
+	}
+	if ncfg.Now == nil {
+		ncfg.Now = s.cfg.Now
+	}
+	if ncfg.Metrics == nil {
+		ncfg.Metrics = s.metrics
+	}
+	if s.node, err = node.Open(ctx, ncfg); err != nil {
+		return err
+	}
+	s.operator = s.node.AdminToken() // the dev one, if the node made it
+	icfg := s.node.IssuerConfig()
+	icfg.Trusts = s.trusts
+	if s.tokens, err = issuer.New(icfg); err != nil {
+		return fmt.Errorf("server: token service: %w", err)
+	}
+	if s.operator.Set() {
+		if s.admin, err = issuer.NewAdmin(s.tokens, s.operator); err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+	}
+	return nil
+}
+
+// trusts reports whether the gateway's configuration in force trusts
+// issuer's tokens: what the admin API may revoke besides the token
+// service's own. It reads the runtime at each call, so a reload that adds
+// or removes an issuer is seen at once.
+func (s *Server) trusts(issuer string) bool {
+	rt := s.rt.Load()
+	if rt == nil {
+		return false
+	}
+	_, ok := rt.sources[issuer]
+	return ok
+}
+
+// Node returns the node the server opened; nil on a gateway-only node.
+func (s *Server) Node() *node.Node { return s.node }
+
+// revocation is the revocation checker of the gateway's pipeline: the
+// node's set, and none on a gateway-only node.
+func (s *Server) revocation() revoke.Checker {
+	if s.node == nil {
+		return revoke.Nop{}
+	}
+	return s.node.Revocations()
 }
 
 // cacheStats reads the verified-token cache's figures for the metrics:
@@ -312,55 +258,20 @@ func monotonic(last *atomic.Uint64, v uint64) uint64 {
 	}
 }
 
-// Close stops the key sources. Call it after Serve has returned.
+// Close stops the key sources and closes the node. Call it after Serve
+// has returned.
 func (s *Server) Close() {
 	if rt := s.rt.Load(); rt != nil {
 		rt.closeSources(nil)
 	}
 	s.transport.CloseIdleConnections()
-	s.closeFleet()
-	if s.store != nil {
-		if err := s.store.Close(); err != nil {
-			s.log.Warn("closing the store", "err", err)
-		}
+	if s.node != nil {
+		s.node.Close()
 	}
 }
-
-// Bootstrap reports what New created in dev mode, with the secrets to show
-// once.
-func (s *Server) Bootstrap() Bootstrap { return s.boot }
 
 // Handler returns the traffic handler, for tests and for embedding.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// Thumbprint returns the RFC 7638 thumbprint of the signing key in force,
-// which is also its kid; "" while sealed.
-func (s *Server) Thumbprint() string {
-	if s.keys == nil {
-		return ""
-	}
-	if sg := s.keys.Signer(); sg != nil {
-		return sg.Key().Thumbprint()
-	}
-	return ""
-}
-
-// Mint signs claims with the signing key in force; an empty Issuer becomes
-// the server's own. It fails with issuer.ErrSealed while sealed, and
-// ErrNoTokenService on a gateway-only node.
-func (s *Server) Mint(c mint.Claims) (string, error) {
-	if s.keys == nil {
-		return "", ErrNoTokenService
-	}
-	if c.Issuer == "" {
-		c.Issuer = s.cfg.Issuer
-	}
-	sg := s.keys.Signer()
-	if sg == nil {
-		return "", issuer.ErrSealed
-	}
-	return mint.Sign(sg, c, s.cfg.Now(), s.cfg.Rand)
-}
 
 // Serve serves traffic on ln, and the admin endpoints on admin when it is
 // not nil; see ServeListeners.
@@ -408,7 +319,10 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		attrs = append(attrs, l.addr, l.ln.Addr().String(), l.state, tlsState(l.tls))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
-	attrs = append(attrs, "issuer", s.cfg.Issuer, "trusted_issuers", len(s.rt.Load().sources), "kid", s.Thumbprint(),
+	if n := s.node; n != nil {
+		attrs = append(attrs, "issuer", n.Issuer(), "kid", n.Thumbprint())
+	}
+	attrs = append(attrs, "trusted_issuers", len(s.rt.Load().sources),
 		"forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
 	s.log.Info("listening", attrs...)
 	if fw.Proxy == gateway.ProxyAuto && len(s.rt.Load().cfg.ForwardAuth.Rules) > 0 {
@@ -420,8 +334,8 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	go func() { defer close(watchDone); s.watch(wctx, WatchInterval) }()
 	go func() {
 		defer close(tickDone)
-		if s.tokens != nil {
-			s.tick(wctx, TickInterval)
+		if s.node != nil {
+			s.node.Run(wctx)
 		}
 	}()
 	defer func() { stopWatch(); <-watchDone; <-tickDone }()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/keygate/keygate/internal/gateway"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/node"
 
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/jose"
@@ -34,6 +37,7 @@ type syncBuffer = testnet.SyncBuffer
 // fixture is a Server on a temporary data dir with a clock the test moves.
 type fixture struct {
 	*Server
+	*node.Node
 	dir  string
 	logs *syncBuffer
 	now  time.Time
@@ -46,19 +50,14 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	f.Server = s
+	f.Server, f.Node = s, s.Node()
 	t.Cleanup(s.Close)
 	return f
 }
 
 func (f *fixture) config() Config {
-	return Config{
-		DataDir:  f.dir,
-		Issuer:   testIssuer,
-		Audience: testAudience,
-		Logger:   slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:      func() time.Time { return f.now },
-	}
+	return Config{Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return f.now },
+		Node: &node.Config{DataDir: f.dir, Issuer: testIssuer, Audience: testAudience}}
 }
 
 func (f *fixture) mint(t *testing.T, c mint.Claims) string {
@@ -293,8 +292,8 @@ func TestSigningKeyReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if again.Thumbprint() != f.Thumbprint() {
-		t.Fatalf("second New made a new key: %s != %s", again.Thumbprint(), f.Thumbprint())
+	if again.Node().Thumbprint() != f.Thumbprint() {
+		t.Fatalf("second New made a new key: %s != %s", again.Node().Thumbprint(), f.Thumbprint())
 	}
 	tok := f.mint(t, mint.Claims{Subject: "alice"})
 	rec := httptest.NewRecorder()
@@ -312,7 +311,7 @@ func TestSigningKeyReused(t *testing.T) {
 
 func TestConcurrentFirstStartsAgree(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}
+	cfg := Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}}
 	const n = 8
 	thumbs := make([]string, n)
 	errs := make([]error, n)
@@ -321,7 +320,7 @@ func TestConcurrentFirstStartsAgree(t *testing.T) {
 		wg.Go(func() {
 			s, err := New(context.Background(), cfg)
 			if err == nil {
-				thumbs[i] = s.Thumbprint()
+				thumbs[i] = s.Node().Thumbprint()
 				s.Close()
 			}
 			errs[i] = err
@@ -345,10 +344,10 @@ func TestConcurrentFirstStartsAgree(t *testing.T) {
 func TestDataDirPermissions(t *testing.T) {
 	f := newFixture(t)
 	for path, want := range map[string]os.FileMode{
-		f.dir:                                0o700,
-		filepath.Join(f.dir, RootKeyFile):    0o600,
-		filepath.Join(f.dir, AdminTokenFile): 0o600,
-		filepath.Join(f.dir, StoreFile):      0o600,
+		f.dir:                                  0o700,
+		filepath.Join(f.dir, node.RootKeyFile): 0o600,
+		filepath.Join(f.dir, node.AdminTokenFile): 0o600,
+		filepath.Join(f.dir, node.StoreFile):      0o600,
 	} {
 		info, err := os.Stat(path)
 		if err != nil {
@@ -362,7 +361,7 @@ func TestDataDirPermissions(t *testing.T) {
 
 func TestExposedRootKeyRefused(t *testing.T) {
 	f := newFixture(t)
-	if err := os.Chmod(filepath.Join(f.dir, RootKeyFile), 0o644); err != nil {
+	if err := os.Chmod(filepath.Join(f.dir, node.RootKeyFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := New(context.Background(), f.config()); err == nil {
@@ -373,19 +372,19 @@ func TestExposedRootKeyRefused(t *testing.T) {
 
 func TestNewRefuses(t *testing.T) {
 	bad := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bad, RootKeyFile), []byte("not a key"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bad, node.RootKeyFile), []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"no data dir", Config{Issuer: testIssuer, Audience: testAudience}},
-		{"no issuer", Config{DataDir: t.TempDir(), Audience: testAudience}},
-		{"no audience", Config{DataDir: t.TempDir(), Issuer: testIssuer}},
-		{"corrupt root key", Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}},
-		{"unreachable database", Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
-			DatabaseURL: "postgres://127.0.0.1:1/none"}},
+		{"no data dir", Config{Node: &node.Config{Issuer: testIssuer, Audience: testAudience}}},
+		{"no issuer", Config{Node: &node.Config{DataDir: t.TempDir(), Audience: testAudience}}},
+		{"no audience", Config{Node: &node.Config{DataDir: t.TempDir(), Issuer: testIssuer}}},
+		{"corrupt root key", Config{Node: &node.Config{DataDir: bad, Issuer: testIssuer, Audience: testAudience}}},
+		{"unreachable database", Config{Node: &node.Config{DataDir: t.TempDir(), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: "postgres://127.0.0.1:1/none"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -503,11 +502,11 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := f.logs.String()
-	root, err := os.ReadFile(filepath.Join(f.dir, RootKeyFile))
+	root, err := os.ReadFile(filepath.Join(f.dir, node.RootKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := os.ReadFile(filepath.Join(f.dir, AdminTokenFile))
+	admin, err := os.ReadFile(filepath.Join(f.dir, node.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,8 @@
 package server
 
 import (
-	"crypto/tls"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strconv"
-	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/tlscert"
@@ -101,70 +92,4 @@ func tlsState(f *tlscert.Files) string {
 		return "client_certificates"
 	}
 	return "on"
-}
-
-// redisTLS returns the TLS config of a rediss:// URL, nil for redis://:
-// the CAs Redis's certificate must chain to and the client certificate,
-// from the files in c (tlscert.ClientConfig), with the URL's host as the
-// server name, as go-redis sets it. It refuses the files with a redis://
-// URL, and skip_verify, which would turn verification off. This is the
-// one check of the Redis TLS settings: it sees the URL and the files in
-// force, whether they came from flags or from the configuration file.
-func redisTLS(c *Config, u *url.URL) (*tls.Config, error) {
-	if u.Query().Has("skip_verify") {
-		if v, err := strconv.ParseBool(u.Query().Get("skip_verify")); err != nil || v {
-			return nil, errors.New("skip_verify would accept any certificate from Redis: give its CA with --redis-ca-file (token_service.redis_ca_file) instead")
-		}
-	}
-	if u.Scheme != "rediss" {
-		if c.RedisCAFile != "" || c.RedisCertFile != "" || c.RedisKeyFile != "" {
-			return nil, errors.New("--redis-ca-file, --redis-cert and --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file) are for TLS: the Redis URL must be rediss://")
-		}
-		return nil, nil
-	}
-	tc, err := tlscert.ClientConfig(c.RedisCAFile, c.RedisCertFile, c.RedisKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--redis-ca-file, --redis-cert, --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file): %w", err)
-	}
-	tc.ServerName = u.Hostname()
-	return tc, nil
-}
-
-// databaseTLSWarning returns why the connection to PostgreSQL that url
-// describes can be read or changed on the network, or "" when it cannot:
-// a server on loopback or a Unix socket, or TLS that verifies the server's
-// certificate (sslmode=verify-full, or verify-ca / require with
-// sslrootcert). libpq's and pgx's default, sslmode=prefer, encrypts without
-// verifying and falls back to plain text. The environment (PGSSLMODE, ...)
-// counts, as it does when the store connects.
-func databaseTLSWarning(rawURL string) string {
-	cfg, err := pgconn.ParseConfig(rawURL)
-	if err != nil {
-		return "" // the store reports the error when it connects
-	}
-	targets := []*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}
-	targets = append(targets, cfg.Fallbacks...)
-	unverified := ""
-	for _, t := range targets {
-		if localHost(t.Host) {
-			continue
-		}
-		switch tc := t.TLSConfig; {
-		case tc == nil:
-			return fmt.Sprintf("the connection to PostgreSQL at %s can be plain text (sslmode disable, allow, or prefer, the default): use sslmode=verify-full with sslrootcert", t.Host)
-		case tc.InsecureSkipVerify && tc.VerifyPeerCertificate == nil && unverified == "":
-			unverified = fmt.Sprintf("the connection to PostgreSQL at %s does not verify the server's certificate (sslmode=require without sslrootcert): use sslmode=verify-full with sslrootcert", t.Host)
-		}
-	}
-	return unverified
-}
-
-// localHost reports whether host is a Unix socket directory, localhost or
-// a loopback address.
-func localHost(host string) bool {
-	if strings.HasPrefix(host, "/") || strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }

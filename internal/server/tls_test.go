@@ -26,6 +26,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -62,9 +63,8 @@ func startTLSNode(t *testing.T) *tlsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x",
-		Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(),
-		Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Node: &node.Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestTLSStartRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.SetDefaults()
 			data := filepath.Join(t.TempDir(), "data")
-			s, err := New(context.Background(), Config{DataDir: data, Issuer: "https://self", Audience: "x", Gateway: &tt.cfg})
+			s, err := New(context.Background(), Config{Gateway: &tt.cfg, Node: &node.Config{DataDir: data, Issuer: "https://self", Audience: "x"}})
 			if err == nil {
 				s.Close()
 				t.Fatal("New succeeded")
@@ -423,66 +423,6 @@ func TestTLSStartRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestRedisTLS: a rediss:// URL with the CA file and client certificate
-// reaches a Redis that speaks TLS only and requires client certificates;
-// without the CA, or without the client certificate, it does not; and
-// skip_verify, or TLS files with redis://, are refused.
-func TestRedisTLS(t *testing.T) {
-	ca := testnet.NewCA(t, "redis CA")
-	dir := t.TempDir()
-	srvCert, srvKey := ca.Issue(t, testnet.LeafOptions{Hosts: []string{"localhost"}}).Write(t, dir, "redis")
-	caFile := ca.WriteCA(t, dir, "ca.pem")
-	client := ca.Issue(t, testnet.LeafOptions{Hosts: []string{"keygate"}, Client: true})
-	cliCert, cliKey := client.Write(t, dir, "client")
-	addr := testnet.RedisTLS(t, srvCert, srvKey, caFile, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost",
-		Certificates: []tls.Certificate{client.TLSCertificate(t)}})
-	ping := func(rawURL string, cfg Config) error {
-		c, _, err := redisClient(rawURL, &cfg)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		return c.Ping(ctx).Err()
-	}
-	url := "rediss://localhost:" + strings.TrimPrefix(addr, "127.0.0.1:") + "/0"
-	full := Config{RedisCAFile: caFile, RedisCertFile: cliCert, RedisKeyFile: cliKey}
-	if err := ping(url, full); err != nil {
-		t.Fatalf("rediss with the CA and a client certificate: %v", err)
-	}
-	var unknown x509.UnknownAuthorityError
-	if err := ping(url, Config{RedisCertFile: cliCert, RedisKeyFile: cliKey}); !errors.As(err, &unknown) {
-		t.Errorf("without the CA file (system roots): %v", err)
-	}
-	if err := ping(url, Config{RedisCAFile: caFile}); err == nil {
-		t.Error("without a client certificate: answered")
-	}
-	if err := ping(strings.Replace(url, "localhost", "127.0.0.1", 1), full); err == nil {
-		t.Error("a host name the certificate does not hold: answered")
-	}
-	for _, bad := range []struct{ url, want string }{
-		{url + "?skip_verify=true", "skip_verify"},
-		{url + "?skip_verify=1", "skip_verify"},
-		{"redis://127.0.0.1:6379/0", "must be rediss://"},
-	} {
-		if _, _, err := redisClient(bad.url, &full); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%s: %v", bad.url, err)
-		}
-	}
-	if _, _, err := redisClient(url+"?skip_verify=false", &full); err != nil {
-		t.Errorf("skip_verify=false refused: %v", err)
-	}
-
-	// The whole node: the fleet's revocation fan-out syncs over TLS.
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
-		RedisURL: url, RedisCAFile: caFile, RedisCertFile: cliCert, RedisKeyFile: cliKey})
-	eventually(t, "the node is ready on Redis over TLS", func() bool {
-		resp, _ := do(t, http.MethodGet, l.admin+"/readyz", "", nil)
-		return resp.StatusCode == http.StatusOK
-	})
 }
 
 // TestPostgresTLS: the database URL reaches PostgreSQL over TLS with
@@ -549,8 +489,9 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		s, err := New(ctx, Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-			DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		s, err := New(ctx, Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second}}})
 		if err == nil {
 			s.Close()
 			if strings.Contains(logs.String(), "database_url") {
@@ -585,41 +526,5 @@ func tlsLeaf(path string) (*x509.Certificate, error) {
 		if block.Type == "CERTIFICATE" {
 			return x509.ParseCertificate(block.Bytes)
 		}
-	}
-}
-
-// TestDatabaseTLSWarning: a database URL that lets the connection to a
-// PostgreSQL off this host be read or changed is warned about; loopback,
-// Unix sockets and verified TLS are not.
-func TestDatabaseTLSWarning(t *testing.T) {
-	dir := t.TempDir()
-	ca := testnet.NewCA(t, "db").WriteCA(t, dir, "ca.pem")
-	t.Setenv("PGSSLMODE", "")
-	tests := []struct{ url, want string }{
-		{"postgres://u@db.example:5432/k", "can be plain text"},
-		{"postgres://u@db.example:5432/k?sslmode=prefer", "can be plain text"},
-		{"postgres://u@db.example:5432/k?sslmode=disable", "can be plain text"},
-		{"postgres://u@db.example:5432/k?sslmode=allow", "can be plain text"},
-		{"postgres://u@db.example:5432/k?sslmode=require", "does not verify"},
-		{"postgres://u@10.0.0.5:5432/k?sslmode=require", "does not verify"},
-		{"postgres://u@db.example:5432/k?sslmode=require&sslrootcert=" + ca, ""},
-		{"postgres://u@db.example:5432/k?sslmode=verify-ca&sslrootcert=" + ca, ""},
-		{"postgres://u@db.example:5432/k?sslmode=verify-full&sslrootcert=" + ca, ""},
-		{"postgres://u@127.0.0.1:5432/k?sslmode=disable", ""},
-		{"postgres://u@[::1]:5432/k?sslmode=disable", ""},
-		{"postgres://u@localhost:5432/k", ""},
-		{"postgres://u@localhost,db.example:5432/k?sslmode=disable", "db.example"},
-		{"postgres:///k?host=/var/run/postgresql&sslmode=disable", ""},
-	}
-	for _, tt := range tests {
-		got := databaseTLSWarning(tt.url)
-		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("%s: %q, want %q", tt.url, got, tt.want)
-		}
-	}
-	t.Setenv("PGSSLMODE", "verify-full")
-	t.Setenv("PGSSLROOTCERT", ca)
-	if got := databaseTLSWarning("postgres://u@db.example:5432/k"); got != "" {
-		t.Errorf("PGSSLMODE=verify-full: %q", got)
 	}
 }

@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -27,6 +29,7 @@ import (
 // live is a Server serving traffic and admin listeners on loopback.
 type live struct {
 	*Server
+	*node.Node
 	base, admin string
 	stop        func() error
 }
@@ -41,8 +44,10 @@ func startLive(t *testing.T, cfg Config) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Issuer == "" {
-		cfg.Issuer = "http://" + ln.Addr().String()
+	if cfg.Node != nil && cfg.Node.Issuer == "" {
+		n := *cfg.Node
+		n.Issuer = "http://" + ln.Addr().String()
+		cfg.Node = &n
 	}
 	s, err := New(context.Background(), cfg)
 	if err != nil {
@@ -53,7 +58,7 @@ func startLive(t *testing.T, cfg Config) *live {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ctx, ln, adm) }()
-	l := &live{Server: s, base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+	l := &live{Server: s, Node: s.Node(), base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
 	stopped := false
 	l.stop = func() error {
 		if stopped {
@@ -71,6 +76,21 @@ func startLive(t *testing.T, cfg Config) *live {
 	}
 	t.Cleanup(func() { l.stop() })
 	return l
+}
+
+// runEvery runs n's schedule every interval until ctx is done, as Run does
+// every node.TickInterval.
+func runEvery(ctx context.Context, n *node.Node, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.Tick(ctx)
+		}
+	}
 }
 
 func do(t *testing.T, method, url string, body string, h http.Header) (*http.Response, []byte) {
@@ -135,7 +155,7 @@ func tokenServiceFlow(t *testing.T, cfg Config) {
 	if resp, body := do(t, http.MethodGet, l.base+"/.well-known/jwks.json", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), kid) {
 		t.Errorf("JWKS lacks kid %s: %d %s", kid, resp.StatusCode, body)
 	}
-	if resp, body := do(t, http.MethodGet, l.base+"/.well-known/openid-configuration", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), cfg.Issuer+"/oauth2/token") {
+	if resp, body := do(t, http.MethodGet, l.base+"/.well-known/openid-configuration", "", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), cfg.Node.Issuer+"/oauth2/token") {
 		t.Errorf("discovery: %d %s", resp.StatusCode, body)
 	}
 
@@ -242,11 +262,11 @@ func clientToken2(base, id, secret string) (string, error) {
 
 func TestTokenServiceSQLite(t *testing.T) {
 	logs := &syncBuffer{}
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	cfg := Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}}
 	tokenServiceFlow(t, cfg)
-	for _, name := range []string{RootKeyFile, AdminTokenFile, StoreFile} {
-		if info, err := os.Stat(filepath.Join(cfg.DataDir, name)); err != nil || info.Mode().Perm() != 0o600 {
+	for _, name := range []string{node.RootKeyFile, node.AdminTokenFile, node.StoreFile} {
+		if info, err := os.Stat(filepath.Join(cfg.Node.DataDir, name)); err != nil || info.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v", name, info, err)
 		}
 	}
@@ -259,10 +279,10 @@ func TestTokenServicePostgres(t *testing.T) {
 	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		DatabaseURL: dbURL, RootKeyFile: rootKey}
+	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+		TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey}}}
 	tokenServiceFlow(t, cfg)
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, StoreFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(cfg.Node.DataDir, node.StoreFile)); err == nil {
 		t.Error("a SQLite store was created with a database URL")
 	}
 }
@@ -277,22 +297,21 @@ func TestTokenServiceRootKeyFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-		RootKeyEnv: "KG_ROOT", LookupEnv: func(n string) (string, bool) {
-			if n == "KG_ROOT" {
-				return strings.TrimSpace(string(key)), true
-			}
-			return "", false
-		}}
+	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, LookupEnv: func(n string) (string, bool) {
+		if n == node.RootKeyEnv {
+			return strings.TrimSpace(string(key)), true
+		}
+		return "", false
+	}}}
 	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if b := s.Bootstrap(); b.Dev || b.DemoClientID != "" {
+	if b := s.Node().Bootstrap(); b.Dev || b.DemoClientID != "" {
 		t.Errorf("dev set-up with a root key and no --dev: %+v", b)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, RootKeyFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(cfg.Node.DataDir, node.RootKeyFile)); err == nil {
 		t.Error("a dev root key was generated although one was configured")
 	}
 }
@@ -317,8 +336,8 @@ func TestPurgeExpired(t *testing.T) {
 	now.Store(&t0)
 	clock := func() time.Time { return *now.Load() }
 	adminToken := strings.Repeat("p", 40)
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
-		AdminToken: adminToken, Now: clock})
+	l := startLive(t, Config{AdminToken: adminToken, Now: clock,
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password"}`, jh); resp.StatusCode != http.StatusCreated {
@@ -342,7 +361,7 @@ func TestPurgeExpired(t *testing.T) {
 		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
 	}
 	revocations := func() int {
-		rs, err := l.store.Revocations(context.Background(), t0.Add(-time.Hour)) // as of before the revocation lapsed
+		rs, err := l.Store().Revocations(context.Background(), t0.Add(-time.Hour)) // as of before the revocation lapsed
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +382,7 @@ func TestPurgeExpired(t *testing.T) {
 	fresh := login()
 	stored := func(tok string) bool {
 		d := issuer.SecretDigest(tok)
-		_, err := l.store.GetRefreshToken(context.Background(), d[:])
+		_, err := l.Store().GetRefreshToken(context.Background(), d[:])
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -374,7 +393,7 @@ func TestPurgeExpired(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); l.tick(ctx, 10*time.Millisecond) }()
+	go func() { defer close(done); runEvery(ctx, l.Node, 10*time.Millisecond) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for stored(old) {
 		if time.Now().After(deadline) {
@@ -388,11 +407,11 @@ func TestPurgeExpired(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if rs, _ := l.store.Revocations(context.Background(), t0); len(rs) != 1 || rs[0].Subject != "kept-user" {
+	if rs, _ := l.Store().Revocations(context.Background(), t0); len(rs) != 1 || rs[0].Subject != "kept-user" {
 		t.Errorf("left in the store: %+v, want the kept-user revocation", rs)
 	}
 	issued := t0.Add(-2 * time.Hour)
-	if l.revoked.Revoked(testIssuer, "", "old-user", issued) || !l.revoked.Revoked(testIssuer, "", "kept-user", issued) {
+	if l.Revocations().Revoked(testIssuer, "", "old-user", issued) || !l.Revocations().Revoked(testIssuer, "", "kept-user", issued) {
 		t.Error("the node's memory did not drop just the subject revocation past its retention")
 	}
 	cancel()
@@ -412,7 +431,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 	now.Store(&t0)
 	clock := func() time.Time { return *now.Load() }
 	dir := filepath.Join(t.TempDir(), "data")
-	cfg := Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true, Now: clock}
+	cfg := Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}}
 	l := startLive(t, cfg)
 	b := l.Bootstrap()
 	access := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
@@ -424,7 +443,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 	now.Store(&late)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); l.tick(ctx, 5*time.Millisecond) }()
+	go func() { defer close(done); runEvery(ctx, l.Node, 5*time.Millisecond) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	<-done
@@ -434,7 +453,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 	if err := l.stop(); err != nil {
 		t.Fatal(err)
 	}
-	again := startLive(t, Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true, Now: clock})
+	again := startLive(t, Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(access)); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a revoked token within the leeway after a restart: %d, want 401", resp.StatusCode)
 	}

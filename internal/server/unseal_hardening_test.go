@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -35,14 +37,14 @@ func sealedWithHeader(t *testing.T) (*live, string, keyring.RootKey) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	header := filepath.Join(dir, KeyringFile)
+	header := filepath.Join(dir, node.KeyringFile)
 	root, err := keyring.InitPassphrase(header, []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	l := startLive(t, Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
-		AdminToken: "admin-token-0123456789abcdef0123456789"})
+	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	if !l.Sealed() {
 		t.Fatal("a node with only a keyring.json is not sealed")
 	}
@@ -70,7 +72,7 @@ func setKeyID(t *testing.T, header string, id keyring.KeyID) {
 
 func storedKeys(t *testing.T, l *live) int {
 	t.Helper()
-	keys, err := l.store.ListSigningKeys(t.Context())
+	keys, err := l.Store().ListSigningKeys(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,12 +175,13 @@ func TestUnsealHidesStoreErrors(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	token := "admin-token-0123456789abcdef0123456789"
-	l := startLive(t, Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-		RootKeyFile: keyFile, AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	l := startLive(t, Config{AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", adminJSON(token)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("seal: %d %s", resp.StatusCode, body)
 	}
-	if err := l.store.Close(); err != nil { // every store call fails from now on
+	if err := l.Store().Close(); err != nil { // every store call fails from now on
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]string{"key": strings.TrimSpace(string(key))})
@@ -210,7 +213,7 @@ func sealedUnder(t *testing.T, l *live, root keyring.RootKey) (foreign []string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := l.store.ListSigningKeys(t.Context())
+	keys, err := l.Store().ListSigningKeys(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,8 +235,8 @@ func churnKeys(l *live) (stop func()) {
 	for range 2 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				l.keys.Tick(ctx)          //nolint:errcheck // sealed: ErrSealed, or nothing due
-				l.keys.Rotate(ctx, false) //nolint:errcheck
+				l.Keys().Tick(ctx)          //nolint:errcheck // sealed: ErrSealed, or nothing due
+				l.Keys().Rotate(ctx, false) //nolint:errcheck
 			}
 		})
 	}
@@ -255,9 +258,9 @@ func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	return Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-		RootKeyFile: keyFile, AdminToken: "admin-token-0123456789abcdef0123456789",
-		KeyRotation: time.Minute, KeyPrePublish: 2 * time.Hour}, root, keyFile
+	return Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour}}}, root, keyFile
 }
 
 // rotatingNode starts a rotatingConfig node and seals it through the API.
@@ -327,7 +330,7 @@ func TestUnsealNoWrongKeyWindow(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || l.Sealed() {
 		t.Fatalf("the right key: %d %s", resp.StatusCode, body)
 	}
-	if id, _ := l.keyring.Current(); id != root.ID() {
+	if id, _ := l.Keyring().Current(); id != root.ID() {
 		t.Fatalf("unsealed with %v, want %v", id, root.ID())
 	}
 	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 || total < 2 {
@@ -348,12 +351,12 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	other, err := keyring.InitPassphrase(filepath.Join(cfg.DataDir, KeyringFile), []byte(testPassphrase), nil)
+	other, err := keyring.InitPassphrase(filepath.Join(cfg.Node.DataDir, node.KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other.Destroy()
-	cfg.RootKeyFile = ""
+	cfg.Node.TokenService.RootKeyFile = ""
 	l := startLive(t, cfg)
 	if !l.Sealed() {
 		t.Fatal("not sealed")
@@ -377,8 +380,9 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 // first key it is given. Before the fix, whoever reached an admin listener
 // first chose the fleet's root key, with no credential at all.
 func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
-	l := startLive(t, Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
-		DatabaseURL: newSchema(t), AdminToken: "admin-token-0123456789abcdef0123456789"})
+	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+			TokenService: config.TokenService{DatabaseURL: newSchema(t)}}})
 	if !l.Sealed() {
 		t.Fatal("a node with a database and no root key is not sealed")
 	}
@@ -396,24 +400,24 @@ func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
 // other, and a second Init changes nothing.
 func TestInit(t *testing.T) {
 	dbURL := newSchema(t)
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
-		DatabaseURL: dbURL, SigningAlg: jose.EdDSA}
+	cfg := Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+		TokenService: config.TokenService{DatabaseURL: dbURL, SigningAlg: "EdDSA"}}}
 	key := randomKey(t)
 	root, err := keyring.ParseKey([]byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer root.Destroy()
-	kid, err := Init(t.Context(), cfg, root)
+	kid, err := node.Init(t.Context(), *cfg.Node, root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other, _ := keyring.GenerateRootKey(nil)
 	defer other.Destroy()
-	if _, err := Init(t.Context(), cfg, other); !errors.Is(err, issuer.ErrInitialized) {
+	if _, err := node.Init(t.Context(), *cfg.Node, other); !errors.Is(err, issuer.ErrInitialized) {
 		t.Errorf("a second Init: %v, want ErrInitialized", err)
 	}
-	if _, err := Init(t.Context(), Config{DataDir: t.TempDir()}, root); err == nil {
+	if _, err := node.Init(t.Context(), node.Config{DataDir: t.TempDir()}, root); err == nil {
 		t.Error("Init without a database URL succeeded")
 	}
 
@@ -427,8 +431,8 @@ func TestInit(t *testing.T) {
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"key":"`+key+`"}`, jsonHeader); resp.StatusCode != http.StatusOK || l.Sealed() {
 		t.Fatalf("the key Init was given: %d %s", resp.StatusCode, body)
 	}
-	if l.Thumbprint() != kid || l.keys.Signer().Alg() != jose.EdDSA {
-		t.Errorf("signing with %s (%v), want Init's %s (EdDSA)", l.Thumbprint(), l.keys.Signer().Alg(), kid)
+	if l.Thumbprint() != kid || l.Keys().Signer().Alg() != jose.EdDSA {
+		t.Errorf("signing with %s (%v), want Init's %s (EdDSA)", l.Thumbprint(), l.Keys().Signer().Alg(), kid)
 	}
 	if foreign, total := sealedUnder(t, l, root); len(foreign) > 0 || total != 1 {
 		t.Errorf("%d of %d keys not under the root key", len(foreign), total)
@@ -471,7 +475,8 @@ func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
 	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(t.Context(), Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, RootKeyFile: keyFile})
+	s, err := New(t.Context(), Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
+		TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if !errors.Is(err, keyring.ErrWrongKey) {
 		if s != nil {
 			s.Close()

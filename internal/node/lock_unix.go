@@ -1,13 +1,13 @@
 //go:build unix
 
-package server
+package node
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockDir takes an exclusive lock on dir/LockFile, so that servers starting
+// lockDir takes an exclusive lock on dir/LockFile, so that nodes starting
 // at once on one data directory set it up one after the other (and agree
 // on one first signing key). unlock releases it.
 func lockDir(dir string) (unlock func(), err error) {

@@ -1,4 +1,4 @@
-package server
+package node
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // go-redis logs its own connection failures through one process-wide
 // logger, by default to stderr in its own format, once per failed dial:
 // while Redis is down that is a line every few milliseconds. redisLogger
-// sends them to the server's slog logger instead, at most one line per
+// sends them to the node's slog logger instead, at most one line per
 // redisLogEvery with a count of those it held back. The readiness and
 // staleness metrics are the signal an operator watches; these lines are
 // the detail.
@@ -34,7 +34,7 @@ var redisLog = &redisLogger{}
 
 var redisLogOnce sync.Once
 
-// routeRedisLogs makes go-redis log through l (the latest server's logger
+// routeRedisLogs makes go-redis log through l (the latest node's logger
 // when a process runs several).
 func routeRedisLogs(l *slog.Logger) {
 	redisLog.log.Store(l)

@@ -1,4 +1,4 @@
-package server
+package node
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 // From then on an unseal accepts root alone, the key that opens the
 // stored signing keys; on an empty store without keyring.json it accepts
 // none, so no caller of the unauthenticated unseal endpoint can choose the
-// fleet's root key. cfg needs DatabaseURL; StoreTimeout, SigningAlg,
-// KeyRotation, KeyPrePublish and AccessTokenTTL are used as by New. A
-// store that already holds signing keys is [issuer.ErrInitialized] and is
-// left alone.
+// fleet's root key. cfg needs TokenService.DatabaseURL; its store timeout
+// and signing-key settings are used as by Open. A store that already
+// holds signing keys is [issuer.ErrInitialized] and is left alone.
 func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, err error) {
-	if cfg.DatabaseURL == "" {
-		return "", errors.New("server: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
+	ts := cfg.TokenService.WithDefaults()
+	if ts.DatabaseURL == "" {
+		return "", errors.New("node: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -33,17 +33,17 @@ func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, er
 	}
 	kr, err := keyring.New(keyring.Options{Root: root, Rand: cfg.Rand})
 	if err != nil {
-		return "", fmt.Errorf("server: root key: %w", err)
+		return "", fmt.Errorf("node: root key: %w", err)
 	}
 	defer kr.Seal()
-	s := &Server{cfg: cfg}
-	if err := s.openStore(ctx); err != nil {
+	st, err := openStore(ctx, ts, "")
+	if err != nil {
 		return "", err
 	}
-	defer s.store.Close()
-	kid, err = issuer.NewKeyManager(s.store, kr, s.keyPolicy(), cfg.Now).Init(ctx)
+	defer st.Close()
+	kid, err = issuer.NewKeyManager(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
 	if err != nil {
-		return "", fmt.Errorf("server: init: %w", err)
+		return "", fmt.Errorf("node: init: %w", err)
 	}
 	return kid, nil
 }

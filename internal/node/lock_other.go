@@ -1,6 +1,6 @@
 //go:build !unix
 
-package server
+package node
 
 // lockDir is a no-op where flock is not available: concurrent first starts
 // on one data directory may then create two signing keys, which converge

@@ -1,0 +1,62 @@
+package httperr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWrite(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		body   string
+		header http.Header
+	}{
+		{"refusal", &Error{Status: 400, Code: "invalid_request", Description: `issuer "a<b" is not trusted`}, 400,
+			`{"error":"invalid_request","error_description":"issuer \"a\u003cb\" is not trusted"}` + "\n", http.Header{}},
+		{"wrapped", fmt.Errorf("context: %w", &Error{Status: 409, Code: "conflict", Description: "client already exists"}), 409,
+			`{"error":"conflict","error_description":"client already exists"}` + "\n", http.Header{}},
+		{"retry after", &Error{Status: 429, Code: "slow_down", Description: "d", RetryAfter: 1500 * time.Millisecond}, 429,
+			`{"error":"slow_down","error_description":"d"}` + "\n", http.Header{"Retry-After": {"2"}}},
+		{"retry after under a second", &Error{Status: 429, Code: "slow_down", Description: "d", RetryAfter: time.Millisecond}, 429,
+			`{"error":"slow_down","error_description":"d"}` + "\n", http.Header{"Retry-After": {"1"}}},
+		{"challenge", &Error{Status: 401, Code: "invalid_client", Description: "d", Challenge: `Basic realm="keygate"`}, 401,
+			`{"error":"invalid_client","error_description":"d"}` + "\n", http.Header{"Www-Authenticate": {`Basic realm="keygate"`}}},
+		{"internal", errors.New("store: /var/lib/keygate/keygate.db: disk I/O error"), 500,
+			`{"error":"server_error","error_description":"internal error"}` + "\n", http.Header{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			wr := Writer{Log: slog.New(slog.NewTextHandler(&logs, nil))}
+			rec := httptest.NewRecorder()
+			e := wr.Write(rec, httptest.NewRequest("POST", "/v1/x", nil), tt.err)
+			if rec.Code != tt.status || e.Status != tt.status || rec.Body.String() != tt.body {
+				t.Errorf("got %d (%d) %q, want %d %q", rec.Code, e.Status, rec.Body, tt.status, tt.body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			for k, v := range tt.header {
+				if got := rec.Header()[k]; len(got) != 1 || got[0] != v[0] {
+					t.Errorf("%s: %q, want %q", k, got, v)
+				}
+			}
+			if n := len(rec.Header()); n != 1+len(tt.header) {
+				t.Errorf("headers %v, want Content-Type and %v", rec.Header(), tt.header)
+			}
+			logged := strings.Contains(logs.String(), "disk I/O error")
+			if logged != (tt.status == 500) {
+				t.Errorf("logged %v for status %d: %q", logged, tt.status, logs.String())
+			}
+		})
+	}
+}
