@@ -7,6 +7,7 @@ import (
 	"crypto/hkdf"
 	"crypto/sha256"
 	"hash/maphash"
+	"runtime"
 	"sync"
 )
 
@@ -60,6 +61,8 @@ func deriveKey(v *Version, ctx []byte, convergent bool) (*derived, error) {
 	default:
 		return nil, newError(ReasonUnsupported, "key derivation is not supported by the key type")
 	}
+	// Overwritten once evicted from the cache and no longer in use.
+	runtime.AddCleanup(d, zeroize, secretParts{bytes: [][]byte{d.nonceKey, d.ed}})
 	return d, nil
 }
 

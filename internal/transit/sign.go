@@ -256,12 +256,11 @@ func verifySig[T string | []byte](e *Engine, k *Key, input []byte, signature T, 
 	if err != nil {
 		return VerifyResult{}, err
 	}
-	var sigBuf [1024]byte
 	var sig []byte
 	if o.Marshaling == MarshalJWS {
-		sig, err = decodeB64(urlB64, sigBuf[:0], payload)
+		sig, err = decodeB64(urlB64, nil, payload)
 	} else {
-		sig, err = decodeStd(sigBuf[:0], payload)
+		sig, err = decodeStd(nil, payload)
 	}
 	if err != nil {
 		return VerifyResult{}, err

@@ -148,6 +148,20 @@ type Capabilities struct {
 
 // Capabilities reports what keys of type t support.
 func (t KeyType) Capabilities() Capabilities {
+	if t.valid() {
+		return capabilities[t]
+	}
+	return Capabilities{}
+}
+
+var capabilities = func() (c [maxKeyType]Capabilities) {
+	for t := KeyType(1); t < maxKeyType; t++ {
+		c[t] = t.capabilities()
+	}
+	return c
+}()
+
+func (t KeyType) capabilities() Capabilities {
 	c := Capabilities{HMAC: t.valid()}
 	switch t {
 	case AES128GCM96, AES256GCM96, ChaCha20Poly1305, XChaCha20Poly1305:

@@ -174,6 +174,7 @@ func TestWycheproofSignatures(t *testing.T) {
 		{"rsa_pss_4096_sha512_mgf1_64_test.json", rsaType, pssOpts},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
 			f := loadVectors(t, tc.file)
 			ran := 0
 			for _, g := range f.TestGroups {
