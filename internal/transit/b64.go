@@ -52,7 +52,18 @@ func appendB64(dst, src []byte) []byte {
 	n := base64.StdEncoding.EncodedLen(len(src))
 	dst = slices.Grow(dst, n)
 	out := dst[len(dst) : len(dst)+n]
-	di, si := 0, 0
+	s, o := src, out
+	for len(s) >= 14 && len(o) >= 16 {
+		// Two steps per iteration; each reads 8 bytes and uses 6.
+		v := binary.BigEndian.Uint64(s)
+		w := binary.BigEndian.Uint64(s[6:])
+		binary.LittleEndian.PutUint64(o, uint64(b64Pairs[v>>52&0xfff])|
+			uint64(b64Pairs[v>>40&0xfff])<<16|uint64(b64Pairs[v>>28&0xfff])<<32|uint64(b64Pairs[v>>16&0xfff])<<48)
+		binary.LittleEndian.PutUint64(o[8:], uint64(b64Pairs[w>>52&0xfff])|
+			uint64(b64Pairs[w>>40&0xfff])<<16|uint64(b64Pairs[w>>28&0xfff])<<32|uint64(b64Pairs[w>>16&0xfff])<<48)
+		s, o = s[12:], o[16:]
+	}
+	si, di := len(src)-len(s), len(out)-len(o)
 	for ; si+8 <= len(src); si, di = si+6, di+8 {
 		v := binary.BigEndian.Uint64(src[si:])
 		binary.LittleEndian.PutUint64(out[di:], uint64(b64Pairs[v>>52&0xfff])|
@@ -96,7 +107,18 @@ func appendUnB64[T string | []byte](dst []byte, src T) ([]byte, bool) {
 	out := dst[start : start+size]
 	body := n - 4 // the last quantum may hold padding
 	var acc uint32
-	si, di := 0, 0
+	s, o := src[:body], out
+	for len(s) >= 16 && len(o) >= 12 {
+		a := b64Dec[0][s[0]] | b64Dec[1][s[1]] | b64Dec[2][s[2]] | b64Dec[3][s[3]]
+		b := b64Dec[0][s[4]] | b64Dec[1][s[5]] | b64Dec[2][s[6]] | b64Dec[3][s[7]]
+		c := b64Dec[0][s[8]] | b64Dec[1][s[9]] | b64Dec[2][s[10]] | b64Dec[3][s[11]]
+		d := b64Dec[0][s[12]] | b64Dec[1][s[13]] | b64Dec[2][s[14]] | b64Dec[3][s[15]]
+		acc |= a | b | c | d
+		o[0], o[1], o[2], o[3], o[4], o[5] = byte(a>>16), byte(a>>8), byte(a), byte(b>>16), byte(b>>8), byte(b)
+		o[6], o[7], o[8], o[9], o[10], o[11] = byte(c>>16), byte(c>>8), byte(c), byte(d>>16), byte(d>>8), byte(d)
+		s, o = s[16:], o[12:]
+	}
+	si, di := body-len(s), len(out)-len(o)
 	for ; si+8 <= body; si, di = si+8, di+6 {
 		a := b64Dec[0][src[si]] | b64Dec[1][src[si+1]] | b64Dec[2][src[si+2]] | b64Dec[3][src[si+3]]
 		b := b64Dec[0][src[si+4]] | b64Dec[1][src[si+5]] | b64Dec[2][src[si+6]] | b64Dec[3][src[si+7]]
