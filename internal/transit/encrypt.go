@@ -58,6 +58,10 @@ func (k *Key) encryptVersion(n int) (*Version, error) {
 		return nil, versionError(ReasonUnknownVersion, "requested version is newer than the latest version", n)
 	case n < k.cfg.MinEncryptionVersion:
 		return nil, versionError(ReasonVersionTooOld, "requested version is below min_encryption_version", n)
+	case n < k.cfg.MinDecryptionVersion:
+		// With min_encryption_version 0 Vault still cannot use such a
+		// version: it is archived, out of the policy.
+		return nil, versionError(ReasonVersionTooOld, "requested version is below min_decryption_version", n)
 	}
 	if v := k.version(n); v != nil {
 		return v, nil

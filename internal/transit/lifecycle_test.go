@@ -110,6 +110,16 @@ func TestVersionsAndMinimums(t *testing.T) {
 	h1 := must[Result](t)(e.HMAC(k, []byte("x"), HMACOptions{KeyVersion: 1}))
 	_, err = e.VerifyHMAC(k2, []byte("x"), h1.Text, HMACOptions{})
 	wantReason(t, err, ReasonVersionTooOld)
+	// min_encryption_version 0 still allows nothing below
+	// min_decryption_version, even when the snapshot holds it.
+	k3, _, err := e.Configure(k, ConfigUpdate{MinDecryptionVersion: ptr(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Encrypt(k3, []byte("x"), EncryptOptions{KeyVersion: 1})
+	wantReason(t, err, ReasonVersionTooOld)
+	_, err = e.HMAC(k3, []byte("x"), HMACOptions{KeyVersion: 1})
+	wantReason(t, err, ReasonVersionTooOld)
 	// Rewrap moves an old ciphertext to the latest version.
 	rw := must[Result](t)(e.Rewrap(ctx, k2, r2.Text, RewrapOptions{}))
 	if rw.KeyVersion != 3 {
