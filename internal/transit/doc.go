@@ -1,0 +1,68 @@
+// Package transit is the crypto engine of keygate's Vault-compatible transit
+// service: named, versioned keys and the operations Vault's transit secrets
+// engine offers on them — encrypt, decrypt, rewrap, datakey, sign, verify,
+// hmac, verify-hmac, hash, random, import (BYOK) and export — with Vault's
+// key types, parameters, rules and text formats, so that a Vault client
+// works unchanged and a Vault ciphertext decrypts here.
+//
+// The package has no HTTP, no storage and no keyring. A [Key] is an
+// immutable snapshot of a named key (Vault's policy): its [Config] and its
+// [Version]s. The storage layer keeps the configuration ([MarshalConfig])
+// and each version ([MarshalVersion], sealed by the keyring) and assembles
+// snapshots with [LoadKey]; changes ([Engine.Rotate], [Engine.Configure],
+// [Engine.Trim], [Engine.ImportVersion]) return a new snapshot to store and
+// swap in atomically. An [Engine] runs the operations; it holds only the
+// random source, the clock, a bounded cache of derived keys and the worker
+// limits.
+//
+// # Formats
+//
+// Ciphertexts, signatures and HMACs are Vault's text: "vault:v" + version +
+// ":" + standard base64 of the payload. For the AEAD key types the payload
+// is nonce‖ciphertext‖tag (AES-256-GCM and AES-128-GCM with 96-bit nonces,
+// ChaCha20-Poly1305, XChaCha20-Poly1305); for RSA keys, RSA-OAEP with
+// SHA-256. Signatures marshaled as jws are unpadded base64url.
+//
+// # Security properties
+//
+//   - Decryption reads the version from the text and uses exactly that
+//     version: a version below min_decryption_version is [ErrVersionTooOld],
+//     one newer than the key's latest is [ErrUnknownVersion] (re-read the key
+//     and retry once). No version is ever tried in turn.
+//   - Texts are parsed strictly ([ParseCiphertext]): one spelling per value,
+//     canonical base64, no legacy "v0".
+//   - HMAC verification compares in constant time; key import unwrapping
+//     (RSA-OAEP, then AES-KWP, package kwp) fails with one error whatever
+//     failed.
+//   - Key material is unexported, prints as its type and number, and is
+//     overwritten (the raw bytes and the private scalars) once a version is
+//     unreachable, such as after a trim. Data keys and exports come back as
+//     [Secret], which prints "[redacted]".
+//   - Derived keys are HKDF-SHA256 of the version's key with the context
+//     (Vault's kdf hkdf_sha256), cached by (version, context) in a cache
+//     bounded by entries; long contexts are never cached.
+//   - Convergent encryption is Vault's version 3 (the nonce is an HMAC of the
+//     plaintext under a derived key), byte-compatible with Vault. Unlike
+//     Vault, it refuses associated data, which would reuse a nonce across
+//     different associated data.
+//   - The random source and the clock are injected ([Options]).
+//
+// # Errors
+//
+// Every failure is an [*Error] whose [Reason] is a short machine-readable
+// name (malformed, unknown_version, version_too_old, decryption_failed,
+// unsupported, busy, ...); callers branch with errors.Is against the
+// sentinels such as [ErrUnknownVersion], and Reason.UserError tells a 4xx
+// from a 5xx.
+//
+// # Speed
+//
+// Each version builds its cipher.AEAD once and RSA keys are precomputed
+// once. [Engine.SealRaw] and [Engine.OpenRaw] are the binary paths;
+// [Engine.AppendEncrypt] and [Engine.AppendDecrypt] append or read the text
+// in the caller's buffer. With room in the buffer, none of them allocates
+// for a non-derived AEAD key (TestEncryptAllocations). Batches spread over
+// the cores in chunks, in order, with an error per item. RSA private-key
+// operations run on a bounded number of workers with a bounded queue;
+// beyond it they fail at once with [ErrBusy].
+package transit
