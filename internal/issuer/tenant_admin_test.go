@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -214,5 +215,139 @@ func TestTenantScopesThroughAdmin(t *testing.T) {
 	}
 	if code, m := f.refresh(t, client, tok["refresh_token"].(string)); code != 200 || m["scope"] != strings.Join(scopes, " ") {
 		t.Errorf("refresh: %d %v", code, m)
+	}
+}
+
+// TestTenantIsolation: a table over the token service's and the admin
+// API's routes that take a tenant. Tenants acme and bravo each have a
+// client, a resource server with the introspect scope and a user alice
+// (two people with two passwords); bravo also has bob. Whatever acme's
+// clients send, they get nothing of bravo's — not its users, tokens or
+// refresh tokens — and are answered as if bravo's did not exist; the admin
+// API's per-tenant lists hold exactly that tenant's.
+func TestTenantIsolation(t *testing.T) {
+	f := newAdminFixture(t)
+	type tenantSet struct {
+		client, rs      [2]string
+		alice, password string // alice's id and password
+		access, refresh string // alice's login
+	}
+	set := map[string]*tenantSet{}
+	for _, name := range []string{"acme", "bravo"} {
+		if code, m := f.call(t, "POST", "/v1/admin/tenants", adminToken, map[string]any{"name": name}); code != 201 {
+			t.Fatalf("create tenant %s: %d %v", name, code, m)
+		}
+		s := &tenantSet{client: f.mkClient(t, name, "read"), rs: f.mkClient(t, name, "introspect"), password: name + " alice's password"}
+		s.alice = f.mkUser(t, name, "alice", s.password, "read")
+		code, tok := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {s.password}}, s.client[0], s.client[1])
+		if code != 200 {
+			t.Fatalf("%s alice's login: %d %v", name, code, tok)
+		}
+		s.access, s.refresh = tok["access_token"].(string), tok["refresh_token"].(string)
+		set[name] = s
+	}
+	bob := f.mkUser(t, "bravo", "bob", "bob's own password", "read")
+	defClient := f.mkClient(t, "", "read")
+	defAlice := f.mkUser(t, "", "alice", "default alice's password", "read")
+	acme, bravo := set["acme"], set["bravo"]
+
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	login := func(c [2]string, user, pw string) answer {
+		code, m := f.post(t, "/v1/login", url.Values{"username": {user}, "password": {pw}}, c[0], c[1])
+		return answer{code, m}
+	}
+	refresh := func(c [2]string, tok string) answer {
+		code, m := f.refresh(t, c, tok)
+		return answer{code, m}
+	}
+	introspect := func(c [2]string, tok string) answer {
+		code, m := f.post(t, "/oauth2/introspect", url.Values{"token": {tok}}, c[0], c[1])
+		return answer{code, m}
+	}
+	list := func(path string) []string {
+		code, m := f.call(t, "GET", path, adminToken, nil)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", path, code, m)
+		}
+		field, key := "clients", "client_id"
+		if strings.Contains(path, "/users") {
+			field, key = "users", "id"
+		}
+		return ids(m, field, key)
+	}
+	sorted := func(s ...string) []string { slices.Sort(s); return s }
+	same := func(t *testing.T, got, want answer) {
+		t.Helper()
+		if got.code != want.code || !reflect.DeepEqual(got.body, want.body) {
+			t.Errorf("got %d %v, want what a name no tenant has gets: %d %v", got.code, got.body, want.code, want.body)
+		}
+	}
+	unknownUser := login(acme.client, "nobody", "nobody's password")
+	unknownRefresh := refresh(acme.client, "kgr_"+strings.Repeat("A", 43))
+	inactive := introspect(acme.rs, "not.a.token")
+	if unknownUser.code != 401 || unknownRefresh.code != 400 || inactive.code != 200 || inactive.body["active"] != false {
+		t.Fatalf("the answers to unknown names: %v %v %v", unknownUser, unknownRefresh, inactive)
+	}
+
+	for _, tc := range []struct {
+		route, name string
+		check       func(t *testing.T)
+	}{
+		{"POST /oauth2/token", "client_credentials: the client's tenant", func(t *testing.T) {
+			code, m := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}, "tenant": {"bravo"}}, acme.client[0], acme.client[1])
+			if c := claims(t, m["access_token"].(string)); code != 200 || c["tenant"] != "acme" {
+				t.Errorf("%d %v", code, c)
+			}
+		}},
+		{"POST /v1/login", "own tenant's alice", func(t *testing.T) {
+			a := login(acme.client, "alice", acme.password)
+			if c := claims(t, a.body["access_token"].(string)); a.code != 200 || c["sub"] != acme.alice || c["tenant"] != "acme" {
+				t.Errorf("%d %v", a.code, c)
+			}
+		}},
+		{"POST /v1/login", "another tenant's alice, her password", func(t *testing.T) { same(t, login(acme.client, "alice", bravo.password), unknownUser) }},
+		{"POST /v1/login", "a user of another tenant alone", func(t *testing.T) { same(t, login(acme.client, "bob", "bob's own password"), unknownUser) }},
+		{"POST /v1/login", "a default client, acme's alice", func(t *testing.T) { same(t, login(defClient, "alice", acme.password), unknownUser) }},
+		{"POST /v1/login", "acme's client, default alice", func(t *testing.T) { same(t, login(acme.client, "alice", "default alice's password"), unknownUser) }},
+		{"POST /oauth2/token", "refresh: another tenant's refresh token", func(t *testing.T) { same(t, refresh(acme.client, bravo.refresh), unknownRefresh) }},
+		{"POST /oauth2/introspect", "another tenant's token, with the introspect scope", func(t *testing.T) { same(t, introspect(acme.rs, bravo.access), inactive) }},
+		{"POST /oauth2/introspect", "another tenant's token, as a client", func(t *testing.T) { same(t, introspect(acme.client, bravo.access), inactive) }},
+		{"POST /oauth2/introspect", "own tenant's token, with the introspect scope", func(t *testing.T) {
+			if a := introspect(acme.rs, acme.access); a.body["active"] != true || a.body["tenant"] != "acme" || a.body["sub"] != acme.alice {
+				t.Errorf("%v", a)
+			}
+		}},
+		{"POST /oauth2/revoke", "another tenant's tokens stay", func(t *testing.T) {
+			for _, tok := range []string{bravo.access, bravo.refresh} {
+				if code, m := f.post(t, "/oauth2/revoke", url.Values{"token": {tok}}, acme.client[0], acme.client[1]); code != 200 {
+					t.Errorf("revoke: %d %v", code, m)
+				}
+			}
+			if a := introspect(bravo.rs, bravo.access); a.body["active"] != true {
+				t.Errorf("bravo's token after acme revoked it: %v", a)
+			}
+			if a := refresh(bravo.client, bravo.refresh); a.code != 200 {
+				t.Errorf("bravo's refresh token after acme revoked it: %v", a)
+			}
+		}},
+		{"GET /v1/admin/clients", "?tenant= lists exactly that tenant's", func(t *testing.T) {
+			for tenant, want := range map[string][]string{"acme": sorted(acme.client[0], acme.rs[0]), "bravo": sorted(bravo.client[0], bravo.rs[0]), "default": {defClient[0]}} {
+				if got := list("/v1/admin/clients?tenant=" + tenant); !slices.Equal(got, want) {
+					t.Errorf("%s: %v, want %v", tenant, got, want)
+				}
+			}
+		}},
+		{"GET /v1/admin/users", "?tenant= lists exactly that tenant's", func(t *testing.T) {
+			for tenant, want := range map[string][]string{"acme": {acme.alice}, "bravo": sorted(bravo.alice, bob), "default": {defAlice}} {
+				if got := list("/v1/admin/users?tenant=" + tenant); !slices.Equal(got, want) {
+					t.Errorf("%s: %v, want %v", tenant, got, want)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.route+": "+tc.name, tc.check)
 	}
 }
