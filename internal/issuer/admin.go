@@ -179,18 +179,9 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 
 // listClients lists every tenant's clients, or with ?tenant= one tenant's.
 func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) error {
-	tenant, filter, err := a.tenantFilter(r)
+	cs, err := listIn(a, r, "clients", a.svc.cfg.Store.ListClients, a.svc.cfg.Store.ListClientsIn)
 	if err != nil {
 		return err
-	}
-	var cs []store.Client
-	if filter {
-		cs, err = a.svc.cfg.Store.ListClientsIn(r.Context(), tenant)
-	} else {
-		cs, err = a.svc.cfg.Store.ListClients(r.Context())
-	}
-	if err != nil {
-		return storeError("clients", err)
 	}
 	out := make([]clientView, 0, len(cs))
 	for _, c := range cs {
@@ -365,18 +356,9 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 
 // listUsers lists every tenant's users, or with ?tenant= one tenant's.
 func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
-	tenant, filter, err := a.tenantFilter(r)
+	us, err := listIn(a, r, "users", a.svc.cfg.Store.ListUsers, a.svc.cfg.Store.ListUsersIn)
 	if err != nil {
 		return err
-	}
-	var us []store.User
-	if filter {
-		us, err = a.svc.cfg.Store.ListUsersIn(r.Context(), tenant)
-	} else {
-		us, err = a.svc.cfg.Store.ListUsers(r.Context())
-	}
-	if err != nil {
-		return storeError("users", err)
 	}
 	out := make([]userView, 0, len(us))
 	for _, u := range us {

@@ -73,6 +73,26 @@ func (a *Admin) tenantFilter(r *http.Request) (tenant string, filter bool, err e
 	return vs[0], true, nil
 }
 
+// listIn lists what (clients, users) of every tenant with all, or, with the
+// request's ?tenant= filter (tenantFilter), of that tenant with in.
+func listIn[T any](a *Admin, r *http.Request, what string,
+	all func(context.Context) ([]T, error), in func(context.Context, string) ([]T, error)) ([]T, error) {
+	tenant, filter, err := a.tenantFilter(r)
+	if err != nil {
+		return nil, err
+	}
+	var list []T
+	if filter {
+		list, err = in(r.Context(), tenant)
+	} else {
+		list, err = all(r.Context())
+	}
+	if err != nil {
+		return nil, storeError(what, err)
+	}
+	return list, nil
+}
+
 // tenantExists is nil if name is a tenant, else 400 or 404 (see above).
 func (a *Admin) tenantExists(ctx context.Context, name string) error {
 	if err := invalidTenant(store.ValidTenantName(name)); err != nil {
