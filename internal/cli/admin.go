@@ -13,15 +13,18 @@ import (
 // a running node (the client commands are in clients.go).
 
 func (a *app) usersCreate(ctx context.Context, args []string) error {
-	fs := a.flags("keygate users create", "--username NAME [--scopes a,b] [--password-file FILE] [flags]",
-		"Creates a user who can log in with POST /v1/login. The password (8+ characters) is read\n"+
-			"from the terminal (twice, without echo), the first line of standard input, or\n"+
-			"--password-file; the node stores only its Argon2id hash.")
+	fs := a.flags("keygate users create", "--username NAME [--scopes a,b] [--tenant T] [--password-file FILE] [flags]",
+		"Creates a user who can log in with POST /v1/login, through a client of the user's tenant\n"+
+			"(default: the default tenant). The password (8+ characters) is read from the terminal\n"+
+			"(twice, without echo), the first line of standard input, or --password-file; the node\n"+
+			"stores only its Argon2id hash.")
 	var af adminFlags
 	af.register(fs)
-	username := fs.String("username", "", "the user's login `name`")
+	username := fs.String("username", "", "the user's login `name` (unique within the tenant)")
 	var scopes stringList
 	fs.Var(&scopes, "scopes", "`scopes` the user may be granted (comma-separated or repeated)")
+	var tenant tenantFlag
+	tenant.register(fs, "the `tenant` the user belongs to (default: default)")
 	passFile := fs.String("password-file", "", "read the password from this `file`")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
@@ -38,6 +41,7 @@ func (a *app) usersCreate(ctx context.Context, args []string) error {
 		ID string `json:"id"`
 	}
 	body := map[string]any{"username": *username, "password": string(pass), "scopes": []string(scopes)}
+	tenant.set(fs, body)
 	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/users", body, &out); err != nil {
 		return err
 	}
@@ -46,25 +50,29 @@ func (a *app) usersCreate(ctx context.Context, args []string) error {
 }
 
 func (a *app) usersList(ctx context.Context, args []string) error {
-	fs := a.flags("keygate users list", "[flags]", "Lists the users of a running node: id, name, scopes, and \"disabled\" when so.")
+	fs := a.flags("keygate users list", "[--tenant T] [flags]",
+		"Lists the users of a running node: tenant, id, name, scopes, and \"disabled\" when so.")
 	var af adminFlags
 	af.register(fs)
+	var tenant tenantFlag
+	tenant.register(fs, "list only the users of this `tenant`")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
 	var out struct {
 		Users []struct {
 			ID       string   `json:"id"`
+			Tenant   string   `json:"tenant"`
 			Username string   `json:"username"`
 			Scopes   []string `json:"scopes"`
 			Disabled bool     `json:"disabled"`
 		} `json:"users"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/users", nil, &out); err != nil {
+	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/users"), nil, &out); err != nil {
 		return err
 	}
 	for _, u := range out.Users {
-		line := u.ID + "\t" + u.Username + "\t" + strings.Join(u.Scopes, " ")
+		line := u.Tenant + "\t" + u.ID + "\t" + u.Username + "\t" + strings.Join(u.Scopes, " ")
 		if u.Disabled {
 			line += "\tdisabled"
 		}

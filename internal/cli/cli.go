@@ -77,6 +77,11 @@ func commands() []*command {
 			{name: "list", summary: "list a running node's signing keys", run: (*app).keysList},
 			{name: "rotate", summary: "rotate a running node's signing key", run: (*app).keysRotate},
 		}},
+		{name: "tenants", summary: "manage tenants (namespaces of clients, users and keys) on a running node", subs: []*command{
+			{name: "create", summary: "create a tenant", run: (*app).tenantsCreate},
+			{name: "list", summary: "list tenants", run: (*app).tenantsList},
+			{name: "delete", summary: "delete an empty tenant", run: (*app).tenantsDelete},
+		}},
 		{name: "clients", summary: "manage OAuth clients on a running node", subs: []*command{
 			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
 			{name: "list", summary: "list clients", run: (*app).clientsList},

@@ -108,13 +108,16 @@ func sendJSON(c *http.Client, req *http.Request, out any) error {
 }
 
 func (a *app) clientsCreate(ctx context.Context, args []string) error {
-	fs := a.flags("keygate clients create", "--name NAME [--scopes a,b] [flags]",
-		"Creates an OAuth client on a running node and prints its id and secret. The secret is shown once.")
+	fs := a.flags("keygate clients create", "--name NAME [--scopes a,b] [--tenant T] [flags]",
+		"Creates an OAuth client on a running node and prints its id and secret. The secret is shown once.\n"+
+			"Its tokens carry its tenant (default: the default tenant), which never changes.")
 	var af adminFlags
 	af.register(fs)
 	name := fs.String("name", "", "the client's `name`")
 	var scopes stringList
 	fs.Var(&scopes, "scopes", "`scopes` the client may be granted (comma-separated or repeated)")
+	var tenant tenantFlag
+	tenant.register(fs, "the `tenant` the client belongs to (default: default)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -125,7 +128,9 @@ func (a *app) clientsCreate(ctx context.Context, args []string) error {
 		ID     string `json:"client_id"`
 		Secret string `json:"client_secret"`
 	}
-	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/clients", map[string]any{"name": *name, "scopes": []string(scopes)}, &out); err != nil {
+	body := map[string]any{"name": *name, "scopes": []string(scopes)}
+	tenant.set(fs, body)
+	if err := af.call(ctx, a, http.MethodPost, "/v1/admin/clients", body, &out); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "client_id=%s\nclient_secret=%s\n", out.ID, out.Secret)
@@ -133,24 +138,28 @@ func (a *app) clientsCreate(ctx context.Context, args []string) error {
 }
 
 func (a *app) clientsList(ctx context.Context, args []string) error {
-	fs := a.flags("keygate clients list", "[flags]", "Lists the OAuth clients of a running node (never their secrets).")
+	fs := a.flags("keygate clients list", "[--tenant T] [flags]",
+		"Lists the OAuth clients of a running node (never their secrets): tenant, id, name, scopes.")
 	var af adminFlags
 	af.register(fs)
+	var tenant tenantFlag
+	tenant.register(fs, "list only the clients of this `tenant`")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
 	var out struct {
 		Clients []struct {
 			ID     string   `json:"client_id"`
+			Tenant string   `json:"tenant"`
 			Name   string   `json:"name"`
 			Scopes []string `json:"scopes"`
 		} `json:"clients"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/clients", nil, &out); err != nil {
+	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/clients"), nil, &out); err != nil {
 		return err
 	}
 	for _, c := range out.Clients {
-		fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", c.ID, c.Name, strings.Join(c.Scopes, " "))
+		fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", c.Tenant, c.ID, c.Name, strings.Join(c.Scopes, " "))
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/keygate/keygate/internal/store"
 )
 
-// Admin is the management API: clients, users, signing keys and
+// Admin is the management API: tenants, clients, users, signing keys and
 // revocations. It belongs on the admin listener, and every request must
 // carry the admin token as a bearer token.
 type Admin struct {
@@ -34,6 +34,10 @@ func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
+		"POST /v1/admin/tenants":             a.createTenant,
+		"GET /v1/admin/tenants":              a.listTenants,
+		"GET /v1/admin/tenants/{name}":       a.getTenant,
+		"DELETE /v1/admin/tenants/{name}":    a.deleteTenant,
 		"POST /v1/admin/clients":             a.createClient,
 		"GET /v1/admin/clients":              a.listClients,
 		"POST /v1/admin/clients/{id}/secret": a.rotateSecret,
@@ -127,6 +131,7 @@ func scopeToken(s string) bool {
 
 type clientView struct {
 	ID        string    `json:"client_id"`
+	Tenant    string    `json:"tenant"`
 	Name      string    `json:"name"`
 	Scopes    []string  `json:"scopes"`
 	Secret    string    `json:"client_secret,omitempty"` // only when just created or rotated
@@ -137,6 +142,7 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name   string   `json:"name"`
 		Scopes []string `json:"scopes"`
+		Tenant string   `json:"tenant"`
 	}
 	if err := decode(w, r, &in); err != nil {
 		return err
@@ -146,6 +152,10 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := checkScopes(in.Scopes); err != nil {
 		return err
+	}
+	tenant, err := store.TenantOrDefault(in.Tenant)
+	if err != nil {
+		return invalidTenant(err)
 	}
 	id, err := randomID(a.svc.cfg.Rand, "kgc_")
 	if err != nil {
@@ -157,24 +167,25 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := a.svc.cfg.Now().UTC()
 	d := SecretDigest(secret)
-	c := store.Client{ID: id, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
+	c := store.Client{ID: id, Tenant: tenant, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
 	err = a.svc.cfg.Store.CreateClient(r.Context(), c)
 	a.svc.clients.forget(id) // a request that named the id before it existed cached it as unknown
 	if err != nil {
-		return storeError("client", err)
+		return inTenantError("client", tenant, err)
 	}
-	writeJSON(w, http.StatusCreated, clientView{ID: id, Name: c.Name, Scopes: c.Scopes, Secret: secret, CreatedAt: now})
+	writeJSON(w, http.StatusCreated, clientView{ID: id, Tenant: tenant, Name: c.Name, Scopes: c.Scopes, Secret: secret, CreatedAt: now})
 	return nil
 }
 
+// listClients lists every tenant's clients, or with ?tenant= one tenant's.
 func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) error {
-	cs, err := a.svc.cfg.Store.ListClients(r.Context())
+	cs, err := listIn(a, r, "clients", a.svc.cfg.Store.ListClients, a.svc.cfg.Store.ListClientsIn)
 	if err != nil {
-		return storeError("clients", err)
+		return err
 	}
 	out := make([]clientView, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
+		out = append(out, clientView{ID: c.ID, Tenant: c.Tenant, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"clients": out})
 	return nil
@@ -199,14 +210,18 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 // updateClient changes a client's name or scopes. Fewer scopes also revoke
 // the client_credentials tokens issued to it until now, so that none
 // carries a scope the client lost; its secret is rotated on its own
-// endpoint.
+// endpoint. Its tenant is never changed (errFixedTenant).
 func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
-		Name   *string   `json:"name"`
-		Scopes *[]string `json:"scopes"`
+		Name   *string         `json:"name"`
+		Scopes *[]string       `json:"scopes"`
+		Tenant json.RawMessage `json:"tenant"`
 	}
 	if err := decode(w, r, &in); err != nil {
 		return err
+	}
+	if in.Tenant != nil {
+		return errFixedTenant("client")
 	}
 	if in.Name == nil && in.Scopes == nil {
 		return invalidRequest("give at least one of name and scopes")
@@ -238,7 +253,7 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 	}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, clientView{ID: c.ID, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
+	writeJSON(w, http.StatusOK, clientView{ID: c.ID, Tenant: c.Tenant, Name: c.Name, Scopes: c.Scopes, CreatedAt: c.CreatedAt})
 	return nil
 }
 
@@ -295,6 +310,7 @@ func (a *Admin) writeRevoking(r *http.Request, what, id string, revoke bool, wri
 
 type userView struct {
 	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
 	Username  string    `json:"username"`
 	Scopes    []string  `json:"scopes"`
 	Disabled  bool      `json:"disabled"`
@@ -306,6 +322,7 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 		Username string   `json:"username"`
 		Password string   `json:"password"`
 		Scopes   []string `json:"scopes"`
+		Tenant   string   `json:"tenant"`
 	}
 	if err := decode(w, r, &in); err != nil {
 		return err
@@ -316,6 +333,10 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err := checkScopes(in.Scopes); err != nil {
 		return err
 	}
+	tenant, err := store.TenantOrDefault(in.Tenant)
+	if err != nil {
+		return invalidTenant(err)
+	}
 	hash, err := a.svc.hashPassword(r.Context(), in.Password)
 	if err != nil {
 		return hashError(err)
@@ -325,22 +346,23 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("making a user id: %w", err)
 	}
 	now := a.svc.cfg.Now().UTC()
-	u := store.User{ID: id, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
+	u := store.User{ID: id, Tenant: tenant, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
 	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
-		return storeError("user", err)
+		return inTenantError("user", tenant, err)
 	}
-	writeJSON(w, http.StatusCreated, userView{ID: id, Username: u.Username, Scopes: u.Scopes, CreatedAt: now})
+	writeJSON(w, http.StatusCreated, userView{ID: id, Tenant: tenant, Username: u.Username, Scopes: u.Scopes, CreatedAt: now})
 	return nil
 }
 
+// listUsers lists every tenant's users, or with ?tenant= one tenant's.
 func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
-	us, err := a.svc.cfg.Store.ListUsers(r.Context())
+	us, err := listIn(a, r, "users", a.svc.cfg.Store.ListUsers, a.svc.cfg.Store.ListUsersIn)
 	if err != nil {
-		return storeError("users", err)
+		return err
 	}
 	out := make([]userView, 0, len(us))
 	for _, u := range us {
-		out = append(out, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
+		out = append(out, userView{ID: u.ID, Tenant: u.Tenant, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"users": out})
 	return nil
@@ -350,14 +372,19 @@ func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
 // password, narrower scopes or disabling also revoke everything issued to
 // the user until now (stored before the change, as for a delete), so that
 // no session outlives what ended it; enabling or widening scopes does not.
+// Their tenant is never changed (errFixedTenant).
 func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
-		Password *string   `json:"password"`
-		Scopes   *[]string `json:"scopes"`
-		Disabled *bool     `json:"disabled"`
+		Password *string         `json:"password"`
+		Scopes   *[]string       `json:"scopes"`
+		Disabled *bool           `json:"disabled"`
+		Tenant   json.RawMessage `json:"tenant"`
 	}
 	if err := decode(w, r, &in); err != nil {
 		return err
+	}
+	if in.Tenant != nil {
+		return errFixedTenant("user")
 	}
 	if in.Password == nil && in.Scopes == nil && in.Disabled == nil {
 		return invalidRequest("give at least one of password, scopes and disabled")
@@ -390,7 +417,7 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 	}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, userView{ID: u.ID, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
+	writeJSON(w, http.StatusOK, userView{ID: u.ID, Tenant: u.Tenant, Username: u.Username, Scopes: u.Scopes, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
 	return nil
 }
 

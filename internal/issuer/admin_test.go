@@ -285,6 +285,7 @@ func TestAdminScopes(t *testing.T) {
 		code   int
 	}{
 		{"plain", []string{"read", "orders:write", "https://api.example.com/x"}, 201},
+		{"tenant grammar", []string{"transit:encrypt:payments", "transit:admin", "secrets:read:billing/*"}, 201},
 		{"none", nil, 201},
 		{"space", []string{"admin read"}, 400},
 		{"tab", []string{"admin\tread"}, 400},

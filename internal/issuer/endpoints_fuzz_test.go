@@ -31,6 +31,12 @@ func FuzzOAuthEndpoints(f *testing.F) {
 		{3, "application/x-www-form-urlencoded", basic, "username=alice&password=correct+horse+battery"},
 		{3, "application/json", basic, `{"username":"alice"}`},
 		{0, "", "Bearer x", "\x00\xff"},
+		// Tenants: a tenant is the client's, never the request's; the
+		// tenant scope grammar.
+		{0, "application/x-www-form-urlencoded", basic, "grant_type=client_credentials&tenant=acme"},
+		{0, "application/x-www-form-urlencoded", basic, "grant_type=client_credentials&scope=transit:encrypt:payments+secrets:read:billing/*"},
+		{3, "application/x-www-form-urlencoded", basic, "username=alice&password=correct+horse+battery&tenant=acme"},
+		{3, "application/x-www-form-urlencoded", basic, "username=acme%2Falice&password=correct+horse+battery"},
 	} {
 		f.Add(seed.path, seed.ct, seed.auth, []byte(seed.body))
 	}
@@ -69,7 +75,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 
 // FuzzAdminAPI sends any JSON-ish body to the admin API's write endpoints
 // on the real SQLite store (key rotation left out: every call would add a
-// key). The answer is a success or a 4xx with a JSON error, never a 5xx
+// key), tenants' among them. The answer is a success or a 4xx with a JSON error, never a 5xx
 // or a panic.
 func FuzzAdminAPI(f *testing.F) {
 	fx := newAdminFixture(f)
@@ -89,6 +95,17 @@ func FuzzAdminAPI(f *testing.F) {
 		{4, ``},
 		{5, `{"name":"x"} {"name":"y"}`},
 		{6, `{"disabled":true,"scopes":["a"]}`},
+		{8, `{"name":"acme"}`},
+		{8, `{"name":"Acme/EU"}`},
+		{8, `{"name":"default"}`},
+		{0, `{"name":"billing","scopes":["transit:encrypt:payments","secrets:read:billing/*"],"tenant":"acme"}`},
+		{0, `{"name":"billing","tenant":"nope"}`},
+		{1, `{"username":"alice","password":"correct horse battery","tenant":"acme"}`},
+		{1, `{"username":"alice","password":"correct horse battery","tenant":7}`},
+		{6, `{"tenant":"acme"}`},
+		{7, `{"tenant":null}`},
+		{9, ``},
+		{10, ``},
 	} {
 		f.Add(seed.route, []byte(seed.body))
 	}
@@ -96,6 +113,7 @@ func FuzzAdminAPI(f *testing.F) {
 		{"POST", "/v1/admin/clients"}, {"POST", "/v1/admin/users"}, {"POST", "/v1/admin/revocations"},
 		{"DELETE", "/v1/admin/users/nope"}, {"POST", "/v1/admin/clients/nope/secret"}, {"POST", "/v1/admin/clients"},
 		{"PATCH", "/v1/admin/users/nope"}, {"PATCH", "/v1/admin/clients/nope"},
+		{"POST", "/v1/admin/tenants"}, {"DELETE", "/v1/admin/tenants/acme"}, {"DELETE", "/v1/admin/tenants/default"},
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := routes[int(route)%len(routes)]

@@ -22,11 +22,12 @@ type verifiedCache struct {
 	entries map[string]verifiedToken // by the whole compact token
 }
 
-// verifiedToken is a verified access token and its client_id claim, read
-// once.
+// verifiedToken is a verified access token and its client_id and tenant
+// (tenantOf), read once.
 type verifiedToken struct {
 	t        *jose.Token
 	clientID string
+	tenant   string
 }
 
 // get returns a verified token that has not expired at now and whose key

@@ -71,6 +71,7 @@ func (c *accessClaims) marshal() []byte {
 	b = appendIntField(b, "iat", c.Iat)
 	b = appendField(b, "jti", c.Jti)
 	b = appendField(b, "client_id", c.ClientID)
+	b = appendField(b, "tenant", c.Tenant)
 	if c.Scope != "" {
 		b = appendField(b, "scope", c.Scope)
 	}
@@ -113,6 +114,7 @@ type activeToken struct {
 	Iss, Jti string
 	Scope    string // omitted when empty
 	Sub      string
+	Tenant   string // omitted when empty
 }
 
 func (a *activeToken) marshal() []byte {
@@ -130,5 +132,8 @@ func (a *activeToken) marshal() []byte {
 		b = appendField(b, "scope", a.Scope)
 	}
 	b = appendField(b, "sub", a.Sub)
+	if a.Tenant != "" {
+		b = appendField(b, "tenant", a.Tenant)
+	}
 	return append(b, `,"token_type":"Bearer"}`+"\n"...)
 }

@@ -14,7 +14,7 @@ var jsonStrings = []string{"", "svc-a", "orders:read orders:write", `quote"d`, `
 func TestClaimsJSON(t *testing.T) {
 	for _, s := range jsonStrings {
 		for _, aud := range [][]string{nil, {s}, {"api", s}} {
-			c := accessClaims{Iss: s, Sub: s, Aud: aud, Exp: 1_800_000_900, Iat: -5, Jti: s, ClientID: s, Scope: s}
+			c := accessClaims{Iss: s, Sub: s, Aud: aud, Exp: 1_800_000_900, Iat: -5, Jti: s, ClientID: s, Tenant: s, Scope: s}
 			want, err := json.Marshal(&c)
 			if err != nil {
 				t.Fatal(err)
@@ -46,11 +46,14 @@ func TestTokenResponseJSON(t *testing.T) {
 func TestActiveTokenJSON(t *testing.T) {
 	for _, s := range jsonStrings {
 		for _, aud := range [][]string{nil, {s}, {"api", s}} {
-			a := activeToken{Aud: aud, ClientID: s, Exp: 1_800_000_900, Iat: -5, Iss: s, Jti: s, Scope: s, Sub: s}
+			a := activeToken{Aud: aud, ClientID: s, Exp: 1_800_000_900, Iat: -5, Iss: s, Jti: s, Scope: s, Sub: s, Tenant: s}
 			m := map[string]any{"active": true, "token_type": "Bearer", "iss": a.Iss, "sub": a.Sub,
 				"exp": a.Exp, "iat": a.Iat, "jti": a.Jti, "client_id": a.ClientID}
 			if a.Scope != "" {
 				m["scope"] = a.Scope
+			}
+			if a.Tenant != "" {
+				m["tenant"] = a.Tenant
 			}
 			if len(aud) > 0 {
 				m["aud"] = aud

@@ -55,16 +55,17 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	if username == "" || password == "" {
 		return errNoCredentials
 	}
-	if wait, ok := s.allow(r, username); !ok {
+	if wait, ok := s.allow(r, c.Tenant, username); !ok {
 		return slowDown(wait)
 	}
 	// The session begins before the user is read: a password change or a
 	// disable that commits after that read revokes the subject at a later
 	// time, which then covers this family and its access token.
 	at := s.cfg.Now()
-	// TODO(tenants): the user is looked up in the client's tenant; the
-	// admin API (every client and user is the default tenant's) and the
-	// per-account login limit do not know tenants yet.
+	// The user is looked up in the client's tenant, and only there: a
+	// client of tenant A cannot log in a user of B, and a user of B is
+	// refused as an unknown one is, so the answer does not tell whether B
+	// has the name.
 	u, err := s.cfg.Store.GetUserByName(r.Context(), c.Tenant, username)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("looking up a user: %w", err)
@@ -91,8 +92,9 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 }
 
 // allow applies the per-account and per-address limits; without a
-// Limiter every attempt is allowed.
-func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) {
+// Limiter every attempt is allowed. An account is a username within a
+// tenant (accountKey).
+func (s *Service) allow(r *http.Request, tenant, username string) (time.Duration, bool) {
 	if s.cfg.Limiter == nil {
 		return 0, true
 	}
@@ -101,9 +103,8 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 	// limiter with one-off accounts to push a victim's bucket out. The
 	// account's key is a digest: usernames are unbounded and personal, and
 	// the limiter's keys may live in a shared Redis.
-	user := sha256.Sum256([]byte(username))
 	for _, key := range []string{"login:ip:" + addrKey(r, s.cfg.TrustedProxies, s.cfg.IPv6Prefix),
-		"login:user:" + base64.RawURLEncoding.EncodeToString(user[:])} {
+		accountKey(tenant, username)} {
 		ok, wait, err := s.cfg.Limiter.Allow(r.Context(), key)
 		if err != nil {
 			s.log.Warn("rate limiter failed; refusing the attempt", "err", err)
@@ -114,6 +115,21 @@ func (s *Service) allow(r *http.Request, username string) (time.Duration, bool) 
 		}
 	}
 	return 0, true
+}
+
+// accountKey is the per-account login limit's key of username in tenant:
+// "login:user:" and the username's SHA-256 in base64url, with the tenant's
+// name and a colon between them for any tenant but the default, whose keys
+// are those of the accounts before tenants (an upgrade keeps their limits
+// in force). A tenant name has no colon and base64url none either, so no
+// two accounts share a key: alice of A is never charged for alice of B.
+func accountKey(tenant, username string) string {
+	user := sha256.Sum256([]byte(username))
+	key := "login:user:"
+	if tenant != store.DefaultTenant {
+		key += tenant + ":"
+	}
+	return key + base64.RawURLEncoding.EncodeToString(user[:])
 }
 
 // allowClient applies the token endpoint's per-client limit: a refusal is
@@ -165,7 +181,7 @@ func randomSecret(r io.Reader, prefix string) (string, error) {
 // issued at. The access token is signed before the refresh token is
 // stored, so a node that cannot sign (sealed) writes nothing.
 func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub string, scopes []string, family string, at time.Time) error {
-	tok, exp, err := s.accessToken(sub, c.ID, scopes, at)
+	tok, exp, err := s.accessToken(sub, c.Client, scopes, at)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
@@ -255,13 +271,19 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		}
 		return errInvalidClient
 	}
+	// The family's tenant is its client's, which never changes; a login
+	// put only a user of that tenant in it. A user of another tenant here
+	// is a store that broke that, and ends the family.
+	if u.Tenant != cur.Tenant {
+		return s.endFamily(r, c.ID, d[:], "its user is not of its client's tenant")
+	}
 	held := intersect(intersect(old.Scopes, cur.Scopes), u.Scopes)
 	scopes, ok := narrowScopes(held, v.Get("scope"))
 	if !ok {
 		return errInvalidScope
 	}
 	// Sign first: a node that cannot sign must not spend the token.
-	tok, exp, err := s.accessToken(old.Subject, c.ID, scopes, at)
+	tok, exp, err := s.accessToken(old.Subject, cur.Client, scopes, at)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -28,14 +29,18 @@ type userStore struct {
 	refresh map[string]store.RefreshToken
 }
 
-func (s *userStore) GetUserByName(_ context.Context, _, name string) (store.User, error) {
+// GetUserByName finds the user of tenant with name, whatever its key in
+// s.users; a user without a tenant is the default tenant's, as a store
+// creates it.
+func (s *userStore) GetUserByName(_ context.Context, tenant, name string) (store.User, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u, ok := s.users[name]
-	if !ok {
-		return store.User{}, store.ErrNotFound
+	for _, u := range s.users {
+		if u.Tenant = cmp.Or(u.Tenant, store.DefaultTenant); u.Tenant == tenant && u.Username == name {
+			return u, nil
+		}
 	}
-	return u, nil
+	return store.User{}, store.ErrNotFound
 }
 
 func (s *userStore) GetUser(_ context.Context, id string) (store.User, error) {
@@ -43,6 +48,7 @@ func (s *userStore) GetUser(_ context.Context, id string) (store.User, error) {
 	defer s.mu.Unlock()
 	for _, u := range s.users {
 		if u.ID == id {
+			u.Tenant = cmp.Or(u.Tenant, store.DefaultTenant)
 			return u, nil
 		}
 	}

@@ -413,7 +413,7 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c cl
 	if !ok {
 		return errInvalidScope
 	}
-	tok, exp, err := s.accessToken(c.ID, c.ID, scopes, c.readAt)
+	tok, exp, err := s.accessToken(c.ID, c.Client, scopes, c.readAt)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
@@ -437,7 +437,13 @@ func narrowScopes(allowed []string, requested string) (scopes []string, ok bool)
 	return req, true
 }
 
-// accessClaims is an RFC 9068 access token.
+// TenantClaim names the claim that carries the tenant of a token the token
+// service issues: its client's (store.Client.Tenant), which a login's user
+// shares. Every such token has it, DefaultTenant's too, so that a consumer
+// never reads "no claim" as a tenant.
+const TenantClaim = "tenant"
+
+// accessClaims is an RFC 9068 access token, with the tenant (TenantClaim).
 type accessClaims struct {
 	Iss      string   `json:"iss"`
 	Sub      string   `json:"sub"`
@@ -446,6 +452,7 @@ type accessClaims struct {
 	Iat      int64    `json:"iat"`
 	Jti      string   `json:"jti"`
 	ClientID string   `json:"client_id"`
+	Tenant   string   `json:"tenant"`
 	Scope    string   `json:"scope,omitempty"`
 }
 
@@ -462,13 +469,18 @@ func (s *Service) canSign() error {
 	return ErrNoActiveKey
 }
 
-// accessToken signs a token issued at (its iat): the time the state it was
-// decided on was read, so that a subject revocation made after that read
-// covers it.
-func (s *Service) accessToken(sub, clientID string, scopes []string, at time.Time) (string, time.Duration, error) {
+// accessToken signs a token for sub, obtained by client cl, issued at (its
+// iat): the time the state it was decided on was read, so that a subject
+// revocation made after that read covers it. The token's tenant is the
+// client's; a client without one (a store that broke its contract) gets
+// no token.
+func (s *Service) accessToken(sub string, cl store.Client, scopes []string, at time.Time) (string, time.Duration, error) {
 	signer := s.cfg.Keys.AccessSigner()
 	if signer == nil {
 		return "", 0, s.canSign()
+	}
+	if cl.Tenant == "" {
+		return "", 0, fmt.Errorf("client %s has no tenant", cl.ID)
 	}
 	jti, err := mint.NewID(s.cfg.Rand)
 	if err != nil {
@@ -476,7 +488,7 @@ func (s *Service) accessToken(sub, clientID string, scopes []string, at time.Tim
 	}
 	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: at.Unix(),
 		Exp: at.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
-		ClientID: clientID, Scope: strings.Join(scopes, " ")}
+		ClientID: cl.ID, Tenant: cl.Tenant, Scope: strings.Join(scopes, " ")}
 	tok, err := signer.Sign(c.marshal())
 	// expires_in: what is left of the lifetime, which began at at.
 	return tok, s.cfg.AccessTokenTTL - s.cfg.Now().Sub(at), err
@@ -495,7 +507,7 @@ func (s *Service) verifyCached(token string) (verifiedToken, error) {
 	if err != nil {
 		return verifiedToken{}, err
 	}
-	v := verifiedToken{t: t, clientID: clientOf(t)}
+	v := verifiedToken{t: t, clientID: clientOf(t), tenant: tenantOf(t)}
 	s.verified.put(token, v)
 	return v, nil
 }
@@ -560,21 +572,38 @@ func (s *Service) revokeSubject(ctx context.Context, subject string) error {
 	return s.addRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
 }
 
-func clientOf(t *jose.Token) string {
-	raw, ok := t.Claims.Raw("client_id")
+func clientOf(t *jose.Token) string { return stringClaim(t, "client_id") }
+
+// tenantOf is the tenant of a token this service issued: its TenantClaim,
+// or, for a token without one, DefaultTenant — such a token was issued
+// before tenants, when every client was the default tenant's (its
+// signature is this service's own; see verifyOwn).
+func tenantOf(t *jose.Token) string {
+	if _, ok := t.Claims.Raw(TenantClaim); !ok {
+		return store.DefaultTenant
+	}
+	return stringClaim(t, TenantClaim)
+}
+
+// stringClaim is the string claim name of t, or "" if it has none or
+// another type.
+func stringClaim(t *jose.Token, name string) string {
+	raw, ok := t.Claims.Raw(name)
 	if !ok {
 		return ""
 	}
-	var id string
-	if json.Unmarshal(raw, &id) != nil {
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
 		return ""
 	}
-	return id
+	return v
 }
 
 // introspect is RFC 7662 for access tokens: an authenticated client learns
-// whether a token it was issued (or any token, with the "introspect"
-// scope) is active, and its claims.
+// whether a token it was issued (or any token of its own tenant, with the
+// "introspect" scope) is active, and its claims, the tenant among them. A
+// token of another tenant is inactive to it, as an unknown one is, so
+// introspection tells no client of A anything about B.
 func (s *Service) introspect(w http.ResponseWriter, r *http.Request) error {
 	v, c, err := s.clientRequest(w, r)
 	if err != nil {
@@ -585,16 +614,22 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) error {
 		return errNoToken
 	}
 	vt, err := s.verifyCached(token)
-	if err != nil || (vt.clientID != c.ID && !slices.Contains(c.Scopes, "introspect")) || s.revoked(r.Context(), vt.t) {
+	if err != nil || !c.mayIntrospect(vt) || s.revoked(r.Context(), vt.t) {
 		noteResult(w, "inactive")
 		writeJSON(w, http.StatusOK, map[string]any{"active": false})
 		return nil
 	}
 	cl := &vt.t.Claims
 	a := activeToken{Aud: cl.Audience, ClientID: vt.clientID, Exp: cl.Expiry.Unix, Iat: cl.IssuedAt.Unix,
-		Iss: cl.Issuer, Jti: cl.ID, Scope: cl.Scope, Sub: cl.Subject}
+		Iss: cl.Issuer, Jti: cl.ID, Scope: cl.Scope, Sub: cl.Subject, Tenant: vt.tenant}
 	writeBody(w, http.StatusOK, a.marshal())
 	return nil
+}
+
+// mayIntrospect reports whether c may learn about vt: a token it was issued,
+// or, with the "introspect" scope, a token of its tenant.
+func (c client) mayIntrospect(vt verifiedToken) bool {
+	return vt.clientID == c.ID || (slices.Contains(c.Scopes, "introspect") && vt.tenant == c.Tenant)
 }
 
 // revoked answers introspection: a token whose revocation status cannot be

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -33,6 +34,7 @@ func (s *memStore) GetClient(_ context.Context, id string) (store.Client, error)
 	if !ok {
 		return store.Client{}, store.ErrNotFound
 	}
+	c.Tenant = cmp.Or(c.Tenant, store.DefaultTenant) // as a store creates it
 	return c, nil
 }
 

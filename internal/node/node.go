@@ -24,10 +24,12 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -281,10 +283,20 @@ func (n *Node) Thumbprint() string {
 }
 
 // Mint signs claims with the signing key in force; an empty Issuer becomes
-// the node's own. It fails with issuer.ErrSealed while sealed.
+// the node's own, and claims that name no tenant (issuer.TenantClaim) are
+// the default tenant's, as every token the token service signs names its
+// tenant. It fails with issuer.ErrSealed while sealed.
 func (n *Node) Mint(c mint.Claims) (string, error) {
 	if c.Issuer == "" {
 		c.Issuer = n.cfg.Issuer
+	}
+	if _, ok := c.Extra[issuer.TenantClaim]; !ok {
+		extra := maps.Clone(c.Extra) // the caller's map stays as it was
+		if extra == nil {
+			extra = make(map[string]json.RawMessage, 1)
+		}
+		extra[issuer.TenantClaim] = json.RawMessage(`"` + store.DefaultTenant + `"`)
+		c.Extra = extra
 	}
 	sg := n.keys.Signer()
 	if sg == nil {

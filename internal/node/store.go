@@ -182,7 +182,8 @@ func NewAdminToken(rand io.Reader) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// demoClient creates the dev demo client unless it exists.
+// demoClient creates the dev demo client, in the default tenant, unless it
+// exists.
 func (n *Node) demoClient(ctx context.Context) error {
 	secret, err := issuer.NewSecret(n.cfg.Rand)
 	if err != nil {
@@ -190,7 +191,7 @@ func (n *Node) demoClient(ctx context.Context) error {
 	}
 	now := n.cfg.Now().UTC()
 	d := issuer.SecretDigest(secret)
-	err = n.store.CreateClient(ctx, store.Client{ID: DemoClientID, Name: "demo", SecretDigest: d[:],
+	err = n.store.CreateClient(ctx, store.Client{ID: DemoClientID, Tenant: store.DefaultTenant, Name: "demo", SecretDigest: d[:],
 		Scopes: []string{"demo"}, CreatedAt: now, UpdatedAt: now})
 	switch {
 	case errors.Is(err, store.ErrConflict):

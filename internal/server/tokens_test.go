@@ -205,10 +205,16 @@ func tokenServiceFlow(t *testing.T, cfg Config) {
 		t.Fatal(err)
 	}
 	var claims struct {
-		JTI string `json:"jti"`
+		JTI    string `json:"jti"`
+		Tenant string `json:"tenant"`
 	}
 	if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
 		t.Fatalf("token claims %s: %v", payload, err)
+	}
+	// The demo client, like every client from before tenants, is the
+	// default tenant's, and its tokens say so.
+	if claims.Tenant != store.DefaultTenant {
+		t.Errorf("the demo client's token: tenant %q, want %q", claims.Tenant, store.DefaultTenant)
 	}
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/revocations", `{"jti":"`+claims.JTI+`"}`, jh); resp.StatusCode/100 != 2 {
 		t.Fatalf("admin revoke: %d %s", resp.StatusCode, body)
