@@ -95,9 +95,10 @@ func (n *Note) Reason(reason string) {
 // Hash records value, which must be matchable but never stored (a jti, a
 // subject), as its HMAC under the deployment's audit key, named name (a
 // lower-case name such as "jti"). Without that key (the node is sealed)
-// nothing is recorded; at most audit.MaxHashed values are.
+// nothing is recorded, nor for an empty value; at most audit.MaxHashed
+// values are.
 func (n *Note) Hash(name, value string) {
-	if n == nil || !audit.ValidHashName(name) {
+	if n == nil || value == "" || !audit.ValidHashName(name) {
 		return
 	}
 	if _, ok := n.hashed[name]; !ok && len(n.hashed) >= audit.MaxHashed {

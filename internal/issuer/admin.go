@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/store"
 )
@@ -48,7 +49,11 @@ func (a *Admin) Handler() http.Handler {
 		"POST /v1/admin/revocations":         a.revoke,
 	} {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
+			err := noteAdmin(w, r) // the audit record's; a change waits for its pending record
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
 				a.svc.answer(w, r, err)
 			}
 		})
@@ -151,6 +156,7 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("making a client id: %w", err)
 	}
+	httpaudit.From(w).Hash("id", id)
 	secret, err := NewSecret(a.svc.cfg.Rand)
 	if err != nil {
 		return fmt.Errorf("making a client secret: %w", err)
@@ -324,6 +330,7 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("making a user id: %w", err)
 	}
+	httpaudit.From(w).Hash("id", id)
 	now := a.svc.cfg.Now().UTC()
 	u := store.User{ID: id, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
 	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
@@ -424,6 +431,7 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("rotating the signing key: %w", err)
 	}
+	httpaudit.From(w).Key(kid, 0)
 	if p := a.svc.cfg.Publisher; p != nil {
 		p.Rotated(r.Context(), kid)
 	}
@@ -518,6 +526,9 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return invalidRequest("give either jti or subject")
 	}
+	note := httpaudit.From(w)
+	note.Hash("jti", rv.JTI)
+	note.Hash("subject", rv.Subject)
 	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
 		return storeError("revocation", err)
 	}
