@@ -224,3 +224,30 @@ func TestHMACSum(t *testing.T) {
 		t.Errorf("Sum allocates %v times, want 0", n)
 	}
 }
+
+// While no sink takes a batch, Health is not ready; the Log tries again
+// with a checkpoint on each tick, so that readiness comes back once a sink
+// works, without a Write.
+func TestHealthRecoversWithoutWrites(t *testing.T) {
+	mem := &memSink{name: "mem"}
+	l, clock := newLog(t, nil, mem)
+	defer closeLog(t, l)
+	writeN(t, l, 0, 1)
+	clock.Tick()
+	waitFor(t, func() bool { return bytes.Count(mem.bytes(), []byte(`"type":"checkpoint"`)) == 1 })
+	mem.setFail(errors.New("disk full"))
+	if err := l.Write(context.Background(), testRecord(1)); !errors.Is(err, ErrNoSink) {
+		t.Fatalf("Write to a failing sink: %v", err)
+	}
+	if l.Health().Ready {
+		t.Fatal("ready although no sink took the last batch")
+	}
+	mem.setFail(nil)
+	clock.Tick()
+	waitFor(t, func() bool { return l.Health().Ready })
+	writeN(t, l, 2, 1)
+	closeLog(t, l)
+	if _, err := verifyBytes(VerifyOptions{Keys: keysOf(testSigner(t, 1))}, mem.bytes()); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+}

@@ -125,7 +125,9 @@ func (e *WriteError) Unwrap() []error { return e.Errs }
 type Health struct {
 	Running bool
 	// Ready is set while the Log runs and at least one sink took the
-	// last batch.
+	// last batch. While none did, a Log with a signer tries again with a
+	// checkpoint every CheckpointInterval, so that Ready comes back
+	// without waiting for a Write.
 	Ready bool
 	Sinks []SinkHealth
 }
@@ -162,6 +164,7 @@ type Log struct {
 	mac       atomic.Pointer[HMACKey]    // nil: Sum makes no digest
 
 	// Owned by the writer goroutine (by Start before it runs).
+	failing bool // no sink took the last batch
 	st      chainState
 	sinks   []*sinkState
 	batch   []*request
@@ -535,7 +538,10 @@ func (l *Log) run(t Ticker) {
 			l.fill()
 			l.commit(l.ctx, l.batch, nil, false)
 		case <-t.C():
-			if l.st.sinceCP > 0 && l.signer.Load() != nil {
+			// A checkpoint when lines are unsigned; and while no sink
+			// took the last batch, one to find out whether a sink works
+			// again, so that Health recovers without a Write.
+			if (l.st.sinceCP > 0 || l.failing) && l.signer.Load() != nil {
 				l.commit(l.ctx, nil, nil, true)
 			}
 		case <-l.stopping:
@@ -604,7 +610,7 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 		l.buf = append(l.buf, r.content...)
 		l.end(start, TypeRecord, false)
 	}
-	if sg != nil && (checkpoint && l.st.sinceCP > 0 || l.st.recordsSinceCP >= l.cfg.CheckpointEvery) {
+	if sg != nil && (checkpoint && (l.st.sinceCP > 0 || l.failing) || l.st.recordsSinceCP >= l.cfg.CheckpointEvery) {
 		l.addCheckpoint(began, sg)
 	}
 	if len(l.lines) == 0 {
@@ -618,6 +624,7 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 	if err != nil {
 		l.st = saved
 	}
+	l.failing = err != nil
 	l.mu.Lock()
 	l.lastCP, l.hasCP = l.st.lastCP, l.st.hasCP
 	l.mu.Unlock()
