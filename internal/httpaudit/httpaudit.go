@@ -191,10 +191,17 @@ func (rec *recorder) start(a *Auditor, w http.ResponseWriter, r *http.Request, o
 	}
 }
 
+// maxPooledBody is the largest held body whose buffer is kept for the
+// next request; a larger one (a big batch answer) goes to the collector.
+const maxPooledBody = 64 << 10
+
 func (rec *recorder) reset() {
 	clear(rec.header)
 	rec.w, rec.r, rec.status = nil, nil, 0
 	rec.body.Reset()
+	if rec.body.Cap() > maxPooledBody {
+		rec.body = bytes.Buffer{}
+	}
 	hashed := rec.note.hashed
 	clear(hashed)
 	rec.note = Note{hashed: hashed}
