@@ -8,16 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
-	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
 // memSink keeps audit lines in memory.
@@ -113,23 +110,11 @@ func TestAuditRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	f := &adminFixture{now: time.Unix(1_800_000_000, 0)}
-	clock := func() time.Time { return f.now }
-	f.km = NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
-	if err := f.km.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.km, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, _ := NewAdmin(svc, NewBearer(adminToken))
-	tokens, adm := auditedHandlers(t, a, svc, admin)
+	f := newAdminFixture(t)
+	f.adm.Close()
+	f.pub.Close()
+	svc := f.svc
+	tokens, adm := auditedHandlers(t, a, svc, f.admin)
 	f.adm, f.pub = httptest.NewServer(adm), httptest.NewServer(tokens)
 	t.Cleanup(f.adm.Close)
 	t.Cleanup(f.pub.Close)
