@@ -89,7 +89,12 @@ func (n *Node) nodeID() (string, error) {
 // Auditor the HTTP handlers are wrapped with.
 func (n *Node) openAudit(ctx context.Context, id string) error {
 	ac := n.cfg.Audit.WithDefaults(n.cfg.DataDir)
-	acfg := audit.Config{Node: id, CheckpointEvery: ac.CheckpointEvery, CheckpointInterval: ac.CheckpointInterval, Logger: n.log}
+	// A tail that does not verify (a line torn by a crash, a file edited,
+	// checkpoints a sealed node has no key for) begins a new segment in a
+	// new file rather than keep the node from starting: the file is left
+	// as it is, for keygate audit verify to judge, and the log says why.
+	acfg := audit.Config{Node: id, CheckpointEvery: ac.CheckpointEvery, CheckpointInterval: ac.CheckpointInterval, Logger: n.log,
+		NewSegment: true}
 	var files *audit.FileSink
 	if !ac.File.Disabled {
 		sync := map[string]audit.SyncPolicy{"batch": audit.SyncBatch, "interval": audit.SyncInterval, "never": audit.SyncNever}[ac.File.Sync]
@@ -149,12 +154,13 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("node: audit: %w", err)
 	}
+	if signer == nil && acfg.PreviousKeys == nil && files != nil {
+		if existing, _ := files.Files(); len(existing) > 0 {
+			n.log.Warn("audit: starting sealed without the audit public key (" + AuditKeyFile + ", kept while the node was last unsealed): a signed chain in the audit files cannot be checked, and continues in a new segment")
+		}
+	}
 	if err := l.Start(ctx); err != nil {
 		l.Close(context.Background()) //nolint:errcheck // the start's error says more
-		var p *audit.Problem
-		if signer == nil && errors.As(err, &p) && p.Kind == audit.ProblemUnknownKey {
-			return fmt.Errorf("node: audit: %w; a sealed node checks the chain it continues with the public key kept in %s while it was last unsealed: restore that file, or start the node once with its root key", err, n.auditKeyFile())
-		}
 		return fmt.Errorf("node: audit: %w", err)
 	}
 	n.audit, n.auditFiles, n.auditNode = l, files, id

@@ -156,13 +156,55 @@ func TestAuditSealed(t *testing.T) {
 	}
 
 	// Sealed, without the kept key: the chain's checkpoints cannot be
-	// checked.
+	// checked, so it continues in a new segment, the old files as they are.
 	if err := os.Remove(filepath.Join(dir, AuditKeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(t.Context(), Config{DataDir: dir, Issuer: "https://keygate.test", Audience: "api"})
-	if !errors.Is(err, audit.ErrBadTail) || !strings.Contains(err.Error(), AuditKeyFile) {
-		t.Errorf("sealed start without %s: %v", AuditKeyFile, err)
+	n = openTest(t, Config{DataDir: dir})
+	writeRecord(t, n, 5)
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	newFiles, _ := n.AuditFiles()
+	n.Close()
+	if len(newFiles) != len(files)+1 {
+		t.Fatalf("files %v after %v: want one more, a new segment", newFiles, files)
+	}
+	if sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, newFiles[len(newFiles)-1]); err != nil || sum.Segments != 1 {
+		t.Errorf("the new segment: %+v %v", sum, err)
+	}
+	if _, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, files...); err != nil {
+		t.Errorf("the old files changed: %v", err)
+	}
+}
+
+// A line torn by a crash ends the file it is in; the node starts, and its
+// chain goes on in a new segment.
+func TestAuditTornTail(t *testing.T) {
+	dir := t.TempDir()
+	n := openTest(t, Config{DataDir: dir})
+	pub := n.AuditStatus().Key
+	writeRecord(t, n, 0)
+	files, _ := n.AuditFiles()
+	n.Close()
+	f, err := os.OpenFile(files[len(files)-1], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"v":1,"node":"`)
+	f.Close()
+	n = openTest(t, Config{DataDir: dir})
+	writeRecord(t, n, 1)
+	after, _ := n.AuditFiles()
+	n.Close()
+	if len(after) != len(files)+1 {
+		t.Fatalf("files %v: want a new segment's file", after)
+	}
+	if _, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, files...); !errors.Is(err, audit.ErrTampered) {
+		t.Errorf("the torn file verifies: %v", err)
+	}
+	if sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, after[len(after)-1]); err != nil || sum.Segments != 1 {
+		t.Errorf("the new segment: %+v %v", sum, err)
 	}
 }
 
