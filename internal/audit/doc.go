@@ -20,7 +20,10 @@
 // never stored ([HMACKey.Sum]). Every field is typed or checked (see
 // [Record]): there is no free-form payload, identifiers cannot hold a
 // token-sized value or spaces, and no plaintext, ciphertext, secret or
-// token has a field to go in.
+// token has a field to go in. A record's result is ok, refused, error,
+// or pending: a request record, written before an operation changes
+// anything so that no change is made unrecorded, and followed by the
+// record of its outcome under the same request id.
 //
 // # Line format
 //
@@ -72,6 +75,20 @@
 // [Config].NewSegment is set: then a new chain begins, in a new file,
 // with an open line with start "segment" (prev zeros, seq continuing,
 // prevfile naming the damaged file, which is left as it is).
+//
+// # Keys, and a sealed node
+//
+// The [SigningKey] that signs checkpoints and the [HMACKey] behind Hashed
+// are the Log's to hold ([Config].Signer and HMAC, [Log.SetKeys]). A
+// node that derives them from a sealed root key has neither while it is
+// sealed: its Log still writes, chains and answers every record (so
+// fail-closed holds), [Log.Sum] makes no digest, so hashed values are
+// left out, and no checkpoint is written, not even at a rotation (the old
+// file then ends unsigned) or at Close. The first checkpoint after
+// SetKeys gives a signer back signs every line since the last one; until
+// then those lines are chained but not authenticated, like lines a crash
+// left unsigned. Started without a signer ([Config].Sealed), a Log reads
+// back its tail trusting [Config].PreviousKeys alone.
 //
 // # What Verify detects, and what it cannot
 //

@@ -206,7 +206,7 @@ func (s *FileSink) Resume(node string, keys []ed25519.PublicKey) (Tail, error) {
 
 // verifyTail verifies one file as the current end of node's chain.
 func verifyTail(path, node string, keys []ed25519.PublicKey) (*Summary, int64, error) {
-	v, err := NewVerifier(VerifyOptions{Keys: keys, Node: node, AllowUnsignedTail: true})
+	v, err := newVerifier(VerifyOptions{Keys: keys, Node: node, AllowUnsignedTail: true})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
+	"sync"
 )
 
 // SeedSize is the size of a SigningKey's seed and the minimum size of an
@@ -82,8 +84,14 @@ func KeyID(pub ed25519.PublicKey) string {
 // recorded as Digests. It is opaque like SigningKey and formats as
 // "audit.HMACKey(redacted)".
 type HMACKey struct {
-	_ [0]func() // not comparable
-	k []byte
+	_    [0]func() // not comparable
+	k    []byte
+	pool sync.Pool // *hmacState: Sum allocates nothing in steady state
+}
+
+type hmacState struct {
+	m   hash.Hash
+	buf []byte // the value, and then the sum
 }
 
 // NewHMACKey returns an HMAC key holding a copy of secret, which must be at
@@ -92,16 +100,23 @@ func NewHMACKey(secret []byte) (*HMACKey, error) {
 	if len(secret) < SeedSize {
 		return nil, fmt.Errorf("%w: HMAC secret is %d bytes, want at least %d", ErrKeySize, len(secret), SeedSize)
 	}
-	return &HMACKey{k: append([]byte(nil), secret...)}, nil
+	k := &HMACKey{k: append([]byte(nil), secret...)}
+	k.pool.New = func() any { return &hmacState{m: hmac.New(sha256.New, k.k)} }
+	return k, nil
 }
 
 // Sum returns the HMAC-SHA256 of value under k.
 func (k *HMACKey) Sum(value string) Digest {
-	m := hmac.New(sha256.New, k.k)
-	io.WriteString(m, value)
+	st := k.pool.Get().(*hmacState)
+	st.m.Reset()
+	st.buf = append(st.buf[:0], value...)
+	st.m.Write(st.buf)
+	st.buf = st.m.Sum(st.buf[:0])
 	var d Digest
-	m.Sum(d.sum[:0])
+	copy(d.sum[:], st.buf)
 	d.set = true
+	clear(st.buf)
+	k.pool.Put(st)
 	return d
 }
 

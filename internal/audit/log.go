@@ -23,16 +23,28 @@ const (
 	DefaultMaxBacklog         = 1 << 16
 )
 
-// Config configures a Log. Node, Signer and Sinks are required; zero values
-// elsewhere take the defaults above.
+// Config configures a Log. Node, Sinks and a Signer (or Sealed) are
+// required; zero values elsewhere take the defaults above.
 type Config struct {
 	// Node names this node's chain; it is in every line (an identifier,
 	// as Record.RequestID).
 	Node string
 	// Signer signs checkpoints.
 	Signer *SigningKey
+	// Sealed starts the Log without a Signer, for a sealed node, which
+	// holds no key to derive one from: records are written and chained,
+	// but no checkpoint is until Log.SetKeys gives a signer, whose first
+	// checkpoint signs every line since the last one. A Log needs one of
+	// Signer and Sealed, so that a missing key is never a silent default.
+	Sealed bool
+	// HMAC is the key Log.Sum makes digests with; without one, Sum makes
+	// none until Log.SetKeys gives one.
+	HMAC *HMACKey
 	// PreviousKeys are the public keys of earlier signing keys, trusted
-	// when a sink's tail is read back at Start.
+	// when a sink's tail is read back at Start (besides the Signer's). A
+	// Sealed Log checks the tail's checkpoints against these alone; a
+	// tail with a checkpoint none of them verifies does not verify
+	// (ErrBadTail).
 	PreviousKeys []ed25519.PublicKey
 	// Sinks receive every line. A batch succeeds when at least one takes
 	// it.
@@ -113,7 +125,9 @@ func (e *WriteError) Unwrap() []error { return e.Errs }
 type Health struct {
 	Running bool
 	// Ready is set while the Log runs and at least one sink took the
-	// last batch.
+	// last batch. While none did, a Log with a signer tries again with a
+	// checkpoint every CheckpointInterval, so that Ready comes back
+	// without waiting for a Write.
 	Ready bool
 	Sinks []SinkHealth
 }
@@ -146,8 +160,11 @@ type Log struct {
 	running   atomic.Bool
 	ctx       context.Context // the writer's; cancelled when Close gives up waiting
 	cancel    context.CancelFunc
+	signer    atomic.Pointer[SigningKey] // nil: no checkpoints (sealed)
+	mac       atomic.Pointer[HMACKey]    // nil: Sum makes no digest
 
 	// Owned by the writer goroutine (by Start before it runs).
+	failing bool // no sink took the last batch
 	st      chainState
 	sinks   []*sinkState
 	batch   []*request
@@ -198,8 +215,8 @@ func New(cfg Config) (*Log, error) {
 	if err := checkID(cfg.Node, true); err != nil {
 		return nil, fmt.Errorf("audit: Config.Node: %v", err)
 	}
-	if cfg.Signer == nil {
-		return nil, errors.New("audit: Config.Signer is required")
+	if (cfg.Signer == nil) != cfg.Sealed {
+		return nil, errors.New("audit: give exactly one of Config.Signer and Config.Sealed")
 	}
 	if len(cfg.Sinks) == 0 {
 		return nil, errors.New("audit: Config.Sinks: at least one sink is required")
@@ -226,7 +243,41 @@ func New(cfg Config) (*Log, error) {
 	for _, s := range cfg.Sinks {
 		l.sinks = append(l.sinks, &sinkState{sink: s})
 	}
+	l.SetKeys(cfg.Signer, cfg.HMAC)
 	return l, nil
+}
+
+// SetKeys replaces the key that signs checkpoints and the key Sum makes
+// digests with; nil forgets either. A sealed node forgets both when it
+// seals and gives them back when it is unsealed. While there is no signer
+// the Log writes no checkpoint (not even before a rotation or at Close);
+// the first checkpoint after a signer is given signs every line since the
+// last one, which were chained but not authenticated until then. A
+// checkpoint names its signer's key, so a verifier needs the public key
+// of every signer the Log had.
+func (l *Log) SetKeys(signer *SigningKey, mac *HMACKey) {
+	l.signer.Store(signer)
+	l.mac.Store(mac)
+}
+
+// Sum returns the HMAC-SHA256 of value under the Log's HMAC key, for a
+// Record's Hashed; ok is false, and the value must then be left out of the
+// record, while the Log has no HMAC key (see SetKeys).
+func (l *Log) Sum(value string) (d Digest, ok bool) {
+	k := l.mac.Load()
+	if k == nil {
+		return Digest{}, false
+	}
+	return k.Sum(value), true
+}
+
+// Signing returns the public key that signs the Log's checkpoints, or nil
+// while it has no signer.
+func (l *Log) Signing() ed25519.PublicKey {
+	if k := l.signer.Load(); k != nil {
+		return k.Public()
+	}
+	return nil
 }
 
 func setDefault[T int | time.Duration](v *T, def T) {
@@ -275,7 +326,10 @@ type openPlan struct {
 
 // resume decides how the chain goes on, and sets l.st.
 func (l *Log) resume() (openPlan, error) {
-	keys := append([]ed25519.PublicKey{l.cfg.Signer.Public()}, l.cfg.PreviousKeys...)
+	keys := l.cfg.PreviousKeys
+	if sg := l.signer.Load(); sg != nil {
+		keys = append([]ed25519.PublicKey{sg.Public()}, keys...)
+	}
 	var tails []Tail
 	var bad []*TailError
 	var maxSeq uint64
@@ -484,7 +538,10 @@ func (l *Log) run(t Ticker) {
 			l.fill()
 			l.commit(l.ctx, l.batch, nil, false)
 		case <-t.C():
-			if l.st.sinceCP > 0 {
+			// A checkpoint when lines are unsigned; and while no sink
+			// took the last batch, one to find out whether a sink works
+			// again, so that Health recovers without a Write.
+			if (l.st.sinceCP > 0 || l.failing) && l.signer.Load() != nil {
 				l.commit(l.ctx, nil, nil, true)
 			}
 		case <-l.stopping:
@@ -518,7 +575,7 @@ func (l *Log) finish() {
 		l.commit(l.ctx, l.batch, nil, false)
 	}
 	var err error
-	if l.st.sinceCP > 0 {
+	if l.st.sinceCP > 0 && l.signer.Load() != nil {
 		if err = l.commit(l.ctx, nil, nil, true); err != nil {
 			err = fmt.Errorf("audit: final checkpoint: %w", err)
 		}
@@ -530,17 +587,21 @@ func (l *Log) finish() {
 }
 
 // commit builds one batch (an open line or a rotation, the records, a
-// checkpoint when due), writes it to the sinks and wakes the callers.
+// checkpoint when due and a signer is set), writes it to the sinks and
+// wakes the callers.
 func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, checkpoint bool) error {
 	began := l.clock.Now()
 	saved := l.st
+	sg := l.signer.Load()
 	l.buf, l.lines, l.offs = l.buf[:0], l.lines[:0], l.offs[:0]
 	switch {
 	case open != nil:
 		l.addOpen(began, *open)
 	case l.rotateDue():
-		if l.st.sinceCP > 0 {
-			l.addCheckpoint(began)
+		// Without a signer the old file ends unsigned: the next
+		// checkpoint, in a later file, signs its last lines.
+		if l.st.sinceCP > 0 && sg != nil {
+			l.addCheckpoint(began, sg)
 		}
 		l.addOpen(began, openPlan{start: StartRotate, prevFile: FileName(l.st.fileSeq)})
 	}
@@ -549,8 +610,11 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 		l.buf = append(l.buf, r.content...)
 		l.end(start, TypeRecord, false)
 	}
-	if checkpoint && l.st.sinceCP > 0 || l.st.recordsSinceCP >= l.cfg.CheckpointEvery {
-		l.addCheckpoint(began)
+	if sg != nil && (checkpoint && (l.st.sinceCP > 0 || l.failing) || l.st.recordsSinceCP >= l.cfg.CheckpointEvery) {
+		l.addCheckpoint(began, sg)
+	}
+	if len(l.lines) == 0 {
+		return nil // a checkpoint was due, but the signer has just been forgotten
 	}
 	l.offs = append(l.offs, len(l.buf))
 	for i := range l.lines {
@@ -560,6 +624,7 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 	if err != nil {
 		l.st = saved
 	}
+	l.failing = err != nil
 	l.mu.Lock()
 	l.lastCP, l.hasCP = l.st.lastCP, l.st.hasCP
 	l.mu.Unlock()
@@ -620,10 +685,10 @@ func (l *Log) addOpen(now time.Time, p openPlan) {
 	l.end(start, TypeOpen, p.start.newFile())
 }
 
-func (l *Log) addCheckpoint(now time.Time) {
+func (l *Log) addCheckpoint(now time.Time, sg *SigningKey) {
 	start := l.begin()
-	l.buf = appendCheckpoint(l.buf, now, l.cfg.Signer.KeyID())
-	l.buf, l.scratch = signCheckpoint(l.buf, start, l.cfg.Signer, l.scratch)
+	l.buf = appendCheckpoint(l.buf, now, sg.KeyID())
+	l.buf, l.scratch = signCheckpoint(l.buf, start, sg, l.scratch)
 	l.end(start, TypeCheckpoint, false)
 }
 

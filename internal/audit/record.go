@@ -88,12 +88,18 @@ const (
 	ResultOK             // done as asked
 	ResultRefused        // refused: bad credentials, policy, input
 	ResultError          // failed on the server's side
+	// ResultPending is a request record: written before the operation
+	// changes anything, so that no change is made unrecorded. The record
+	// of its outcome, with the same request id, follows; a pending
+	// record without one is an operation whose outcome was never
+	// recorded (the node stopped, or the log failed, in between).
+	ResultPending
 	numResults
 )
 
-var resultNames = [...]string{"", "ok", "refused", "error"}
+var resultNames = [...]string{"", "ok", "refused", "error", "pending"}
 
-// String returns "ok", "refused" or "error".
+// String returns "ok", "refused", "error" or "pending".
 func (r Result) String() string { return enumName(resultNames[:], r, "Result") }
 
 // An Operation is a dotted, machine-readable name: two or more parts of
@@ -101,9 +107,25 @@ func (r Result) String() string { return enumName(resultNames[:], r, "Result") }
 // e.g. "transit.encrypt", "oauth2.token", "admin.clients.create".
 type Operation string
 
+// Valid reports whether o is a dotted lower-case name Validate accepts.
+func (o Operation) Valid() bool { return validOperation(string(o)) }
+
 // A Reason is a machine-readable cause: lower-case letters, digits,
 // underscores and dots, beginning with a letter, e.g. "invalid_client".
 type Reason string
+
+// Valid reports whether r is a name Validate accepts as a Reason.
+func (r Reason) Valid() bool { return validName(string(r), MaxNameLen, true) }
+
+// ValidID reports whether s is an identifier Validate accepts (for
+// RequestID, Tenant, Principal.ID and Key.Name): 1 to MaxIDLen bytes of
+// printable ASCII without space, '"' and '\'.
+func ValidID(s string) bool { return s != "" && checkID(s, true) == nil }
+
+// ValidHashName reports whether name is a name Validate accepts in
+// Hashed: lower-case letters, digits and underscores, beginning with a
+// letter, at most 32 bytes.
+func ValidHashName(name string) bool { return validName(name, maxHashKey, false) }
 
 // A KeyRef names a key and its version. Version 0 records none; a version
 // needs a name.
@@ -163,7 +185,7 @@ func (r *Record) Validate() error {
 		return fieldErr("Key.Version", "out of range or without a name")
 	}
 	if r.Result == resultUnset || r.Result >= numResults {
-		return fieldErr("Result", "not ok, refused or error")
+		return fieldErr("Result", "not ok, refused, error or pending")
 	}
 	if r.Reason != "" && !validName(string(r.Reason), MaxNameLen, true) {
 		return fieldErr("Reason", "not a lower-case name")

@@ -131,6 +131,13 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	if len(opts.Keys) == 0 {
 		return nil, errors.New("audit: verify needs at least one public key")
 	}
+	return newVerifier(opts)
+}
+
+// newVerifier is NewVerifier without the demand for keys: a Log started
+// without a signer reads its tail back with the keys it has, perhaps none,
+// and then any checkpoint there is an unknown key.
+func newVerifier(opts VerifyOptions) (*Verifier, error) {
 	v := &Verifier{opts: opts, keys: make(map[string]ed25519.PublicKey)}
 	for _, k := range opts.Keys {
 		if len(k) != ed25519.PublicKeySize {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
@@ -17,7 +18,51 @@ import (
 func auditCommands() []*command {
 	return []*command{
 		{name: "verify", summary: "verify audit log files: their hash chain and signed checkpoints", run: (*app).auditVerify},
+		{name: "key", summary: "print a running node's audit checkpoint key (for verify --key)", run: (*app).auditKey},
 	}
+}
+
+// auditKey prints the public key a node's audit checkpoints verify with,
+// read from its admin API: PEM, as audit verify --key takes it. The key is
+// derived from the root key, so every node of a fleet prints the same one.
+func (a *app) auditKey(ctx context.Context, args []string) error {
+	fs := a.flags("keygate audit key", "[flags]",
+		"Prints, in PEM, the Ed25519 public key a running node's audit checkpoints are signed\n"+
+			"with (GET /v1/admin/audit): save it for keygate audit verify --key. The key is derived\n"+
+			"from the root key, the same on every node of a fleet; a sealed node prints the one it\n"+
+			"kept from when it was last unsealed. On stderr: the node's id, the key's id and the\n"+
+			"last checkpoint (for verify --expect-seq N --expect-hash HEX).")
+	var af adminFlags
+	af.register(fs)
+	if _, err := fs.parse(args, 0, 0); err != nil {
+		return err
+	}
+	var out struct {
+		Enabled        bool   `json:"enabled"`
+		Node           string `json:"node"`
+		PublicKey      string `json:"public_key"`
+		KeyID          string `json:"key_id"`
+		LastCheckpoint *struct {
+			Seq  uint64 `json:"seq"`
+			Hash string `json:"hash"`
+		} `json:"last_checkpoint"`
+	}
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/audit", nil, &out); err != nil {
+		return err
+	}
+	switch {
+	case !out.Enabled:
+		return errors.New("the node's audit log is off (audit.disabled)")
+	case out.PublicKey == "":
+		return errors.New("the node is sealed and has not kept its audit key: unseal it (keygate unseal) and ask again")
+	}
+	fmt.Fprint(a.stdout, out.PublicKey)
+	fmt.Fprintf(a.stderr, "node %s, key %s", out.Node, out.KeyID)
+	if cp := out.LastCheckpoint; cp != nil {
+		fmt.Fprintf(a.stderr, ", last checkpoint: --expect-seq %d --expect-hash %s", cp.Seq, cp.Hash)
+	}
+	fmt.Fprintln(a.stderr)
+	return nil
 }
 
 func (a *app) auditVerify(_ context.Context, args []string) error {

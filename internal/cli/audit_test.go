@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/keygate/keygate/internal/audit"
@@ -130,4 +132,122 @@ func auditKey(t *testing.T) (*audit.SigningKey, []byte) {
 		t.Fatal(err)
 	}
 	return k, pem
+}
+
+// TestServeAuditRun: keygate serve records every token and admin request
+// in its audit files, rotated by size; keygate audit key prints the key
+// they verify with, whether the node is sealed or not; and keygate audit
+// verify passes on the files after a run that was sealed, served more
+// requests and was unsealed again, the lines written sealed signed by the
+// first checkpoint after. No file holds the passphrase, the admin token, a
+// client secret or a token.
+func TestServeAuditRun(t *testing.T) {
+	const pass = "a long unseal passphrase"
+	h := newHarness(t)
+	data := h.path("data")
+	h.stdin = pass + "\n"
+	h.must("keyring", "init", "--data-dir", data)
+	adminToken := strings.Repeat("k", 40)
+	tokenFile := h.write("admin.token", []byte(adminToken+"\n"))
+	cfg := h.write("keygate.yaml", []byte("audit:\n  file: {max_size: 4096}\n  checkpoint_every: 5\n"))
+	s := h.serve("--listen", "127.0.0.1:0", "--config", cfg, "--data-dir", data, "--admin-token-file", tokenFile)
+	stop := sync.OnceValue(s.stop)
+	defer stop()
+	adminURL := s.adminURL(t)
+	admin := []string{"--admin", adminURL, "--admin-token-file", tokenFile}
+	if r := h.run(append([]string{"audit", "key"}, admin...)...); r.code != ExitFail || !strings.Contains(r.stderr, "sealed") {
+		t.Errorf("audit key of a node never unsealed: %d %s", r.code, r.stderr)
+	}
+	h.stdin = pass + "\n"
+	h.must("unseal", "--admin", adminURL)
+	out := h.must(append([]string{"clients", "create", "--name", "svc"}, admin...)...)
+	id, secret := clientIDLine.FindStringSubmatch(out)[1], clientSecretLine.FindStringSubmatch(out)[1]
+	token := []string{"token", "--client", id, "--secret", secret, "--url", "http://" + s.addr}
+	secrets := []string{pass, adminToken, secret}
+	for range 12 {
+		tok := strings.TrimSpace(h.must(token...))
+		secrets = append(secrets, tok, tok[strings.LastIndexByte(tok, '.')+1:])
+	}
+	r := h.run(append([]string{"audit", "key"}, admin...)...)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "BEGIN PUBLIC KEY") || !strings.Contains(r.stderr, "--expect-seq") {
+		t.Fatalf("audit key: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	key := h.write("audit-key.pem", []byte(r.stdout))
+
+	h.must(append([]string{"seal"}, admin...)...)
+	sealedKey := h.run(append([]string{"audit", "key"}, admin...)...)
+	if sealedKey.stdout != r.stdout {
+		t.Errorf("audit key while sealed: %q, want the same key", sealedKey.stdout)
+	}
+	for range 3 {
+		if r := h.run(token...); r.code != ExitFail {
+			t.Fatalf("token while sealed: %d", r.code)
+		}
+	}
+	h.must(append([]string{"clients", "list"}, admin...)...)
+	h.stdin = pass + "\n"
+	h.must("unseal", "--admin", adminURL)
+	h.must(token...)
+	if code := stop(); code != ExitOK {
+		t.Fatalf("serve exit %d:\n%s", code, s.stderr)
+	}
+
+	files, err := filepath.Glob(filepath.Join(data, "audit", "audit-*.jsonl"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("audit files %v %v: want rotations", files, err)
+	}
+	v := h.run(append([]string{"audit", "verify", "--key", key}, files...)...)
+	if v.code != ExitOK || !strings.Contains(v.stdout, "ok: node kgn_") || strings.Contains(v.stdout, " 0 rotations") {
+		t.Fatalf("audit verify: %d\n%s\n%s", v.code, v.stdout, v.stderr)
+	}
+	var all []byte
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		all = append(all, b...)
+	}
+	for _, op := range []string{`"op":"sys.unseal"`, `"op":"sys.seal"`, `"op":"admin.clients.create"`, `"op":"oauth2.token.client_credentials"`,
+		`"op":"admin.clients.list"`, `"op":"admin.audit.read"`, `"result":"pending"`} {
+		if !bytes.Contains(all, []byte(op)) {
+			t.Errorf("no record with %s", op)
+		}
+	}
+	for _, s := range secrets {
+		if bytes.Contains(all, []byte(s)) {
+			t.Errorf("an audit file holds a secret: %.12q…", s)
+		}
+	}
+}
+
+// TestServeAuditFlags: --no-audit turns the log off, --audit-dir moves
+// it, --audit-node names it; a bad --audit-node and a configuration
+// without a sink are refused before anything is opened.
+func TestServeAuditFlags(t *testing.T) {
+	h := newHarness(t)
+	if r := h.run("serve", "--audit-node", "two words"); r.code != ExitUsage || !strings.Contains(r.stderr, "--audit-node") {
+		t.Errorf("--audit-node with a space: %d %s", r.code, r.stderr)
+	}
+	cfg := h.write("nosink.yaml", []byte("audit:\n  file: {disabled: true}\n"))
+	if r := h.run("serve", "--config", cfg, "--data-dir", h.path("never")); r.code == ExitOK || !strings.Contains(r.stderr, "audit: no sink") {
+		t.Errorf("no audit sink: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(h.path("never")); err == nil {
+		t.Error("the data directory was made for a configuration that does not validate")
+	}
+
+	dir := h.path("elsewhere")
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d1"), "--audit-dir", dir, "--audit-node", "node-7")
+	s.stop()
+	if files, _ := filepath.Glob(filepath.Join(dir, "audit-*.jsonl")); len(files) != 1 {
+		t.Errorf("--audit-dir: files %v", files)
+	} else if b, _ := os.ReadFile(files[0]); !bytes.Contains(b, []byte(`"node":"node-7"`)) {
+		t.Errorf("--audit-node: %s", b)
+	}
+	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d2"), "--no-audit")
+	s.stop()
+	if _, err := os.Stat(filepath.Join(h.path("d2"), "audit")); err == nil {
+		t.Error("--no-audit: an audit directory was made")
+	}
+	if !strings.Contains(s.stderr.String(), "audit log is off") {
+		t.Errorf("--no-audit is not warned about:\n%s", s.stderr)
+	}
 }

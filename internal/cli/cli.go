@@ -115,7 +115,7 @@ func commands() []*command {
 		}},
 		{name: "unseal", summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
 		{name: "seal", summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},
-		{name: "audit", summary: "verify audit logs", subs: auditCommands()},
+		{name: "audit", summary: "verify audit logs, print a node's audit key", subs: auditCommands()},
 		{name: "bench", summary: "measure signing and verification throughput; load-test helpers", subs: []*command{
 			{name: "verify", summary: "verifications per second by algorithm", run: (*app).benchVerify},
 			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},

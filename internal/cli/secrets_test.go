@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/store/postgres"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -29,7 +30,9 @@ import (
 // in a file — and pprof enabled, then reads every admin endpoint (each
 // pprof profile included, the binary ones decompressed), the discovery
 // documents and its whole log, and finds none of them. A client secret
-// issued through the admin API is looked for too.
+// issued through the admin API is looked for too, and in the audit log —
+// its files and its copy in the store (--audit-store) — none of those,
+// nor a user's password or the tokens the requests carried.
 func TestNoSecretsOnAdminSurface(t *testing.T) {
 	base := os.Getenv("DATABASE_URL")
 	if base == "" {
@@ -74,7 +77,7 @@ func TestNoSecretsOnAdminSurface(t *testing.T) {
 	}
 	addr, adminAddr := testnet.ClosedAddr(t), testnet.ClosedAddr(t)
 	args := []string{"serve", "--listen", addr, "--admin-listen", adminAddr, "--data-dir", filepath.Join(dir, "data"),
-		"--issuer", "https://kg.test", "--database-url", dbURL.String(), "--pprof", "--metrics-token-file", metricsFile}
+		"--issuer", "https://kg.test", "--database-url", dbURL.String(), "--pprof", "--metrics-token-file", metricsFile, "--audit-store"}
 	env := []string{"KEYGATE_REDIS_URL=redis://:" + redisPass + "@" + redisAddr + "/0", "KEYGATE_ROOT_KEY=" + rootKey,
 		"KEYGATE_ADMIN_TOKEN=" + adminToken}
 	waitRedis(t, redisAddr)
@@ -109,11 +112,42 @@ func TestNoSecretsOnAdminSurface(t *testing.T) {
 		t.Fatalf("create client: %d %v %v", code, created, err)
 	}
 	clientSecret, _ := created["client_secret"].(string)
+	clientID, _ := created["client_id"].(string)
+	tokenURL := "http://" + addr
+	password := secret("password")
+	code, user, err := adminJSON(client, http.MethodPost, "http://"+adminAddr+"/v1/admin/users", adminToken,
+		map[string]any{"username": "alice", "password": password, "scopes": []string{"read"}})
+	if err != nil || code != 201 {
+		t.Fatalf("create user: %d %v %v", code, user, err)
+	}
+	code, tok, err := form(client, tokenURL+"/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, clientID, clientSecret)
+	if err != nil || code != 200 {
+		t.Fatalf("token: %d %v %v", code, tok, err)
+	}
+	access, _ := tok["access_token"].(string)
+	code, login, err := form(client, tokenURL+"/v1/login", url.Values{"username": {"alice"}, "password": {password}}, clientID, clientSecret)
+	if err != nil || code != 200 {
+		t.Fatalf("login: %d %v %v", code, login, err)
+	}
+	loginAccess, _ := login["access_token"].(string)
+	refresh, _ := login["refresh_token"].(string)
+	if code, _, err := form(client, tokenURL+"/oauth2/revoke", url.Values{"token": {access}}, clientID, clientSecret); err != nil || code != 200 {
+		t.Fatalf("revoke: %d %v", code, err)
+	}
+	if code, _, err := form(client, tokenURL+"/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, clientID, clientSecret); err != nil || code != 200 {
+		t.Fatalf("refresh: %d %v", code, err)
+	}
+	form(client, tokenURL+"/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, clientID, "kgs_not"+clientSecret[7:]) //nolint:errcheck // refused
+	code, auditStatus, err := adminJSON(client, http.MethodGet, "http://"+adminAddr+"/v1/admin/audit", adminToken, nil)
+	if err != nil || code != 200 {
+		t.Fatalf("GET /v1/admin/audit: %d %v %v", code, auditStatus, err)
+	}
+	auditNode, _ := auditStatus["node"].(string)
 
 	var seen bytes.Buffer
 	admin := "http://" + adminAddr
 	for _, p := range []string{"/healthz", "/readyz", "/v1/sys/seal-status", "/v1/admin/clients", "/v1/admin/users",
-		"/v1/admin/keys", "/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+		"/v1/admin/keys", "/v1/admin/audit", "/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
 		seen.Write(get(admin+p, adminToken))
 	}
 	seen.Write(get(admin+"/metrics", metricsToken))
@@ -155,6 +189,42 @@ func TestNoSecretsOnAdminSurface(t *testing.T) {
 		if i := bytes.Index(seen.Bytes(), []byte(s)); i >= 0 {
 			lo := max(0, i-120)
 			t.Errorf("the %s appears on the admin surface or in the log: …%q…", name, seen.Bytes()[lo:i])
+		}
+	}
+
+	// The audit log: every file, and the store's copy.
+	var audited bytes.Buffer
+	files, _ := filepath.Glob(filepath.Join(dir, "data", "audit", "audit-*.jsonl"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audited.Write(b)
+	}
+	fileBytes := audited.Len()
+	st, err := postgres.Open(t.Context(), dbURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.AuditEntries(t.Context(), auditNode, 1, 10000)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("the store's audit entries of %q: %d, %v", auditNode, len(entries), err)
+	}
+	for _, e := range entries {
+		audited.Write(e.Line)
+		audited.WriteByte('\n')
+	}
+	if fileBytes == 0 || !bytes.Contains(audited.Bytes(), []byte(`"op":"login.password"`)) {
+		t.Fatalf("no audit records read (%d bytes of files)", fileBytes)
+	}
+	for name, s := range map[string]string{"database password": dbPass, "Redis password": redisPass, "admin token": adminToken,
+		"metrics token": metricsToken, "root key": rootKey, "root key (base64url)": base64.RawURLEncoding.EncodeToString(rootRaw),
+		"client secret": clientSecret, "password": password, "access token": access, "access token's signature": access[strings.LastIndexByte(access, '.')+1:],
+		"login's access token": loginAccess, "refresh token": refresh, "username": `"alice"`} {
+		if s != "" && bytes.Contains(audited.Bytes(), []byte(s)) {
+			t.Errorf("the %s is in the audit log", name)
 		}
 	}
 	if seen.Len() < 10000 {

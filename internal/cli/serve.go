@@ -38,6 +38,7 @@ type serveFlags struct {
 	level                                     slog.Level
 	tls                                       tlsFlags
 	ts                                        tokenFlags
+	audit                                     auditFlags
 }
 
 func (f *serveFlags) register(fs *flagSet) {
@@ -59,6 +60,7 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	f.tls.register(fs)
 	f.ts.register(fs)
+	f.audit.register(fs)
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -74,6 +76,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			"  GET /.well-known/openid-configuration, /.well-known/oauth-authorization-server\n"+
 			"  GET /healthz                 liveness\n"+
 			"  everything else              the reverse proxy, when routes are configured\n"+
+			"Every request to the token service and the admin API is recorded in the audit log (the\n"+
+			"audit section; by default files in the data directory's audit/) before it is answered,\n"+
+			"and answered 503 when no audit sink takes the record.\n"+
 			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.")
 	var f serveFlags
 	f.register(fs)
@@ -81,11 +86,15 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	f.ts.parsed(fs)
+	f.audit.parsed(fs)
 	f.audienceOwn = fs.isSet("audience") && f.jwksURL == ""
 	if _, err := gateway.Preset(f.proxy); err != nil {
 		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
 	}
 	if err := f.ts.check(); err != nil {
+		return err
+	}
+	if err := f.audit.check(); err != nil {
 		return err
 	}
 	cfg, err := f.gatewayConfig(a.env)
@@ -249,7 +258,8 @@ func (f *serveFlags) writeTokenService(ts *config.TokenService) {
 
 func (f *serveFlags) overrides() server.Overrides {
 	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
-		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService}
+		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService,
+		Audit: f.audit.write}
 	o.TLS, o.AdminTLS = f.tls.overrides()
 	return o
 }
@@ -326,6 +336,7 @@ func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, 
 	}
 	scfg.Node = &node.Config{
 		TokenService: cfg.TokenService,
+		Audit:        cfg.Audit,
 		DataDir:      cfg.DataDir,
 		Issuer:       issuer,
 		Audience:     audience,

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/verify"
@@ -71,6 +73,91 @@ type Config struct {
 	// those CAs. Like TokenService, both sections are read at start (the
 	// files they name are followed while running).
 	AdminTLS AdminTLS `yaml:"admin_tls"`
+	// Audit configures the audit log of a node that runs the token
+	// service; it is on by default, with the file sink. Read at start,
+	// like TokenService.
+	Audit Audit `yaml:"audit"`
+}
+
+// Audit is the audit section: where the node's audit records go. Every
+// request to the token service and the admin API is recorded before it is
+// answered; when no sink takes the record, the request fails.
+type Audit struct {
+	// Disabled turns the audit log off: nothing is recorded.
+	Disabled bool `yaml:"disabled"`
+	// Node names this node's chain of records; the default is the id
+	// generated at the first start and kept in the data directory
+	// (node.id). Two nodes writing to one store need different names.
+	Node string `yaml:"node"`
+	// File is the file sink: JSON lines, on unless Disabled.
+	File AuditFile `yaml:"file"`
+	// Stdout also writes every line to standard output, for a log
+	// shipper; Store also appends them to the store (SQLite or
+	// PostgreSQL), apart from the node's files.
+	Stdout bool `yaml:"stdout"`
+	Store  bool `yaml:"store"`
+	// CheckpointEvery and CheckpointInterval: a signed checkpoint is
+	// written after this many records, and this often while records come
+	// in (defaults 1000 and 1s).
+	CheckpointEvery    int           `yaml:"checkpoint_every"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+}
+
+// AuditFile is the audit file sink.
+type AuditFile struct {
+	Disabled bool   `yaml:"disabled"`
+	Dir      string `yaml:"dir"` // default <data_dir>/audit
+	// MaxSize is the size in bytes at which a file is rotated; the
+	// chain continues in the next (default 64 MiB).
+	MaxSize int64 `yaml:"max_size"`
+	// Sync is when a write is made durable: batch (each group of records
+	// is fsynced before any of its requests is answered; the default),
+	// interval (every SyncInterval, default 1s: a crash of the machine
+	// loses up to that much) or never (left to the operating system).
+	Sync         string        `yaml:"sync"`
+	SyncInterval time.Duration `yaml:"sync_interval"`
+}
+
+// Audit file sync policies.
+var AuditSyncs = []string{"batch", "interval", "never"}
+
+// DefaultAuditDir is the file sink's directory under the data directory.
+const DefaultAuditDir = "audit"
+
+// WithDefaults returns a with the file sink's directory (under dataDir)
+// and sync policy filled in when unset.
+func (a Audit) WithDefaults(dataDir string) Audit {
+	if a.File.Dir == "" {
+		a.File.Dir = filepath.Join(dataDir, DefaultAuditDir)
+	}
+	if a.File.Sync == "" {
+		a.File.Sync = "batch"
+	}
+	return a
+}
+
+func (a *Audit) validate(field string, bad func(field, format string, args ...any)) {
+	if a.Node != "" && !audit.ValidID(a.Node) {
+		bad(field+".node", "must be 1 to %d printable ASCII characters without spaces, quotes or backslashes", audit.MaxIDLen)
+	}
+	if a.File.MaxSize < 0 {
+		bad(field+".file.max_size", "must not be negative (0: the default, 64 MiB)")
+	}
+	if a.File.Sync != "" && !slices.Contains(AuditSyncs, a.File.Sync) {
+		bad(field+".file.sync", "must be one of %s, not %q", strings.Join(AuditSyncs, ", "), a.File.Sync)
+	}
+	if a.File.SyncInterval < 0 {
+		bad(field+".file.sync_interval", "must not be negative")
+	}
+	if a.CheckpointEvery < 0 {
+		bad(field+".checkpoint_every", "must not be negative (0: the default, 1000)")
+	}
+	if a.CheckpointInterval < 0 {
+		bad(field+".checkpoint_interval", "must not be negative (0: the default, 1s)")
+	}
+	if !a.Disabled && a.File.Disabled && !a.Stdout && !a.Store {
+		bad(field, "no sink: enable file, stdout or store, or set disabled to turn the audit log off")
+	}
 }
 
 // TLS names a listener's certificate (followed by any intermediates) and
@@ -451,6 +538,7 @@ func (c *Config) Validate() error {
 		r.validate(fmt.Sprintf("routes[%d]", i), true, seen, bad)
 	}
 	c.TokenService.validate("token_service", bad)
+	c.Audit.validate("audit", bad)
 	c.TLS.validate("tls", bad)
 	c.AdminTLS.TLS.validate("admin_tls", bad)
 	if c.AdminTLS.ClientCAFile != "" && !c.AdminTLS.TLS.Enabled() {

@@ -73,10 +73,35 @@ type Writer struct {
 	Log      *slog.Logger
 }
 
+// A CodeNoter is a ResponseWriter that wants to know the code of the
+// error answered on it: the audit log's writer, which records it as the
+// request's reason. Write finds one through writers that wrap another
+// (an Unwrap() http.ResponseWriter method, as http.ResponseController
+// reads them).
+type CodeNoter interface {
+	NoteErrorCode(code string)
+}
+
+// noteCode tells the CodeNoter among w and the writers it wraps, if any,
+// the code answered.
+func noteCode(w http.ResponseWriter, code string) {
+	for range 8 { // wrappers are few; a cycle must not hang the answer
+		if n, ok := w.(CodeNoter); ok {
+			n.NoteErrorCode(code)
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}
+
 // Write answers r with err and returns the *Error it answered: err's own,
 // or Internal for an error that is not one, which it logs with r's path.
 // It sets Content-Type and the Error's headers, then writes the status and
-// the body.
+// the body, and tells a CodeNoter among the writers the code.
 func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) *Error {
 	var e *Error
 	if !errors.As(err, &e) {
@@ -85,6 +110,7 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) *Error
 		}
 		e = Internal
 	}
+	noteCode(w, e.Code)
 	h := w.Header()
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Seconds()+0.999)))

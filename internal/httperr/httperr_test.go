@@ -60,3 +60,30 @@ func TestWrite(t *testing.T) {
 		})
 	}
 }
+
+type codeNoter struct {
+	http.ResponseWriter
+	code string
+}
+
+func (c *codeNoter) NoteErrorCode(code string) { c.code = code }
+
+type wrapper struct{ http.ResponseWriter }
+
+func (w wrapper) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Write tells the code answered to a CodeNoter, through a writer that
+// wraps it; an error that is not an *Error is noted as server_error.
+func TestWriteNotesCode(t *testing.T) {
+	n := &codeNoter{ResponseWriter: httptest.NewRecorder()}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	Writer{}.Write(wrapper{n}, r, &Error{Status: 429, Code: "slow_down", Description: "d"})
+	if n.code != "slow_down" {
+		t.Errorf("noted %q, want slow_down", n.code)
+	}
+	Writer{}.Write(n, r, errors.New("disk"))
+	if n.code != "server_error" {
+		t.Errorf("noted %q, want server_error", n.code)
+	}
+	Writer{}.Write(httptest.NewRecorder(), r, errors.New("no noter")) // nothing to tell, no panic
+}

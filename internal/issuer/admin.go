@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/store"
 )
@@ -33,7 +34,24 @@ func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
 // Handler routes the admin API.
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request) error{
+	for pattern, h := range a.routes() {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			err := noteAdmin(w, r) // the audit record's; a change waits for its pending record
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
+				a.svc.answer(w, r, err)
+			}
+		})
+	}
+	return a.token.Require("keygate-admin", mux)
+}
+
+// routes are the admin API's route patterns and their handlers; each has
+// its audit operation in adminOps.
+func (a *Admin) routes() map[string]func(http.ResponseWriter, *http.Request) error {
+	return map[string]func(http.ResponseWriter, *http.Request) error{
 		"POST /v1/admin/tenants":             a.createTenant,
 		"GET /v1/admin/tenants":              a.listTenants,
 		"GET /v1/admin/tenants/{name}":       a.getTenant,
@@ -50,14 +68,7 @@ func (a *Admin) Handler() http.Handler {
 		"POST /v1/admin/keys/rotate":         a.rotateKey,
 		"GET /v1/admin/keys":                 a.listKeys,
 		"POST /v1/admin/revocations":         a.revoke,
-	} {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				a.svc.answer(w, r, err)
-			}
-		})
 	}
-	return a.token.Require("keygate-admin", mux)
 }
 
 // decode reads a bounded JSON body strictly.
@@ -157,10 +168,12 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalidTenant(err)
 	}
+	httpaudit.From(w).Tenant(tenant)
 	id, err := randomID(a.svc.cfg.Rand, "kgc_")
 	if err != nil {
 		return fmt.Errorf("making a client id: %w", err)
 	}
+	httpaudit.From(w).Hash("id", id)
 	secret, err := NewSecret(a.svc.cfg.Rand)
 	if err != nil {
 		return fmt.Errorf("making a client secret: %w", err)
@@ -337,6 +350,7 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalidTenant(err)
 	}
+	httpaudit.From(w).Tenant(tenant)
 	hash, err := a.svc.hashPassword(r.Context(), in.Password)
 	if err != nil {
 		return hashError(err)
@@ -345,6 +359,7 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("making a user id: %w", err)
 	}
+	httpaudit.From(w).Hash("id", id)
 	now := a.svc.cfg.Now().UTC()
 	u := store.User{ID: id, Tenant: tenant, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
 	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
@@ -451,6 +466,7 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("rotating the signing key: %w", err)
 	}
+	httpaudit.From(w).Key(kid, 0)
 	if p := a.svc.cfg.Publisher; p != nil {
 		p.Rotated(r.Context(), kid)
 	}
@@ -545,6 +561,9 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return invalidRequest("give either jti or subject")
 	}
+	note := httpaudit.From(w)
+	note.Hash("jti", rv.JTI)
+	note.Hash("subject", rv.Subject)
 	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
 		return storeError("revocation", err)
 	}

@@ -28,6 +28,8 @@ const adminToken = "admin-token-0123456789abcdef0123456789"
 // the real SQLite store, with a clock the test moves.
 type adminFixture struct {
 	km       *KeyManager
+	svc      *Service
+	admin    *Admin
 	adm, pub *httptest.Server
 	now      time.Time
 }
@@ -53,6 +55,7 @@ func newAdminFixture(t testing.TB) *adminFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.svc, f.admin = svc, admin
 	f.adm = httptest.NewServer(admin.Handler())
 	t.Cleanup(f.adm.Close)
 	f.pub = httptest.NewServer(svc.Handler())

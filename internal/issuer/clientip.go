@@ -37,6 +37,10 @@ func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return peer
 }
 
+// ClientIP is the address r came from, read as the per-address limits
+// read it: through trusted proxies' X-Forwarded-For, else the peer's.
+func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr { return clientIP(r, trusted) }
+
 // IPv6 prefix lengths the per-address limits may count by
 // (Config.IPv6Prefix).
 const (

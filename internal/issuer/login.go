@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
@@ -55,6 +56,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	if username == "" || password == "" {
 		return errNoCredentials
 	}
+	httpaudit.From(w).Hash("username", username)
 	if wait, ok := s.allow(r, c.Tenant, username); !ok {
 		return slowDown(wait)
 	}
@@ -84,6 +86,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("login refused", "client", c.ID)
 		return errBadLogin
 	}
+	httpaudit.From(w).User(u.ID)
 	family, err := randomID(s.cfg.Rand, "")
 	if err != nil {
 		return fmt.Errorf("making a token family: %w", err)
@@ -189,9 +192,15 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub st
 	if err != nil {
 		return fmt.Errorf("making a refresh token: %w", err)
 	}
+	note := httpaudit.From(w)
+	note.Hash("family", family)
+	if err := note.Intent(r.Context()); err != nil {
+		return err
+	}
 	if err := s.cfg.Store.CreateRefreshToken(r.Context(), rt); err != nil {
 		return fmt.Errorf("storing a refresh token: %w", err)
 	}
+	noteIssued(w, tok)
 	writeTokens(w, tok, exp, refresh, scopes)
 	return nil
 }
@@ -231,6 +240,11 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 	if presented == "" {
 		return errNoRefresh
 	}
+	// Nearly every refresh writes: it rotates the token, or revokes its
+	// family.
+	if err := httpaudit.From(w).Intent(r.Context()); err != nil {
+		return err
+	}
 	ctx := r.Context()
 	at := s.cfg.Now() // before any state is read; see login
 	d := SecretDigest(presented)
@@ -241,6 +255,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		}
 		return errInvalidGrant
 	}
+	httpaudit.From(w).Hash("family", old.FamilyID)
 	u, err := s.cfg.Store.GetUser(ctx, old.Subject)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -291,6 +306,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 	if err != nil {
 		return fmt.Errorf("making a refresh token: %w", err)
 	}
+	httpaudit.From(w).User(old.Subject)
 	if _, err := s.cfg.Store.RotateRefreshToken(ctx, s.cfg.Issuer, d[:], rt, s.cfg.Now().UTC()); err != nil {
 		switch {
 		case errors.Is(err, store.ErrReused):
@@ -305,6 +321,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 			return fmt.Errorf("rotating a refresh token: %w", err)
 		}
 	}
+	noteIssued(w, tok)
 	writeTokens(w, tok, exp, next, scopes)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
@@ -301,8 +302,10 @@ func (s *Service) clientRequest(w http.ResponseWriter, r *http.Request) (url.Val
 	}
 	c, err := s.authenticate(r.Context(), r, v)
 	if err != nil {
+		noteRefused(w, r, v)
 		return nil, client{}, err
 	}
+	noteClient(w, c)
 	return v, c, nil
 }
 
@@ -417,6 +420,7 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c cl
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
+	noteIssued(w, tok)
 	writeTokens(w, tok, exp, "", scopes)
 	return nil
 }
@@ -532,14 +536,19 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	if token == "" {
 		return errNoToken
 	}
+	if err := httpaudit.From(w).Intent(r.Context()); err != nil { // a revocation may follow
+		return err
+	}
 	if strings.HasPrefix(token, "kgr_") {
 		d := SecretDigest(token)
 		if rt, err := s.cfg.Store.GetRefreshToken(r.Context(), d[:]); err == nil && rt.ClientID == c.ID {
+			httpaudit.From(w).Hash("family", rt.FamilyID)
 			if err := s.cfg.Store.RevokeRefreshFamily(r.Context(), d[:]); err != nil {
 				return fmt.Errorf("revoking a refresh token: %w", err)
 			}
 		}
 	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
+		httpaudit.From(w).Hash("jti", t.Claims.ID)
 		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: time.Unix(t.Claims.Expiry.Unix, 0), CreatedAt: s.cfg.Now()}
 		if err := s.addRevocation(r.Context(), rev); err != nil {
 			return fmt.Errorf("storing a revocation: %w", err)
@@ -620,6 +629,7 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	cl := &vt.t.Claims
+	httpaudit.From(w).Hash("jti", cl.ID)
 	a := activeToken{Aud: cl.Audience, ClientID: vt.clientID, Exp: cl.Expiry.Unix, Iat: cl.IssuedAt.Unix,
 		Iss: cl.Issuer, Jti: cl.ID, Scope: cl.Scope, Sub: cl.Subject, Tenant: vt.tenant}
 	writeBody(w, http.StatusOK, a.marshal())

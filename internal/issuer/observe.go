@@ -3,6 +3,9 @@ package issuer
 import (
 	"net/http"
 	"time"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/httpaudit"
 )
 
 // Observer is told the outcome of every request to the token endpoints,
@@ -31,6 +34,10 @@ func (o *outcome) WriteHeader(code int) {
 	o.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap returns the writer o wraps, where httpaudit and httperr find the
+// audit record's.
+func (o *outcome) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
 func (o *outcome) Write(b []byte) (int, error) {
 	if o.status == 0 {
 		o.status = http.StatusOK
@@ -58,9 +65,14 @@ func (s *Service) observed(endpoint, grant string, h http.HandlerFunc) http.Hand
 	}
 }
 
-// noteGrant records the grant type of a token request, if keygate takes it.
+// noteGrant records the grant type of a token request, if keygate takes
+// it, for the metrics and as the audit record's operation.
 func noteGrant(w http.ResponseWriter, grant string) {
-	if o, ok := w.(*outcome); ok && (grant == "client_credentials" || grant == "refresh_token") {
+	if grant != "client_credentials" && grant != "refresh_token" {
+		return
+	}
+	httpaudit.From(w).Op(audit.Operation("oauth2.token." + grant))
+	if o, ok := w.(*outcome); ok {
 		o.grant = grant
 	}
 }

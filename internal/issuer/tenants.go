@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/store"
 )
@@ -114,6 +115,7 @@ func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) error {
 	if err := invalidTenant(store.ValidTenantName(in.Name)); err != nil {
 		return err
 	}
+	httpaudit.From(w).Tenant(in.Name)
 	t := store.Tenant{Name: in.Name, CreatedAt: a.svc.cfg.Now().UTC()}
 	err := a.svc.cfg.Store.CreateTenant(r.Context(), t)
 	if errors.Is(err, store.ErrConflict) {

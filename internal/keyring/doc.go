@@ -39,12 +39,22 @@
 // it, so a wrong key is never in use, not even for a moment.
 // The root key never leaves process memory: this package writes it nowhere
 // (except the new file of GenerateKeyFile), never logs or returns it, and
-// keeps no raw copy once the AES key schedule is built. [Keyring.Seal]
-// drops the schedules; Go gives no way to zero memory inside crypto/aes,
+// keeps no raw copy once the AES key schedule and the HKDF pseudorandom key
+// that [Keyring.DeriveKey] expands are made. [Keyring.Seal]
+// drops both; Go gives no way to zero memory inside crypto/aes,
 // so they are erased only in builds with GOEXPERIMENT=runtimesecret, where
 // key handling runs under runtime/secret.Do. Key files, passphrase buffers
 // and derived keys the package handles are zeroed after use; strings (such
 // as an environment variable's value) cannot be.
+//
+// # Derived keys
+//
+// [Keyring.DeriveKey] derives a key for one purpose from the current root
+// key with HKDF-SHA256 under a label naming the purpose (the audit log's
+// checkpoint signing key and HMAC key are two): every node holding the
+// root key derives the same keys, so they need no distribution and are
+// never stored. A derived key reveals nothing about the root key or about
+// keys of other labels. Deriving needs the keyring unsealed.
 //
 // # Envelope encryption
 //

@@ -2,6 +2,8 @@ package keyring
 
 import (
 	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,6 +62,7 @@ type ring struct {
 type rootEntry struct {
 	id   KeyID
 	aead cipher.AEAD // AES-256-GCM under the root key
+	prk  []byte      // HKDF-Extract of the root key, which DeriveKey expands
 }
 
 func (r *ring) lookup(id KeyID) *rootEntry {
@@ -130,12 +133,52 @@ func newEntry(root RootKey) (*rootEntry, error) {
 		return nil, ErrNoKey
 	}
 	var a cipher.AEAD
+	var prk []byte
 	var err error
-	secretDo(func() { a, err = newGCM(root.k.b[:]) })
+	secretDo(func() {
+		if a, err = newGCM(root.k.b[:]); err == nil {
+			prk, err = hkdf.Extract(sha256.New, root.k.b[:], []byte(deriveSalt))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &rootEntry{id: root.k.id, aead: a}, nil
+	return &rootEntry{id: root.k.id, aead: a, prk: prk}, nil
+}
+
+// deriveSalt is the HKDF salt of every key DeriveKey derives.
+const deriveSalt = "keygate keyring derive v1"
+
+// MaxDerivedSize is the most DeriveKey derives at once: HKDF-SHA256's
+// limit, 255 hash lengths.
+const MaxDerivedSize = 255 * sha256.Size
+
+// DeriveKey fills out with a key derived from the current root key with
+// HKDF-SHA256 (RFC 5869: the root key as input keying material, a fixed
+// salt, label as info). Each label names one key, so a purpose that needs
+// a key of its own (the audit log's checkpoint signer, its HMAC key) gets
+// one by its label, the same on every node that holds the same root key
+// and never stored anywhere. A derived key changes with the current root
+// key (Rotate). It is ErrSealed while sealed; label must not be empty and
+// out must hold 1 to MaxDerivedSize bytes. The caller should wipe out when
+// done with it.
+func (k *Keyring) DeriveKey(label string, out []byte) error {
+	r := k.state.Load()
+	if r == nil {
+		return ErrSealed
+	}
+	if label == "" || len(out) == 0 || len(out) > MaxDerivedSize {
+		return fmt.Errorf("keyring: DeriveKey needs a label and 1 to %d bytes, not %d", MaxDerivedSize, len(out))
+	}
+	var err error
+	secretDo(func() {
+		var b []byte
+		if b, err = hkdf.Expand(sha256.New, r.current.prk, label, len(out)); err == nil {
+			copy(out, b)
+			clear(b)
+		}
+	})
+	return err
 }
 
 // Unseal loads current as the key new encryptions use, and previous as

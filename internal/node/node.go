@@ -1,10 +1,11 @@
 // Package node owns the state a keygate node keeps for its token service,
-// and that transit, audit and tenants will share: the keyring, the store,
-// the signing keys, the revocation set, the rate limiters and, in a fleet,
-// the Redis connection that carries revocations and notices between
-// nodes. [Open] opens all of it from the token_service configuration,
-// [Node.Run] runs its schedule and [Node.Close] releases it; package server
-// serves it over HTTP.
+// and that transit and tenants will share: the keyring, the store, the
+// signing keys, the revocation set, the rate limiters, the audit log and,
+// in a fleet, the Redis connection that carries revocations and notices
+// between nodes. [Open] opens all of it from the token_service and audit
+// configuration, [Node.Run] runs its schedule and [Node.Close] releases it;
+// package server serves it over HTTP, every request to its APIs recorded
+// through [Node.Auditor] (package httpaudit).
 //
 // # Security
 //
@@ -16,7 +17,11 @@
 // candidate key completely (the keyring.json key-check value, and every
 // stored signing key opening under it) before the keyring holds it, so no
 // moment exists in which a wrong key could seal a new signing key.
-// [Node.Seal] forgets both keys at once. A revocation is applied to the
+// [Node.Seal] forgets both keys at once, and with them the audit log's
+// checkpoint and HMAC keys, which are derived from the root key
+// (keyring.DeriveKey) and never stored: a sealed node records every request
+// all the same, unsigned and without hashed values, until it is unsealed
+// (see audit.go). A revocation is applied to the
 // node's memory as soon as the store holds it and shared through Redis;
 // the memory answers every verification without I/O.
 package node
@@ -35,7 +40,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
@@ -87,6 +94,14 @@ type Config struct {
 	// sync from Redis (0: 5 s); past it the node starts anyway, and keeps
 	// trying.
 	RedisStartWait time.Duration
+	// Audit configures the audit log: the audit section of the
+	// configuration, with the command line's flags written in.
+	Audit config.Audit
+	// AuditStdout is where the audit stdout sink writes; nil: os.Stdout.
+	AuditStdout io.Writer
+	// AuditSinks are further audit sinks, beside the configured ones (an
+	// embedding program's own; a test's failing one).
+	AuditSinks []audit.Sink
 }
 
 // Validate reports a missing required field.
@@ -119,6 +134,11 @@ type Node struct {
 	admin    issuer.Bearer // the configured admin token, or the dev one
 	boot     Bootstrap
 	schedule schedule
+
+	audit      *audit.Log // nil when the audit log is off
+	auditor    *httpaudit.Auditor
+	auditFiles *audit.FileSink // nil without the file sink
+	auditNode  string
 }
 
 // Bootstrap reports what Open created on this start; the secrets in it are
@@ -187,6 +207,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("node: lock data directory: %w", err)
 	}
 	defer unlock()
+	var auditNode string
+	if !cfg.Audit.Disabled {
+		if auditNode, err = n.nodeID(); err != nil {
+			return nil, err
+		}
+	}
 	dev, err := n.openKeyring()
 	if err != nil {
 		return nil, err
@@ -206,6 +232,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if err := n.openLimits(); err != nil {
 		return nil, err
+	}
+	if !cfg.Audit.Disabled {
+		if err := n.openAudit(ctx, auditNode); err != nil {
+			return nil, err
+		}
+	} else {
+		n.log.Warn("the audit log is off (audit.disabled): requests are not recorded")
 	}
 	if !n.admin.Set() && dev {
 		if err := n.devAdminToken(); err != nil {
@@ -235,6 +268,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 // Close stops the fleet's subscriptions and closes the Redis client and
 // the store. Call it after Run has returned.
 func (n *Node) Close() {
+	n.closeAudit()
 	n.closeFleet()
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {

@@ -175,6 +175,7 @@ func (n *Node) unseal(ctx context.Context, open func(keyring.Verifier) error) er
 		}
 		return fmt.Errorf("%w: loading the signing keys: %w", ErrStore, err)
 	}
+	n.setAuditKeys()
 	if !hadKeys {
 		n.Publisher().Rotated(ctx, n.Thumbprint()) // the first key: other nodes load it now
 	}
@@ -204,13 +205,17 @@ func (n *Node) verifyRoot(ctx context.Context) keyring.Verifier {
 	}
 }
 
-// Seal drops the root key and the private signing key from memory at once.
-// Issuance stops until the next unseal; verification goes on.
+// Seal drops the root key, the private signing key and the audit keys
+// derived from the root key from memory at once. Issuance stops until the
+// next unseal; verification goes on, and so does the audit log, unsigned.
 func (n *Node) Seal() {
 	n.unsealMu.Lock()
 	defer n.unsealMu.Unlock()
 	n.keyring.Seal()
 	n.keys.DropSigner()
+	if n.audit != nil {
+		n.audit.SetKeys(nil, nil)
+	}
 }
 
 // loadSigningKeys loads the signing keys, creating the first one if the

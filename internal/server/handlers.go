@@ -42,8 +42,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// readyz is ready when the node is unsealed and every issuer has keys to
-// verify with.
+// readyz is ready when the node is unsealed, every issuer has keys to
+// verify with and an audit sink takes records.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	if s.node != nil && s.node.Sealed() {
@@ -56,6 +56,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		return nil
 	}
 	if s.node != nil {
+		if st := s.node.AuditStatus(); st.Enabled && !st.Health.Ready {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "audit": "no_sink",
+				"reason": "no audit sink takes records: every audited request is answered 503 until one does", "audit_sinks": sinkNames(st.Health)})
+			return nil
+		}
 		if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
 			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
 			if st.LastCurrent.IsZero() {
@@ -88,8 +93,8 @@ func (s *Server) adminHandler() http.Handler {
 	mux.Handle("GET /readyz", s.handle(s.readyz))
 	if s.node != nil {
 		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
-		mux.Handle("POST /v1/sys/unseal", s.handle(s.unseal))
-		mux.Handle("POST /v1/sys/seal", s.handle(s.seal))
+		mux.Handle("POST /v1/sys/unseal", s.audited("sys.unseal", s.handle(s.unseal)))
+		mux.Handle("POST /v1/sys/seal", s.audited("sys.seal", s.handle(s.seal)))
 	}
 	if s.metrics != nil {
 		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
@@ -99,7 +104,8 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("GET /metrics", metrics)
 	}
 	if s.admin != nil {
-		mux.Handle("/v1/admin/", s.admin.Handler())
+		mux.Handle("/v1/admin/", s.audited("admin.request", s.admin.Handler()))
+		mux.Handle("GET /v1/admin/audit", s.audited("admin.audit.read", s.operator.Require("keygate-admin", s.handle(s.auditStatus))))
 	}
 	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)

@@ -292,6 +292,9 @@ func (s *Server) reload(ctx context.Context) error {
 	if !reflect.DeepEqual(cfg.TokenService, prev.cfg.TokenService) {
 		s.log.Warn("token_service changed in the configuration file; it takes effect on restart")
 	}
+	if cfg.Audit != prev.cfg.Audit {
+		s.log.Warn("audit changed in the configuration file; it takes effect on restart")
+	}
 	if cfg.TLS != prev.cfg.TLS || cfg.AdminTLS != prev.cfg.AdminTLS {
 		s.log.Warn("tls or admin_tls changed in the configuration file; it takes effect on restart (the files they name are read again whenever their content changes)")
 	}
@@ -319,8 +322,10 @@ type Overrides struct {
 	MetricsTokenFile string
 	AdminHosts       []string
 	// TokenService, if set, writes the token_service settings given on
-	// the command line into the section, over the file's.
+	// the command line into the section, over the file's; Audit likewise
+	// the audit settings.
 	TokenService func(*config.TokenService)
+	Audit        func(*config.Audit)
 }
 
 func (o Overrides) Apply(c *config.Config) {
@@ -352,6 +357,9 @@ func (o Overrides) Apply(c *config.Config) {
 	if o.TokenService != nil {
 		o.TokenService(&c.TokenService)
 	}
+	if o.Audit != nil {
+		o.Audit(&c.Audit)
+	}
 }
 
 // traffic routes the traffic listener: keygate's own endpoints, then the
@@ -364,10 +372,15 @@ func (s *Server) traffic() http.Handler {
 	}
 	own := []route{{"GET", "/healthz", s.handle(s.healthz)}}
 	if s.tokens != nil { // a gateway-only node leaves these paths to the proxy
+		// Every request to the token endpoints is audited; the keys and
+		// discovery documents are public and change nothing.
 		tokens := s.tokens.Handler()
 		own = append(own, route{"GET", "/.well-known/jwks.json", tokens}, route{"GET", "/.well-known/openid-configuration", tokens},
-			route{"GET", "/.well-known/oauth-authorization-server", tokens}, route{"POST", "/oauth2/token", tokens},
-			route{"POST", "/oauth2/revoke", tokens}, route{"POST", "/oauth2/introspect", tokens}, route{"POST", "/v1/login", tokens})
+			route{"GET", "/.well-known/oauth-authorization-server", tokens},
+			route{"POST", "/oauth2/token", s.audited("oauth2.token", tokens)},
+			route{"POST", "/oauth2/revoke", s.audited("oauth2.revoke", tokens)},
+			route{"POST", "/oauth2/introspect", s.audited("oauth2.introspect", tokens)},
+			route{"POST", "/v1/login", s.audited("login.password", tokens)})
 	}
 	for _, e := range own {
 		mux.Handle(e.method+" "+e.path, e.h)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
@@ -100,6 +101,12 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, s.sealStatus())
 		return nil
 	}
+	// An unseal attempt changes the node's state: recorded before it is
+	// made, without the passphrase or key (and without hashed values: a
+	// sealed node has no audit HMAC key).
+	if err := httpaudit.From(w).Intent(r.Context()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var err error
@@ -147,6 +154,11 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	if !s.operator.Allows(r) {
 		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required",
 			Challenge: `Bearer realm="keygate-admin"`}
+	}
+	note := httpaudit.From(w)
+	note.Admin()
+	if err := note.Intent(r.Context()); err != nil {
+		return err
 	}
 	s.node.Seal()
 	s.log.Warn("sealed by the admin API", "remote", r.RemoteAddr)

@@ -395,3 +395,81 @@ func (m *Metrics) Sealed(sealed func() bool) {
 			return 0
 		}))
 }
+
+// AuditSink is one audit sink's state for keygate_audit_sink_up.
+type AuditSink struct {
+	Name string // its kind: file, stdout, store, or the sink's own name
+	Up   bool   // took the last batch and is not disabled
+}
+
+// AuditMetrics count the audit log's records, batches and sink failures.
+// A nil *AuditMetrics counts nothing.
+type AuditMetrics struct {
+	written, failed prometheus.Counter
+	sinkFailures    *prometheus.CounterVec
+	batch           prometheus.Histogram
+}
+
+// Audit registers the audit log's metrics: keygate_audit_records_total
+// {result="written" or "failed"} (a failed record's request was answered
+// 503), keygate_audit_sink_failures_total{sink},
+// keygate_audit_batch_records (records per group commit) and
+// keygate_audit_sink_up{sink}, read from sinks on every scrape.
+func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
+	records := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_audit_records_total",
+		Help: "Audit records by result: written (to at least one sink), or failed (no sink took it, and its request was answered 503)."},
+		[]string{"result"})
+	a := &AuditMetrics{written: records.WithLabelValues("written"), failed: records.WithLabelValues("failed"),
+		sinkFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_audit_sink_failures_total",
+			Help: "Failed writes to each audit sink (file, stdout, store); the records are still written while another sink takes them."},
+			[]string{"sink"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keygate_audit_batch_records",
+			Help:    "Records written together in one group commit (one write and one fsync per sink).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}}),
+	}
+	upDesc := prometheus.NewDesc("keygate_audit_sink_up", "1 while the audit sink took the last batch and is not disabled.", []string{"sink"}, nil)
+	m.Registry.MustRegister(records, a.sinkFailures, a.batch, auditSinkCollector{desc: upDesc, sinks: sinks})
+	return a
+}
+
+// Record counts a record written, or one no sink took.
+func (a *AuditMetrics) Record(ok bool) {
+	switch {
+	case a == nil:
+	case ok:
+		a.written.Inc()
+	default:
+		a.failed.Inc()
+	}
+}
+
+// SinkFailure counts a failed write to sink.
+func (a *AuditMetrics) SinkFailure(sink string) {
+	if a != nil {
+		a.sinkFailures.WithLabelValues(sink).Inc()
+	}
+}
+
+// Batch observes the records of one group commit.
+func (a *AuditMetrics) Batch(records int) {
+	if a != nil && records > 0 {
+		a.batch.Observe(float64(records))
+	}
+}
+
+type auditSinkCollector struct {
+	desc  *prometheus.Desc
+	sinks func() []AuditSink
+}
+
+func (c auditSinkCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c auditSinkCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.sinks() {
+		up := 0.0
+		if s.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, up, s.Name)
+	}
+}

@@ -137,3 +137,29 @@ func BenchmarkDeny(b *testing.B) {
 		d.Deny("expired")
 	}
 }
+
+func TestAuditMetrics(t *testing.T) {
+	m := New()
+	a := m.Audit(func() []AuditSink { return []AuditSink{{Name: "file", Up: true}, {Name: "store", Up: false}} })
+	a.Record(true)
+	a.Record(true)
+	a.Record(false)
+	a.SinkFailure("store")
+	a.Batch(3)
+	var none *AuditMetrics
+	none.Record(true) // a nil *AuditMetrics counts nothing
+	none.SinkFailure("file")
+	none.Batch(1)
+	got := gather(t, m)
+	for k, v := range map[string]float64{
+		`keygate_audit_records_total{result="written"}`:   2,
+		`keygate_audit_records_total{result="failed"}`:    1,
+		`keygate_audit_sink_failures_total{sink="store"}`: 1,
+		`keygate_audit_sink_up{sink="file"}`:              1,
+		`keygate_audit_sink_up{sink="store"}`:             0,
+	} {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (%v), want %v", k, g, ok, v)
+		}
+	}
+}

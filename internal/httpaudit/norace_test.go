@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpaudit
+
+const raceEnabled = false

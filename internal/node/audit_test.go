@@ -1,0 +1,264 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/sqlite"
+)
+
+const testPassphrase = "correct horse battery staple"
+
+func openTest(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	if cfg.Issuer == "" {
+		cfg.Issuer, cfg.Audience = "https://keygate.test", "api"
+	}
+	n, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func writeRecord(t *testing.T, n *Node, i int) {
+	t.Helper()
+	r := audit.Record{RequestID: "r" + string(rune('a'+i)), Operation: "oauth2.token", Result: audit.ResultOK, Status: 200,
+		Remote: netip.MustParseAddr("10.0.0.1")}
+	if d, ok := n.Auditor().Log().Sum("jti"); ok {
+		r.Hashed = map[string]audit.Digest{"jti": d}
+	}
+	if err := n.Auditor().Log().Write(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node keeps its id in the data directory (0600) and uses it again; the
+// configuration's audit.node wins over it.
+func TestAuditNodeID(t *testing.T) {
+	dir := t.TempDir()
+	n := openTest(t, Config{DataDir: dir})
+	id := n.AuditStatus().Node
+	n.Close()
+	fi, err := os.Stat(filepath.Join(dir, NodeIDFile))
+	if err != nil || fi.Mode().Perm() != 0o600 || !strings.HasPrefix(id, "kgn_") {
+		t.Fatalf("node.id: %v %v, id %q", fi, err, id)
+	}
+	n = openTest(t, Config{DataDir: dir})
+	if got := n.AuditStatus().Node; got != id {
+		t.Errorf("restart: node %q, want %q", got, id)
+	}
+	n.Close()
+	n = openTest(t, Config{DataDir: t.TempDir(), Audit: config.Audit{Node: "node-a"}})
+	if got := n.AuditStatus().Node; got != "node-a" {
+		t.Errorf("audit.node: %q", got)
+	}
+	n.Close()
+	n = openTest(t, Config{DataDir: t.TempDir(), Audit: config.Audit{Disabled: true}})
+	if n.Auditor() != nil || n.AuditStatus().Enabled {
+		t.Error("audit.disabled: the log is on")
+	}
+	n.Close()
+}
+
+// A node with a keyring.json starts sealed: it writes and chains records
+// with no hashed values, checks the chain it continues with the public key
+// it kept while unsealed, and its first checkpoint after the unseal signs
+// them. Seal forgets the keys again. Without the kept public key, a sealed
+// start refuses to continue a signed chain, and says why.
+func TestAuditSealed(t *testing.T) {
+	dir := t.TempDir()
+	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Destroy()
+
+	// The first start: sealed, a new chain, no key kept yet.
+	n := openTest(t, Config{DataDir: dir})
+	if !n.Sealed() || n.AuditStatus().Key != nil {
+		t.Fatalf("first start: sealed %v, status %+v", n.Sealed(), n.AuditStatus())
+	}
+	writeRecord(t, n, 0) // no hashed value: no HMAC key
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	st := n.AuditStatus()
+	if !st.Signing || st.Key == nil {
+		t.Fatalf("unsealed status %+v", st)
+	}
+	pub := st.Key
+	writeRecord(t, n, 1)
+	n.Close()
+	kept, err := readAuditKey(filepath.Join(dir, AuditKeyFile))
+	if err != nil || !kept.Equal(pub) {
+		t.Fatalf("audit.pub: %v", err)
+	}
+
+	// Sealed again: the chain's checkpoints are checked with the kept key.
+	n = openTest(t, Config{DataDir: dir})
+	if !n.Sealed() {
+		t.Fatal("not sealed")
+	}
+	if st := n.AuditStatus(); st.Signing || !bytes.Equal(st.Key, pub) {
+		t.Errorf("sealed status %+v: want the kept key, not signing", st)
+	}
+	writeRecord(t, n, 2)
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	writeRecord(t, n, 3)
+	n.Seal()
+	if _, ok := n.Auditor().Log().Sum("x"); ok || n.AuditStatus().Signing {
+		t.Error("the audit keys outlived the seal")
+	}
+	writeRecord(t, n, 4)
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := n.AuditFiles()
+	n.Close()
+	sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, files...)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if sum.Records != 5 || sum.Restarts != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	var hashed, plain int
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			e, err := audit.ParseLine(line)
+			if err != nil || e.Type != audit.TypeRecord {
+				continue
+			}
+			if len(e.Record.Hashed) > 0 {
+				hashed++
+			} else {
+				plain++
+			}
+		}
+	}
+	if hashed != 2 || plain != 3 {
+		t.Errorf("%d records with hashed values, %d without; want 2 and 3 (those written sealed)", hashed, plain)
+	}
+
+	// Sealed, without the kept key: the chain's checkpoints cannot be
+	// checked, so it continues in a new segment, the old files as they are.
+	if err := os.Remove(filepath.Join(dir, AuditKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	n = openTest(t, Config{DataDir: dir})
+	writeRecord(t, n, 5)
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	newFiles, _ := n.AuditFiles()
+	n.Close()
+	if len(newFiles) != len(files)+1 {
+		t.Fatalf("files %v after %v: want one more, a new segment", newFiles, files)
+	}
+	if sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, newFiles[len(newFiles)-1]); err != nil || sum.Segments != 1 {
+		t.Errorf("the new segment: %+v %v", sum, err)
+	}
+	if _, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, files...); err != nil {
+		t.Errorf("the old files changed: %v", err)
+	}
+}
+
+// A line torn by a crash ends the file it is in; the node starts, and its
+// chain goes on in a new segment.
+func TestAuditTornTail(t *testing.T) {
+	dir := t.TempDir()
+	n := openTest(t, Config{DataDir: dir})
+	pub := n.AuditStatus().Key
+	writeRecord(t, n, 0)
+	files, _ := n.AuditFiles()
+	n.Close()
+	f, err := os.OpenFile(files[len(files)-1], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"v":1,"node":"`)
+	f.Close()
+	n = openTest(t, Config{DataDir: dir})
+	writeRecord(t, n, 1)
+	after, _ := n.AuditFiles()
+	n.Close()
+	if len(after) != len(files)+1 {
+		t.Fatalf("files %v: want a new segment's file", after)
+	}
+	if _, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, files...); !errors.Is(err, audit.ErrTampered) {
+		t.Errorf("the torn file verifies: %v", err)
+	}
+	if sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}}, after[len(after)-1]); err != nil || sum.Segments != 1 {
+		t.Errorf("the new segment: %+v %v", sum, err)
+	}
+}
+
+// With the store as the only sink, a restart continues the chain from the
+// store's last line; lines of the node's id already in the store, written
+// by another node, stop the start with an error that says so.
+func TestAuditStoreSink(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Audit: config.Audit{Node: "node-s", Store: true, File: config.AuditFile{Disabled: true}}}
+	var pub ed25519.PublicKey
+	for i := range 2 {
+		n := openTest(t, cfg)
+		pub = n.AuditStatus().Key
+		writeRecord(t, n, i)
+		n.Close()
+	}
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := st.AuditEntries(t.Context(), "node-s", 1, 100)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := audit.NewVerifier(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub}, Node: "node-s"})
+	var all []byte
+	for i, e := range es {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("store seqs %d at %d", e.Seq, i)
+		}
+		all = append(append(all, e.Line...), '\n')
+	}
+	if err := v.File("store", bytes.NewReader(all)); err != nil {
+		t.Fatalf("the store's chain: %v", err)
+	}
+	if sum, err := v.Finish(); err != nil || sum.Restarts != 1 || sum.Records != 2 {
+		t.Errorf("store chain summary %+v %v", sum, err)
+	}
+
+	// Another node's lines under the same id, with the file sink on: its
+	// open line's seq is taken.
+	other := t.TempDir()
+	st, err = sqlite.Open(t.Context(), filepath.Join(other, StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendAudit(t.Context(), []store.AuditEntry{{Node: "node-d", Seq: 1, Line: []byte("{}")}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, err = Open(context.Background(), Config{DataDir: other, Issuer: "https://keygate.test", Audience: "api",
+		Audit: config.Audit{Node: "node-d", Store: true}})
+	if !errors.Is(err, errDuplicateNode) || !strings.Contains(err.Error(), "audit.node") {
+		t.Errorf("a second writer of the chain: %v", err)
+	}
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/jose"
+)
+
+// Auditing: every request to the token endpoints, the admin API and the
+// seal and unseal endpoints goes through the node's httpaudit.Auditor,
+// which answers it only once its record is written (503 when it cannot
+// be). Forward-auth, the key and discovery documents, the health checks
+// and the metrics are not audited: a verification changes nothing of
+// keygate's state and its volume is the gateway's, and the rest are
+// public or operational reads.
+
+// audited wraps h with the node's Auditor as op; unwrapped when the audit
+// log is off.
+func (s *Server) audited(op audit.Operation, h http.Handler) http.Handler {
+	if s.node == nil || s.node.Auditor() == nil {
+		return h
+	}
+	return s.node.Auditor().Handler(op, s.errs, h)
+}
+
+// auditStatus is GET /v1/admin/audit (admin token): the audit log's node
+// id, the public key its checkpoints verify with (PEM, as keygate audit
+// verify --key takes it), whether the node signs now, the sinks' health
+// and the last checkpoint, an anchor to verify the files against.
+func (s *Server) auditStatus(w http.ResponseWriter, r *http.Request) error {
+	httpaudit.From(w).Admin()
+	w.Header().Set("Cache-Control", "no-store")
+	st := s.node.AuditStatus()
+	out := map[string]any{"enabled": st.Enabled}
+	if !st.Enabled {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	out["node"], out["signing"], out["ready"] = st.Node, st.Signing, st.Health.Ready
+	if st.Dir != "" {
+		out["dir"] = st.Dir
+	}
+	if st.Key != nil {
+		pemBytes, err := jose.MarshalPublicPEM(st.Key)
+		if err != nil {
+			return err
+		}
+		out["public_key"], out["key_id"] = string(pemBytes), audit.KeyID(st.Key)
+	}
+	sinks := make([]map[string]any, 0, len(st.Health.Sinks))
+	for _, sh := range st.Health.Sinks {
+		m := map[string]any{"name": sh.Name, "ok": sh.OK, "disabled": sh.Disabled, "failures": sh.Failures, "backlog": sh.Backlog}
+		if sh.Err != nil {
+			m["error"] = sh.Err.Error()
+		}
+		sinks = append(sinks, m)
+	}
+	out["sinks"] = sinks
+	if st.HasCheckpoint {
+		out["last_checkpoint"] = map[string]any{"seq": st.LastCheckpoint.Seq, "hash": st.LastCheckpoint.Hash.String()}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// sinkNames lists the audit sinks, for /readyz, which the probe listener
+// serves too: why each fails (which can name files) is for the admin API
+// (GET /v1/admin/audit) and the log.
+func sinkNames(h audit.Health) []string {
+	out := make([]string, 0, len(h.Sinks))
+	for _, s := range h.Sinks {
+		out = append(out, s.Name)
+	}
+	return out
+}
