@@ -117,6 +117,8 @@ type Node struct {
 	admin    issuer.Bearer // the configured admin token, or the dev one
 	boot     Bootstrap
 	schedule schedule
+	tenants  tenantKeys // the tenants' data keys, unsealed
+	hooks    hooks
 }
 
 // Bootstrap reports what Open created on this start; the secrets in it are

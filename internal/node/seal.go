@@ -204,13 +204,16 @@ func (n *Node) verifyRoot(ctx context.Context) keyring.Verifier {
 	}
 }
 
-// Seal drops the root key and the private signing key from memory at once.
-// Issuance stops until the next unseal; verification goes on.
+// Seal drops the root key, the private signing key and the tenants' data
+// keys from memory at once, then runs what OnSeal registered. Issuance
+// stops until the next unseal; verification goes on.
 func (n *Node) Seal() {
 	n.unsealMu.Lock()
 	defer n.unsealMu.Unlock()
 	n.keyring.Seal()
 	n.keys.DropSigner()
+	n.tenants.forget()
+	n.hooks.sealed()
 }
 
 // loadSigningKeys loads the signing keys, creating the first one if the
