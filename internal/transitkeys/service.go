@@ -136,8 +136,9 @@ func New(n *node.Node, o Options) (*Service, error) {
 	s := &Service{n: n, st: n.Store(), eng: o.Engine, log: o.Logger, now: o.Now, opts: o, cache: newCache(o.CacheEntries),
 		flights: map[keyID]*flight{}, wrap: map[string]*transit.WrappingKey{}, ctx: ctx, cancel: cancel}
 	if err := n.Subscribe(ctx, Channel, s.notice); err != nil {
-		cancel()
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		// Redis is down: the subscription is made when it is back, and
+		// until then cached keys are re-read every RefreshAfter.
+		o.Logger.Warn("transit notices: subscribing failed; retrying in the background", "err", err)
 	}
 	n.OnSeal(s.forget)
 	n.OnTick(s.tick)
