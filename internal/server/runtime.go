@@ -16,6 +16,7 @@ import (
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/transitapi"
 	"github.com/keygate/keygate/internal/verify"
 )
 
@@ -374,6 +375,11 @@ func (s *Server) traffic() http.Handler {
 		// keygate's paths are its own whatever the method: another method
 		// is refused here, never handed to the catch-all proxy below.
 		mux.Handle(e.path, methodNotAllowed(e.method))
+	}
+	if s.transit != nil {
+		// Vault's transit API takes every method (LIST too) and answers
+		// those it does not know itself.
+		mux.Handle(transitapi.Prefix, s.transit)
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle("/auth", forward)
