@@ -85,6 +85,11 @@ type Config struct {
 	// the profiles; /metrics is open without a scrape token. Both are read
 	// at start, at least MinTokenLen characters.
 	AdminToken, MetricsToken string
+
+	// TransitObserve, if set, is told of every transit request once it is
+	// decided and before its answer is written; its error turns the answer
+	// into a 500 (transitapi.Options.Observe): the audit log's seam.
+	TransitObserve func(http.ResponseWriter, *http.Request, transitapi.Outcome) error
 }
 
 // MinTokenLen is the length the admin and metrics tokens must reach.
@@ -236,7 +241,8 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: transit token verification: %w", err)
 	}
-	if s.transit, err = transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log}); err != nil {
+	if s.transit, err = transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log,
+		Observe: s.cfg.TransitObserve}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/transitapi"
 )
 
 const audience = "https://api.kg.test"
@@ -36,10 +37,14 @@ type env struct {
 	url  string
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T) *env { return startWith(t, nil) }
+
+// startWith starts a server whose transit requests observe sees.
+func startWith(t *testing.T, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error) *env {
 	t.Helper()
 	s, err := server.New(context.Background(), server.Config{Node: &node.Config{
-		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true}})
+		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true},
+		TransitObserve: observe})
 	if err != nil {
 		t.Fatal(err)
 	}

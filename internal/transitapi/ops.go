@@ -401,8 +401,9 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 		c.appendReference(it, first)
 	}
 	c.out = append(c.out, "]}"...)
+	err = h.batchStatus(c, okAny, userErr, internalErr) // before end: it may add a warning
 	c.end()
-	return h.batchStatus(c, okAny, userErr, internalErr)
+	return err
 }
 
 func serveDecrypt(h *Handler, c *call) error {
@@ -543,8 +544,9 @@ func (h *Handler) decryptBatch(c *call, items []item) error {
 		c.appendReference(it, false)
 	}
 	c.out = append(c.out, "]}"...)
+	err = h.batchStatus(c, okAny, userErr, internalErr) // before end: it may add a warning
 	c.end()
-	return h.batchStatus(c, okAny, userErr, internalErr)
+	return err
 }
 
 // retryNewer redoes, with the key re-read, the results of a batch that
