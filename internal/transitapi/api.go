@@ -190,7 +190,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request without a valid token 403; an unknown path 404, an unknown
 // method 405; missing scopes 403 (from the scopes alone); then the route.
 func (h *Handler) serve(c *call) error {
-	c.o.RequestID = c.id.String()
 	if h.keys.Sealed() {
 		return errSealed
 	}
@@ -360,16 +359,17 @@ func (h *Handler) finish(c *call, err error) {
 	}
 	c.o.Status, c.o.Reason = status, reason
 	if h.observe != nil {
+		c.o.RequestID = c.id.String()
 		if c.auth != nil {
 			c.o.Principal = principal(c.auth)
 		}
 		if oerr := h.observe(c.w, c.r, c.o); oerr != nil {
-			h.log.Error("transit request not recorded; answered 500", "request_id", c.o.RequestID, "op", c.o.Operation, "err", oerr)
+			h.log.Error("transit request not recorded; answered 500", "request_id", c.id.String(), "op", c.o.Operation, "err", oerr)
 			refusal = httperr.Internal
 		}
 	}
 	hdr := c.w.Header()
-	hdr.Set("Cache-Control", "no-store")
+	hdr["Cache-Control"] = noStore
 	if refusal != nil {
 		h.errs.Write(c.w, c.r, refusal)
 		return
@@ -378,10 +378,17 @@ func (h *Handler) finish(c *call, err error) {
 		c.w.WriteHeader(status)
 		return
 	}
-	hdr.Set("Content-Type", "application/json")
+	hdr["Content-Type"] = contentJSON
 	c.w.WriteHeader(status)
 	c.w.Write(c.out) //nolint:errcheck // the client went away
 }
+
+// Header values, shared by every answer: net/http only reads them, and
+// an Add to one appends to a full slice, which copies it.
+var (
+	noStore     = []string{"no-store"}
+	contentJSON = []string{"application/json"}
+)
 
 // Refusals.
 var (
@@ -403,7 +410,7 @@ var (
 func (h *Handler) refusal(c *call, err error) *httperr.Error {
 	e := refusalOf(c, err)
 	if e == httperr.Internal {
-		h.log.Error("transit request failed", "request_id", c.o.RequestID, "op", c.o.Operation, "err", err)
+		h.log.Error("transit request failed", "request_id", c.id.String(), "op", c.o.Operation, "err", err)
 	}
 	return e
 }

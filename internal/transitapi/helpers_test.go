@@ -31,16 +31,16 @@ var allScopes = []string{"transit:admin", "transit:encrypt:*", "transit:decrypt:
 // env is a keygate server in dev mode (SQLite, a generated root key) with
 // its traffic handler on a loopback listener.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	srv  *server.Server
 	node *node.Node
 	url  string
 }
 
-func start(t *testing.T) *env { return startWith(t, nil) }
+func start(t testing.TB) *env { return startWith(t, nil) }
 
 // startWith starts a server whose transit requests observe sees.
-func startWith(t *testing.T, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error) *env {
+func startWith(t testing.TB, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error) *env {
 	t.Helper()
 	s, err := server.New(context.Background(), server.Config{Node: &node.Config{
 		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true},
@@ -99,7 +99,7 @@ func (e *env) call(tok, method, path, body string) (int, []byte) {
 }
 
 // data decodes the envelope's data.
-func data(t *testing.T, body []byte) map[string]any {
+func data(t testing.TB, body []byte) map[string]any {
 	t.Helper()
 	var env struct {
 		Data map[string]any `json:"data"`

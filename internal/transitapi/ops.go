@@ -103,6 +103,9 @@ func (h *Handler) key(c *call) (*transit.Key, error) {
 // newer is the key to retry with after err named a version newer than k's
 // latest (another node rotated it), or nil.
 func (h *Handler) newer(c *call, k *transit.Key, err error) *transit.Key {
+	if err == nil {
+		return nil
+	}
 	var te *transit.Error
 	if !errors.As(err, &te) || te.Reason != transit.ReasonUnknownVersion || te.Version <= k.LatestVersion() {
 		return nil

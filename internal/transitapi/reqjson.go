@@ -319,6 +319,12 @@ func (d *decoder) str() ([]byte, error) {
 	d.i++
 	escaped := false
 	for d.i < len(d.b) {
+		for d.i < len(d.b) && plain[d.b[d.i]] {
+			d.i++
+		}
+		if d.i >= len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
@@ -366,6 +372,15 @@ func (d *decoder) str() ([]byte, error) {
 	}
 	return nil, errSyntax
 }
+
+// plain marks the bytes a string holds as they are: printable ASCII but
+// the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // number reads a number as RFC 8259 spells it.
 func (d *decoder) number() ([]byte, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,14 +41,25 @@ const Channel = "transit"
 // MaxNameBytes bounds a key name.
 const MaxNameBytes = 256
 
-var nameRE = regexp.MustCompile(`^\w(?:[\w.@-]*\w)?$`)
-
 // ValidName reports whether name can name a key: Vault's key name grammar
-// (a word character, then word characters, '-', '.' or '@', ending with a
-// word character; word characters are ASCII letters, digits and '_'),
-// at most MaxNameBytes.
+// (`\w(([\w-.@]+)?\w)?`: a word character, then word characters, '-',
+// '.' or '@', ending with a word character; word characters are ASCII
+// letters, digits and '_'), at most MaxNameBytes.
 func ValidName(name string) bool {
-	return len(name) <= MaxNameBytes && nameRE.MatchString(name)
+	n := len(name)
+	if n == 0 || n > MaxNameBytes || !isWord(name[0]) || !isWord(name[n-1]) {
+		return false
+	}
+	for i := 1; i < n-1; i++ {
+		if c := name[i]; !isWord(c) && c != '-' && c != '.' && c != '@' {
+			return false
+		}
+	}
+	return true
+}
+
+func isWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // Options configure a Service. The zero value is ready for use.
