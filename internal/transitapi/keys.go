@@ -63,14 +63,9 @@ func serveCreate(h *Handler, c *call) error {
 	if o.Type, err = keyTypeParam(c, "aes256-gcm96"); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name string
-		dst  *bool
-	}{{"derived", &o.Derived}, {"convergent_encryption", &o.ConvergentEncryption}, {"exportable", &o.Exportable},
-		{"allow_plaintext_backup", &o.AllowPlaintextBackup}} {
-		if *f.dst, err = c.boolean(f.name); err != nil {
-			return err
-		}
+	if err := c.flags(flag{"derived", &o.Derived}, flag{"convergent_encryption", &o.ConvergentEncryption},
+		flag{"exportable", &o.Exportable}, flag{"allow_plaintext_backup", &o.AllowPlaintextBackup}); err != nil {
+		return err
 	}
 	if o.AutoRotatePeriod, _, err = periodParam(c); err != nil {
 		return err
@@ -250,11 +245,18 @@ func serveTrim(h *Handler, c *call) error {
 	return h.describe(c, k, nil)
 }
 
-// hashFunction reads hash_function (default SHA256; case-insensitive, as
-// Vault).
-func hashFunction(c *call) (string, error) {
-	s, err := c.text("hash_function", "SHA256")
-	return strings.ToUpper(s), err
+// importParams reads what import and import_version share: the wrapped
+// key (ciphertext) or a public key, and hash_function (default SHA256;
+// case-insensitive, as in Vault).
+func importParams(c *call) (ciphertext, publicKey, hashFunction string, err error) {
+	if hashFunction, err = c.text("hash_function", "SHA256"); err != nil {
+		return "", "", "", err
+	}
+	if ciphertext, err = c.text("ciphertext", ""); err != nil {
+		return "", "", "", err
+	}
+	publicKey, err = c.text("public_key", "")
+	return ciphertext, publicKey, strings.ToUpper(hashFunction), err
 }
 
 func serveImport(h *Handler, c *call) error {
@@ -269,23 +271,12 @@ func serveImport(h *Handler, c *call) error {
 	if o.Type, err = transit.ParseKeyType(typ); err != nil {
 		return badRequest("unknown key type: " + typ)
 	}
-	if o.HashFunction, err = hashFunction(c); err != nil {
+	if o.Ciphertext, o.PublicKey, o.HashFunction, err = importParams(c); err != nil {
 		return err
 	}
-	if o.Ciphertext, err = c.text("ciphertext", ""); err != nil {
+	if err := c.flags(flag{"allow_rotation", &o.AllowRotation}, flag{"derived", &o.Derived},
+		flag{"exportable", &o.Exportable}, flag{"allow_plaintext_backup", &o.AllowPlaintextBackup}); err != nil {
 		return err
-	}
-	if o.PublicKey, err = c.text("public_key", ""); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name string
-		dst  *bool
-	}{{"allow_rotation", &o.AllowRotation}, {"derived", &o.Derived}, {"exportable", &o.Exportable},
-		{"allow_plaintext_backup", &o.AllowPlaintextBackup}} {
-		if *f.dst, err = c.boolean(f.name); err != nil {
-			return err
-		}
 	}
 	if o.AutoRotatePeriod, _, err = periodParam(c); err != nil {
 		return err
@@ -305,13 +296,7 @@ func serveImportVersion(h *Handler, c *call) error {
 	}
 	var o transit.ImportVersionOptions
 	var err error
-	if o.HashFunction, err = hashFunction(c); err != nil {
-		return err
-	}
-	if o.Ciphertext, err = c.text("ciphertext", ""); err != nil {
-		return err
-	}
-	if o.PublicKey, err = c.text("public_key", ""); err != nil {
+	if o.Ciphertext, o.PublicKey, o.HashFunction, err = importParams(c); err != nil {
 		return err
 	}
 	k, err := h.keys.ImportVersion(c.ctx, c.tenant, c.args.name, o)

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"net/http"
 	"slices"
 	"strconv"
 
@@ -83,6 +82,89 @@ func (c *call) begin() { c.out = appendHead(c.out[:0], &c.id) }
 // end closes the response's envelope.
 func (c *call) end() { c.out = appendTail(c.out, c.warnings) }
 
+// endText closes an answer begun as {"field":"text (out, with the text
+// appended) with the version that made it.
+func (c *call) endText(out []byte, ver int) {
+	c.out = append(appendInt(append(out, '"'), "key_version", ver, false), '}')
+	c.end()
+	c.o.KeyVersion = ver
+}
+
+// ciphertextRequest reads what decrypt and rewrap take, ciphertext
+// (required), context and associated_data, and the key.
+func (h *Handler) ciphertextRequest(c *call) (k *transit.Key, ct []byte, o transit.DecryptOptions, err error) {
+	if ct, _, err = c.str("ciphertext"); err != nil {
+		return nil, nil, o, err
+	}
+	if len(ct) == 0 {
+		return nil, nil, o, badRequest("missing ciphertext to decrypt")
+	}
+	if o.Context, err = c.b64("context", 1, "context"); err != nil {
+		return nil, nil, o, err
+	}
+	if o.AssociatedData, err = c.b64("associated_data", 2, "associated_data"); err != nil {
+		return nil, nil, o, err
+	}
+	k, err = h.key(c)
+	return k, ct, o, err
+}
+
+// input reads the base64 input of sign, verify, hmac and hash; absent,
+// it is empty, as in Vault.
+func (c *call) input() ([]byte, error) {
+	s, _, err := c.str("input")
+	if err != nil {
+		return nil, err
+	}
+	b, err := decodeB64(c.scratch[0], s)
+	c.scratch[0] = b
+	if err != nil {
+		return nil, badRequest("unable to decode input as base64: " + err.Error())
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
+}
+
+// verifyOne answers a verdict on the input and the text in the parameter
+// field (a signature or an HMAC), checked by check; a text naming a
+// version newer than k's is checked again on the key re-read.
+func (h *Handler) verifyOne(c *call, k *transit.Key, field string, check func(*transit.Key, []byte, []byte) (transit.VerifyResult, error)) error {
+	input, err := c.input()
+	if err != nil {
+		return err
+	}
+	text, _, err := c.str(field)
+	if err != nil {
+		return err
+	}
+	res, err := check(k, input, text)
+	if nk := h.newer(c, k, err); nk != nil {
+		res, err = check(nk, input, text)
+	}
+	if err != nil {
+		return err
+	}
+	return c.valid(res)
+}
+
+// flag is a boolean parameter and where it goes.
+type flag struct {
+	name string
+	dst  *bool
+}
+
+// flags reads boolean parameters.
+func (c *call) flags(fs ...flag) (err error) {
+	for _, f := range fs {
+		if *f.dst, err = c.boolean(f.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // respond answers v as the data, marshaled with encoding/json.
 func (c *call) respond(v any) error {
 	b, err := marshal(v)
@@ -115,37 +197,6 @@ func (h *Handler) newer(c *call, k *transit.Key, err error) *transit.Key {
 		return nil
 	}
 	return nk
-}
-
-// contextRule is Vault's rule that a batch gives a context in every item
-// or in none.
-var errContextMix = badRequest("context should be set either in all the request blocks or in none")
-
-// batchStatus is the status of an encrypt or decrypt batch, as Vault sets
-// it: 400 when an item failed by the caller's fault, else 500 when one
-// failed by the service's, unless some succeeded and the request gave
-// partial_failure_response_code.
-func (h *Handler) batchStatus(c *call, ok, userErr, internalErr bool) error {
-	if !userErr && !internalErr {
-		return nil
-	}
-	code := http.StatusBadRequest
-	if !userErr {
-		code = http.StatusInternalServerError
-	}
-	if m := c.req.get("partial_failure_response_code"); m != nil && ok {
-		n, err := m.integer()
-		if err != nil {
-			return err
-		}
-		if n < 1 || n > 599 {
-			c.warnings = append(c.warnings, "invalid HTTP response code override from partial_failure_response_code, reverting to "+itoa(code))
-		} else {
-			code = n
-		}
-	}
-	c.status = code
-	return nil
 }
 
 // encryptKey is the key to encrypt with: the caller's key, or for a caller
@@ -182,11 +233,10 @@ func (h *Handler) encryptKey(c *call, contextSet bool) (*transit.Key, error) {
 }
 
 func serveEncrypt(h *Handler, c *call) error {
-	items, isBatch, err := c.req.batch()
-	if err != nil {
-		return err
-	}
-	if isBatch {
+	if items, ok, err := c.req.batch(); ok || err != nil {
+		if err != nil {
+			return err
+		}
 		return h.encryptBatch(c, items)
 	}
 	m := c.req.get("plaintext")
@@ -222,216 +272,18 @@ func serveEncrypt(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	c.out = appendInt(append(out, '"'), "key_version", ver, false)
-	c.out = append(c.out, '}')
-	c.end()
-	c.o.KeyVersion = ver
+	c.endText(out, ver)
 	return nil
-}
-
-// batchItems checks a batch's size and returns it.
-func (h *Handler) batchItems(c *call, items []item) error {
-	switch {
-	case len(items) == 0:
-		return badRequest("missing batch input to process")
-	case len(items) > h.maxBatch:
-		return errBatchLarge
-	}
-	c.o.Items = len(items)
-	return nil
-}
-
-// itemStr reads a batch item's string member (absent: empty).
-func itemStr(ms []member, name string) ([]byte, bool, error) {
-	m := get(ms, name)
-	if m == nil {
-		return nil, false, nil
-	}
-	s, err := m.strictStr()
-	return s, true, err
-}
-
-// arena decodes the base64 members of a batch into one buffer, sized
-// first so that the slices it hands out stay valid.
-type arena struct{ b []byte }
-
-func (a *arena) decode(src []byte) ([]byte, error) {
-	if len(src) == 0 {
-		return nil, nil
-	}
-	start := len(a.b)
-	n := base64.StdEncoding.DecodedLen(len(src))
-	m, err := base64.StdEncoding.Decode(a.b[start:start+n], src)
-	if err != nil {
-		return nil, err
-	}
-	a.b = a.b[:start+m]
-	return a.b[start : start+m : start+m], nil
-}
-
-// newArena sizes slot i for the base64 members named of every item.
-func (c *call) newArena(i int, items []item, names ...string) *arena {
-	n := 0
-	for _, it := range items {
-		for _, name := range names {
-			if m := get(c.req.members(it), name); m != nil && m.kind == kString {
-				n += base64.StdEncoding.DecodedLen(len(m.text))
-			}
-		}
-	}
-	c.scratch[i] = slices.Grow(c.scratch[i][:0], n)
-	return &arena{b: c.scratch[i][:0:n]}
-}
-
-// context checks Vault's context rule over a batch and returns whether
-// contexts are given.
-func (c *call) contextSet(items []item) (bool, error) {
-	set := false
-	for i, it := range items {
-		m := get(c.req.members(it), "context")
-		has := m != nil && !(m.kind == kString && len(m.text) == 0)
-		if i == 0 {
-			set = has
-		} else if has != set {
-			return false, errContextMix
-		}
-	}
-	return set, nil
-}
-
-// appendReference closes a batch result with its reference.
-func (c *call) appendReference(it item, first bool) {
-	ref, _, _ := itemStr(c.req.members(it), "reference")
-	c.out = appendStr(c.out, "reference", ref, first)
-	c.out = append(c.out, '}')
-}
-
-func (h *Handler) encryptBatch(c *call, items []item) error {
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	ctxSet, err := c.contextSet(items)
-	if err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	c.idx = c.idx[:0]
-	c.encItems = c.encItems[:0]
-	a := c.newArena(0, items, "plaintext", "context", "associated_data")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		var e transit.EncryptItem
-		p64, ok, err := itemStr(ms, "plaintext")
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-			continue
-		case !ok:
-			c.pre[i] = "'[" + itoa(i) + "].plaintext' missing plaintext to encrypt"
-			continue
-		}
-		if e.Plaintext, err = a.decode(p64); err != nil {
-			c.pre[i] = err.Error()
-			continue
-		}
-		if e.Plaintext == nil {
-			e.Plaintext = []byte{}
-		}
-		for _, f := range []struct {
-			name string
-			dst  *[]byte
-		}{{"context", &e.Context}, {"associated_data", &e.AssociatedData}} {
-			s, _, err := itemStr(ms, f.name)
-			if err == nil {
-				*f.dst, err = a.decode(s)
-			}
-			if err != nil {
-				c.pre[i] = err.Error()
-				break
-			}
-		}
-		if c.pre[i] != "" {
-			continue
-		}
-		if m := get(ms, "key_version"); m != nil {
-			if e.KeyVersion, err = m.integer(); err != nil {
-				c.pre[i] = err.Error()
-				continue
-			}
-		}
-		c.idx = append(c.idx, i)
-		c.encItems = append(c.encItems, e)
-	}
-	k, err := h.encryptKey(c, ctxSet)
-	if err != nil {
-		return err
-	}
-	res, buf, err := h.eng.EncryptBatchInto(c.ctx, k, c.encItems, c.encRes, c.scratch[1])
-	c.encRes, c.scratch[1] = res, buf
-	if err != nil {
-		return err
-	}
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	okAny, userErr, internalErr := false, false, false
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, '{')
-		first := true
-		msg, user := c.pre[i], true
-		if msg == "" {
-			r := &res[j]
-			j++
-			if r.Err == nil {
-				c.out = appendStr(c.out, "ciphertext", r.Ciphertext, true)
-				c.out = appendInt(c.out, "key_version", r.KeyVersion, false)
-				first, okAny = false, true
-			} else {
-				msg, user = h.itemError(c, r.Err)
-			}
-		}
-		if msg != "" {
-			c.out = appendStr(c.out, "error", msg, true)
-			first = false
-			c.o.Failed++
-			userErr, internalErr = userErr || user, internalErr || !user
-		}
-		c.appendReference(it, first)
-	}
-	c.out = append(c.out, "]}"...)
-	err = h.batchStatus(c, okAny, userErr, internalErr) // before end: it may add a warning
-	c.end()
-	return err
 }
 
 func serveDecrypt(h *Handler, c *call) error {
-	items, isBatch, err := c.req.batch()
-	if err != nil {
-		return err
-	}
-	if isBatch {
+	if items, ok, err := c.req.batch(); ok || err != nil {
+		if err != nil {
+			return err
+		}
 		return h.decryptBatch(c, items)
 	}
-	ct, _, err := c.str("ciphertext")
-	if err != nil {
-		return err
-	}
-	if len(ct) == 0 {
-		return badRequest("missing ciphertext to decrypt")
-	}
-	var o transit.DecryptOptions
-	if o.Context, err = c.b64("context", 1, "context"); err != nil {
-		return err
-	}
-	if o.AssociatedData, err = c.b64("associated_data", 2, "associated_data"); err != nil {
-		return err
-	}
-	k, err := h.key(c)
+	k, ct, o, err := h.ciphertextRequest(c)
 	if err != nil {
 		return err
 	}
@@ -445,169 +297,23 @@ func serveDecrypt(h *Handler, c *call) error {
 	}
 	c.begin()
 	c.out = append(c.out, `{"plaintext":"`...)
-	c.out = base64.StdEncoding.AppendEncode(c.out, pt)
-	c.out = appendInt(append(c.out, '"'), "key_version", ver, false)
-	c.out = append(c.out, '}')
-	c.end()
-	c.o.KeyVersion = ver
+	c.endText(base64.StdEncoding.AppendEncode(c.out, pt), ver)
 	return nil
 }
 
-func (h *Handler) decryptBatch(c *call, items []item) error {
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	if _, err := c.contextSet(items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	c.idx = c.idx[:0]
-	dec := make([]transit.DecryptItem, 0, n)
-	a := c.newArena(0, items, "context", "associated_data")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		ct, _, err := itemStr(ms, "ciphertext")
-		var d transit.DecryptItem
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case len(ct) == 0:
-			c.pre[i] = "missing ciphertext to decrypt"
-		default:
-			d.Ciphertext = ct
-			for _, f := range []struct {
-				name string
-				dst  *[]byte
-			}{{"context", &d.Context}, {"associated_data", &d.AssociatedData}} {
-				s, _, err := itemStr(ms, f.name)
-				if err == nil {
-					*f.dst, err = a.decode(s)
-				}
-				if err != nil {
-					c.pre[i] = err.Error()
-					break
-				}
-			}
-		}
-		if c.pre[i] == "" {
-			c.idx = append(c.idx, i)
-			dec = append(dec, d)
-		}
-	}
-	k, err := h.key(c)
-	if err != nil {
-		return err
-	}
-	res, err := h.eng.DecryptBatch(c.ctx, k, dec)
-	if err != nil {
-		return err
-	}
-	h.retryNewer(c, k, len(res), func(i int) error { return res[i].Err }, func(nk *transit.Key, redo []int) {
-		again := make([]transit.DecryptItem, len(redo))
-		for j, i := range redo {
-			again[j] = dec[i]
-		}
-		if r2, err := h.eng.DecryptBatch(c.ctx, nk, again); err == nil {
-			for j, i := range redo {
-				res[i] = r2[j]
-			}
-		}
-	})
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	okAny, userErr, internalErr := false, false, false
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		msg, user := c.pre[i], true
-		var r *transit.DecryptItemResult
-		if msg == "" {
-			r = &res[j]
-			j++
-			if r.Err != nil {
-				msg, user = h.itemError(c, r.Err)
-			}
-		}
-		c.out = append(c.out, `{"plaintext":"`...)
-		if msg == "" {
-			c.out = base64.StdEncoding.AppendEncode(c.out, r.Plaintext)
-			clear(r.Plaintext)
-			c.out = appendInt(append(c.out, '"'), "key_version", r.KeyVersion, false)
-			okAny = true
-		} else {
-			c.out = append(c.out, '"')
-			c.out = appendStr(c.out, "error", msg, false)
-			c.o.Failed++
-			userErr, internalErr = userErr || user, internalErr || !user
-		}
-		c.appendReference(it, false)
-	}
-	c.out = append(c.out, "]}"...)
-	err = h.batchStatus(c, okAny, userErr, internalErr) // before end: it may add a warning
-	c.end()
-	return err
-}
-
-// retryNewer redoes, with the key re-read, the results of a batch that
-// failed because their text named a version newer than k's latest.
-func (h *Handler) retryNewer(c *call, k *transit.Key, n int, errOf func(int) error, redo func(nk *transit.Key, idx []int)) {
-	var idx []int
-	var first error
-	for i := range n {
-		if err := errOf(i); errors.Is(err, transit.ErrUnknownVersion) {
-			if first == nil || versionOf(err) > versionOf(first) {
-				first = err
-			}
-			idx = append(idx, i)
-		}
-	}
-	if first == nil {
-		return
-	}
-	if nk := h.newer(c, k, first); nk != nil {
-		redo(nk, idx)
-	}
-}
-
-func versionOf(err error) int {
-	var te *transit.Error
-	if errors.As(err, &te) {
-		return te.Version
-	}
-	return 0
-}
-
 func serveRewrap(h *Handler, c *call) error {
-	items, isBatch, err := c.req.batch()
-	if err != nil {
-		return err
-	}
-	if isBatch {
+	if items, ok, err := c.req.batch(); ok || err != nil {
+		if err != nil {
+			return err
+		}
 		return h.rewrapBatch(c, items)
 	}
-	ct, _, err := c.str("ciphertext")
+	k, ct, do, err := h.ciphertextRequest(c)
 	if err != nil {
 		return err
 	}
-	if len(ct) == 0 {
-		return badRequest("missing ciphertext to decrypt")
-	}
-	var o transit.RewrapOptions
-	if o.Context, err = c.b64("context", 1, "context"); err != nil {
-		return err
-	}
-	if o.AssociatedData, err = c.b64("associated_data", 2, "associated_data"); err != nil {
-		return err
-	}
+	o := transit.RewrapOptions{Context: do.Context, AssociatedData: do.AssociatedData}
 	if o.KeyVersion, err = c.integer("key_version", 0); err != nil {
-		return err
-	}
-	k, err := h.key(c)
-	if err != nil {
 		return err
 	}
 	c.begin()
@@ -620,115 +326,7 @@ func serveRewrap(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	c.out = appendInt(append(out, '"'), "key_version", ver, false)
-	c.out = append(c.out, '}')
-	c.end()
-	c.o.KeyVersion = ver
-	return nil
-}
-
-func (h *Handler) rewrapBatch(c *call, items []item) error {
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	if _, err := c.contextSet(items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	rw := make([]transit.RewrapItem, 0, n)
-	a := c.newArena(0, items, "context", "associated_data")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		ct, _, err := itemStr(ms, "ciphertext")
-		var r transit.RewrapItem
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case len(ct) == 0:
-			c.pre[i] = "missing ciphertext to decrypt"
-		default:
-			r.Ciphertext = ct
-			for _, f := range []struct {
-				name string
-				dst  *[]byte
-			}{{"context", &r.Context}, {"associated_data", &r.AssociatedData}} {
-				s, _, err := itemStr(ms, f.name)
-				if err == nil {
-					*f.dst, err = a.decode(s)
-				}
-				if err != nil {
-					c.pre[i] = err.Error()
-					break
-				}
-			}
-			if m := get(ms, "key_version"); m != nil && c.pre[i] == "" {
-				if r.KeyVersion, err = m.integer(); err != nil {
-					c.pre[i] = err.Error()
-				}
-			}
-		}
-		if c.pre[i] == "" {
-			rw = append(rw, r)
-		}
-	}
-	k, err := h.key(c)
-	if err != nil {
-		return err
-	}
-	res, err := h.eng.RewrapBatch(c.ctx, k, rw)
-	if err != nil {
-		return err
-	}
-	h.retryNewer(c, k, len(res), func(i int) error { return res[i].Err }, func(nk *transit.Key, redo []int) {
-		again := make([]transit.RewrapItem, len(redo))
-		for j, i := range redo {
-			again[j] = rw[i]
-		}
-		if r2, err := h.eng.RewrapBatch(c.ctx, nk, again); err == nil {
-			for j, i := range redo {
-				res[i] = r2[j]
-			}
-		}
-	})
-	// Vault answers a rewrap batch 200 whatever its items' errors.
-	return h.writeEncryptResults(c, items, res)
-}
-
-// writeEncryptResults writes Vault's encrypt-shaped batch results
-// (ciphertext, key_version, error, reference) of items, whose pre-errors
-// are in c.pre and whose other results are res in order.
-func (h *Handler) writeEncryptResults(c *call, items []item, res []transit.EncryptResult) error {
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, '{')
-		msg, first := c.pre[i], true
-		if msg == "" {
-			r := &res[j]
-			j++
-			if r.Err == nil {
-				c.out = appendStr(c.out, "ciphertext", r.Ciphertext, true)
-				c.out = appendInt(c.out, "key_version", r.KeyVersion, false)
-				first = false
-			} else {
-				msg, _ = h.itemError(c, r.Err)
-			}
-		}
-		if msg != "" {
-			c.out = appendStr(c.out, "error", msg, true)
-			first = false
-			c.o.Failed++
-		}
-		c.appendReference(it, first)
-	}
-	c.out = append(c.out, "]}"...)
-	c.end()
+	c.endText(out, ver)
 	return nil
 }
 
@@ -846,15 +444,12 @@ func serveSign(h *Handler, c *call) error {
 		return h.signBatch(c, k, items, o)
 	}
 	// A missing input signs the empty input, as in Vault.
-	input, err := c.b64("input", 0, "input")
+	input, err := c.input()
 	if err != nil {
-		return badRequest("unable to decode input as base64: " + err.Error())
+		return err
 	}
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
-	}
-	if input == nil {
-		input = []byte{}
 	}
 	res, err := h.eng.Sign(c.ctx, k, input, o)
 	if err != nil {
@@ -870,86 +465,6 @@ func serveSign(h *Handler, c *call) error {
 	c.out = append(c.out, '}')
 	c.end()
 	c.o.KeyVersion = res.KeyVersion
-	return nil
-}
-
-func (h *Handler) signBatch(c *call, k *transit.Key, items []item, o transit.SignOptions) error {
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	si := make([]transit.SignItem, 0, n)
-	a := c.newArena(0, items, "input", "context")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		in, ok, err := itemStr(ms, "input")
-		var s transit.SignItem
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case !ok:
-			c.pre[i] = "missing input"
-		default:
-			if s.Input, err = a.decode(in); err != nil {
-				c.pre[i] = "unable to decode input as base64: " + err.Error()
-				break
-			}
-			if s.Input == nil {
-				s.Input = []byte{}
-			}
-			cx, _, err := itemStr(ms, "context")
-			if err == nil {
-				s.Context, err = a.decode(cx)
-			}
-			if err != nil {
-				c.pre[i] = "failed to base64-decode context"
-			}
-		}
-		if c.pre[i] == "" {
-			si = append(si, s)
-		}
-	}
-	res, err := h.eng.SignBatch(c.ctx, k, si, o)
-	if err != nil {
-		return err
-	}
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, '{')
-		msg, ver := c.pre[i], 0
-		var r *transit.SignItemResult
-		if msg == "" {
-			r = &res[j]
-			j++
-			if r.Err != nil {
-				msg, _ = h.itemError(c, r.Err)
-			}
-		}
-		first := true
-		if msg == "" {
-			c.out = appendStr(c.out, "signature", r.Signature, true)
-			first, ver = false, r.KeyVersion
-		}
-		c.out = appendInt(c.out, "key_version", ver, first)
-		if msg == "" && len(r.PublicKey) > 0 {
-			c.out = append(appendKey(c.out, "publickey", false), '"')
-			c.out = append(base64.StdEncoding.AppendEncode(c.out, r.PublicKey), '"')
-		}
-		if msg != "" {
-			c.out = appendStr(c.out, "error", msg, false)
-			c.o.Failed++
-		}
-		c.appendReference(it, false)
-	}
-	c.out = append(c.out, "]}"...)
-	c.end()
 	return nil
 }
 
@@ -1002,28 +517,12 @@ func serveVerify(h *Handler, c *call) error {
 	if isBatch {
 		return h.verifyBatch(c, k, items, o)
 	}
-	input, err := c.b64("input", 0, "input")
-	if err != nil {
-		return badRequest("unable to decode input as base64: " + err.Error())
-	}
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
 	}
-	s, _, err := c.str("signature")
-	if err != nil {
-		return err
-	}
-	if input == nil {
-		input = []byte{}
-	}
-	res, err := h.eng.VerifyBytes(k, input, s, o)
-	if nk := h.newer(c, k, err); nk != nil {
-		res, err = h.eng.VerifyBytes(nk, input, s, o)
-	}
-	if err != nil {
-		return err
-	}
-	return c.valid(res)
+	return h.verifyOne(c, k, "signature", func(k *transit.Key, input, sig []byte) (transit.VerifyResult, error) {
+		return h.eng.VerifyBytes(k, input, sig, o)
+	})
 }
 
 // valid answers a single verdict.
@@ -1034,106 +533,6 @@ func (c *call) valid(res transit.VerifyResult) error {
 	c.out = append(c.out, '}')
 	c.end()
 	c.o.KeyVersion = res.KeyVersion
-	return nil
-}
-
-func (h *Handler) verifyBatch(c *call, k *transit.Key, items []item, o transit.SignOptions) error {
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	vi := make([]transit.VerifyItem, 0, n)
-	a := c.newArena(0, items, "input", "context")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		in, ok, err := itemStr(ms, "input")
-		var v transit.VerifyItem
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case !ok:
-			c.pre[i] = "missing input"
-		default:
-			if v.Input, err = a.decode(in); err != nil {
-				c.pre[i] = "unable to decode input as base64: " + err.Error()
-				break
-			}
-			if v.Input == nil {
-				v.Input = []byte{}
-			}
-			if v.Signature, _, err = itemStr(ms, "signature"); err != nil {
-				c.pre[i] = err.Error()
-				break
-			}
-			cx, _, err := itemStr(ms, "context")
-			if err == nil {
-				v.Context, err = a.decode(cx)
-			}
-			if err != nil {
-				c.pre[i] = "failed to base64-decode context"
-			}
-		}
-		if c.pre[i] == "" {
-			vi = append(vi, v)
-		}
-	}
-	res, err := h.eng.VerifyBatch(c.ctx, k, vi, o)
-	if err != nil {
-		return err
-	}
-	h.retryNewer(c, k, len(res), func(i int) error { return res[i].Err }, func(nk *transit.Key, redo []int) {
-		again := make([]transit.VerifyItem, len(redo))
-		for j, i := range redo {
-			again[j] = vi[i]
-		}
-		if r2, err := h.eng.VerifyBatch(c.ctx, nk, again, o); err == nil {
-			for j, i := range redo {
-				res[i] = r2[j]
-			}
-		}
-	})
-	return h.writeVerdicts(c, items, res, false)
-}
-
-// writeVerdicts writes a verify batch's results: valid, key_version,
-// error, reference (for HMACs, as Vault, valid only when true).
-func (h *Handler) writeVerdicts(c *call, items []item, res []transit.VerifyItemResult, hmac bool) error {
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, '{')
-		msg := c.pre[i]
-		var r transit.VerifyItemResult
-		if msg == "" {
-			r = res[j]
-			j++
-			if r.Err != nil {
-				msg, _ = h.itemError(c, r.Err)
-			}
-		}
-		first := true
-		if !hmac || r.Valid && msg == "" {
-			c.out = appendBool(c.out, "valid", r.Valid && msg == "", true)
-			first = false
-		}
-		if msg == "" {
-			c.out = appendInt(c.out, "key_version", r.KeyVersion, first)
-			first = false
-		} else {
-			c.out = appendStr(c.out, "error", msg, first)
-			first = false
-			c.o.Failed++
-		}
-		c.appendReference(it, first)
-	}
-	c.out = append(c.out, "]}"...)
-	c.end()
 	return nil
 }
 
@@ -1170,75 +569,11 @@ func (h *Handler) verifyHMAC(c *call, items []item, isBatch bool) error {
 		return err
 	}
 	if !isBatch {
-		input, err := c.b64("input", 0, "input")
-		if err != nil {
-			return badRequest("unable to decode input as base64: " + err.Error())
-		}
-		mac, _, err := c.str("hmac")
-		if err != nil {
-			return err
-		}
-		if input == nil {
-			input = []byte{}
-		}
-		res, err := h.eng.VerifyHMACBytes(k, input, mac, o)
-		if nk := h.newer(c, k, err); nk != nil {
-			res, err = h.eng.VerifyHMACBytes(nk, input, mac, o)
-		}
-		if err != nil {
-			return err
-		}
-		return c.valid(res)
+		return h.verifyOne(c, k, "hmac", func(k *transit.Key, input, mac []byte) (transit.VerifyResult, error) {
+			return h.eng.VerifyHMACBytes(k, input, mac, o)
+		})
 	}
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	vi := make([]transit.VerifyHMACItem, 0, n)
-	a := c.newArena(0, items, "input")
-	for i, it := range items {
-		ms := c.req.members(it)
-		c.pre[i] = ""
-		in, ok, err := itemStr(ms, "input")
-		var v transit.VerifyHMACItem
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case !ok:
-			c.pre[i] = "missing input"
-		default:
-			if v.Input, err = a.decode(in); err != nil {
-				c.pre[i] = "unable to decode input as base64: " + err.Error()
-				break
-			}
-			if v.Input == nil {
-				v.Input = []byte{}
-			}
-			if v.HMAC, _, err = itemStr(ms, "hmac"); err != nil {
-				c.pre[i] = err.Error()
-			}
-		}
-		if c.pre[i] == "" {
-			vi = append(vi, v)
-		}
-	}
-	res, err := h.eng.VerifyHMACBatch(c.ctx, k, vi, o)
-	if err != nil {
-		return err
-	}
-	h.retryNewer(c, k, len(res), func(i int) error { return res[i].Err }, func(nk *transit.Key, redo []int) {
-		again := make([]transit.VerifyHMACItem, len(redo))
-		for j, i := range redo {
-			again[j] = vi[i]
-		}
-		if r2, err := h.eng.VerifyHMACBatch(c.ctx, nk, again, o); err == nil {
-			for j, i := range redo {
-				res[i] = r2[j]
-			}
-		}
-	})
-	return h.writeVerdicts(c, items, res, true)
+	return h.verifyHMACBatch(c, k, items, o)
 }
 
 func serveHMAC(h *Handler, c *call) error {
@@ -1262,12 +597,9 @@ func serveHMAC(h *Handler, c *call) error {
 		if c.req.get("input") == nil {
 			return badRequest("missing input for HMAC")
 		}
-		input, err := c.b64("input", 0, "input")
+		input, err := c.input()
 		if err != nil {
-			return badRequest("unable to decode input as base64: " + err.Error())
-		}
-		if input == nil {
-			input = []byte{}
+			return err
 		}
 		c.begin()
 		c.out = append(c.out, `{"hmac":"`...)
@@ -1275,73 +607,10 @@ func serveHMAC(h *Handler, c *call) error {
 		if err != nil {
 			return err
 		}
-		c.out = appendInt(append(out, '"'), "key_version", ver, false)
-		c.out = append(c.out, '}')
-		c.end()
-		c.o.KeyVersion = ver
+		c.endText(out, ver)
 		return nil
 	}
-	if err := h.batchItems(c, items); err != nil {
-		return err
-	}
-	n := len(items)
-	c.pre = slices.Grow(c.pre[:0], n)[:n]
-	inputs := make([][]byte, 0, n)
-	a := c.newArena(0, items, "input")
-	for i, it := range items {
-		c.pre[i] = ""
-		in, ok, err := itemStr(c.req.members(it), "input")
-		switch {
-		case err != nil:
-			c.pre[i] = err.Error()
-		case !ok:
-			c.pre[i] = "missing input for HMAC"
-		default:
-			b, err := a.decode(in)
-			if err != nil {
-				c.pre[i] = "unable to decode input as base64: " + err.Error()
-				break
-			}
-			if b == nil {
-				b = []byte{}
-			}
-			inputs = append(inputs, b)
-		}
-	}
-	res, err := h.eng.HMACBatch(c.ctx, k, inputs, o)
-	if err != nil {
-		return err
-	}
-	c.begin()
-	c.out = append(c.out, `{"batch_results":[`...)
-	j := 0
-	for i, it := range items {
-		if i > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, '{')
-		msg, first := c.pre[i], true
-		if msg == "" {
-			r := &res[j]
-			j++
-			if r.Err == nil {
-				c.out = appendStr(c.out, "hmac", r.HMAC, true)
-				c.out = appendInt(c.out, "key_version", r.KeyVersion, false)
-				first = false
-			} else {
-				msg, _ = h.itemError(c, r.Err)
-			}
-		}
-		if msg != "" {
-			c.out = appendStr(c.out, "error", msg, first)
-			first = false
-			c.o.Failed++
-		}
-		c.appendReference(it, first)
-	}
-	c.out = append(c.out, "]}"...)
-	c.end()
-	return nil
+	return h.hmacBatch(c, k, items, o)
 }
 
 // validSource reports a random source Vault knows.
@@ -1420,9 +689,9 @@ func serveHash(h *Handler, c *call) error {
 	if c.req.get("input") == nil {
 		return badRequest("input missing")
 	}
-	input, err := c.b64("input", 0, "input")
+	input, err := c.input()
 	if err != nil {
-		return badRequest("unable to decode input as base64: " + err.Error())
+		return err
 	}
 	format, err := c.text("format", "hex")
 	if err != nil {

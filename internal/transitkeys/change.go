@@ -161,8 +161,13 @@ func (e *entry) with(k *transit.Key, rev int64, now time.Time, added map[int][]b
 
 // Rotate adds a new latest version.
 func (s *Service) Rotate(ctx context.Context, tenant, name string) (*transit.Key, error) {
+	return s.newVersion(ctx, tenant, name, s.eng.Rotate)
+}
+
+// newVersion stores the version make adds to the key as its new latest.
+func (s *Service) newVersion(ctx context.Context, tenant, name string, make func(*transit.Key) (*transit.Key, error)) (*transit.Key, error) {
 	e, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
-		nk, err := s.eng.Rotate(e.key)
+		nk, err := make(e.key)
 		if err != nil {
 			return nil, err
 		}
@@ -201,17 +206,9 @@ func (s *Service) ImportVersion(ctx context.Context, tenant, name string, o tran
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
-		nk, err := s.eng.ImportVersion(ctx, e.key, w, o)
-		if err != nil {
-			return nil, err
-		}
-		return s.addVersion(ctx, dk, tenant, e, nk)
+	return s.newVersion(ctx, tenant, name, func(k *transit.Key) (*transit.Key, error) {
+		return s.eng.ImportVersion(ctx, k, w, o)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return e.key, nil
 }
 
 // addVersion stores nk's latest version, which e does not have, after e's
