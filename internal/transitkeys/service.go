@@ -96,6 +96,7 @@ type Service struct {
 
 	fmu     sync.Mutex
 	flights map[keyID]*flight // reads in progress, one per key
+	closed  bool              // Close was called: no more background reads
 
 	wmu   sync.Mutex
 	wrap  map[string]*transit.WrappingKey // by tenant
@@ -157,6 +158,9 @@ func New(n *node.Node, o Options) (*Service, error) {
 
 // Close stops the background reads and waits for them.
 func (s *Service) Close() {
+	s.fmu.Lock()
+	s.closed = true
+	s.fmu.Unlock()
 	s.cancel()
 	s.bg.Wait()
 }
@@ -278,12 +282,14 @@ func (s *Service) fetch(ctx context.Context, id keyID, reuse *entry) (*entry, er
 // refresh re-reads the key in the background, unless a read is on already.
 func (s *Service) refresh(id keyID) {
 	s.fmu.Lock()
-	busy := s.flights[id] != nil
+	start := s.flights[id] == nil && !s.closed
+	if start {
+		s.bg.Add(1) // under fmu: never after Close has begun to wait
+	}
 	s.fmu.Unlock()
-	if busy || s.ctx.Err() != nil {
+	if !start {
 		return
 	}
-	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		if _, err := s.fetch(s.ctx, id, s.cache.get(id)); err != nil && !errors.Is(err, ErrNotFound) {

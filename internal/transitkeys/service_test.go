@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -430,5 +431,67 @@ func TestValidName(t *testing.T) {
 		if got := ValidName(name); got != want {
 			t.Errorf("ValidName(%q) = %v", name, got)
 		}
+	}
+}
+
+// TestStaleness: a node that missed a change (no Redis: no notice) re-reads
+// a key it uses once the key is RefreshAfter old; a notice makes it re-read
+// at once, and a deletion notice drops the key.
+func TestStaleness(t *testing.T) {
+	c := newClock()
+	svcs := fleet(t, 2, false, Options{Now: c.now, RefreshAfter: time.Minute})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Get(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k")
+	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 1 {
+		t.Fatalf("b read the rotation without a notice: %d", k.LatestVersion())
+	}
+	c.add(2 * time.Minute)
+	eventually(t, "b re-reads the key", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 2 })
+
+	k, _ := a.Rotate(ctx, tn, "k")
+	e := a.cache.get(keyID{tn, "k"})
+	b.notice(ctx, tn+" k "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
+	eventually(t, "b re-reads the key after a notice", func() bool {
+		kb, _ := b.Get(ctx, tn, "k")
+		return kb.LatestVersion() == k.LatestVersion()
+	})
+	b.notice(ctx, tn+" k 0 0")
+	if b.cache.get(keyID{tn, "k"}) != nil {
+		t.Error("a deletion notice left the key cached")
+	}
+	b.notice(ctx, "garbage")
+}
+
+// TestCacheBound: the cache holds at most CacheEntries keys.
+func TestCacheBound(t *testing.T) {
+	s := fleet(t, 1, false, Options{CacheEntries: cacheShards})[0]
+	for i := range 3 * cacheShards {
+		if _, _, err := s.Create(ctx, store.DefaultTenant, "k"+strconv.Itoa(i), transit.CreateOptions{Type: transit.HMAC}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.cache.len(); n > cacheShards {
+		t.Errorf("%d keys cached, bound %d", n, cacheShards)
+	}
+	for i := range 3 * cacheShards { // evicted keys are read again
+		if _, err := s.Get(ctx, store.DefaultTenant, "k"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
