@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -33,10 +35,16 @@ const (
 	// keygate's /oauth2/token sends: the ceiling of a token endpoint whose
 	// only work per request is the signature.
 	ModeSign = "es256-sign"
+	// ModeAESGCM reads the request body, seals 64 bytes (a transit
+	// encrypt's input in scripts/loadtest-transit.sh) with AES-256-GCM
+	// under a cached cipher and a fresh random nonce, and answers the
+	// base64 of nonce‖ciphertext‖tag in a small JSON document: the ceiling
+	// of an encryption service whose only work per request is the cipher.
+	ModeAESGCM = "aes-gcm"
 )
 
 // Modes lists the reference server modes.
-var Modes = []string{ModeNoop, ModeES256, ModeSign}
+var Modes = []string{ModeNoop, ModeES256, ModeSign, ModeAESGCM}
 
 // Handler returns the handler of a reference server in mode. Both modes
 // ignore the request (method, path, headers) beyond what net/http itself
@@ -82,8 +90,40 @@ func Handler(mode string) (http.Handler, error) {
 			h.Set("Cache-Control", "no-store")
 			w.Write(body) //nolint:errcheck // the client went away
 		}), nil
+	case ModeAESGCM:
+		return aesGCMHandler()
 	}
 	return nil, fmt.Errorf("bench: unknown server mode %q (one of %s)", mode, strings.Join(Modes, ", "))
+}
+
+// aesGCMHandler is ModeAESGCM's handler.
+func aesGCMHandler() (http.Handler, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	pt := make([]byte, 64)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 16<<10)) //nolint:errcheck // the body only has to be read
+		var buf [512]byte
+		nonce := buf[:12]
+		rand.Read(nonce) //nolint:errcheck // crypto/rand.Read does not fail
+		sealed := gcm.Seal(nonce, nonce, pt, nil)
+		body := append(buf[len(sealed):len(sealed)], `{"data":{"ciphertext":"vault:v1:`...)
+		body = base64.StdEncoding.AppendEncode(body, sealed)
+		body = append(body, `","key_version":1}}`+"\n"...)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		w.Write(body) //nolint:errcheck // the client went away
+	}), nil
 }
 
 // ShutdownTimeout bounds how long Serve waits for requests in flight.

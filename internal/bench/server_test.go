@@ -22,8 +22,8 @@ import (
 
 func TestHandlerModes(t *testing.T) {
 	for _, mode := range Modes {
-		if mode == ModeSign {
-			continue // TestSignMode
+		if mode == ModeSign || mode == ModeAESGCM {
+			continue // TestSignMode, TestAESGCMMode
 		}
 		t.Run(mode, func(t *testing.T) {
 			h, err := Handler(mode)
@@ -191,5 +191,33 @@ func TestWriteTokens(t *testing.T) {
 	cancel()
 	if err := WriteTokens(ctx, io.Discard, TokensConfig{Signer: signer, Claims: RealisticClaims(), N: 1 << 20}); err == nil {
 		t.Error("a cancelled context was ignored")
+	}
+}
+
+// TestAESGCMMode: the encryption reference reads the body and answers a
+// fresh 64-byte AES-GCM ciphertext per request.
+func TestAESGCMMode(t *testing.T) {
+	h, err := Handler(ModeAESGCM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		req := httptest.NewRequest(http.MethodPost, "/v1/transit/encrypt/k", strings.NewReader(`{"plaintext":"aGk="}`))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var v struct {
+			Data struct {
+				Ciphertext string `json:"ciphertext"`
+			} `json:"data"`
+		}
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(v.Data.Ciphertext, "vault:v1:"))
+		if err != nil || len(raw) != 12+64+16 || seen[v.Data.Ciphertext] {
+			t.Errorf("ciphertext %q: %v", v.Data.Ciphertext, err)
+		}
+		seen[v.Data.Ciphertext] = true
 	}
 }

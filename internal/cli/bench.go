@@ -95,7 +95,9 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"with a pre-parsed key; see 'keygate bench verify --raw'). It is a measuring tool,\n"+
 			"not a service: it checks no token. Mode es256-sign reads the body, makes one raw\n"+
 			"ES256 signature (crypto/ecdsa.SignASN1) and answers a token response of the size\n"+
-			"keygate's /oauth2/token sends: the ceiling for the token endpoint.")
+			"keygate's /oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads\n"+
+			"the body and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as\n"+
+			"base64 in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh).")
 	mode := fs.String("mode", "", "`MODE`: "+strings.Join(bench.Modes, " or ")+" (required)")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
 	if _, err := fs.parse(args, 0, 0); err != nil {

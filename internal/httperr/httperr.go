@@ -8,7 +8,8 @@
 // client by way of an error.
 //
 // The body's shape is the API's [Envelope]: RFC 6749 §5.2's
-// {"error": code, "error_description": description} for every API so far.
+// {"error": code, "error_description": description} for the token service
+// and keygate's own APIs, Vault's {"errors": [description]} for transit.
 // Caching headers are the API's too, and are set by its handlers on every
 // answer, not here.
 package httperr
@@ -44,21 +45,38 @@ var Internal = &Error{Status: http.StatusInternalServerError, Code: "server_erro
 // An Envelope is the JSON shape of an API's error answers.
 type Envelope uint8
 
-// Envelopes. A further API with an answer shape of its own (Vault's
-// {"errors": [description]} for transit) adds one here.
+// Envelopes. A further API with an answer shape of its own adds one here.
 const (
 	// OAuth is RFC 6749 §5.2's {"error": code, "error_description":
 	// description}: the token endpoints', and keygate's own APIs'.
 	OAuth Envelope = iota
+	// Vault is Vault's {"errors": [description]}: the transit API's. The
+	// Code is not sent (Vault has none); an empty Description is sent as
+	// an empty list, as Vault answers a read of nothing ({"errors":[]}).
+	Vault
 )
 
 // body is e in env, with a trailing newline as json.Encoder writes it.
 func (env Envelope) body(e *Error) []byte {
-	b, err := json.Marshal(oauthBody{e.Code, e.Description})
-	if err != nil { // two strings always marshal
+	var v any = oauthBody{e.Code, e.Description}
+	if env == Vault {
+		vb := vaultBody{Errors: []string{}}
+		if e.Description != "" {
+			vb.Errors = append(vb.Errors, e.Description)
+		}
+		v = vb
+	}
+	b, err := json.Marshal(v)
+	if err != nil && env == Vault { // strings always marshal
+		return []byte(`{"errors":["internal error"]}` + "\n")
+	} else if err != nil {
 		return []byte(`{"error":"server_error"}` + "\n")
 	}
 	return append(b, '\n')
+}
+
+type vaultBody struct {
+	Errors []string `json:"errors"`
 }
 
 type oauthBody struct {

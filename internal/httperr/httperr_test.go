@@ -87,3 +87,35 @@ func TestWriteNotesCode(t *testing.T) {
 	}
 	Writer{}.Write(httptest.NewRecorder(), r, errors.New("no noter")) // nothing to tell, no panic
 }
+
+// TestWriteVault: the Vault envelope carries the description alone, an
+// empty list for an empty one, and the same headers and internal-error
+// handling as the OAuth envelope.
+func TestWriteVault(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		body   string
+		retry  string
+	}{
+		{"refusal", &Error{Status: 400, Code: "malformed", Description: `invalid ciphertext: no "vault:v" prefix`}, 400,
+			`{"errors":["invalid ciphertext: no \"vault:v\" prefix"]}` + "\n", ""},
+		{"not found", &Error{Status: 404, Code: "not_found"}, 404, `{"errors":[]}` + "\n", ""},
+		{"busy", &Error{Status: 503, Code: "busy", Description: "busy", RetryAfter: time.Second}, 503, `{"errors":["busy"]}` + "\n", "1"},
+		{"internal", errors.New("store: disk I/O error"), 500, `{"errors":["internal error"]}` + "\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wr := Writer{Envelope: Vault}
+			rec := httptest.NewRecorder()
+			wr.Write(rec, httptest.NewRequest("POST", "/v1/transit/encrypt/k", nil), tt.err)
+			if rec.Code != tt.status || rec.Body.String() != tt.body {
+				t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body, tt.status, tt.body)
+			}
+			if got := rec.Header().Get("Retry-After"); got != tt.retry {
+				t.Errorf("Retry-After %q, want %q", got, tt.retry)
+			}
+		})
+	}
+}

@@ -134,6 +134,8 @@ type Node struct {
 	admin    issuer.Bearer // the configured admin token, or the dev one
 	boot     Bootstrap
 	schedule schedule
+	tenants  tenantKeys // the tenants' data keys, unsealed
+	hooks    hooks
 
 	audit      *audit.Log // nil when the audit log is off
 	auditor    *httpaudit.Auditor

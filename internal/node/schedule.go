@@ -44,9 +44,9 @@ func (n *Node) Run(ctx context.Context) {
 
 // Tick runs the schedule once: the signing-key schedule, a sweep of the
 // expired revocations from memory (which, with Redis, the fan-out does at
-// each resync), and, on the first tick and then every PurgeInterval, the
-// deletion of expired refresh tokens and revocations from the store. Run
-// calls it; Ticks run one at a time.
+// each resync), on the first tick and then every PurgeInterval the
+// deletion of expired refresh tokens and revocations from the store, and
+// then what OnTick registered. Run calls it; Ticks run one at a time.
 func (n *Node) Tick(ctx context.Context) {
 	n.schedule.mu.Lock()
 	defer n.schedule.mu.Unlock()
@@ -65,6 +65,7 @@ func (n *Node) Tick(ctx context.Context) {
 		n.schedule.purged = now
 		n.purge(ctx, now)
 	}
+	n.hooks.ticked(ctx)
 }
 
 // subjectRetention is how long a subject revocation ("everything issued

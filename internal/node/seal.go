@@ -205,9 +205,10 @@ func (n *Node) verifyRoot(ctx context.Context) keyring.Verifier {
 	}
 }
 
-// Seal drops the root key, the private signing key and the audit keys
-// derived from the root key from memory at once. Issuance stops until the
-// next unseal; verification goes on, and so does the audit log, unsigned.
+// Seal drops the root key, the private signing key, the tenants' data keys
+// and the audit keys derived from the root key from memory at once, then
+// runs what OnSeal registered. Issuance stops until the next unseal;
+// verification goes on, and so does the audit log, unsigned.
 func (n *Node) Seal() {
 	n.unsealMu.Lock()
 	defer n.unsealMu.Unlock()
@@ -216,6 +217,8 @@ func (n *Node) Seal() {
 	if n.audit != nil {
 		n.audit.SetKeys(nil, nil)
 	}
+	n.tenants.forget()
+	n.hooks.sealed()
 }
 
 // loadSigningKeys loads the signing keys, creating the first one if the

@@ -29,6 +29,8 @@ import (
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/tlscert"
+	"github.com/keygate/keygate/internal/transitapi"
+	"github.com/keygate/keygate/internal/transitkeys"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
@@ -83,6 +85,11 @@ type Config struct {
 	// the profiles; /metrics is open without a scrape token. Both are read
 	// at start, at least MinTokenLen characters.
 	AdminToken, MetricsToken string
+
+	// TransitObserve, if set, is told of every transit request once it is
+	// decided and before its answer is written; its error turns the answer
+	// into a 500 (transitapi.Options.Observe): the audit log's seam.
+	TransitObserve func(http.ResponseWriter, *http.Request, transitapi.Outcome) error
 }
 
 // MinTokenLen is the length the admin and metrics tokens must reach.
@@ -109,6 +116,8 @@ type Server struct {
 	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
 	tokens       *issuer.Service
 	admin        *issuer.Admin
+	transitKeys  *transitkeys.Service // nil on a gateway-only node
+	transit      *transitapi.Handler
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
@@ -210,6 +219,32 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 			return fmt.Errorf("server: %w", err)
 		}
 	}
+	return s.openTransit()
+}
+
+// openTransit serves the node's transit keys (Vault's transit API) to the
+// token service's own tokens: an external identity provider's token could
+// claim any tenant, so the transit API verifies with the node's signing
+// keys alone, whatever issuers the gateway trusts.
+func (s *Server) openTransit() (err error) {
+	n := s.node
+	if s.transitKeys, err = transitkeys.New(n, transitkeys.Options{Logger: s.log, Now: s.cfg.Now}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	pipe, err := verify.New(verify.Config{
+		Policies: []verify.Policy{{Issuer: n.Issuer(), Keys: n.KeySource(), Algorithms: n.Algorithms(),
+			Audiences: []string{n.Audience()}, Leeway: Leeway}},
+		Revocation: n.Revocations(),
+		Cache:      verify.CacheConfig{MaxEntries: 10_000, MaxBytes: 16 << 20},
+		Now:        s.cfg.Now,
+	})
+	if err != nil {
+		return fmt.Errorf("server: transit token verification: %w", err)
+	}
+	if s.transit, err = transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log,
+		Observe: s.cfg.TransitObserve}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	return nil
 }
 
@@ -265,6 +300,9 @@ func (s *Server) Close() {
 		rt.closeSources(nil)
 	}
 	s.transport.CloseIdleConnections()
+	if s.transitKeys != nil {
+		s.transitKeys.Close()
+	}
 	if s.node != nil {
 		s.node.Close()
 	}

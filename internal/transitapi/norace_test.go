@@ -1,0 +1,5 @@
+//go:build !race
+
+package transitapi
+
+const raceEnabled = false

@@ -1,0 +1,40 @@
+// Package transitkeys keeps keygate's named transit keys: each tenant's
+// keys in the store, opened under the tenant's data key, assembled into
+// [transit.Key] snapshots and cached, and the changes Vault's transit API
+// makes to them — create, configure, rotate, trim, delete, import,
+// import_version — stored so that the nodes of a fleet agree. Package
+// transitapi serves it over HTTP; package transit does the cryptography.
+//
+// # Storage and sealing
+//
+// A key is one store row (its configuration, [transit.MarshalConfig]) and
+// one row per version ([transit.MarshalVersion]), never one record that
+// grows with every rotation. A version's row is sealed under its tenant's
+// data key ([node.DataKey], AES-256-GCM), with associated data naming the
+// key and the version, so a row copied to another key, version or tenant
+// does not open; the data key alone is sealed under the root key. A
+// tenant's keys are found under its name only: a caller of one tenant
+// cannot reach, list or learn of another's keys (ErrNotFound).
+//
+// # Fleet
+//
+// Every change is stored with the store's optimistic concurrency: a
+// configuration change names the revision it read
+// (store.Store.UpdateTransitKey) and a new version is added only after the
+// latest one (store.Store.AddTransitKeyVersion), so of two nodes changing a
+// key at once exactly one wins and the other re-reads the key and decides
+// again. A change is announced on the node's "transit" notice channel, and
+// every node re-reads the key at once; a node that missed a notice re-reads
+// a cached key it uses once it is RefreshAfter old. A ciphertext naming a
+// version newer than the cached latest is answered by re-reading the key
+// ([Service.Newer]), so a version another node just made decrypts
+// everywhere at once. auto_rotate_period is checked on the node's schedule,
+// and the store's concurrency makes each due rotation happen once per
+// fleet.
+//
+// # Sealing the node
+//
+// While the node is sealed every operation fails with keyring.ErrSealed,
+// and when it seals the cache and the wrapping keys are dropped at once,
+// with the tenants' data keys: no opened key version outlives the seal.
+package transitkeys

@@ -1,0 +1,497 @@
+package transitkeys
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/testnet"
+	"github.com/keygate/keygate/internal/transit"
+)
+
+// clock is a settable clock for the services of a test.
+type clock struct{ t atomic.Pointer[time.Time] }
+
+func newClock() *clock {
+	c := &clock{}
+	now := time.Now()
+	c.t.Store(&now)
+	return c
+}
+
+func (c *clock) now() time.Time      { return *c.t.Load() }
+func (c *clock) add(d time.Duration) { t := c.now().Add(d); c.t.Store(&t) }
+func (c *clock) opts() Options       { return Options{Now: c.now} }
+
+// fleet opens count nodes on one store (SQLite in one data directory, or
+// PostgreSQL when pg is set) with one root key, and a service on each.
+func fleet(t *testing.T, count int, pg bool, o Options) []*Service {
+	t.Helper()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root.key")
+	if err := keyring.GenerateKeyFile(root, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	ts := config.TokenService{RootKeyFile: root}
+	if pg {
+		base := os.Getenv("DATABASE_URL")
+		if base == "" {
+			t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+		}
+		ts.DatabaseURL = testnet.PostgresSchema(t, base, "kg_transitkeys")
+	}
+	var out []*Service
+	for i := range count {
+		dataDir := filepath.Join(dir, "data")
+		if pg {
+			dataDir = filepath.Join(dir, "node"+string(rune('a'+i)))
+		}
+		n, err := node.Open(context.Background(), node.Config{DataDir: dataDir, Issuer: "https://kg.test", Audience: "api", TokenService: ts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Close)
+		s, err := New(n, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		out = append(out, s)
+	}
+	return out
+}
+
+var ctx = context.Background()
+
+// TestKeyTypes: a key of every type is stored and read back by another
+// node, which decrypts, verifies and checks HMACs made by the first.
+func TestKeyTypes(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	for _, typ := range transit.KeyTypes() {
+		name := "k-" + typ.String()
+		k, created, err := a.Create(ctx, store.DefaultTenant, name, transit.CreateOptions{Type: typ})
+		if err != nil || !created {
+			t.Fatalf("%s: create: %v %v", typ, created, err)
+		}
+		kb, err := b.Get(ctx, store.DefaultTenant, name)
+		if err != nil {
+			t.Fatalf("%s: get at b: %v", typ, err)
+		}
+		if kb.Config() != k.Config() {
+			t.Errorf("%s: b reads %+v, a made %+v", typ, kb.Config(), k.Config())
+		}
+		eng := a.Engine()
+		caps := typ.Capabilities()
+		if caps.Encryption {
+			ct, err := eng.Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pt, err := b.Engine().Decrypt(ctx, kb, ct.Text, transit.DecryptOptions{})
+			if err != nil || string(pt.Plaintext) != "hello" {
+				t.Errorf("%s: decrypt at b: %q %v", typ, pt.Plaintext, err)
+			}
+		}
+		if caps.Signing {
+			sig, err := eng.Sign(ctx, k, []byte("msg"), transit.SignOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := b.Engine().Verify(kb, []byte("msg"), sig.Signature, transit.SignOptions{}); err != nil || !r.Valid {
+				t.Errorf("%s: verify at b: %v %v", typ, r, err)
+			}
+		}
+		mac, err := eng.HMAC(k, []byte("msg"), transit.HMACOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := b.Engine().VerifyHMAC(kb, []byte("msg"), mac.Text, transit.HMACOptions{}); err != nil || !r.Valid {
+			t.Errorf("%s: verify hmac at b: %v %v", typ, r, err)
+		}
+		if _, created, err := b.Create(ctx, store.DefaultTenant, name, transit.CreateOptions{Type: transit.AES128GCM96}); err != nil || created {
+			t.Errorf("%s: create again: created %v, %v", typ, created, err)
+		}
+	}
+	names, err := b.List(ctx, store.DefaultTenant)
+	if err != nil || len(names) != len(transit.KeyTypes()) {
+		t.Errorf("list: %v %v", names, err)
+	}
+}
+
+// TestLifecycle: rotate, configure (including lowering
+// min_decryption_version below the versions a fresh node holds), trim and
+// delete, each seen by another node.
+func TestLifecycle(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn, name = store.DefaultTenant, "orders"
+	if _, _, err := a.Create(ctx, tn, name, transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := a.Rotate(ctx, tn, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	three, four := 3, 4
+	k, _, err := a.Configure(ctx, tn, name, transit.ConfigUpdate{MinDecryptionVersion: &four, MinEncryptionVersion: &four})
+	if err != nil || k.Config().MinDecryptionVersion != 4 {
+		t.Fatalf("configure: %v %v", k, err)
+	}
+	// c is a fresh node: it opens versions 4 and up only; lowering the
+	// minimum makes it open 3.
+	c := fleet2(t, a)
+	k, _, err = c.Configure(ctx, tn, name, transit.ConfigUpdate{MinDecryptionVersion: &three})
+	if err != nil || k.Config().MinDecryptionVersion != 3 {
+		t.Fatalf("lower min_decryption_version: %v %v", k, err)
+	}
+	if _, ok := k.Version(3); !ok {
+		t.Error("version 3 not opened")
+	}
+	if _, err := b.Trim(ctx, tn, name, 3); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if _, _, err := a.Configure(ctx, tn, name, transit.ConfigUpdate{MinDecryptionVersion: &one}); err == nil {
+		t.Error("lowering min_decryption_version below a trimmed version succeeded")
+	}
+	kb, err := b.Get(ctx, tn, name)
+	if err != nil || kb.Config().MinAvailableVersion != 3 || kb.LatestVersion() != 4 {
+		t.Fatalf("after trim: %+v %v", kb.Config(), err)
+	}
+	if _, err := a.st.GetTransitKeyVersion(ctx, tn, name, 2); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("version 2 after trim: %v", err)
+	}
+	if err := a.Delete(ctx, tn, name); !errors.Is(err, ErrDeletionNotAllowed) {
+		t.Errorf("delete without deletion_allowed: %v", err)
+	}
+	yes := true
+	if _, _, err := b.Configure(ctx, tn, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	// a's cached snapshot says deletion is not allowed; Delete reads afresh.
+	if err := a.Delete(ctx, tn, name); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := a.Get(ctx, tn, name); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+	if err := a.Delete(ctx, tn, name); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete again: %v", err)
+	}
+}
+
+// fleet2 opens one more service on a's store and root key.
+func fleet2(t *testing.T, a *Service) *Service {
+	t.Helper()
+	s, err := New(a.n, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestConcurrentRotate: nodes rotating one key at once all succeed, and
+// the key ends with one version per rotation, contiguous; on PostgreSQL
+// too when DATABASE_URL is set.
+func TestConcurrentRotate(t *testing.T) {
+	for _, pg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sqlite", true: "postgres"}[pg], func(t *testing.T) {
+			svcs := fleet(t, 3, pg, Options{})
+			const tn, name = store.DefaultTenant, "race"
+			if _, _, err := svcs[0].Create(ctx, tn, name, transit.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			const each = 5
+			var wg sync.WaitGroup
+			for _, s := range svcs {
+				wg.Go(func() {
+					for range each {
+						if _, err := s.Rotate(ctx, tn, name); err != nil {
+							t.Error(err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			k, err := fleet2(t, svcs[1]).Get(ctx, tn, name)
+			if err != nil || k.LatestVersion() != 1+len(svcs)*each {
+				t.Fatalf("latest %d, want %d: %v", k.LatestVersion(), 1+len(svcs)*each, err)
+			}
+		})
+	}
+}
+
+// TestNewer: a node whose snapshot predates another node's rotation
+// decrypts a ciphertext of the new version after Newer.
+func TestNewer(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn, name = store.DefaultTenant, "n"
+	if _, _, err := a.Create(ctx, tn, name, transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := b.Get(ctx, tn, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := a.Rotate(ctx, tn, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := a.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{})
+	if err != nil || ct.KeyVersion != 2 {
+		t.Fatal(ct, err)
+	}
+	if _, err := b.Engine().Decrypt(ctx, old, ct.Text, transit.DecryptOptions{}); !errors.Is(err, transit.ErrUnknownVersion) {
+		t.Fatalf("stale snapshot: %v", err)
+	}
+	nk, err := b.Newer(ctx, tn, name, 2)
+	if err != nil || nk.LatestVersion() != 2 {
+		t.Fatalf("Newer: %v %v", nk, err)
+	}
+	if _, err := b.Engine().Decrypt(ctx, nk, ct.Text, transit.DecryptOptions{}); err != nil {
+		t.Errorf("decrypt after Newer: %v", err)
+	}
+	// A version nobody made costs a row read and changes nothing.
+	if nk2, err := b.Newer(ctx, tn, name, 99); err != nil || nk2 != nk {
+		t.Errorf("Newer(99): %v %v", nk2, err)
+	}
+	if _, err := b.Newer(ctx, tn, "absent", 2); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Newer of an absent key: %v", err)
+	}
+}
+
+// TestTenantIsolation: a tenant's keys are not found, listed, changed or
+// deleted under another tenant's name, and a version row does not open
+// under another key's or tenant's name.
+func TestTenantIsolation(t *testing.T) {
+	s := fleet(t, 1, false, Options{})[0]
+	if err := s.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, "acme", "secret", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, store.DefaultTenant, "other", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get: %v", err)
+	}
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("rotate: %v", err)
+	}
+	if err := s.Delete(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete: %v", err)
+	}
+	if names, err := s.List(ctx, store.DefaultTenant); err != nil || len(names) != 1 || names[0] != "other" {
+		t.Errorf("list: %v %v", names, err)
+	}
+	if _, err := s.Get(ctx, "nosuchtenant", "secret"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a tenant that does not exist: %v", err)
+	}
+	_, rows, err := s.st.GetTransitKey(ctx, "acme", "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, _ := s.n.TenantDataKey(ctx, "acme")
+	def, _ := s.n.TenantDataKey(ctx, store.DefaultTenant)
+	moved := rows[0]
+	moved.Name = "other"
+	if _, err := s.openVersion(acme, moved, nil); err == nil {
+		t.Error("a version row opened under another key's name")
+	}
+	moved = rows[0]
+	moved.Version = 2
+	if _, err := s.openVersion(acme, moved, nil); err == nil {
+		t.Error("a version row opened as another version")
+	}
+	if _, err := s.openVersion(def, rows[0], nil); err == nil {
+		t.Error("a version row opened under another tenant's data key")
+	}
+	if _, err := s.openVersion(acme, rows[0], nil); err != nil {
+		t.Errorf("the row itself: %v", err)
+	}
+}
+
+// TestSealForgets: sealing the node drops every opened key and wrapping
+// key, and every operation then fails with keyring.ErrSealed.
+func TestSealForgets(t *testing.T) {
+	s := fleet(t, 1, false, Options{})[0]
+	if _, _, err := s.Create(ctx, store.DefaultTenant, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WrappingKey(ctx, store.DefaultTenant); err != nil {
+		t.Fatal(err)
+	}
+	s.n.Seal()
+	if n := s.cache.len(); n != 0 || len(s.wrap) != 0 {
+		t.Errorf("after Seal: %d keys, %d wrapping keys cached", n, len(s.wrap))
+	}
+	if _, err := s.Get(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
+		t.Errorf("get while sealed: %v", err)
+	}
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
+		t.Errorf("rotate while sealed: %v", err)
+	}
+}
+
+// TestAutoRotate: a key whose auto_rotate_period has passed is rotated
+// once, however many nodes check at once; a key not due is not.
+func TestAutoRotate(t *testing.T) {
+	c := newClock()
+	svcs := fleet(t, 3, false, c.opts())
+	const tn = store.DefaultTenant
+	if _, _, err := svcs[0].Create(ctx, tn, "auto", transit.CreateOptions{AutoRotatePeriod: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svcs[0].Create(ctx, tn, "manual", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := svcs[1].RotateDue(ctx); n != 0 || err != nil {
+		t.Fatalf("before the period: %d %v", n, err)
+	}
+	c.add(61 * time.Minute)
+	var total atomic.Int32
+	var wg sync.WaitGroup
+	for _, s := range svcs {
+		wg.Go(func() {
+			n, err := s.RotateDue(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			total.Add(int32(n))
+		})
+	}
+	wg.Wait()
+	if total.Load() != 1 {
+		t.Errorf("%d rotations, want 1", total.Load())
+	}
+	k, _ := fleet2(t, svcs[0]).Get(ctx, tn, "auto")
+	m, _ := svcs[0].Get(ctx, tn, "manual")
+	if k.LatestVersion() != 2 || m.LatestVersion() != 1 {
+		t.Errorf("auto at %d, manual at %d", k.LatestVersion(), m.LatestVersion())
+	}
+	// The node's schedule runs it.
+	c.add(61 * time.Minute)
+	svcs[2].n.Tick(ctx)
+	if k, _ := fleet2(t, svcs[0]).Get(ctx, tn, "auto"); k.LatestVersion() != 3 {
+		t.Errorf("after a tick: version %d", k.LatestVersion())
+	}
+}
+
+// TestWrappingKey: a tenant's wrapping key is made once and read by every
+// node; tenants have different ones; it is not listed.
+func TestWrappingKey(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	if err := a.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var wa, wb *transit.WrappingKey
+	var wg sync.WaitGroup
+	wg.Go(func() { wa, _ = a.WrappingKey(ctx, store.DefaultTenant) })
+	wg.Go(func() { wb, _ = b.WrappingKey(ctx, store.DefaultTenant) })
+	wg.Wait()
+	if wa == nil || wb == nil || wa.PublicKeyPEM() != wb.PublicKeyPEM() {
+		t.Fatal("nodes disagree on the wrapping key")
+	}
+	wacme, err := a.WrappingKey(ctx, "acme")
+	if err != nil || wacme.PublicKeyPEM() == wa.PublicKeyPEM() {
+		t.Errorf("acme's wrapping key: %v", err)
+	}
+	if names, _ := a.List(ctx, store.DefaultTenant); len(names) != 0 {
+		t.Errorf("listed: %v", names)
+	}
+	if _, err := a.Get(ctx, store.DefaultTenant, wrappingName); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the wrapping key by name: %v", err)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a": true, "orders": true, "my-key.v2@prod": true, "a_b": true, "_": true, "9": true,
+		"": false, "-a": false, "a-": false, "a b": false, "a/b": false, "@wrapping_key": false, "é": false,
+		"a*": false, string(make([]byte, MaxNameBytes+1)): false,
+	} {
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v", name, got)
+		}
+	}
+}
+
+// TestStaleness: a node that missed a change (no Redis: no notice) re-reads
+// a key it uses once the key is RefreshAfter old; a notice makes it re-read
+// at once, and a deletion notice drops the key.
+func TestStaleness(t *testing.T) {
+	c := newClock()
+	svcs := fleet(t, 2, false, Options{Now: c.now, RefreshAfter: time.Minute})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Get(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k")
+	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 1 {
+		t.Fatalf("b read the rotation without a notice: %d", k.LatestVersion())
+	}
+	c.add(2 * time.Minute)
+	eventually(t, "b re-reads the key", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 2 })
+
+	k, _ := a.Rotate(ctx, tn, "k")
+	e := a.cache.get(keyID{tn, "k"})
+	b.notice(ctx, tn+" k "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
+	eventually(t, "b re-reads the key after a notice", func() bool {
+		kb, _ := b.Get(ctx, tn, "k")
+		return kb.LatestVersion() == k.LatestVersion()
+	})
+	b.notice(ctx, tn+" k 0 0")
+	if b.cache.get(keyID{tn, "k"}) != nil {
+		t.Error("a deletion notice left the key cached")
+	}
+	b.notice(ctx, "garbage")
+}
+
+// TestCacheBound: the cache holds at most CacheEntries keys.
+func TestCacheBound(t *testing.T) {
+	s := fleet(t, 1, false, Options{CacheEntries: cacheShards})[0]
+	for i := range 3 * cacheShards {
+		if _, _, err := s.Create(ctx, store.DefaultTenant, "k"+strconv.Itoa(i), transit.CreateOptions{Type: transit.HMAC}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.cache.len(); n > cacheShards {
+		t.Errorf("%d keys cached, bound %d", n, cacheShards)
+	}
+	for i := range 3 * cacheShards { // evicted keys are read again
+		if _, err := s.Get(ctx, store.DefaultTenant, "k"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
