@@ -1,6 +1,7 @@
 package jose
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -58,6 +59,25 @@ func (c *Claims) Raw(name string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// StringClaim returns the value of the named top-level claim when it is a
+// JSON string: a view into the token, without a copy, unless the string
+// has escapes (then decoded into a new string). ok is false when the claim
+// is missing or not a string.
+func (c *Claims) StringClaim(name string) (string, bool) {
+	raw, ok := c.Raw(name)
+	if !ok || len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return stringOf(raw[1 : len(raw)-1]), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil { // cannot fail: the scanner checked the string
+		return "", false
+	}
+	return s, true
 }
 
 // Has reports whether the named claim is present.

@@ -148,3 +148,41 @@ func TestKeyIDMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestStringClaim: a string claim comes back as written, a view without a
+// copy when it has no escapes and decoded when it has; any other value, or
+// a missing claim, is not a string.
+func TestStringClaim(t *testing.T) {
+	tok := testSigner(t, HS256)
+	signed, err := tok.Sign([]byte(`{"iss":"https://issuer.example.com/","tenant":"acme","client_id":"kgc_\u0041b","n":7,"o":{"a":"b"},"e":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := NewVerifier(tok.Key(), []Alg{HS256}, Expected{Issuer: "https://issuer.example.com/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.Verify(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"tenant", "acme", true},
+		{"client_id", "kgc_Ab", true}, // escaped: decoded
+		{"e", "", true},
+		{"n", "", false},
+		{"o", "", false},
+		{"missing", "", false},
+	} {
+		s, ok := got.Claims.StringClaim(tc.name)
+		if s != tc.want || ok != tc.ok {
+			t.Errorf("StringClaim(%q) = %q, %v; want %q, %v", tc.name, s, ok, tc.want, tc.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { got.Claims.StringClaim("tenant") }); n != 0 && !raceEnabled {
+		t.Errorf("StringClaim of an unescaped string: %v allocations, want 0", n)
+	}
+}

@@ -10,7 +10,11 @@
 #     (items/s).
 # Every keygate request carries a real token of the node (X-Vault-Token, as
 # Vault's clients send it; a verified-token cache hit) with transit scopes.
-# The audit log is not wired on this branch: these figures are without it.
+# Every keygate scenario runs with the audit log as `serve --dev` has it (on,
+# the file sink, one write and one fsync per group of records); encrypt is
+# measured twice more: with the file sink fsynced once a second
+# (audit.file.sync: interval) and with the audit log off (--no-audit), so
+# that its cost is measured in the same round.
 #
 # Same pinning as scripts/loadtest.sh: the server on CPU SERVER_CPU with
 # GOMAXPROCS=1, wrk on CPU CLIENT_CPU, loopback only. Each round starts a
@@ -57,7 +61,7 @@ WARM_S=$(secs "$WARMUP")
 [[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
 ((DUR_S > 0)) || die "DURATION must be at least 1s"
 ((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
-estimate=$((30 + RUNS * (10 + 4 * (WARM_S + DUR_S + 2))))
+estimate=$((30 + RUNS * (20 + 6 * (WARM_S + DUR_S + 2))))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
 
@@ -177,11 +181,14 @@ measure() { # round name path body_file
 	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-9s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8 }')"
 }
 
+# The configuration of the interval-fsync round: only its audit section.
+printf 'audit:\n  file:\n    sync: interval\n' >"$WORK/interval.yaml"
+
 # --- measure ---------------------------------------------------------------
 
 UPTIME_BEFORE=$(uptime)
 log "load before: $UPTIME_BEFORE"
-log "$RUNS rounds: encrypt, decrypt, batch-100 and the reference, ${WARMUP} warm-up + ${DURATION} each (at most ~${estimate}s)"
+log "$RUNS rounds: encrypt, decrypt, batch-100, encrypt with the audit file fsynced once a second and without audit, and the reference, ${WARMUP} warm-up + ${DURATION} each (at most ~${estimate}s)"
 LOADS=()
 for round in $(seq 1 "$RUNS"); do
 	LOADS+=("$(cut -d' ' -f1-3 /proc/loadavg)")
@@ -189,6 +196,12 @@ for round in $(seq 1 "$RUNS"); do
 	measure "$round" encrypt /v1/transit/encrypt/bench "$WORK/encrypt.body"
 	measure "$round" decrypt /v1/transit/decrypt/bench "$WORK/decrypt.body"
 	measure "$round" batch100 /v1/transit/encrypt/bench "$WORK/batch.body"
+	stop_server
+	start_server "$WORK/server-interval-$round.log" --config "$WORK/interval.yaml"
+	measure "$round" enc_interval /v1/transit/encrypt/bench "$WORK/encrypt.body"
+	stop_server
+	start_server "$WORK/server-noaudit-$round.log" --no-audit
+	measure "$round" enc_noaudit /v1/transit/encrypt/bench "$WORK/encrypt.body"
 	stop_server
 	start_reference "$WORK/ref-$round.log"
 	measure "$round" ref /v1/transit/encrypt/bench "$WORK/encrypt.body"
@@ -223,9 +236,11 @@ errs() { echo $(($(stat "$1" 4 | cut -d' ' -f4 | cut -d. -f1) + $(stat "$1" 5 | 
 verdict() { if [[ $(awk "BEGIN { print ($1) ? 1 : 0 }") == 1 ]]; then echo PASS; else echo FAIL; fi; }
 describe() {
 	case $1 in
-	encrypt) echo "keygate transit encrypt, 64 B" ;;
-	decrypt) echo "keygate transit decrypt, 64 B" ;;
-	batch100) echo "keygate transit encrypt, batch of 100 x 64 B (requests/s)" ;;
+	encrypt) echo "keygate transit encrypt, 64 B (audit on: file sink, fsync per group)" ;;
+	enc_interval) echo "keygate transit encrypt, 64 B (audit on: file sink, fsync once a second)" ;;
+	enc_noaudit) echo "keygate transit encrypt, 64 B (audit off)" ;;
+	decrypt) echo "keygate transit decrypt, 64 B (audit on)" ;;
+	batch100) echo "keygate transit encrypt, batch of 100 x 64 B (requests/s; audit on)" ;;
 	ref) echo "reference: net/http + one AES-256-GCM seal of 64 B" ;;
 	esac
 }
@@ -238,11 +253,11 @@ TABLE=$WORK/table.md
 	echo
 	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
 	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t$THREADS -c$CONNS on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured;"
-	echo "median of $RUNS interleaved rounds; spread = (max - min) / median. Load average at the start of each round: ${LOADS[*]}. Audit not wired (branch wt-auditwire)."
+	echo "median of $RUNS interleaved rounds; spread = (max - min) / median. Load average at the start of each round: ${LOADS[*]}."
 	echo
 	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency (median) | errors + non-2xx | server CPU (median) |"
 	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
-	for name in ref encrypt decrypt batch100; do
+	for name in ref encrypt enc_interval enc_noaudit decrypt batch100; do
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		p50=$(stat "$name" 6 | cut -d' ' -f1)
@@ -259,6 +274,11 @@ TABLE=$WORK/table.md
 	echo "| --- | ---: | ---: | --- |"
 	a=$(calc "$enc / $ref")
 	echo "| encrypt 64 B / reference ($(fmt_n "$enc") / $(fmt_n "$ref")) | **$a** | >= 0.80 | $(verdict "$a >= 0.80 && $(errs encrypt) == 0") |"
+	ei=$(med enc_interval)
+	en=$(med enc_noaudit)
+	echo "| encrypt 64 B, audit fsynced once a second / reference ($(fmt_n "$ei") / $(fmt_n "$ref")) | $(calc "$ei / $ref") | - | info |"
+	echo "| encrypt 64 B, audit off / reference ($(fmt_n "$en") / $(fmt_n "$ref")) | $(calc "$en / $ref") | - | info |"
+	echo "| encrypt 64 B, audit on / audit off (the audit log's cost) | $(calc "$enc / $en") | - | info |"
 	d=$(calc "$dec / $ref")
 	echo "| decrypt 64 B / reference ($(fmt_n "$dec") / $(fmt_n "$ref")) | **$d** | >= 0.80 | $(verdict "$d >= 0.80 && $(errs decrypt) == 0") |"
 	echo "| batch-100 encrypt items/s ($(fmt_n "$b100") requests/s x 100) | $(fmt_n "$(calc "$b100 * 100" 0)") | - | info |"

@@ -5,11 +5,12 @@ import (
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/jose"
 )
 
-// Auditing: every request to the token endpoints, the admin API and the
-// seal and unseal endpoints goes through the node's httpaudit.Auditor,
+// Auditing: every request to the token endpoints, the admin API, transit
+// and the seal and unseal endpoints goes through the node's httpaudit.Auditor,
 // which answers it only once its record is written (503 when it cannot
 // be). Forward-auth, the key and discovery documents, the health checks
 // and the metrics are not audited: a verification changes nothing of
@@ -19,10 +20,16 @@ import (
 // audited wraps h with the node's Auditor as op; unwrapped when the audit
 // log is off.
 func (s *Server) audited(op audit.Operation, h http.Handler) http.Handler {
+	return s.auditedAs(op, s.errs, h)
+}
+
+// auditedAs is audited for an API whose errors take another envelope
+// (transit's is Vault's).
+func (s *Server) auditedAs(op audit.Operation, errs httperr.Writer, h http.Handler) http.Handler {
 	if s.node == nil || s.node.Auditor() == nil {
 		return h
 	}
-	return s.node.Auditor().Handler(op, s.errs, h)
+	return s.node.Auditor().Handler(op, errs, h)
 }
 
 // auditStatus is GET /v1/admin/audit (admin token): the audit log's node

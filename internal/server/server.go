@@ -117,7 +117,7 @@ type Server struct {
 	tokens       *issuer.Service
 	admin        *issuer.Admin
 	transitKeys  *transitkeys.Service // nil on a gateway-only node
-	transit      *transitapi.Handler
+	transit      http.Handler         // /v1/transit/, audited; nil without a token service
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
@@ -241,10 +241,12 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: transit token verification: %w", err)
 	}
-	if s.transit, err = transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log,
-		Observe: s.cfg.TransitObserve}); err != nil {
+	h, err := transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log,
+		Observe: s.cfg.TransitObserve})
+	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	s.transit = s.auditedAs("transit.request", httperr.Writer{Envelope: httperr.Vault, Log: s.log}, h)
 	return nil
 }
 

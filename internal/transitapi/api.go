@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/store"
@@ -111,6 +113,7 @@ type call struct {
 	r      *http.Request
 	ctx    context.Context
 	id     requestID
+	note   *httpaudit.Note // the request's audit record; nil when not audited
 	rt     *route
 	args   args
 	auth   *verify.Result
@@ -138,6 +141,7 @@ const maxPooled = 64 << 10
 func (c *call) reset(w http.ResponseWriter, r *http.Request) {
 	c.w, c.r, c.ctx = w, r, r.Context()
 	c.id = newRequestID()
+	c.note = httpaudit.From(w)
 	c.rt, c.args, c.auth, c.tenant, c.admin = nil, args{}, nil, "", false
 	c.o = Outcome{Operation: "transit"}
 	c.body, c.out = c.body[:0], c.out[:0]
@@ -151,7 +155,7 @@ func (c *call) reset(w http.ResponseWriter, r *http.Request) {
 // release drops what the call must not keep: references to the request,
 // and buffers that grew large.
 func (c *call) release() {
-	c.w, c.r, c.ctx, c.auth, c.rt = nil, nil, nil, nil, nil
+	c.w, c.r, c.ctx, c.auth, c.rt, c.note = nil, nil, nil, nil, nil, nil
 	c.o, c.tenant, c.args, c.warnings = Outcome{}, "", args{}, nil
 	clear(c.out) // plaintexts and data keys pass through it
 	for i := range c.scratch {
@@ -175,6 +179,57 @@ func (c *call) release() {
 	c.req = request{top: c.req.top[:0], items: c.req.items[:0], imem: c.req.imem[:0]}
 	clear(c.req.top[:cap(c.req.top)])
 	clear(c.req.imem[:cap(c.req.imem)])
+}
+
+// requestID is the request's id as its answer names it.
+func (c *call) requestID() string {
+	if id := c.note.RequestID(); id != "" {
+		return id
+	}
+	return c.id.String()
+}
+
+// intent writes the audit log's pending record of a request that is about
+// to change a key, with what is known of it so far: the change is made
+// only once that record is kept (httpaudit.Note.Intent).
+func (c *call) intent() error {
+	if c.note == nil {
+		return nil
+	}
+	c.annotate()
+	return c.note.Intent(c.ctx)
+}
+
+// annotate tells the request's audit record what the outcome holds: the
+// operation, the tenant, the caller (a client, or the user a login token
+// was issued to), the key and its version, and the reason of a refusal.
+// Batch counts have no place in a record; nothing of the data ever does.
+func (c *call) annotate() {
+	n := c.note
+	if n == nil {
+		return
+	}
+	if op := audit.Operation(c.o.Operation); op.Valid() {
+		n.Op(op)
+	}
+	if c.o.Tenant != "" {
+		n.Tenant(c.o.Tenant)
+	}
+	if c.auth != nil {
+		client, _ := c.auth.Token.Claims.StringClaim("client_id")
+		switch sub := c.auth.Subject; {
+		case client != "" && (sub == "" || sub == client):
+			n.Client(client)
+		case sub != "":
+			n.User(sub)
+		}
+	}
+	if c.o.Key != "" {
+		n.Key(c.o.Key, c.o.KeyVersion)
+	}
+	if c.o.Reason != "" {
+		n.Reason(c.o.Reason)
+	}
 }
 
 // ServeHTTP serves one transit request.
@@ -214,6 +269,11 @@ func (h *Handler) serve(c *call) error {
 	}
 	if w := unknownParams(rt, &c.req); w != "" {
 		c.warnings = append(c.warnings, w)
+	}
+	if rt.changes {
+		if err := c.intent(); err != nil {
+			return err
+		}
 	}
 	return rt.serve(h, c)
 }
@@ -330,8 +390,8 @@ func tenantOf(res *verify.Result) (string, bool) {
 // principal is the caller as an audit record names them: the token's
 // client_id, else its subject.
 func principal(res *verify.Result) string {
-	if raw, ok := res.Token.Claims.Raw("client_id"); ok && len(raw) >= 2 && raw[0] == '"' && !strings.Contains(string(raw), `\`) {
-		return string(raw[1 : len(raw)-1])
+	if client, _ := res.Token.Claims.StringClaim("client_id"); client != "" {
+		return client
 	}
 	return res.Subject
 }
@@ -358,13 +418,14 @@ func (h *Handler) finish(c *call, err error) {
 		}
 	}
 	c.o.Status, c.o.Reason = status, reason
+	c.annotate()
 	if h.observe != nil {
-		c.o.RequestID = c.id.String()
+		c.o.RequestID = c.requestID()
 		if c.auth != nil {
 			c.o.Principal = principal(c.auth)
 		}
 		if oerr := h.observe(c.w, c.r, c.o); oerr != nil {
-			h.log.Error("transit request not recorded; answered 500", "request_id", c.id.String(), "op", c.o.Operation, "err", oerr)
+			h.log.Error("transit request not recorded; answered 500", "request_id", c.requestID(), "op", c.o.Operation, "err", oerr)
 			refusal = httperr.Internal
 		}
 	}
@@ -410,7 +471,7 @@ var (
 func (h *Handler) refusal(c *call, err error) *httperr.Error {
 	e := refusalOf(c, err)
 	if e == httperr.Internal {
-		h.log.Error("transit request failed", "request_id", c.id.String(), "op", c.o.Operation, "err", err)
+		h.log.Error("transit request failed", "request_id", c.requestID(), "op", c.o.Operation, "err", err)
 	}
 	return e
 }

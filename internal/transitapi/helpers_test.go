@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/server"
@@ -41,9 +42,16 @@ func start(t testing.TB) *env { return startWith(t, nil) }
 
 // startWith starts a server whose transit requests observe sees.
 func startWith(t testing.TB, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error) *env {
+	return startAudit(t, observe, config.Audit{})
+}
+
+// startAudit starts a server with the audit log a configures (the zero
+// Audit: the default, the file sink in the data directory, synced at every
+// batch).
+func startAudit(t testing.TB, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error, a config.Audit) *env {
 	t.Helper()
 	s, err := server.New(context.Background(), server.Config{Node: &node.Config{
-		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true},
+		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true, Audit: a},
 		TransitObserve: observe})
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func (c *call) text(name, def string) (string, error) {
 }
 
 // begin starts the response: the envelope up to the data.
-func (c *call) begin() { c.out = appendHead(c.out[:0], &c.id) }
+func (c *call) begin() { c.out = appendHead(c.out[:0], &c.id, c.note.RequestID()) }
 
 // end closes the response's envelope.
 func (c *call) end() { c.out = appendTail(c.out, c.warnings) }
@@ -224,6 +224,9 @@ func (h *Handler) encryptKey(c *call, contextSet bool) (*transit.Key, error) {
 	}
 	if convergent && !contextSet {
 		return nil, badRequest("convergent encryption requires derivation to be enabled, so context is required")
+	}
+	if err := c.intent(); err != nil { // the upsert makes a key: recorded first
+		return nil, err
 	}
 	k, created, err := h.keys.Create(c.ctx, c.tenant, c.args.name, transit.CreateOptions{Type: t, Derived: contextSet, ConvergentEncryption: convergent})
 	if err == nil && !created {

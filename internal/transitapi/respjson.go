@@ -42,10 +42,17 @@ func newRequestID() requestID {
 
 func (id *requestID) String() string { return string(id[:]) }
 
-// appendHead appends the envelope up to the data's value.
-func appendHead(b []byte, id *requestID) []byte {
+// appendHead appends the envelope up to the data's value: the request id
+// is the audit log's when the request is audited (ext), so that the
+// answer's request_id, its X-Request-Id and its record name it alike, and
+// else id.
+func appendHead(b []byte, id *requestID, ext string) []byte {
 	b = append(b, `{"request_id":"`...)
-	b = append(b, id[:]...)
+	if ext != "" {
+		b = append(b, ext...)
+	} else {
+		b = append(b, id[:]...)
+	}
 	return append(b, `","lease_id":"","renewable":false,"lease_duration":0,"data":`...)
 }
 

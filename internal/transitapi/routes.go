@@ -17,8 +17,11 @@ type route struct {
 	// readNothing: a read, which answers a missing key as Vault answers a
 	// read of nothing (404 {"errors":[]}) rather than with an error.
 	readNothing bool
-	params      []string
-	serve       func(h *Handler, c *call) error
+	// changes: the route changes a key (or makes the tenant's wrapping
+	// key), so the audit log's pending record is written first.
+	changes bool
+	params  []string
+	serve   func(h *Handler, c *call) error
 }
 
 // args are what the path holds besides the route.
@@ -37,15 +40,15 @@ var (
 // The routes, by the Outcome's Operation names.
 var (
 	rList          = &route{name: "transit.keys.list", scope: opAdmin, readNothing: true, serve: serveList}
-	rCreate        = &route{name: "transit.keys.create", scope: opAdmin, params: createKey, serve: serveCreate}
+	rCreate        = &route{name: "transit.keys.create", scope: opAdmin, changes: true, params: createKey, serve: serveCreate}
 	rRead          = &route{name: "transit.keys.read", scope: opRead, readNothing: true, params: []string{"context"}, serve: serveRead}
-	rDelete        = &route{name: "transit.keys.delete", scope: opAdmin, serve: serveDelete}
-	rConfig        = &route{name: "transit.keys.config", scope: opAdmin, serve: serveConfig, params: []string{"min_decryption_version", "min_encryption_version", "deletion_allowed", "exportable", "allow_plaintext_backup", "auto_rotate_period"}}
-	rRotate        = &route{name: "transit.keys.rotate", scope: opAdmin, serve: serveRotate, params: []string{"external_key_ref"}}
-	rTrim          = &route{name: "transit.keys.trim", scope: opAdmin, serve: serveTrim, params: []string{"min_available_version"}}
-	rImport        = &route{name: "transit.keys.import", scope: opAdmin, serve: serveImport, params: []string{"type", "hash_function", "ciphertext", "public_key", "allow_rotation", "derived", "exportable", "allow_plaintext_backup", "context", "auto_rotate_period", "convergent_encryption"}}
-	rImportVersion = &route{name: "transit.keys.import_version", scope: opAdmin, serve: serveImportVersion, params: []string{"ciphertext", "public_key", "hash_function", "version"}}
-	rWrappingKey   = &route{name: "transit.wrapping_key", scope: opAdmin, serve: serveWrappingKey}
+	rDelete        = &route{name: "transit.keys.delete", scope: opAdmin, changes: true, serve: serveDelete}
+	rConfig        = &route{name: "transit.keys.config", scope: opAdmin, changes: true, serve: serveConfig, params: []string{"min_decryption_version", "min_encryption_version", "deletion_allowed", "exportable", "allow_plaintext_backup", "auto_rotate_period"}}
+	rRotate        = &route{name: "transit.keys.rotate", scope: opAdmin, changes: true, serve: serveRotate, params: []string{"external_key_ref"}}
+	rTrim          = &route{name: "transit.keys.trim", scope: opAdmin, changes: true, serve: serveTrim, params: []string{"min_available_version"}}
+	rImport        = &route{name: "transit.keys.import", scope: opAdmin, changes: true, serve: serveImport, params: []string{"type", "hash_function", "ciphertext", "public_key", "allow_rotation", "derived", "exportable", "allow_plaintext_backup", "context", "auto_rotate_period", "convergent_encryption"}}
+	rImportVersion = &route{name: "transit.keys.import_version", scope: opAdmin, changes: true, serve: serveImportVersion, params: []string{"ciphertext", "public_key", "hash_function", "version"}}
+	rWrappingKey   = &route{name: "transit.wrapping_key", scope: opAdmin, changes: true, serve: serveWrappingKey}
 	rExport        = &route{name: "transit.export", scope: opAdmin, readNothing: true, params: []string{"format"}, serve: serveExport}
 	rEncrypt       = &route{name: "transit.encrypt", scope: opEncrypt, params: encParams, serve: serveEncrypt}
 	rDecrypt       = &route{name: "transit.decrypt", scope: opDecrypt, params: decParams, serve: serveDecrypt}

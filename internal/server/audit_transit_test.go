@@ -1,0 +1,175 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/telemetry"
+)
+
+// captureSink keeps every line it is given, and fails while fail is set.
+type captureSink struct {
+	failSink
+	mu    sync.Mutex
+	lines [][]byte
+}
+
+func (s *captureSink) Name() string { return "capture" }
+
+func (s *captureSink) Write(ctx context.Context, lines []audit.Line) error {
+	if err := s.failSink.Write(ctx, lines); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range lines {
+		s.lines = append(s.lines, bytes.Clone(l.Bytes))
+	}
+	return nil
+}
+
+// records returns the records written so far.
+func (s *captureSink) records(t *testing.T) []audit.Record {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []audit.Record
+	for _, l := range s.lines {
+		e, err := audit.ParseLine(bytes.TrimSuffix(l, []byte("\n")))
+		if err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		if e.Type == audit.TypeRecord {
+			out = append(out, e.Record)
+		}
+	}
+	return out
+}
+
+// transitToken is a client_credentials token of a client with scopes,
+// made through the admin API and the token endpoint.
+func transitToken(t *testing.T, l *live, scopes ...string) (clientID, token string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": "transit", "scopes": scopes})
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", string(b), adminJSON(auditAdminToken))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create client: %d %s", resp.StatusCode, body)
+	}
+	var c struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	code, tb := tokenStatus(t, l, c.ClientID, c.ClientSecret)
+	if code != http.StatusOK {
+		t.Fatalf("token: %d %s", code, tb)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal([]byte(tb), &tok); err != nil {
+		t.Fatal(err)
+	}
+	return c.ClientID, tok.AccessToken
+}
+
+// TestAuditTransit: every transit request is recorded before it is
+// answered — its operation, tenant, client, key and version, and a pending
+// record before a key is made — and nothing of the data reaches a record.
+// When no sink takes a record, the answer is 503 in Vault's envelope with
+// nothing of the held answer (no ciphertext), and a key whose creation
+// could not be recorded is not made.
+func TestAuditTransit(t *testing.T) {
+	sink := &captureSink{}
+	l := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
+	client, tok := transitToken(t, l, "transit:admin", "transit:encrypt:*")
+	h := http.Header{"X-Vault-Token": {tok}, "Content-Type": {"application/json"}}
+
+	resp, body := do(t, http.MethodPost, l.base+"/v1/transit/keys/orders", "", h)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d %s", resp.StatusCode, body)
+	}
+	const plaintext = "the audit log must never see this"
+	pt := base64.StdEncoding.EncodeToString([]byte(plaintext))
+	resp, body = do(t, http.MethodPost, l.base+"/v1/transit/encrypt/orders", `{"plaintext":"`+pt+`"}`, h)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("encrypt: %d %s", resp.StatusCode, body)
+	}
+	var enc struct {
+		RequestID string `json:"request_id"`
+		Data      struct {
+			Ciphertext string `json:"ciphertext"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &enc); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Get(httpaudit.RequestIDHeader); got == "" || got != enc.RequestID {
+		t.Errorf("X-Request-Id %q, request_id %q: want one id", got, enc.RequestID)
+	}
+
+	type want struct {
+		op     audit.Operation
+		result audit.Result
+	}
+	var got []want
+	for _, r := range sink.records(t) {
+		if !strings.HasPrefix(string(r.Operation), "transit.") {
+			continue
+		}
+		got = append(got, want{r.Operation, r.Result})
+		if r.Tenant != store.DefaultTenant || r.Principal.Kind != audit.PrincipalClient || r.Principal.ID != client ||
+			r.Key.Name != "orders" || r.Status == 0 && r.Result != audit.ResultPending {
+			t.Errorf("record %+v: want tenant default, client %s, key orders", r, client)
+		}
+		if r.Operation == "transit.encrypt" && (r.Key.Version != 1 || r.RequestID != enc.RequestID) {
+			t.Errorf("encrypt record %+v: want version 1, request %s", r, enc.RequestID)
+		}
+	}
+	wantOps := []want{{"transit.keys.create", audit.ResultPending}, {"transit.keys.create", audit.ResultOK},
+		{"transit.encrypt", audit.ResultOK}}
+	if len(got) != len(wantOps) {
+		t.Fatalf("transit records %v, want %v", got, wantOps)
+	}
+	for i := range wantOps {
+		if got[i] != wantOps[i] {
+			t.Errorf("record %d: %v, want %v", i, got[i], wantOps[i])
+		}
+	}
+	sink.mu.Lock()
+	all := bytes.Join(sink.lines, nil)
+	sink.mu.Unlock()
+	for _, secret := range []string{plaintext, pt, enc.Data.Ciphertext, strings.TrimPrefix(enc.Data.Ciphertext, "vault:v1:"), tok} {
+		if bytes.Contains(all, []byte(secret)) {
+			t.Errorf("an audit record holds %q", secret)
+		}
+	}
+
+	sink.fail.Store(true)
+	resp, body = do(t, http.MethodPost, l.base+"/v1/transit/encrypt/orders", `{"plaintext":"`+pt+`"}`, h)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" ||
+		string(body) != `{"errors":["audit log unavailable"]}`+"\n" {
+		t.Errorf("encrypt with every sink failing: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	resp, body = do(t, http.MethodPost, l.base+"/v1/transit/keys/ghost", "", h)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "audit log unavailable") {
+		t.Errorf("create with every sink failing: %d %s", resp.StatusCode, body)
+	}
+	if names, err := l.Store().ListTransitKeys(t.Context(), store.DefaultTenant); err != nil || len(names) != 1 || names[0] != "orders" {
+		t.Errorf("transit keys after a create that could not be recorded: %v %v, want [orders]", names, err)
+	}
+}
