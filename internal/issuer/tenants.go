@@ -185,9 +185,15 @@ func (a *Admin) notEmpty(ctx context.Context, name string) error {
 	if err != nil {
 		return storeError("users", err)
 	}
-	ks, err := st.ListTransitKeys(ctx, name)
+	names, err := st.ListTransitKeys(ctx, name)
 	if err != nil {
 		return storeError("transit keys", err)
+	}
+	var ks []string
+	for _, n := range names {
+		if !store.InternalKey(n) { // the transit layer's own rows go with the tenant
+			ks = append(ks, n)
+		}
 	}
 	return &httperr.Error{Status: http.StatusConflict, Code: "conflict", Description: fmt.Sprintf(
 		"tenant %q still holds %s, %s and %s: delete them first", name,

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -109,6 +110,15 @@ func TenantOrDefault(tenant string) (string, error) {
 	}
 	return tenant, ValidTenantName(tenant)
 }
+
+// InternalKeyPrefix begins the names of transit key rows that the transit
+// layer keeps for itself (a tenant's wrapping key), outside the grammar of
+// the key names a request can use: they do not keep their tenant from
+// being deleted, and are deleted with it.
+const InternalKeyPrefix = "@"
+
+// InternalKey reports whether a transit key row's name is an internal one.
+func InternalKey(name string) bool { return strings.HasPrefix(name, InternalKeyPrefix) }
 
 // DeletableTenant checks a DeleteTenant argument: a valid name, and not
 // DefaultTenant. Its error wraps ErrInvalid.
@@ -383,7 +393,9 @@ type Store interface {
 	// one wins and the others re-read it. Empty sealed is ErrInvalid.
 	SetTenantDataKey(ctx context.Context, name string, sealed []byte) error
 	// DeleteTenant removes a tenant that has no clients, users or transit
-	// keys (ErrNotEmpty otherwise). DefaultTenant is never deleted
+	// keys (ErrNotEmpty otherwise), and with it, in the same transaction,
+	// its internal transit key rows (InternalKeyPrefix), which do not
+	// keep it from being deleted. DefaultTenant is never deleted
 	// (ErrInvalid).
 	DeleteTenant(ctx context.Context, name string) error
 

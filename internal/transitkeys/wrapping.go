@@ -20,7 +20,7 @@ import (
 // request can name and List leaves out.
 
 // wrappingName is the row name of a tenant's wrapping key.
-const wrappingName = "@wrapping_key"
+const wrappingName = store.InternalKeyPrefix + "wrapping_key"
 
 // wrappingConfig is its configuration row: the marker that it is not a
 // transit key.

@@ -198,7 +198,19 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	if err := store.DeletableTenant(name); err != nil {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM tenants WHERE name = $1`, name)
+	// The tenant's internal transit key rows go with it (their versions by
+	// the foreign key's cascade); if anything else is left, the tenant's
+	// delete fails and the transaction takes them back.
+	var tag pgconn.CommandTag
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM transit_keys WHERE tenant = $1 AND left(name, 1) = $2`,
+			name, store.InternalKeyPrefix); err != nil {
+			return err
+		}
+		var err error
+		tag, err = tx.Exec(ctx, `DELETE FROM tenants WHERE name = $1`, name)
+		return err
+	})
 	if isForeignKey(err) {
 		return fmt.Errorf("postgres: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
 	}

@@ -205,11 +205,20 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	if err := store.DeletableTenant(name); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
-	if isForeignKey(err) {
-		return fmt.Errorf("sqlite: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
-	}
-	return affected(ctx, op, res, err)
+	return s.inTx(ctx, op, func(tx *sql.Tx) error {
+		// The tenant's internal transit key rows go with it (their
+		// versions by the foreign key's cascade); if anything else is
+		// left, the delete below fails and the transaction takes them back.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM transit_keys WHERE tenant = ? AND substr(name, 1, 1) = ?`,
+			name, store.InternalKeyPrefix); err != nil {
+			return wrap(ctx, op, err)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
+		if isForeignKey(err) {
+			return fmt.Errorf("sqlite: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
+		}
+		return affected(ctx, op, res, err)
+	})
 }
 
 // Clients.

@@ -222,11 +222,27 @@ func testTenantDelete(t *testing.T, s store.Store) {
 	same(t, "acme after refused deletes", getTenant(t, s, "acme"), acme)
 	must(t, "DeleteUser", s.DeleteUser(ctx, "u1"))
 
-	must(t, "DeleteTenant(empty)", s.DeleteTenant(ctx, "acme"))
+	// An internal transit key row (the transit layer's own) does not keep
+	// the tenant; a key of the tenant's does, and then the internal row
+	// stays too.
+	internal, iv := transitKey("acme", store.InternalKeyPrefix+"wrapping_key", t0)
+	must(t, "CreateTransitKey(internal)", s.CreateTransitKey(ctx, internal, iv))
+	k, kv := transitKey("acme", "orders", t0)
+	must(t, "CreateTransitKey", s.CreateTransitKey(ctx, k, kv))
+	wantErr(t, "DeleteTenant(with a transit key)", s.DeleteTenant(ctx, "acme"), store.ErrNotEmpty)
+	if _, _, err := s.GetTransitKey(ctx, "acme", internal.Name); err != nil {
+		t.Errorf("the internal row after a refused DeleteTenant: %v", err)
+	}
+	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, "acme", "orders"))
+
+	must(t, "DeleteTenant(empty but for an internal row)", s.DeleteTenant(ctx, "acme"))
 	_, err := s.GetTenant(ctx, "acme")
 	wantErr(t, "GetTenant after delete", err, store.ErrNotFound)
 	wantErr(t, "DeleteTenant again", s.DeleteTenant(ctx, "acme"), store.ErrNotFound)
 	wantErr(t, "CreateClient in a deleted tenant", s.CreateClient(ctx, c), store.ErrNotFound)
+	if _, _, err := s.GetTransitKey(ctx, "acme", internal.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the internal row outlived its tenant: %v", err)
+	}
 	// The name can be used again.
 	must(t, "CreateTenant after delete", s.CreateTenant(ctx, acme))
 }
