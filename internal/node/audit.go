@@ -163,7 +163,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		l.Close(context.Background()) //nolint:errcheck // the start's error says more
 		return fmt.Errorf("node: audit: %w", err)
 	}
-	n.audit, n.auditFiles, n.auditNode = l, files, id
+	n.audit.log, n.audit.files, n.audit.node = l, files, id
 	for _, s := range l.Health().Sinks {
 		if s.Disabled && errors.Is(s.Err, errDuplicateNode) {
 			return fmt.Errorf("node: audit: %w", s.Err)
@@ -173,7 +173,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		n.keepAuditKey(signer.Public())
 	}
 	trusted, _ := config.ParsePrefixes(n.ts.TrustedProxies) // validated by config and serve
-	n.auditor, err = httpaudit.New(httpaudit.Config{Log: l, Logger: n.log, OnRecord: m.Record, Rand: n.cfg.Rand,
+	n.audit.auditor, err = httpaudit.New(httpaudit.Config{Log: l, Logger: n.log, OnRecord: m.Record, Rand: n.cfg.Rand,
 		Remote: func(r *http.Request) netip.Addr { return issuer.ClientIP(r, trusted) }})
 	if err != nil {
 		return fmt.Errorf("node: audit: %w", err)
@@ -210,7 +210,7 @@ func (n *Node) auditKeys() (*audit.SigningKey, *audit.HMACKey, error) {
 // setAuditKeys gives the audit log the keys derived from the root key now
 // held, after an unseal. The caller holds unsealMu.
 func (n *Node) setAuditKeys() {
-	if n.audit == nil {
+	if n.audit.log == nil {
 		return
 	}
 	signer, mac, err := n.auditKeys()
@@ -218,7 +218,7 @@ func (n *Node) setAuditKeys() {
 		n.log.Error("audit: the audit keys could not be derived; checkpoints wait", "err", err)
 		return
 	}
-	n.audit.SetKeys(signer, mac)
+	n.audit.log.SetKeys(signer, mac)
 	if signer != nil {
 		n.keepAuditKey(signer.Public())
 	}
@@ -271,20 +271,20 @@ func readAuditKey(path string) (ed25519.PublicKey, error) {
 // closeAudit writes the final checkpoint (when unsealed) and closes the
 // sinks.
 func (n *Node) closeAudit() {
-	if n.audit == nil {
+	if n.audit.log == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeAuditTimeout)
 	defer cancel()
-	if err := n.audit.Close(ctx); err != nil {
+	if err := n.audit.log.Close(ctx); err != nil {
 		n.log.Warn("audit: closing the audit log", "err", err)
 	}
-	n.audit = nil
+	n.audit.log = nil
 }
 
 // Auditor is what the node's HTTP handlers are wrapped with (see package
 // httpaudit); nil when the audit log is off.
-func (n *Node) Auditor() *httpaudit.Auditor { return n.auditor }
+func (n *Node) Auditor() *httpaudit.Auditor { return n.audit.auditor }
 
 // AuditStatus is the audit log's state, for operators.
 type AuditStatus struct {
@@ -303,33 +303,33 @@ type AuditStatus struct {
 
 // AuditStatus reports the audit log's state.
 func (n *Node) AuditStatus() AuditStatus {
-	if n.audit == nil {
+	if n.audit.log == nil {
 		return AuditStatus{}
 	}
-	st := AuditStatus{Enabled: true, Node: n.auditNode, Health: n.audit.Health()}
-	if st.Key = n.audit.Signing(); st.Key != nil {
+	st := AuditStatus{Enabled: true, Node: n.audit.node, Health: n.audit.log.Health()}
+	if st.Key = n.audit.log.Signing(); st.Key != nil {
 		st.Signing = true
 	} else if pub, err := readAuditKey(n.auditKeyFile()); err == nil {
 		st.Key = pub
 	}
-	if n.auditFiles != nil {
+	if n.audit.files != nil {
 		st.Dir = n.cfg.Audit.WithDefaults(n.cfg.DataDir).File.Dir
 	}
-	st.LastCheckpoint, st.HasCheckpoint = n.audit.LastCheckpoint()
+	st.LastCheckpoint, st.HasCheckpoint = n.audit.log.LastCheckpoint()
 	return st
 }
 
 // AuditFiles lists the file sink's files in chain order.
 func (n *Node) AuditFiles() ([]string, error) {
-	if n.auditFiles == nil {
+	if n.audit.files == nil {
 		return nil, nil
 	}
-	return n.auditFiles.Files()
+	return n.audit.files.Files()
 }
 
 // auditSinks reports the sinks' state for the metrics.
 func (n *Node) auditSinks() []telemetry.AuditSink {
-	l := n.audit
+	l := n.audit.log
 	if l == nil {
 		return nil
 	}

@@ -136,11 +136,15 @@ type Node struct {
 	schedule schedule
 	tenants  tenantKeys // the tenants' data keys, unsealed
 	hooks    hooks
+	audit    auditing
+}
 
-	audit      *audit.Log // nil when the audit log is off
-	auditor    *httpaudit.Auditor
-	auditFiles *audit.FileSink // nil without the file sink
-	auditNode  string
+// auditing is the node's audit log and what serves it.
+type auditing struct {
+	log     *audit.Log // nil when the audit log is off
+	auditor *httpaudit.Auditor
+	files   *audit.FileSink // nil without the file sink
+	node    string          // the chain's node id
 }
 
 // Bootstrap reports what Open created on this start; the secrets in it are

@@ -214,8 +214,8 @@ func (n *Node) Seal() {
 	defer n.unsealMu.Unlock()
 	n.keyring.Seal()
 	n.keys.DropSigner()
-	if n.audit != nil {
-		n.audit.SetKeys(nil, nil)
+	if n.audit.log != nil {
+		n.audit.log.SetKeys(nil, nil)
 	}
 	n.tenants.forget()
 	n.hooks.sealed()
