@@ -173,3 +173,42 @@ func TestAuditTransit(t *testing.T) {
 		t.Errorf("transit keys after a create that could not be recorded: %v %v, want [orders]", names, err)
 	}
 }
+
+// TestAuditWrongMethods: a request to an audited path with a method the
+// path does not take is refused 405 and recorded like any other request
+// there, on the traffic and the admin listener alike.
+func TestAuditWrongMethods(t *testing.T) {
+	sink := &captureSink{}
+	l := startLive(t, Config{AdminToken: auditAdminToken,
+		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
+	for _, c := range []struct {
+		method, url string
+		op          audit.Operation
+	}{
+		{http.MethodGet, l.base + "/oauth2/token", "oauth2.token"},
+		{http.MethodOptions, l.base + "/oauth2/token", "oauth2.token"},
+		{http.MethodPut, l.base + "/v1/login", "login.password"},
+		{http.MethodDelete, l.base + "/oauth2/revoke", "oauth2.revoke"},
+		{http.MethodGet, l.admin + "/v1/sys/unseal", "sys.unseal"},
+		{http.MethodPut, l.admin + "/v1/sys/seal", "sys.seal"},
+	} {
+		resp, body := do(t, c.method, c.url, "", nil)
+		id := resp.Header.Get(httpaudit.RequestIDHeader)
+		if resp.StatusCode != http.StatusMethodNotAllowed || id == "" {
+			t.Errorf("%s %s: %d, X-Request-Id %q: want 405 with a request id (%s)", c.method, c.url, resp.StatusCode, id, body)
+			continue
+		}
+		found := false
+		for _, r := range sink.records(t) {
+			if r.RequestID == id {
+				found = r.Operation == c.op && r.Status == http.StatusMethodNotAllowed
+				if !found {
+					t.Errorf("%s %s: record %+v, want %s with status 405", c.method, c.url, r, c.op)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s %s: no record of request %s", c.method, c.url, id)
+		}
+	}
+}

@@ -95,6 +95,9 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
 		mux.Handle("POST /v1/sys/unseal", s.audited("sys.unseal", s.handle(s.unseal)))
 		mux.Handle("POST /v1/sys/seal", s.audited("sys.seal", s.handle(s.seal)))
+		// Another method is refused, and recorded like any request there.
+		mux.Handle("/v1/sys/unseal", s.audited("sys.unseal", methodNotAllowed(http.MethodPost)))
+		mux.Handle("/v1/sys/seal", s.audited("sys.seal", methodNotAllowed(http.MethodPost)))
 	}
 	if s.metrics != nil {
 		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})

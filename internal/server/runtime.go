@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/keys"
@@ -371,24 +372,30 @@ func (s *Server) traffic() http.Handler {
 	type route struct {
 		method, path string
 		h            http.Handler
+		op           audit.Operation // "": not audited
 	}
-	own := []route{{"GET", "/healthz", s.handle(s.healthz)}}
+	own := []route{{"GET", "/healthz", s.handle(s.healthz), ""}}
 	if s.tokens != nil { // a gateway-only node leaves these paths to the proxy
 		// Every request to the token endpoints is audited; the keys and
 		// discovery documents are public and change nothing.
 		tokens := s.tokens.Handler()
-		own = append(own, route{"GET", "/.well-known/jwks.json", tokens}, route{"GET", "/.well-known/openid-configuration", tokens},
-			route{"GET", "/.well-known/oauth-authorization-server", tokens},
-			route{"POST", "/oauth2/token", s.audited("oauth2.token", tokens)},
-			route{"POST", "/oauth2/revoke", s.audited("oauth2.revoke", tokens)},
-			route{"POST", "/oauth2/introspect", s.audited("oauth2.introspect", tokens)},
-			route{"POST", "/v1/login", s.audited("login.password", tokens)})
+		own = append(own, route{"GET", "/.well-known/jwks.json", tokens, ""}, route{"GET", "/.well-known/openid-configuration", tokens, ""},
+			route{"GET", "/.well-known/oauth-authorization-server", tokens, ""},
+			route{"POST", "/oauth2/token", tokens, "oauth2.token"},
+			route{"POST", "/oauth2/revoke", tokens, "oauth2.revoke"},
+			route{"POST", "/oauth2/introspect", tokens, "oauth2.introspect"},
+			route{"POST", "/v1/login", tokens, "login.password"})
 	}
 	for _, e := range own {
-		mux.Handle(e.method+" "+e.path, e.h)
 		// keygate's paths are its own whatever the method: another method
-		// is refused here, never handed to the catch-all proxy below.
-		mux.Handle(e.path, methodNotAllowed(e.method))
+		// is refused here, never handed to the catch-all proxy below, and
+		// on an audited path that refusal is recorded too.
+		h, refuse := e.h, methodNotAllowed(e.method)
+		if e.op != "" {
+			h, refuse = s.audited(e.op, h), s.audited(e.op, refuse)
+		}
+		mux.Handle(e.method+" "+e.path, h)
+		mux.Handle(e.path, refuse)
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle("/auth", forward)
