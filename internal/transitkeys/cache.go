@@ -38,7 +38,7 @@ type cache struct {
 	seed   maphash.Seed
 	shards [cacheShards]shard
 	per    int           // entries per shard
-	epoch  atomic.Uint64 // one more at each clear: an entry read before a seal is not put after it
+	epoch  atomic.Uint64 // one more at each clear and dropTenant: an entry read before a seal is not put after it
 }
 
 type shard struct {
@@ -94,6 +94,22 @@ func (c *cache) drop(id keyID) {
 	sh.mu.Lock()
 	delete(sh.m, id)
 	sh.mu.Unlock()
+}
+
+// dropTenant forgets the tenant's entries; entries read before it are
+// not put after it.
+func (c *cache) dropTenant(tenant string) {
+	c.epoch.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for id := range sh.m {
+			if id.tenant == tenant {
+				delete(sh.m, id)
+			}
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // clear forgets every entry; entries read before it are not put after it.

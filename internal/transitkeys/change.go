@@ -30,7 +30,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	if k, err := s.Get(ctx, tenant, name); err == nil || !errors.Is(err, ErrNotFound) {
 		return k, false, err
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, false, err
 	}
@@ -86,7 +86,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *no
 	if !ValidName(name) {
 		return nil, ErrNotFound
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}

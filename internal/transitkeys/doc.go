@@ -32,6 +32,18 @@
 // and the store's concurrency makes each due rotation happen once per
 // fleet.
 //
+// # Tenants deleted and made again
+//
+// A tenant made again under a deleted one's name is another tenant with
+// another data key. New key material (a key's first version, a rotation,
+// an import, the wrapping key) is sealed under the data key the tenant's
+// row holds as it is read for the change (node.Node.FreshTenantDataKey),
+// never under one held in memory; a version that does not open under the
+// held key is opened again under the row's before it is reported
+// corrupt; and a deletion announced by the admin API (node's
+// OnTenantDeleted) drops the tenant's opened keys and wrapping key at
+// every node at once.
+//
 // # Sealing the node
 //
 // While the node is sealed every operation fails with keyring.ErrSealed,

@@ -152,6 +152,7 @@ func New(n *node.Node, o Options) (*Service, error) {
 		o.Logger.Warn("transit notices: subscribing failed; retrying in the background", "err", err)
 	}
 	n.OnSeal(s.forget)
+	n.OnTenantDeleted(s.forgetTenant)
 	n.OnTick(s.tick)
 	return s, nil
 }
@@ -177,6 +178,17 @@ func (s *Service) forget() {
 	s.wmu.Lock()
 	s.wepch++
 	clear(s.wrap)
+	s.wmu.Unlock()
+}
+
+// forgetTenant drops what the service holds of a deleted tenant: its
+// opened keys and its wrapping key, which a tenant made again under its
+// name does not have.
+func (s *Service) forgetTenant(tenant string) {
+	s.cache.dropTenant(tenant)
+	s.wmu.Lock()
+	s.wepch++
+	delete(s.wrap, tenant)
 	s.wmu.Unlock()
 }
 
@@ -303,7 +315,10 @@ func (s *Service) refresh(id keyID) {
 	}()
 }
 
-// read reads the key and opens its versions.
+// read reads the key and opens its versions. A version that does not open
+// under the data key this node holds is tried once more under the one the
+// tenant's row holds now: the node's may be that of a tenant deleted
+// before this one was made under its name.
 func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, error) {
 	dk, err := s.dataKey(ctx, id.tenant)
 	if err != nil {
@@ -315,13 +330,33 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 	} else if err != nil {
 		return nil, fmt.Errorf("transitkeys: %w", err)
 	}
-	return s.open(dk, tk, rows, reuse)
+	e, err := s.open(dk, tk, rows, reuse)
+	if errors.Is(err, node.ErrDataKeyOpen) {
+		fresh, ferr := s.sealingKey(ctx, id.tenant)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if fresh != dk {
+			e, err = s.open(fresh, tk, rows, reuse)
+		}
+	}
+	return e, err
 }
 
-// dataKey is the tenant's data key; a tenant that does not exist has no
-// keys.
+// dataKey is the tenant's data key to open its keys' versions with (see
+// node.Node.TenantDataKey); a tenant that does not exist has no keys.
 func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	dk, err := s.n.TenantDataKey(ctx, tenant)
+	return tenantKey(s.n.TenantDataKey(ctx, tenant))
+}
+
+// sealingKey is the tenant's data key as its row holds it now, read
+// afresh: the one new key material is sealed under (see
+// node.Node.FreshTenantDataKey).
+func (s *Service) sealingKey(ctx context.Context, tenant string) (*node.DataKey, error) {
+	return tenantKey(s.n.FreshTenantDataKey(ctx, tenant))
+}
+
+func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 		return nil, ErrNotFound
 	}
@@ -334,7 +369,7 @@ func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, er
 // (older ones are opened only when a configuration change needs them).
 func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
 	corrupt := func(what string, err error) error {
-		return fmt.Errorf("%w: %s/%s: %s: %v", ErrCorrupt, tk.Tenant, tk.Name, what, err)
+		return fmt.Errorf("%w: %s/%s: %s: %w", ErrCorrupt, tk.Tenant, tk.Name, what, err)
 	}
 	cfg, err := transit.UnmarshalConfig(tk.Config)
 	if err != nil {

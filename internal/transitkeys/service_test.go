@@ -495,3 +495,51 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTenantRecreated: nodes that did not hear of a tenant's deletion (no
+// Redis) still hold its data key when it is made again under its name:
+// a key made or rotated in the new tenant is sealed under the new
+// tenant's own data key, stored in its row (a third node, which never
+// held the old key, opens every version), and a node takes it up when a
+// version does not open under the one it held.
+func TestTenantRecreated(t *testing.T) {
+	svcs := fleet(t, 3, false, Options{})
+	a, b, c := svcs[0], svcs[1], svcs[2]
+	mk := func() {
+		t.Helper()
+		if err := a.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk()
+	for _, s := range svcs[:2] {
+		if _, err := s.n.TenantDataKey(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.st.DeleteTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	mk()
+	k, _, err := a.Create(ctx, "acme", "k", transit.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := a.Engine().Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := b.Get(ctx, "acme", "k")
+	if err != nil {
+		t.Fatalf("b reads the new tenant's key: %v", err)
+	}
+	if pt, err := b.Engine().Decrypt(ctx, kb, ct.Text, transit.DecryptOptions{}); err != nil || string(pt.Plaintext) != "hello" {
+		t.Errorf("decrypt at b: %q %v", pt.Plaintext, err)
+	}
+	if k, err := b.Rotate(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+		t.Fatalf("rotate at b: %v", err)
+	}
+	if k, err := c.Get(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+		t.Errorf("a node that never held the old data key reads the key: %v", err)
+	}
+}
