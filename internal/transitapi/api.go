@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -457,6 +458,8 @@ var (
 	errDenied   = &httperr.Error{Status: http.StatusForbidden, Code: "permission_denied", Description: "permission denied"}
 	errTooLarge = &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Description: "http: request body too large"}
 	errNoPath   = &httperr.Error{Status: http.StatusNotFound, Code: "unsupported_path", Description: "unsupported path"}
+	errLongName = &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request",
+		Description: "invalid key name: longer than " + strconv.Itoa(transitkeys.MaxNameBytes) + " bytes"}
 	errMethod   = &httperr.Error{Status: http.StatusMethodNotAllowed, Code: "unsupported_operation", Description: "unsupported operation"}
 	errNotFound = &httperr.Error{Status: http.StatusNotFound, Code: "not_found", Description: "key not found"}
 	// errNothing is Vault's answer to a read of nothing: 404 {"errors":[]}.

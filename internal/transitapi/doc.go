@@ -36,8 +36,10 @@
 //
 // A request body is at most Options.MaxBodyBytes (4 MiB by default) and a
 // batch_input at most Options.MaxBatchItems items (10,000); beyond them the
-// answer is 413. The engine's own limits (transit.MaxInputBytes, ...)
-// apply to each item.
+// answer is 413. A key name is at most transitkeys.MaxNameBytes (128)
+// bytes, so that its audit records name it: a longer one is 400 where a
+// key is made and names no key elsewhere (404). The engine's own limits
+// (transit.MaxInputBytes, ...) apply to each item.
 //
 // # Audit
 //

@@ -38,16 +38,26 @@ var (
 // Channel is the node notice channel on which changes are announced.
 const Channel = "transit"
 
-// MaxNameBytes bounds a key name.
-const MaxNameBytes = 256
+// MaxNameBytes bounds a key name: what an audit record holds of a key's
+// name (audit.MaxIDLen), so that every record of a key names it. Vault
+// has no such bound.
+const MaxNameBytes = 128
 
 // ValidName reports whether name can name a key: Vault's key name grammar
 // (`\w(([\w-.@]+)?\w)?`: a word character, then word characters, '-',
 // '.' or '@', ending with a word character; word characters are ASCII
 // letters, digits and '_'), at most MaxNameBytes.
-func ValidName(name string) bool {
+func ValidName(name string) bool { return len(name) <= MaxNameBytes && vaultName(name) }
+
+// LongName reports whether name is one Vault's grammar takes but longer
+// than MaxNameBytes: a name to refuse saying why where a key is made,
+// rather than as a path that names no key.
+func LongName(name string) bool { return len(name) > MaxNameBytes && vaultName(name) }
+
+// vaultName reports whether name follows Vault's key name grammar.
+func vaultName(name string) bool {
 	n := len(name)
-	if n == 0 || n > MaxNameBytes || !isWord(name[0]) || !isWord(name[n-1]) {
+	if n == 0 || !isWord(name[0]) || !isWord(name[n-1]) {
 		return false
 	}
 	for i := 1; i < n-1; i++ {
