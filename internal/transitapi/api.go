@@ -237,9 +237,9 @@ func (c *call) annotate() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.pool.Get().(*call)
 	c.reset(w, r)
+	defer h.pool.Put(c)
+	defer c.release() // even if the answer panics: the buffers hold plaintexts
 	h.finish(c, h.serve(c))
-	c.release()
-	h.pool.Put(c)
 }
 
 // serve decides the request, in this order: a sealed node answers 503; a
@@ -412,7 +412,7 @@ func (h *Handler) finish(c *call, err error) {
 		if c.o.Reason != "" { // a more precise reason set by the handler
 			reason = c.o.Reason
 		}
-	} else if status >= 400 {
+	} else if status >= 400 || c.o.Failed > 0 { // a batch item failed, whatever partial_failure_response_code made of it
 		reason = c.o.Reason
 		if reason == "" {
 			reason = "batch_errors"

@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/transitapi"
 	"github.com/keygate/keygate/jose"
@@ -351,6 +353,59 @@ func TestObserve(t *testing.T) {
 			if strings.Contains(string(s), secret) {
 				t.Errorf("outcome %d holds a secret: %s", i, s)
 			}
+		}
+	}
+}
+
+// TestPartialFailureCodes: partial_failure_response_code takes only a
+// final status (200 to 599); any other, which net/http refuses (a panic
+// below 100) or reads as informational, is ignored with Vault's warning,
+// with the audit log on or off. A batch with a failed item is recorded
+// with the reason batch_errors, whatever status it is answered with.
+func TestPartialFailureCodes(t *testing.T) {
+	var mu sync.Mutex
+	var got []transitapi.Outcome
+	on := startWith(t, func(_ http.ResponseWriter, _ *http.Request, o transitapi.Outcome) error {
+		mu.Lock()
+		got = append(got, o)
+		mu.Unlock()
+		return nil
+	})
+	off := startAudit(t, nil, config.Audit{Disabled: true})
+	for name, e := range map[string]*env{"audit on": on, "audit off": off} {
+		tok := e.token("default", allScopes...)
+		e.must(tok, "POST", "/v1/transit/keys/k", "")
+		batch := `"batch_input":[{"plaintext":"aGk="},{"plaintext":"!!"}]`
+		for _, code := range []string{"1", "100", "150", "199", "0", "-1", "600", "1000"} {
+			st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", `{`+batch+`,"partial_failure_response_code":`+code+`}`)
+			if st != 400 || !strings.Contains(string(b), "reverting to 400") {
+				t.Errorf("%s: code %s: %d %s", name, code, st, b)
+			}
+		}
+		for _, code := range []int{200, 204, 207, 302, 599} {
+			if st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", `{`+batch+`,"partial_failure_response_code":`+strconv.Itoa(code)+`}`); st != code {
+				t.Errorf("%s: code %d: %d %s", name, code, st, b)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	batches := 0
+	for _, o := range got {
+		if o.Operation != "transit.encrypt" {
+			continue
+		}
+		batches++
+		if o.Failed != 1 || o.Reason != "batch_errors" {
+			t.Errorf("a batch with a failed item answered %d: failed %d, reason %q", o.Status, o.Failed, o.Reason)
+		}
+	}
+	if batches != 13 {
+		t.Errorf("%d batches observed, want 13", batches)
+	}
+	for _, r := range auditRecords(t, on) {
+		if r["op"] == "transit.encrypt" && r["reason"] != "batch_errors" {
+			t.Errorf("the audit record of a batch with a failed item: %v", r)
 		}
 	}
 }
