@@ -375,26 +375,36 @@ func (s *Service) Trim(ctx context.Context, tenant, name string, minAvailable in
 }
 
 // Delete deletes the key and all its versions if its deletion_allowed is
-// set, as read from the store now.
+// set, as read from the store now. The deletion is conditional on the
+// revision read: when another node changed the key meanwhile (turning
+// deletion_allowed off, say), the key is read again and Delete decides
+// again.
 func (s *Service) Delete(ctx context.Context, tenant, name string) error {
 	id := keyID{tenant, name}
 	if !ValidName(name) {
 		return ErrNotFound
 	}
-	e, err := s.fetch(ctx, id, s.cache.get(id))
-	if err != nil {
-		return err
+	e := s.cache.get(id)
+	for attempt := 1; ; attempt++ {
+		var err error
+		if e, err = s.fetch(ctx, id, e); err != nil {
+			return err
+		}
+		if !e.key.Config().DeletionAllowed {
+			return ErrDeletionNotAllowed
+		}
+		err = s.st.DeleteTransitKey(ctx, tenant, name, e.revision)
+		switch {
+		case err == nil:
+			s.cache.drop(id)
+			s.announce(ctx, id, nil)
+			return nil
+		case errors.Is(err, store.ErrConflict) && attempt < s.opts.Attempts:
+		case errors.Is(err, store.ErrNotFound):
+			s.cache.drop(id)
+			return ErrNotFound
+		default:
+			return fmt.Errorf("transitkeys: %w", err)
+		}
 	}
-	if !e.key.Config().DeletionAllowed {
-		return ErrDeletionNotAllowed
-	}
-	if err := s.st.DeleteTransitKey(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
-		s.cache.drop(id)
-		return ErrNotFound
-	} else if err != nil {
-		return fmt.Errorf("transitkeys: %w", err)
-	}
-	s.cache.drop(id)
-	s.announce(ctx, id, nil)
-	return nil
 }

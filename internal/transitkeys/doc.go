@@ -19,11 +19,13 @@
 // # Fleet
 //
 // Every change is stored with the store's optimistic concurrency: a
-// configuration change names the revision it read
-// (store.Store.UpdateTransitKey) and a new version is added only after the
-// latest one (store.Store.AddTransitKeyVersion), so of two nodes changing a
-// key at once exactly one wins and the other re-reads the key and decides
-// again. A change is announced on the node's "transit" notice channel, and
+// configuration change and a deletion name the revision they read
+// (store.Store.UpdateTransitKey, store.Store.DeleteTransitKey) and a new
+// version is added only after the latest one
+// (store.Store.AddTransitKeyVersion), so of two nodes changing a key at
+// once exactly one wins and the other re-reads the key and decides again
+// (a key whose deletion_allowed another node just turned off is not
+// deleted). A change is announced on the node's "transit" notice channel, and
 // every node re-reads the key at once; a node that missed a notice re-reads
 // a cached key it uses once it is RefreshAfter old. A ciphertext naming a
 // version newer than the cached latest is answered by re-reading the key

@@ -543,3 +543,48 @@ func TestTenantRecreated(t *testing.T) {
 		t.Errorf("a node that never held the old data key reads the key: %v", err)
 	}
 }
+
+// afterRead is a store that calls hook once, after the first
+// GetTransitKey of a key named name returns.
+type afterRead struct {
+	store.Store
+	name string
+	once sync.Once
+	hook func()
+}
+
+func (s *afterRead) GetTransitKey(ctx context.Context, tenant, name string) (store.TransitKey, []store.TransitKeyVersion, error) {
+	k, vs, err := s.Store.GetTransitKey(ctx, tenant, name)
+	if name == s.name {
+		s.once.Do(s.hook)
+	}
+	return k, vs, err
+}
+
+// TestDeleteRace: a key whose deletion_allowed another node turns off
+// between the read Delete decides on and the deletion is not deleted:
+// the deletion is conditional on the revision read, and Delete decides
+// again on the key read afresh.
+func TestDeleteRace(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	yes, no := true, false
+	if _, _, err := a.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	a.st = &afterRead{Store: a.st, name: "k", hook: func() {
+		if _, _, err := b.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &no}); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := a.Delete(ctx, tn, "k"); !errors.Is(err, ErrDeletionNotAllowed) {
+		t.Errorf("delete after another node turned deletion_allowed off: %v", err)
+	}
+	if _, err := b.Get(ctx, tn, "k"); err != nil {
+		t.Errorf("the key after the refused delete: %v", err)
+	}
+}
