@@ -88,28 +88,33 @@ func (c *cache) put(id keyID, e *entry, epoch uint64) {
 	sh.m[id] = e
 }
 
-// drop forgets the key's entry.
-func (c *cache) drop(id keyID) {
+// drop forgets the key's entry, and returns it (nil: none).
+func (c *cache) drop(id keyID) *entry {
 	sh := c.shard(id)
 	sh.mu.Lock()
+	e := sh.m[id]
 	delete(sh.m, id)
 	sh.mu.Unlock()
+	return e
 }
 
-// dropTenant forgets the tenant's entries; entries read before it are
-// not put after it.
-func (c *cache) dropTenant(tenant string) {
+// dropTenant forgets the tenant's entries, and returns them; entries read
+// before it are not put after it.
+func (c *cache) dropTenant(tenant string) []*entry {
 	c.epoch.Add(1)
+	var dropped []*entry
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		for id := range sh.m {
+		for id, e := range sh.m {
 			if id.tenant == tenant {
+				dropped = append(dropped, e)
 				delete(sh.m, id)
 			}
 		}
 		sh.mu.Unlock()
 	}
+	return dropped
 }
 
 // clear forgets every entry; entries read before it are not put after it.

@@ -396,7 +396,8 @@ func (s *Service) Delete(ctx context.Context, tenant, name string) error {
 		err = s.st.DeleteTransitKey(ctx, tenant, name, e.revision)
 		switch {
 		case err == nil:
-			s.cache.drop(id)
+			s.forgetKey(id)
+			s.eng.ForgetKey(e.key)
 			s.announce(ctx, id, nil)
 			return nil
 		case errors.Is(err, store.ErrConflict) && attempt < s.opts.Attempts:

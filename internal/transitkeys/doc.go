@@ -49,6 +49,9 @@
 // # Sealing the node
 //
 // While the node is sealed every operation fails with keyring.ErrSealed,
-// and when it seals the cache and the wrapping keys are dropped at once,
-// with the tenants' data keys: no opened key version outlives the seal.
+// and when it seals the cache, the wrapping keys and the keys the engine
+// derived from a context are dropped at once, with the tenants' data keys:
+// no opened key version, nor anything derived from one, outlives the seal.
+// A deleted key's derived keys go with it (at every node, on the
+// deletion's notice).
 package transitkeys

@@ -182,9 +182,11 @@ func (s *Service) Engine() *transit.Engine { return s.eng }
 // Sealed reports whether the node is sealed: every operation then fails.
 func (s *Service) Sealed() bool { return s.n.Sealed() }
 
-// forget drops every opened key when the node seals.
+// forget drops every opened key, and every key derived from one, when the
+// node seals.
 func (s *Service) forget() {
 	s.cache.clear()
+	s.eng.ForgetDerived()
 	s.wmu.Lock()
 	s.wepch++
 	clear(s.wrap)
@@ -195,7 +197,9 @@ func (s *Service) forget() {
 // opened keys and its wrapping key, which a tenant made again under its
 // name does not have.
 func (s *Service) forgetTenant(tenant string) {
-	s.cache.dropTenant(tenant)
+	for _, e := range s.cache.dropTenant(tenant) {
+		s.eng.ForgetKey(e.key)
+	}
 	s.wmu.Lock()
 	s.wepch++
 	delete(s.wrap, tenant)
@@ -469,11 +473,19 @@ func (s *Service) notice(_ context.Context, payload string) {
 	switch {
 	case e == nil:
 	case rev == 0:
-		s.cache.drop(id)
+		s.forgetKey(id)
 	case e.created.UnixNano() == created && e.revision >= rev:
 		// this node's own change, or one it has read already
 	default:
 		s.refresh(id)
+	}
+}
+
+// forgetKey drops a deleted key: its entry and the keys derived from its
+// versions.
+func (s *Service) forgetKey(id keyID) {
+	if e := s.cache.drop(id); e != nil {
+		s.eng.ForgetKey(e.key)
 	}
 }
 

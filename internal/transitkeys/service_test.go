@@ -588,3 +588,51 @@ func TestDeleteRace(t *testing.T) {
 		t.Errorf("the key after the refused delete: %v", err)
 	}
 }
+
+// TestDerivedForgotten: the keys the engine derived from a key's versions
+// for a context are forgotten when the node seals, and a key's when it is
+// deleted (at this node or, told by a notice, at another), as its opened
+// versions are.
+func TestDerivedForgotten(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	yes := true
+	use := func(s *Service, name string) {
+		t.Helper()
+		k, err := s.Get(ctx, tn, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"d1", "d2", "gone"} {
+		if _, _, err := a.Create(ctx, tn, name, transit.CreateOptions{Derived: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.Configure(ctx, tn, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+			t.Fatal(err)
+		}
+		use(a, name)
+		use(b, name)
+	}
+	if n := a.Engine().DerivedCached(); n != 3 {
+		t.Fatalf("%d derived keys cached, want 3", n)
+	}
+	if err := a.Delete(ctx, tn, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Engine().DerivedCached(); n != 2 {
+		t.Errorf("after a deletion: %d derived keys cached, want 2", n)
+	}
+	b.notice(ctx, tn+" gone 0 0") // the deletion's notice
+	if n := b.Engine().DerivedCached(); n != 2 {
+		t.Errorf("after a deletion notice: %d derived keys cached, want 2", n)
+	}
+	a.n.Seal()
+	if n := a.Engine().DerivedCached(); n != 0 {
+		t.Errorf("after Seal: %d derived keys cached", n)
+	}
+}
