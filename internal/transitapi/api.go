@@ -316,8 +316,8 @@ func (h *Handler) readParams(c *call) error {
 
 // authenticate verifies the bearer token, from Authorization: Bearer or
 // X-Vault-Token (the same token; a request carrying two that differ is
-// refused), and reads the caller's tenant from its tenant claim (none:
-// the default tenant).
+// refused), and reads the caller's tenant from its tenant claim (a token
+// without one is refused).
 func (h *Handler) authenticate(c *call) error {
 	hdr := c.r.Header
 	var tok string
@@ -368,12 +368,14 @@ func cutBearer(v string) (string, bool) {
 	return strings.TrimSpace(v[7:]), true
 }
 
-// tenantOf is the token's tenant claim: a string naming a valid tenant;
-// without one, the default tenant.
+// tenantOf is the token's tenant claim: a string naming a valid tenant.
+// A token without one is no tenant's (every token the token service signs
+// names its tenant, the default one included), and is refused rather than
+// taken for the default tenant's.
 func tenantOf(res *verify.Result) (string, bool) {
 	raw, ok := res.Token.Claims.Raw("tenant")
 	if !ok {
-		return store.DefaultTenant, true
+		return "", false
 	}
 	if string(raw) == `"`+store.DefaultTenant+`"` {
 		return store.DefaultTenant, true

@@ -11,13 +11,13 @@
 // X-Vault-Token (the same token; a request carrying two that differ is
 // refused). Only the token service's own tokens are accepted (Options
 // Verifier): an external identity provider's token could claim any
-// tenant. The token's "tenant" claim is the caller's tenant (none: the
-// default tenant), and its scopes say what the caller may do there (see
-// the scope grammar in scope.go). A request without a valid token, or
-// without the scope the route needs, is refused 403
-// {"errors":["permission denied"]}, decided from the scopes alone before
-// anything is looked up, so that a refusal never confirms that a key
-// exists. A key is looked up in the caller's tenant only: another tenant's
+// tenant. The token's "tenant" claim is the caller's tenant (a token
+// without one is no tenant's, and refused), and its scopes say what the
+// caller may do there (see the scope grammar in scope.go). A request
+// without a valid token, or without the scope the route needs, is refused
+// 403 {"errors":["permission denied"]}, decided from the scopes alone
+// before anything is looked up, so that a refusal never confirms that a
+// key exists. A key is looked up in the caller's tenant only: another tenant's
 // key is simply not found (404), on every route.
 //
 // # Answers
