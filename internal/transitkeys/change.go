@@ -34,7 +34,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	if err != nil {
 		return nil, false, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(keyID{tenant, name})
 	k, err = s.eng.CreateKey(name, o)
 	if err != nil {
 		return nil, false, err
@@ -46,7 +46,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	} else if err != nil {
 		return nil, false, err
 	}
-	s.cache.put(keyID{tenant, name}, e, epoch)
+	s.cache.put(keyID{tenant, name}, e, mark)
 	s.announce(ctx, keyID{tenant, name}, e)
 	return e.key, true, nil
 }
@@ -90,7 +90,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	if err != nil {
 		return nil, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(keyID{tenant, name})
 	w, err := s.WrappingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	} else if err != nil {
 		return nil, err
 	}
-	s.cache.put(keyID{tenant, name}, e, epoch)
+	s.cache.put(keyID{tenant, name}, e, mark)
 	s.announce(ctx, keyID{tenant, name}, e)
 	return k, nil
 }
@@ -123,7 +123,7 @@ func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *no
 	if err != nil {
 		return nil, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(id)
 	e := s.cache.get(id)
 	if e == nil {
 		if e, err = s.fetch(ctx, id, nil); err != nil {
@@ -146,7 +146,7 @@ func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *no
 		case ne == nil:
 			return e, nil
 		}
-		s.cache.put(id, ne, epoch)
+		s.cache.put(id, ne, mark)
 		s.announce(ctx, id, ne)
 		return ne, nil
 	}

@@ -25,9 +25,13 @@
 // (store.Store.AddTransitKeyVersion), so of two nodes changing a key at
 // once exactly one wins and the other re-reads the key and decides again
 // (a key whose deletion_allowed another node just turned off is not
-// deleted). A change is announced on the node's "transit" notice channel, and
-// every node re-reads the key at once; a node that missed a notice re-reads
-// a cached key it uses once it is RefreshAfter old. A ciphertext naming a
+// deleted). A change is announced on the node's "transit" notice channel,
+// and every node re-reads the key at once; a notice that arrives during a
+// read of the key wins over it (a deletion's keeps the read from being
+// cached, a change's makes the key be read once more). No node serves a
+// key it read more than RefreshAfter ago, notice or not: the first use
+// after that reads it again before it is served, and a use from 3/4 of
+// RefreshAfter on re-reads it in the background. A ciphertext naming a
 // version newer than the cached latest is answered by re-reading the key
 // ([Service.Newer]), so a version another node just made decrypts
 // everywhere at once. auto_rotate_period is checked on the node's schedule,

@@ -636,3 +636,88 @@ func TestDerivedForgotten(t *testing.T) {
 		t.Errorf("after Seal: %d derived keys cached", n)
 	}
 }
+
+// TestStaleBound: a key cached longer than RefreshAfter is re-read before
+// it is served, not after: a node that missed a rotation (no notice)
+// serves it at the first use past the bound. Before the bound a use
+// re-reads it in the background, from 3/4 of RefreshAfter on.
+func TestStaleBound(t *testing.T) {
+	c := newClock()
+	svcs := fleet(t, 2, false, Options{Now: c.now, RefreshAfter: time.Minute})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Get(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k")
+	c.add(time.Minute + time.Second)
+	if k, err := b.Get(ctx, tn, "k"); err != nil || k.LatestVersion() != 2 {
+		t.Fatalf("the first use past RefreshAfter: version %d, %v", k.LatestVersion(), err)
+	}
+	a.Rotate(ctx, tn, "k")
+	c.add(50 * time.Second)
+	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 2 {
+		t.Fatalf("a use before 3/4 of RefreshAfter re-read the key: version %d", k.LatestVersion())
+	}
+	eventually(t, "b re-reads the key in the background", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 3 })
+
+	// A key deleted meanwhile is not found at the first use past the bound.
+	yes := true
+	a.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &yes})
+	b.Get(ctx, tn, "k")
+	if err := a.Delete(ctx, tn, "k"); err != nil {
+		t.Fatal(err)
+	}
+	c.add(time.Minute + time.Second)
+	if _, err := b.Get(ctx, tn, "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a deleted key past RefreshAfter: %v", err)
+	}
+}
+
+// TestNoticeDuringRead: a notice that arrives while the key is being read
+// wins over that read: a deletion's keeps the read from caching the key,
+// a change's makes the key be read again once the read is done.
+func TestNoticeDuringRead(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	yes := true
+	for _, name := range []string{"deleted", "rotated"} {
+		if _, _, err := b.Create(ctx, tn, name, transit.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.Configure(ctx, tn, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := a.st
+	a.st = &afterRead{Store: st, name: "deleted", hook: func() {
+		if err := b.Delete(ctx, tn, "deleted"); err != nil {
+			t.Error(err)
+		}
+		a.notice(ctx, tn+" deleted 0 0")
+	}}
+	if _, err := a.Get(ctx, tn, "deleted"); err != nil {
+		t.Fatalf("the read in progress: %v", err)
+	}
+	if _, err := a.Get(ctx, tn, "deleted"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after the deletion's notice: %v", err)
+	}
+
+	a.st = &afterRead{Store: st, name: "rotated", hook: func() {
+		if _, err := b.Rotate(ctx, tn, "rotated"); err != nil {
+			t.Error(err)
+			return
+		}
+		e := b.cache.get(keyID{tn, "rotated"})
+		a.notice(ctx, tn+" rotated "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
+	}}
+	if k, err := a.Get(ctx, tn, "rotated"); err != nil || k.LatestVersion() != 1 {
+		t.Fatalf("the read in progress: %v", err)
+	}
+	eventually(t, "a reads the rotation announced during its read", func() bool {
+		k, _ := a.Get(ctx, tn, "rotated")
+		return k.LatestVersion() == 2
+	})
+}
