@@ -561,6 +561,19 @@ func (s *afterRead) GetTransitKey(ctx context.Context, tenant, name string) (sto
 	return k, vs, err
 }
 
+// deletable makes a key of the default tenant at s, with deletion_allowed
+// set.
+func deletable(t *testing.T, s *Service, name string, o transit.CreateOptions) {
+	t.Helper()
+	if _, _, err := s.Create(ctx, store.DefaultTenant, name, o); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, _, err := s.Configure(ctx, store.DefaultTenant, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDeleteRace: a key whose deletion_allowed another node turns off
 // between the read Delete decides on and the deletion is not deleted:
 // the deletion is conditional on the revision read, and Delete decides
@@ -569,13 +582,8 @@ func TestDeleteRace(t *testing.T) {
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
 	const tn = store.DefaultTenant
-	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	yes, no := true, false
-	if _, _, err := a.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
-		t.Fatal(err)
-	}
+	deletable(t, a, "k", transit.CreateOptions{})
+	no := false
 	a.st = &afterRead{Store: a.st, name: "k", hook: func() {
 		if _, _, err := b.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &no}); err != nil {
 			t.Error(err)
@@ -597,7 +605,6 @@ func TestDerivedForgotten(t *testing.T) {
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
 	const tn = store.DefaultTenant
-	yes := true
 	use := func(s *Service, name string) {
 		t.Helper()
 		k, err := s.Get(ctx, tn, name)
@@ -609,12 +616,7 @@ func TestDerivedForgotten(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"d1", "d2", "gone"} {
-		if _, _, err := a.Create(ctx, tn, name, transit.CreateOptions{Derived: true}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := a.Configure(ctx, tn, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
-			t.Fatal(err)
-		}
+		deletable(t, a, name, transit.CreateOptions{Derived: true})
 		use(a, name)
 		use(b, name)
 	}
@@ -682,14 +684,8 @@ func TestNoticeDuringRead(t *testing.T) {
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
 	const tn = store.DefaultTenant
-	yes := true
 	for _, name := range []string{"deleted", "rotated"} {
-		if _, _, err := b.Create(ctx, tn, name, transit.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := b.Configure(ctx, tn, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
-			t.Fatal(err)
-		}
+		deletable(t, b, name, transit.CreateOptions{})
 	}
 	st := a.st
 	a.st = &afterRead{Store: st, name: "deleted", hook: func() {
