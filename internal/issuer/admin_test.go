@@ -618,6 +618,7 @@ func (m memoryPublisher) RevokeSubject(_ context.Context, iss, sub string, befor
 	m.RevokeSubjectUntil(iss, sub, before, until)
 }
 
-func (memoryPublisher) Rotated(context.Context, string) {}
+func (memoryPublisher) Rotated(context.Context, string)       {}
+func (memoryPublisher) TenantDeleted(context.Context, string) {}
 
 var _ Publisher = memoryPublisher{}

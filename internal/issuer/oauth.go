@@ -64,8 +64,8 @@ type Config struct {
 	Store            store.Store
 	Keys             *KeyManager
 	// Publisher, if set, is told of every revocation stored here and
-	// every rotation made through the admin API, so that this node and the
-	// others of its fleet act on them at once.
+	// every rotation and tenant deletion made through the admin API, so
+	// that this node and the others of its fleet act on them at once.
 	Publisher Publisher
 	// Trusts, if set, reports whether keygate trusts the tokens of issuer
 	// besides its own (Issuer): the gateway's configured issuers as they
@@ -103,6 +103,10 @@ type Publisher interface {
 	RevokeSubject(ctx context.Context, issuer, subject string, before, until time.Time)
 	// Rotated: the admin API rotated the signing keys; kid is the new one.
 	Rotated(ctx context.Context, kid string)
+	// TenantDeleted: the admin API deleted the tenant; a tenant made again
+	// under its name is another one, and nothing held of this one (its
+	// data key) may serve it.
+	TenantDeleted(ctx context.Context, tenant string)
 }
 
 // Service answers the OAuth 2.0 endpoints.

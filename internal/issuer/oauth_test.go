@@ -398,3 +398,4 @@ func (r jtiRecorder) RevokeID(_ context.Context, _, jti string, _ time.Time) {
 }
 func (jtiRecorder) RevokeSubject(context.Context, string, string, time.Time, time.Time) {}
 func (jtiRecorder) Rotated(context.Context, string)                                     {}
+func (jtiRecorder) TenantDeleted(context.Context, string)                               {}

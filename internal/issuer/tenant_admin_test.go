@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"context"
 	"net/url"
 	"reflect"
 	"slices"
@@ -349,5 +350,35 @@ func TestTenantIsolation(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.route+": "+tc.name, tc.check)
+	}
+}
+
+// tenantRecorder is a Publisher that records the tenants deleted.
+type tenantRecorder struct {
+	memoryPublisher
+	deleted *[]string
+}
+
+func (r tenantRecorder) TenantDeleted(_ context.Context, tenant string) {
+	*r.deleted = append(*r.deleted, tenant)
+}
+
+// TestAdminTenantDeletedPublished: a tenant the admin API deletes is told
+// to the Publisher (which makes every node forget the tenant's data key),
+// and a deletion refused is not.
+func TestAdminTenantDeletedPublished(t *testing.T) {
+	f := newAdminFixture(t)
+	var deleted []string
+	f.svc.cfg.Publisher = tenantRecorder{deleted: &deleted}
+	f.call(t, "POST", "/v1/admin/tenants", adminToken, map[string]any{"name": "acme"})
+	f.call(t, "POST", "/v1/admin/tenants", adminToken, map[string]any{"name": "busy"})
+	f.mkClient(t, "busy")
+	for path, want := range map[string]int{"acme": 204, "busy": 409, "nope": 404, "default": 400} {
+		if code, m := f.call(t, "DELETE", "/v1/admin/tenants/"+path, adminToken, nil); code != want {
+			t.Errorf("delete %s: %d %v, want %d", path, code, m, want)
+		}
+	}
+	if !slices.Equal(deleted, []string{"acme"}) {
+		t.Errorf("deletions published: %q, want [acme]", deleted)
 	}
 }

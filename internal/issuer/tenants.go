@@ -169,6 +169,9 @@ func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return inTenantError("tenant", name, err)
 	}
+	if p := a.svc.cfg.Publisher; p != nil {
+		p.TenantDeleted(r.Context(), name)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/revoke/redisfanout"
+	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/tlscert"
 )
@@ -29,6 +30,10 @@ import (
 // KeysChannel carries signing-key rotation notices (the new kid): every
 // node reloads its signing keys on one.
 const KeysChannel = "keys"
+
+// TenantsChannel carries tenant deletion notices (the tenant's name):
+// every node forgets what it holds of the tenant (see OnTenantDeleted).
+const TenantsChannel = "tenants"
 
 // fleet is what a node shares with the others through Redis.
 type fleet struct {
@@ -107,7 +112,8 @@ func (n *Node) openFleet(ctx context.Context) error {
 	f.cancel = ncancel
 	// Subscribe before returning, so that no notice sent after Open is lost.
 	f.handlers[f.channel(KeysChannel)] = n.keysNotice
-	f.notices = client.Subscribe(nctx, f.channel(KeysChannel))
+	f.handlers[f.channel(TenantsChannel)] = n.tenantNotice
+	f.notices = client.Subscribe(nctx, f.channel(KeysChannel), f.channel(TenantsChannel))
 	go f.dispatch(nctx, n.log)
 	n.fleet = f
 	n.revs.fanout = fo
@@ -149,6 +155,15 @@ func (n *Node) keysNotice(ctx context.Context, kid string) {
 		return
 	}
 	n.log.Info("signing keys reloaded after a rotation notice", "kid", kid)
+}
+
+// tenantNotice forgets a tenant another node (or this one) deleted.
+func (n *Node) tenantNotice(_ context.Context, tenant string) {
+	if store.ValidTenantName(tenant) != nil {
+		n.log.Warn("malformed tenant notice ignored")
+		return
+	}
+	n.tenantDeleted(tenant)
 }
 
 // publishWait bounds how long a change is being shared through Redis.
@@ -294,6 +309,19 @@ func (p publisher) Rotated(ctx context.Context, kid string) {
 	defer cancel()
 	if err := p.n.Publish(ctx, KeysChannel, kid); err != nil {
 		p.n.log.Warn("publishing a key rotation notice failed; other nodes pick the key up on their next tick", "kid", kid, "err", err)
+	}
+}
+
+// TenantDeleted forgets what this node holds of the tenant the admin API
+// deleted, and announces the deletion on TenantsChannel so that every node
+// of the fleet forgets it at once.
+func (p publisher) TenantDeleted(ctx context.Context, tenant string) {
+	p.n.tenantDeleted(tenant)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishWait)
+	defer cancel()
+	if err := p.n.Publish(ctx, TenantsChannel, tenant); err != nil {
+		p.n.log.Warn("publishing a tenant deletion failed; other nodes find the tenant's new data key when they next change or open its keys",
+			"tenant", tenant, "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -15,10 +16,22 @@ import (
 
 // Tenant data keys. What a tenant keeps secret in the store (its transit
 // keys' versions; next, its secrets) is sealed under the tenant's own
-// 256-bit data key, and only that key is sealed under the root key. A data
-// key is made on the tenant's first use, stored once (of nodes racing to
-// make one, one wins and the others read it), and held unsealed in memory
-// until the node seals.
+// 256-bit data key, and only that key is sealed under the root key, in the
+// tenant's row. A data key is made on the tenant's first use, stored once
+// (of nodes racing to make one, one wins and the others read it), and held
+// unsealed in memory until the node seals.
+//
+// A tenant deleted and made again under its name is another tenant, with
+// another data key. What the node holds of the deleted one must not be
+// used for it: so new key material is sealed only under the data key the
+// tenant's row holds as it is read now (FreshTenantDataKey), a deletion
+// is announced to every node (Publisher().TenantDeleted), which drops the
+// tenant's data key and runs what OnTenantDeleted registered, and a value
+// that does not open under the cached key is tried again under the row's
+// current one (by the caller, with FreshTenantDataKey). (What is left: a
+// deletion and re-creation landing between a writer's read of the row and
+// its write. A tenant is deleted only once it holds no keys, so that takes
+// an admin racing a key's creation within milliseconds.)
 
 // DataKey is a tenant's data key, unsealed: AES-256-GCM with a random
 // 96-bit nonce per Seal. It is opaque: the key bytes are never exported and
@@ -27,6 +40,7 @@ import (
 // tenant's record does not open (it is under another key anyway).
 type DataKey struct {
 	tenant string
+	sealed []byte // as the tenant's row holds it: tells a key from another tenant's of the same name
 	aead   cipher.AEAD
 	rand   io.Reader
 }
@@ -88,6 +102,7 @@ func rootAD(tenant string) []byte { return []byte("tenant-data-key:" + tenant) }
 type tenantKeys struct {
 	mu    sync.Mutex
 	epoch uint64 // one more at each forget
+	drops uint64 // one more at each drop: a key read before it is not kept after it
 	keys  map[string]*DataKey
 }
 
@@ -99,55 +114,89 @@ func (t *tenantKeys) forget() {
 	clear(t.keys)
 }
 
-// TenantDataKey returns the tenant's data key, making and storing it on
-// the tenant's first use. It fails with keyring.ErrSealed while the node is
-// sealed, and with an error matching store.ErrNotFound for a tenant that
-// does not exist (store.ErrUnavailable when the store does not answer).
+// drop forgets the tenant's data key.
+func (t *tenantKeys) drop(tenant string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.drops++
+	delete(t.keys, tenant)
+}
+
+// TenantDataKey returns the tenant's data key to open what is stored: the
+// one this node holds, or the one the tenant's row holds, made and stored
+// on the tenant's first use. It fails with keyring.ErrSealed while the
+// node is sealed, and with an error matching store.ErrNotFound for a
+// tenant that does not exist (store.ErrUnavailable when the store does not
+// answer). What it returns may be a deleted tenant's of the same name
+// until the deletion's notice arrives: seal new values under
+// FreshTenantDataKey's, and when a value does not open, try that one.
 func (n *Node) TenantDataKey(ctx context.Context, tenant string) (*DataKey, error) {
 	t := &n.tenants
 	t.mu.Lock()
-	k, epoch := t.keys[tenant], t.epoch
+	k := t.keys[tenant]
 	t.mu.Unlock()
 	if k != nil {
 		return k, nil
 	}
-	if n.keyring.Sealed() {
-		return nil, keyring.ErrSealed
-	}
-	k, err := n.loadDataKey(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.epoch != epoch { // sealed meanwhile: the key must not outlive the seal
-		return nil, keyring.ErrSealed
-	}
-	if prev := t.keys[tenant]; prev != nil {
-		return prev, nil
-	}
-	if t.keys == nil {
-		t.keys = map[string]*DataKey{}
-	}
-	t.keys[tenant] = k
-	return k, nil
+	return n.FreshTenantDataKey(ctx, tenant)
 }
 
-// loadDataKey reads the tenant's sealed data key and opens it, or makes
-// one: sealed under the root key and stored unless another node stored its
-// own first, which is then read.
-func (n *Node) loadDataKey(ctx context.Context, tenant string) (*DataKey, error) {
+// FreshTenantDataKey returns the data key the tenant's row holds as it is
+// read now, made and stored if it holds none, and keeps it as the
+// tenant's: the key to seal new values under (a read of the tenant's row
+// each time), and to try when a value does not open under TenantDataKey's.
+// It fails as TenantDataKey does.
+func (n *Node) FreshTenantDataKey(ctx context.Context, tenant string) (*DataKey, error) {
+	t := &n.tenants
+	for range 3 {
+		if n.keyring.Sealed() {
+			return nil, keyring.ErrSealed
+		}
+		t.mu.Lock()
+		cur, epoch, drops := t.keys[tenant], t.epoch, t.drops
+		t.mu.Unlock()
+		k, err := n.loadDataKey(ctx, tenant, cur)
+		if err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		switch {
+		case t.epoch != epoch: // sealed meanwhile: the key must not outlive the seal
+			t.mu.Unlock()
+			return nil, keyring.ErrSealed
+		case t.drops != drops: // a tenant was deleted meanwhile: maybe this one, read before
+			t.mu.Unlock()
+			continue
+		}
+		if t.keys == nil {
+			t.keys = map[string]*DataKey{}
+		}
+		t.keys[tenant] = k
+		t.mu.Unlock()
+		return k, nil
+	}
+	return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, store.ErrConflict)
+}
+
+// loadDataKey reads the tenant's sealed data key and opens it (cur, if
+// that is what cur was opened from), or makes one: sealed under the root
+// key and stored unless another node stored its own first, which is then
+// read.
+func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*DataKey, error) {
 	for range 2 {
 		tn, err := n.store.GetTenant(ctx, tenant)
 		if err != nil {
 			return nil, fmt.Errorf("node: tenant %q: %w", tenant, err)
 		}
 		if tn.DataKey != nil {
+			if cur != nil && bytes.Equal(cur.sealed, tn.DataKey) {
+				return cur, nil
+			}
 			raw, err := n.keyring.Decrypt(tn.DataKey, rootAD(tenant))
 			if err != nil {
 				return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, err)
 			}
-			return n.dataKey(tenant, raw)
+			return n.dataKey(tenant, raw, tn.DataKey)
 		}
 		raw := make([]byte, keyring.KeySize)
 		if _, err := io.ReadFull(n.cfg.Rand, raw); err != nil {
@@ -161,7 +210,7 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string) (*DataKey, error)
 		switch err := n.store.SetTenantDataKey(ctx, tenant, sealed); {
 		case err == nil:
 			n.log.Info("tenant data key created", "tenant", tenant)
-			return n.dataKey(tenant, raw)
+			return n.dataKey(tenant, raw, sealed)
 		case errors.Is(err, store.ErrConflict): // another node stored one first: use it
 			clear(raw)
 		default:
@@ -172,8 +221,9 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string) (*DataKey, error)
 	return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
-// dataKey builds the AEAD of raw, which it then overwrites.
-func (n *Node) dataKey(tenant string, raw []byte) (*DataKey, error) {
+// dataKey builds the AEAD of raw, which it then overwrites; sealed is
+// raw as the tenant's row holds it.
+func (n *Node) dataKey(tenant string, raw, sealed []byte) (*DataKey, error) {
 	defer clear(raw)
 	if len(raw) != keyring.KeySize {
 		return nil, fmt.Errorf("node: tenant %q: data key of %d bytes", tenant, len(raw))
@@ -186,14 +236,15 @@ func (n *Node) dataKey(tenant string, raw []byte) (*DataKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DataKey{tenant: tenant, aead: aead, rand: n.cfg.Rand}, nil
+	return &DataKey{tenant: tenant, sealed: sealed, aead: aead, rand: n.cfg.Rand}, nil
 }
 
 // hooks are what other parts of the node's state ask to be told of.
 type hooks struct {
-	mu     sync.Mutex
-	onSeal []func()
-	onTick []func(context.Context)
+	mu       sync.Mutex
+	onSeal   []func()
+	onTick   []func(context.Context)
+	onTenant []func(string)
 }
 
 // OnSeal registers f to run each time the node seals, after the root key,
@@ -212,6 +263,28 @@ func (n *Node) OnTick(f func(ctx context.Context)) {
 	n.hooks.mu.Lock()
 	defer n.hooks.mu.Unlock()
 	n.hooks.onTick = append(n.hooks.onTick, f)
+}
+
+// OnTenantDeleted registers f to run each time a tenant is deleted, at
+// this node or (told by a notice) at another of the fleet, after the
+// tenant's data key is forgotten: what holds anything of the tenant
+// (opened keys, wrapping keys) forgets it too, since a tenant made again
+// under the name is another one.
+func (n *Node) OnTenantDeleted(f func(tenant string)) {
+	n.hooks.mu.Lock()
+	defer n.hooks.mu.Unlock()
+	n.hooks.onTenant = append(n.hooks.onTenant, f)
+}
+
+// tenantDeleted drops what the node holds of a deleted tenant.
+func (n *Node) tenantDeleted(tenant string) {
+	n.tenants.drop(tenant)
+	n.hooks.mu.Lock()
+	fs := n.hooks.onTenant
+	n.hooks.mu.Unlock()
+	for _, f := range fs {
+		f(tenant)
+	}
 }
 
 func (h *hooks) sealed() {

@@ -148,3 +148,59 @@ func TestOnTick(t *testing.T) {
 		t.Errorf("OnTick ran %d times", ran.Load())
 	}
 }
+
+// TestTenantRecreatedDataKey: a tenant deleted and made again under its
+// name gets a data key of its own, stored in its row: FreshTenantDataKey
+// reads the row and replaces the key the node held (TenantDataKey then
+// returns it), and a deletion told to the node's publisher drops the key
+// at once and runs the OnTenantDeleted hooks.
+func TestTenantRecreatedDataKey(t *testing.T) {
+	ctx := context.Background()
+	n := openDev(t, filepath.Join(t.TempDir(), "data"))
+	mk := func() {
+		t.Helper()
+		if err := n.Store().CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk()
+	old, err := n.TenantDataKey(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := n.FreshTenantDataKey(ctx, "acme"); k != old || err != nil {
+		t.Errorf("FreshTenantDataKey of an unchanged row: another key (%v)", err)
+	}
+	if err := n.Store().DeleteTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	mk()
+	fresh, err := n.FreshTenantDataKey(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := n.Store().GetTenant(ctx, "acme")
+	if err != nil || tn.DataKey == nil {
+		t.Fatalf("the new row's data key: %v", err)
+	}
+	sealed, _ := fresh.Seal([]byte("x"), nil)
+	if _, err := old.Open(sealed, nil); err == nil {
+		t.Error("the new tenant's data key is the deleted one's")
+	}
+	if k, _ := n.TenantDataKey(ctx, "acme"); k != fresh {
+		t.Error("TenantDataKey still returns the deleted tenant's key")
+	}
+
+	var told []string
+	n.OnTenantDeleted(func(tenant string) { told = append(told, tenant) })
+	n.Publisher().TenantDeleted(ctx, "acme")
+	if len(told) != 1 || told[0] != "acme" {
+		t.Errorf("OnTenantDeleted hooks told %q", told)
+	}
+	n.tenants.mu.Lock()
+	kept := n.tenants.keys["acme"]
+	n.tenants.mu.Unlock()
+	if kept != nil {
+		t.Error("the deleted tenant's data key is still held")
+	}
+}

@@ -65,7 +65,11 @@ func TestDeleteTenantAfterWrappingKey(t *testing.T) {
 	if want := `tenant \"acme\" still holds 0 clients, 0 users and 1 transit key`; !strings.Contains(body, want) {
 		t.Errorf("delete a tenant holding a key: %s, want it to say %s", body, want)
 	}
-	if err := l.Store().DeleteTransitKey(t.Context(), "acme", "orders"); err != nil {
+	k, _, err := l.Store().GetTransitKey(t.Context(), "acme", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Store().DeleteTransitKey(t.Context(), "acme", "orders", k.Revision); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := admin(http.MethodDelete, "/v1/admin/tenants/acme", ""); code != http.StatusNoContent {

@@ -501,8 +501,11 @@ type Store interface {
 	// MinAvailable (Revision one more); minAvailable above Latest or
 	// below MinAvailable is ErrInvalid (see TransitKey.CheckTrim).
 	TrimTransitKey(ctx context.Context, tenant, name string, minAvailable int) error
-	// DeleteTransitKey deletes the key and every version of it.
-	DeleteTransitKey(ctx context.Context, tenant, name string) error
+	// DeleteTransitKey deletes the key and every version of it if its
+	// stored Revision is revision; another is ErrConflict (the key changed
+	// since it was read, and what the deletion was decided on may have
+	// too: deletion_allowed) and nothing is deleted.
+	DeleteTransitKey(ctx context.Context, tenant, name string, revision int64) error
 
 	// AppendAudit stores entries all or nothing (see
 	// AuditEntry.Validate); an entry whose Node and Seq are stored

@@ -130,7 +130,21 @@ func (c *derivedCache) get(v *Version, ctx []byte, convergent bool) (*derived, e
 	return d, nil
 }
 
-// purge drops the entries of the given versions (after a trim).
+// clear drops every entry.
+func (c *derivedCache) clear() {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
+// purge drops the entries of the given versions (after a trim or a
+// deletion).
 func (c *derivedCache) purge(ids map[uint64]bool) {
 	if c == nil || len(ids) == 0 {
 		return
@@ -147,8 +161,11 @@ func (c *derivedCache) purge(ids map[uint64]bool) {
 	}
 }
 
-// len counts the entries (tests).
+// len counts the entries.
 func (c *derivedCache) len() int {
+	if c == nil {
+		return 0
+	}
 	n := 0
 	for i := range c.shards {
 		c.shards[i].mu.RLock()

@@ -40,7 +40,9 @@
 //     [Secret], which prints "[redacted]".
 //   - Derived keys are HKDF-SHA256 of the version's key with the context
 //     (Vault's kdf hkdf_sha256), cached by (version, context) in a cache
-//     bounded by entries; long contexts are never cached.
+//     bounded by entries; long contexts are never cached. Trim drops the
+//     trimmed versions' derived keys, [Engine.ForgetKey] a deleted key's,
+//     and [Engine.ForgetDerived] all of them (when the node seals).
 //   - Convergent encryption is Vault's version 3 (the nonce is an HMAC of the
 //     plaintext under a derived key), byte-compatible with Vault. Unlike
 //     Vault, it refuses associated data, which would reuse a nonce across

@@ -48,6 +48,27 @@ type Engine struct {
 	workers int
 }
 
+// DerivedCached is how many keys derived from a context the engine holds
+// (for metrics and tests).
+func (e *Engine) DerivedCached() int { return e.derived.len() }
+
+// ForgetDerived drops every key derived from a context (the node seals:
+// no key material outlives it). They are derived again at their next use.
+func (e *Engine) ForgetDerived() { e.derived.clear() }
+
+// ForgetKey drops the keys derived from k's versions (k was deleted). Trim
+// drops those of the versions it removes by itself.
+func (e *Engine) ForgetKey(k *Key) {
+	if k == nil {
+		return
+	}
+	ids := make(map[uint64]bool, len(k.versions))
+	for _, v := range k.versions {
+		ids[v.id] = true
+	}
+	e.derived.purge(ids)
+}
+
 // New returns an Engine.
 func New(o Options) *Engine {
 	e := &Engine{rand: o.Rand, now: o.Now}

@@ -2,6 +2,7 @@ package transit
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -178,6 +179,36 @@ func TestConfigure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForgetDerived: ForgetKey drops the keys derived from one key's
+// versions and no other's; ForgetDerived drops them all; a key forgotten
+// derives again at its next use.
+func TestForgetDerived(t *testing.T) {
+	e := testEngine(t)
+	a := rotated(t, e, AES256GCM96, 2, CreateOptions{Derived: true})
+	b := rotated(t, e, Ed25519, 1, CreateOptions{Derived: true})
+	for v := 1; v <= 2; v++ {
+		must[Result](t)(e.Encrypt(a, []byte("x"), EncryptOptions{KeyVersion: v, Context: []byte("c")}))
+	}
+	must[SignResult](t)(e.Sign(context.Background(), b, []byte("x"), SignOptions{Context: []byte("c")}))
+	if n := e.DerivedCached(); n != 3 {
+		t.Fatalf("%d derived keys cached, want 3", n)
+	}
+	e.ForgetKey(a)
+	if n := e.DerivedCached(); n != 1 {
+		t.Errorf("after ForgetKey: %d derived keys cached, want b's 1", n)
+	}
+	ct := must[Result](t)(e.Encrypt(a, []byte("x"), EncryptOptions{Context: []byte("c")}))
+	if pt := must[DecryptResult](t)(e.Decrypt(context.Background(), a, ct.Text, DecryptOptions{Context: []byte("c")})); string(pt.Plaintext) != "x" {
+		t.Errorf("a forgotten key derives again: %q", pt.Plaintext)
+	}
+	e.ForgetDerived()
+	if n := e.DerivedCached(); n != 0 {
+		t.Errorf("after ForgetDerived: %d derived keys cached", n)
+	}
+	e.ForgetKey(nil)
+	New(Options{DerivedCacheEntries: -1}).ForgetDerived() // no cache: nothing to do
 }
 
 func TestTrim(t *testing.T) {

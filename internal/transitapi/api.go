@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -236,9 +237,9 @@ func (c *call) annotate() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := h.pool.Get().(*call)
 	c.reset(w, r)
+	defer h.pool.Put(c)
+	defer c.release() // even if the answer panics: the buffers hold plaintexts
 	h.finish(c, h.serve(c))
-	c.release()
-	h.pool.Put(c)
 }
 
 // serve decides the request, in this order: a sealed node answers 503; a
@@ -315,8 +316,8 @@ func (h *Handler) readParams(c *call) error {
 
 // authenticate verifies the bearer token, from Authorization: Bearer or
 // X-Vault-Token (the same token; a request carrying two that differ is
-// refused), and reads the caller's tenant from its tenant claim (none:
-// the default tenant).
+// refused), and reads the caller's tenant from its tenant claim (a token
+// without one is refused).
 func (h *Handler) authenticate(c *call) error {
 	hdr := c.r.Header
 	var tok string
@@ -367,12 +368,14 @@ func cutBearer(v string) (string, bool) {
 	return strings.TrimSpace(v[7:]), true
 }
 
-// tenantOf is the token's tenant claim: a string naming a valid tenant;
-// without one, the default tenant.
+// tenantOf is the token's tenant claim: a string naming a valid tenant.
+// A token without one is no tenant's (every token the token service signs
+// names its tenant, the default one included), and is refused rather than
+// taken for the default tenant's.
 func tenantOf(res *verify.Result) (string, bool) {
 	raw, ok := res.Token.Claims.Raw("tenant")
 	if !ok {
-		return store.DefaultTenant, true
+		return "", false
 	}
 	if string(raw) == `"`+store.DefaultTenant+`"` {
 		return store.DefaultTenant, true
@@ -411,7 +414,7 @@ func (h *Handler) finish(c *call, err error) {
 		if c.o.Reason != "" { // a more precise reason set by the handler
 			reason = c.o.Reason
 		}
-	} else if status >= 400 {
+	} else if status >= 400 || c.o.Failed > 0 { // a batch item failed, whatever partial_failure_response_code made of it
 		reason = c.o.Reason
 		if reason == "" {
 			reason = "batch_errors"
@@ -457,6 +460,8 @@ var (
 	errDenied   = &httperr.Error{Status: http.StatusForbidden, Code: "permission_denied", Description: "permission denied"}
 	errTooLarge = &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Description: "http: request body too large"}
 	errNoPath   = &httperr.Error{Status: http.StatusNotFound, Code: "unsupported_path", Description: "unsupported path"}
+	errLongName = &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request",
+		Description: "invalid key name: longer than " + strconv.Itoa(transitkeys.MaxNameBytes) + " bytes"}
 	errMethod   = &httperr.Error{Status: http.StatusMethodNotAllowed, Code: "unsupported_operation", Description: "unsupported operation"}
 	errNotFound = &httperr.Error{Status: http.StatusNotFound, Code: "not_found", Description: "key not found"}
 	// errNothing is Vault's answer to a read of nothing: 404 {"errors":[]}.

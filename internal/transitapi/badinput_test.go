@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/transitapi"
 	"github.com/keygate/keygate/jose"
@@ -49,7 +51,7 @@ func expect(t *testing.T, what string, st int, body []byte, status int, want str
 func TestBadInput(t *testing.T) {
 	e := start(t)
 	e.tenant("other")
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	other := e.token("other", allScopes...)
 	post := func(path, body string) (int, []byte) { return e.call(tok, "POST", "/v1/transit/"+path, body) }
 	must := func(path, body string) map[string]any {
@@ -140,7 +142,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("delete: %d %s", st, b)
 	}
 	for _, path := range []string{"encrypt/k2", "decrypt/k2", "rewrap/k2", "datakey/wrapped/k2", "hmac/k2", "keys/k2/rotate"} {
-		tok := e.token("", allScopes[1:]...) // no transit:admin: no upsert
+		tok := e.token("default", allScopes[1:]...) // no transit:admin: no upsert
 		st, b := e.call(tok, "POST", "/v1/transit/"+path, `{"plaintext":"aGk=","ciphertext":"`+ct+`","input":"aGk="}`)
 		if path == "keys/k2/rotate" {
 			st, b = post(path, "")
@@ -175,7 +177,7 @@ func TestBadInput(t *testing.T) {
 // 413, before any work.
 func TestLimits(t *testing.T) {
 	e := start(t)
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	e.call(tok, "POST", "/v1/transit/keys/k", "")
 	big := `{"plaintext":"` + strings.Repeat("A", transitapi.DefaultMaxBodyBytes) + `"}`
 	st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", big)
@@ -194,7 +196,7 @@ func TestLimits(t *testing.T) {
 // message, whatever the route.
 func TestAuthentication(t *testing.T) {
 	e := start(t)
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	send := func(h http.Header) (int, []byte) {
 		req, _ := http.NewRequest("POST", e.url+"/v1/transit/random", nil)
 		for k, v := range h {
@@ -234,16 +236,24 @@ func TestAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherAud, _ := e.node.Mint(mint.Claims{Subject: "x", Audience: []string{"https://elsewhere"}, Scope: "transit:random", TTL: time.Hour})
+	// Signed by the node's own key, but without a tenant claim: no
+	// tenant's, never taken for the default's (node.Mint would add one).
+	noTenant, err := mint.Sign(e.node.Keys().Signer(), mint.Claims{Issuer: e.node.Issuer(), Subject: "x", Audience: []string{audience},
+		Scope: "transit:random", TTL: time.Hour}, time.Now(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, h := range map[string]http.Header{
 		"no token":            {},
-		"two tokens":          {"Authorization": {"Bearer " + tok}, "X-Vault-Token": {e.token("", "transit:random")}},
+		"two tokens":          {"Authorization": {"Bearer " + tok}, "X-Vault-Token": {e.token("default", "transit:random")}},
 		"two Authorization":   {"Authorization": {"Bearer " + tok, "Bearer " + tok}},
 		"Basic":               {"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))}},
 		"garbage":             {"X-Vault-Token": {"s.notatoken"}},
 		"another signing key": {"X-Vault-Token": {forged}},
 		"tenant not a string": {"X-Vault-Token": {badTenant}},
+		"no tenant claim":     {"X-Vault-Token": {noTenant}},
 		"another audience":    {"X-Vault-Token": {otherAud}},
-		"no scope":            {"X-Vault-Token": {e.token("", "transit:hash")}},
+		"no scope":            {"X-Vault-Token": {e.token("default", "transit:hash")}},
 	} {
 		if st, b := send(h); st != http.StatusForbidden || string(b) != denied {
 			t.Errorf("%s: %d %s", name, st, b)
@@ -255,7 +265,7 @@ func TestAuthentication(t *testing.T) {
 // shape, with or without a token, and forgets its keys.
 func TestSealed(t *testing.T) {
 	e := start(t)
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	e.call(tok, "POST", "/v1/transit/keys/k", "")
 	e.node.Seal()
 	for _, r := range []struct{ tok, method, path string }{
@@ -274,7 +284,7 @@ func TestSealed(t *testing.T) {
 // draws a warning.
 func TestPartialFailure(t *testing.T) {
 	e := start(t)
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	e.call(tok, "POST", "/v1/transit/keys/k", "")
 	batch := `"batch_input":[{"plaintext":"aGk=","reference":"ok"},{"plaintext":"!!","reference":"bad"}]`
 	st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", `{`+batch+`,"partial_failure_response_code":207}`)
@@ -351,6 +361,59 @@ func TestObserve(t *testing.T) {
 			if strings.Contains(string(s), secret) {
 				t.Errorf("outcome %d holds a secret: %s", i, s)
 			}
+		}
+	}
+}
+
+// TestPartialFailureCodes: partial_failure_response_code takes only a
+// final status (200 to 599); any other, which net/http refuses (a panic
+// below 100) or reads as informational, is ignored with Vault's warning,
+// with the audit log on or off. A batch with a failed item is recorded
+// with the reason batch_errors, whatever status it is answered with.
+func TestPartialFailureCodes(t *testing.T) {
+	var mu sync.Mutex
+	var got []transitapi.Outcome
+	on := startWith(t, func(_ http.ResponseWriter, _ *http.Request, o transitapi.Outcome) error {
+		mu.Lock()
+		got = append(got, o)
+		mu.Unlock()
+		return nil
+	})
+	off := startAudit(t, nil, config.Audit{Disabled: true})
+	for name, e := range map[string]*env{"audit on": on, "audit off": off} {
+		tok := e.token("default", allScopes...)
+		e.must(tok, "POST", "/v1/transit/keys/k", "")
+		batch := `"batch_input":[{"plaintext":"aGk="},{"plaintext":"!!"}]`
+		for _, code := range []string{"1", "100", "150", "199", "0", "-1", "600", "1000"} {
+			st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", `{`+batch+`,"partial_failure_response_code":`+code+`}`)
+			if st != 400 || !strings.Contains(string(b), "reverting to 400") {
+				t.Errorf("%s: code %s: %d %s", name, code, st, b)
+			}
+		}
+		for _, code := range []int{200, 204, 207, 302, 599} {
+			if st, b := e.call(tok, "POST", "/v1/transit/encrypt/k", `{`+batch+`,"partial_failure_response_code":`+strconv.Itoa(code)+`}`); st != code {
+				t.Errorf("%s: code %d: %d %s", name, code, st, b)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	batches := 0
+	for _, o := range got {
+		if o.Operation != "transit.encrypt" {
+			continue
+		}
+		batches++
+		if o.Failed != 1 || o.Reason != "batch_errors" {
+			t.Errorf("a batch with a failed item answered %d: failed %d, reason %q", o.Status, o.Failed, o.Reason)
+		}
+	}
+	if batches != 13 {
+		t.Errorf("%d batches observed, want 13", batches)
+	}
+	for _, r := range auditRecords(t, on) {
+		if r["op"] == "transit.encrypt" && r["reason"] != "batch_errors" {
+			t.Errorf("the audit record of a batch with a failed item: %v", r)
 		}
 	}
 }

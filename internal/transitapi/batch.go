@@ -196,6 +196,10 @@ func writeBatch[R any](h *Handler, c *call, items []item, res []R, s shape[R]) o
 // status: 400 when an item failed by the caller's fault, else 500 when one
 // failed by the service's, unless some succeeded and the request gave
 // partial_failure_response_code. (Vault answers every other batch 200.)
+// The code must be a final status, 200 to 599: Vault takes 1 to 599, but
+// net/http refuses a code below 100 (a panic) and reads 1xx as
+// informational, not as the answer. Another is ignored with Vault's
+// warning.
 func (h *Handler) finishBatch(c *call, o outcome) error {
 	defer c.end() // after the status: it may add a warning
 	if !o.userErr && !o.internalErr {
@@ -210,7 +214,7 @@ func (h *Handler) finishBatch(c *call, o outcome) error {
 		if err != nil {
 			return err
 		}
-		if n < 1 || n > 599 {
+		if n < 200 || n > 599 {
 			c.warnings = append(c.warnings, "invalid HTTP response code override from partial_failure_response_code, reverting to "+itoa(code))
 		} else {
 			code = n

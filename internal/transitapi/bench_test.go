@@ -70,7 +70,7 @@ func benchServer(t testing.TB) (*env, string) {
 func benchServerAudit(t testing.TB, a config.Audit) (*env, string) {
 	t.Helper()
 	e := startAudit(t, nil, a)
-	tok := e.token("", allScopes...)
+	tok := e.token("default", allScopes...)
 	if st, body := e.call(tok, "POST", "/v1/transit/keys/bench", ""); st != http.StatusOK {
 		t.Fatalf("create: %d %s", st, body)
 	}

@@ -11,13 +11,13 @@
 // X-Vault-Token (the same token; a request carrying two that differ is
 // refused). Only the token service's own tokens are accepted (Options
 // Verifier): an external identity provider's token could claim any
-// tenant. The token's "tenant" claim is the caller's tenant (none: the
-// default tenant), and its scopes say what the caller may do there (see
-// the scope grammar in scope.go). A request without a valid token, or
-// without the scope the route needs, is refused 403
-// {"errors":["permission denied"]}, decided from the scopes alone before
-// anything is looked up, so that a refusal never confirms that a key
-// exists. A key is looked up in the caller's tenant only: another tenant's
+// tenant. The token's "tenant" claim is the caller's tenant (a token
+// without one is no tenant's, and refused), and its scopes say what the
+// caller may do there (see the scope grammar in scope.go). A request
+// without a valid token, or without the scope the route needs, is refused
+// 403 {"errors":["permission denied"]}, decided from the scopes alone
+// before anything is looked up, so that a refusal never confirms that a
+// key exists. A key is looked up in the caller's tenant only: another tenant's
 // key is simply not found (404), on every route.
 //
 // # Answers
@@ -36,8 +36,10 @@
 //
 // A request body is at most Options.MaxBodyBytes (4 MiB by default) and a
 // batch_input at most Options.MaxBatchItems items (10,000); beyond them the
-// answer is 413. The engine's own limits (transit.MaxInputBytes, ...)
-// apply to each item.
+// answer is 413. A key name is at most transitkeys.MaxNameBytes (128)
+// bytes, so that its audit records name it: a longer one is 400 where a
+// key is made and names no key elsewhere (404). The engine's own limits
+// (transit.MaxInputBytes, ...) apply to each item.
 //
 // # Audit
 //

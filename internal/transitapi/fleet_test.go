@@ -70,7 +70,7 @@ func fleetOf(t *testing.T, n int) []*env {
 func TestFleetRotation(t *testing.T) {
 	nodes := fleetOf(t, 2)
 	a, b := nodes[0], nodes[1]
-	tok := a.token("", allScopes...)
+	tok := a.token("default", allScopes...)
 	if st, body := a.call(tok, "POST", "/v1/transit/keys/shared", ""); st != http.StatusOK {
 		t.Fatalf("create: %d %s", st, body)
 	}

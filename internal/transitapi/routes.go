@@ -62,8 +62,10 @@ var (
 )
 
 // resolve finds the route of r's method and path: errNoPath for a path
-// the API does not have (or a key name outside Vault's grammar, which no
-// key can have), errMethod for a method the path does not take. Vault's
+// the API does not have (or a key name outside Vault's grammar, or longer
+// than transitkeys.MaxNameBytes, which no key can have), errLongName for
+// a key made under a name Vault would take but is too long, errMethod for
+// a method the path does not take. Vault's
 // methods: PUT and POST write, GET reads, LIST (or GET with ?list=true)
 // lists, DELETE deletes.
 func resolve(r *http.Request) (*route, args, error) {
@@ -90,6 +92,13 @@ func resolve(r *http.Request) (*route, args, error) {
 		name, sub, hasSub := strings.Cut(rest, "/")
 		a := args{name: name}
 		if !transitkeys.ValidName(name) {
+			switch {
+			case !transitkeys.LongName(name) || !write:
+			case !hasSub:
+				return rCreate, a, errLongName
+			case sub == "import":
+				return rImport, a, errLongName
+			}
 			return nil, a, errNoPath
 		}
 		if !hasSub {

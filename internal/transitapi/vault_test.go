@@ -33,7 +33,7 @@ func vaultClient(t *testing.T, e *env) *vault.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetToken(e.token("", allScopes...))
+	c.SetToken(e.token("default", allScopes...))
 	return c
 }
 

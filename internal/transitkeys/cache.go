@@ -3,7 +3,6 @@ package transitkeys
 import (
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/keygate/keygate/internal/transit"
@@ -34,16 +33,23 @@ const cacheShards = 64
 // cache holds the entries of the keys in use, at most max in all. Reads
 // take a shard's read lock; a full shard drops an entry at random (Go's
 // map order) to make room.
+//
+// An entry is put only if nothing of its shard was dropped since the read
+// it comes from began (mark, put): a key deleted, or the node sealed,
+// while it was being read is not cached from that read. The generation is
+// the shard's, not the key's, so that nothing is kept of keys that are
+// gone; a drop of another key of the shard costs a read in progress no
+// more than its caching.
 type cache struct {
 	seed   maphash.Seed
 	shards [cacheShards]shard
-	per    int           // entries per shard
-	epoch  atomic.Uint64 // one more at each clear: an entry read before a seal is not put after it
+	per    int // entries per shard
 }
 
 type shard struct {
-	mu sync.RWMutex
-	m  map[keyID]*entry
+	mu  sync.RWMutex
+	m   map[keyID]*entry
+	gen uint64 // one more at each drop from the shard
 }
 
 func newCache(entries int) *cache {
@@ -66,13 +72,23 @@ func (c *cache) get(id keyID) *entry {
 	return e
 }
 
-// put caches e unless the cache was cleared since epoch was read, or it
-// holds a later state of the key already.
-func (c *cache) put(id keyID, e *entry, epoch uint64) {
+// mark is the generation of the key's shard: taken before the key is read
+// (or written), it lets put refuse what a drop since has made stale.
+func (c *cache) mark(id keyID) uint64 {
+	sh := c.shard(id)
+	sh.mu.RLock()
+	g := sh.gen
+	sh.mu.RUnlock()
+	return g
+}
+
+// put caches e unless the key's shard was dropped from since mark was
+// taken, or it holds a later state of the key already.
+func (c *cache) put(id keyID, e *entry, mark uint64) {
 	sh := c.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if c.epoch.Load() != epoch {
+	if sh.gen != mark {
 		return
 	}
 	old, ok := sh.m[id]
@@ -88,20 +104,43 @@ func (c *cache) put(id keyID, e *entry, epoch uint64) {
 	sh.m[id] = e
 }
 
-// drop forgets the key's entry.
-func (c *cache) drop(id keyID) {
+// drop forgets the key's entry, if any, and returns it; a read of the key
+// in progress does not cache what it read.
+func (c *cache) drop(id keyID) *entry {
 	sh := c.shard(id)
 	sh.mu.Lock()
+	sh.gen++
+	e := sh.m[id]
 	delete(sh.m, id)
 	sh.mu.Unlock()
+	return e
+}
+
+// dropTenant forgets the tenant's entries, and returns them; entries read
+// before it are not put after it.
+func (c *cache) dropTenant(tenant string) []*entry {
+	var dropped []*entry
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		sh.gen++
+		for id, e := range sh.m {
+			if id.tenant == tenant {
+				dropped = append(dropped, e)
+				delete(sh.m, id)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return dropped
 }
 
 // clear forgets every entry; entries read before it are not put after it.
 func (c *cache) clear() {
-	c.epoch.Add(1)
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
+		sh.gen++
 		clear(sh.m)
 		sh.mu.Unlock()
 	}

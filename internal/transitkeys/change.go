@@ -30,11 +30,11 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	if k, err := s.Get(ctx, tenant, name); err == nil || !errors.Is(err, ErrNotFound) {
 		return k, false, err
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, false, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(keyID{tenant, name})
 	k, err = s.eng.CreateKey(name, o)
 	if err != nil {
 		return nil, false, err
@@ -46,7 +46,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	} else if err != nil {
 		return nil, false, err
 	}
-	s.cache.put(keyID{tenant, name}, e, epoch)
+	s.cache.put(keyID{tenant, name}, e, mark)
 	s.announce(ctx, keyID{tenant, name}, e)
 	return e.key, true, nil
 }
@@ -86,11 +86,11 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(keyID{tenant, name})
 	w, err := s.WrappingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	} else if err != nil {
 		return nil, err
 	}
-	s.cache.put(keyID{tenant, name}, e, epoch)
+	s.cache.put(keyID{tenant, name}, e, mark)
 	s.announce(ctx, keyID{tenant, name}, e)
 	return k, nil
 }
@@ -119,11 +119,11 @@ func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *no
 	if !ValidName(name) {
 		return nil, ErrNotFound
 	}
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(id)
 	e := s.cache.get(id)
 	if e == nil {
 		if e, err = s.fetch(ctx, id, nil); err != nil {
@@ -146,7 +146,7 @@ func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *no
 		case ne == nil:
 			return e, nil
 		}
-		s.cache.put(id, ne, epoch)
+		s.cache.put(id, ne, mark)
 		s.announce(ctx, id, ne)
 		return ne, nil
 	}
@@ -375,26 +375,37 @@ func (s *Service) Trim(ctx context.Context, tenant, name string, minAvailable in
 }
 
 // Delete deletes the key and all its versions if its deletion_allowed is
-// set, as read from the store now.
+// set, as read from the store now. The deletion is conditional on the
+// revision read: when another node changed the key meanwhile (turning
+// deletion_allowed off, say), the key is read again and Delete decides
+// again.
 func (s *Service) Delete(ctx context.Context, tenant, name string) error {
 	id := keyID{tenant, name}
 	if !ValidName(name) {
 		return ErrNotFound
 	}
-	e, err := s.fetch(ctx, id, s.cache.get(id))
-	if err != nil {
-		return err
+	e := s.cache.get(id)
+	for attempt := 1; ; attempt++ {
+		var err error
+		if e, err = s.fetch(ctx, id, e); err != nil {
+			return err
+		}
+		if !e.key.Config().DeletionAllowed {
+			return ErrDeletionNotAllowed
+		}
+		err = s.st.DeleteTransitKey(ctx, tenant, name, e.revision)
+		switch {
+		case err == nil:
+			s.forgetKey(id)
+			s.eng.ForgetKey(e.key)
+			s.announce(ctx, id, nil)
+			return nil
+		case errors.Is(err, store.ErrConflict) && attempt < s.opts.Attempts:
+		case errors.Is(err, store.ErrNotFound):
+			s.cache.drop(id)
+			return ErrNotFound
+		default:
+			return fmt.Errorf("transitkeys: %w", err)
+		}
 	}
-	if !e.key.Config().DeletionAllowed {
-		return ErrDeletionNotAllowed
-	}
-	if err := s.st.DeleteTransitKey(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
-		s.cache.drop(id)
-		return ErrNotFound
-	} else if err != nil {
-		return fmt.Errorf("transitkeys: %w", err)
-	}
-	s.cache.drop(id)
-	s.announce(ctx, id, nil)
-	return nil
 }

@@ -38,16 +38,26 @@ var (
 // Channel is the node notice channel on which changes are announced.
 const Channel = "transit"
 
-// MaxNameBytes bounds a key name.
-const MaxNameBytes = 256
+// MaxNameBytes bounds a key name: what an audit record holds of a key's
+// name (audit.MaxIDLen), so that every record of a key names it. Vault
+// has no such bound.
+const MaxNameBytes = 128
 
 // ValidName reports whether name can name a key: Vault's key name grammar
 // (`\w(([\w-.@]+)?\w)?`: a word character, then word characters, '-',
 // '.' or '@', ending with a word character; word characters are ASCII
 // letters, digits and '_'), at most MaxNameBytes.
-func ValidName(name string) bool {
+func ValidName(name string) bool { return len(name) <= MaxNameBytes && vaultName(name) }
+
+// LongName reports whether name is one Vault's grammar takes but longer
+// than MaxNameBytes: a name to refuse saying why where a key is made,
+// rather than as a path that names no key.
+func LongName(name string) bool { return len(name) > MaxNameBytes && vaultName(name) }
+
+// vaultName reports whether name follows Vault's key name grammar.
+func vaultName(name string) bool {
 	n := len(name)
-	if n == 0 || n > MaxNameBytes || !isWord(name[0]) || !isWord(name[n-1]) {
+	if n == 0 || !isWord(name[0]) || !isWord(name[n-1]) {
 		return false
 	}
 	for i := 1; i < n-1; i++ {
@@ -70,9 +80,10 @@ type Options struct {
 	Engine *transit.Engine
 	// CacheEntries bounds the keys held opened in memory (default 10,000).
 	CacheEntries int
-	// RefreshAfter is how old a cached key may be before its next use
-	// re-reads it in the background (default 30 s): the bound on staleness
-	// for a node that missed a notice.
+	// RefreshAfter is how old a cached key may be when it is served
+	// (default 30 s): a use after that reads it again first, and a use
+	// from 3/4 of it on re-reads it in the background. It bounds how stale
+	// a node that missed a notice can be.
 	RefreshAfter time.Duration
 	// RotateCheckEvery is how often the node's schedule looks for keys whose
 	// auto_rotate_period has passed (default 10 minutes; the node ticks once
@@ -113,9 +124,10 @@ type Service struct {
 
 // flight is a read of a key from the store that other callers wait for.
 type flight struct {
-	done chan struct{}
-	e    *entry
-	err  error
+	done  chan struct{}
+	e     *entry
+	err   error
+	again bool // a change was announced during the read: read once more after it (under fmu)
 }
 
 // New returns the service of n's transit keys and subscribes it to the
@@ -148,10 +160,11 @@ func New(n *node.Node, o Options) (*Service, error) {
 		flights: map[keyID]*flight{}, wrap: map[string]*transit.WrappingKey{}, ctx: ctx, cancel: cancel}
 	if err := n.Subscribe(ctx, Channel, s.notice); err != nil {
 		// Redis is down: the subscription is made when it is back, and
-		// until then cached keys are re-read every RefreshAfter.
+		// until then no cached key older than RefreshAfter is served.
 		o.Logger.Warn("transit notices: subscribing failed; retrying in the background", "err", err)
 	}
 	n.OnSeal(s.forget)
+	n.OnTenantDeleted(s.forgetTenant)
 	n.OnTick(s.tick)
 	return s, nil
 }
@@ -171,30 +184,51 @@ func (s *Service) Engine() *transit.Engine { return s.eng }
 // Sealed reports whether the node is sealed: every operation then fails.
 func (s *Service) Sealed() bool { return s.n.Sealed() }
 
-// forget drops every opened key when the node seals.
+// forget drops every opened key, and every key derived from one, when the
+// node seals.
 func (s *Service) forget() {
 	s.cache.clear()
+	s.eng.ForgetDerived()
 	s.wmu.Lock()
 	s.wepch++
 	clear(s.wrap)
 	s.wmu.Unlock()
 }
 
+// forgetTenant drops what the service holds of a deleted tenant: its
+// opened keys and its wrapping key, which a tenant made again under its
+// name does not have.
+func (s *Service) forgetTenant(tenant string) {
+	for _, e := range s.cache.dropTenant(tenant) {
+		s.eng.ForgetKey(e.key)
+	}
+	s.wmu.Lock()
+	s.wepch++
+	delete(s.wrap, tenant)
+	s.wmu.Unlock()
+}
+
 // Get returns the tenant's key: the cached snapshot, or the key read from
-// the store. A snapshot older than RefreshAfter is re-read in the
-// background while it goes on serving.
+// the store. No snapshot read more than RefreshAfter ago is served: it is
+// read again first (one read, however many ask). A snapshot in use is
+// re-read in the background once it is 3/4 of RefreshAfter old, while it
+// goes on serving, so that a key in steady use rarely waits.
 func (s *Service) Get(ctx context.Context, tenant, name string) (*transit.Key, error) {
 	id := keyID{tenant, name}
-	if e := s.cache.get(id); e != nil {
-		if s.now().Sub(e.loaded) > s.opts.RefreshAfter {
-			s.refresh(id)
+	e := s.cache.get(id)
+	if e != nil {
+		age := s.now().Sub(e.loaded)
+		if age <= s.opts.RefreshAfter-s.opts.RefreshAfter/4 {
+			return e.key, nil
 		}
-		return e.key, nil
-	}
-	if !ValidName(name) {
+		if age <= s.opts.RefreshAfter {
+			s.refresh(id)
+			return e.key, nil
+		}
+	} else if !ValidName(name) {
 		return nil, ErrNotFound
 	}
-	e, err := s.fetch(ctx, id, nil)
+	e, err := s.fetch(ctx, id, e)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +262,11 @@ func (s *Service) Newer(ctx context.Context, tenant, name string, version int) (
 	return e.key, nil
 }
 
+// readTimeout bounds a read of a key from the store, which every caller
+// waiting for it shares (the stores bound each statement themselves, by
+// less).
+const readTimeout = 10 * time.Second
+
 // List returns the names of the tenant's keys, sorted.
 func (s *Service) List(ctx context.Context, tenant string) ([]string, error) {
 	names, err := s.st.ListTransitKeys(ctx, tenant)
@@ -260,29 +299,39 @@ func (s *Service) fetch(ctx context.Context, id keyID, reuse *entry) (*entry, er
 	f := &flight{done: make(chan struct{})}
 	s.flights[id] = f
 	s.fmu.Unlock()
-	epoch := s.cache.epoch.Load()
+	mark := s.cache.mark(id)
 	// The read serves every waiter: the caller's cancellation does not cut
 	// it short.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
 	f.e, f.err = s.read(rctx, id, reuse)
 	cancel()
 	switch {
 	case f.err == nil:
-		s.cache.put(id, f.e, epoch)
+		s.cache.put(id, f.e, mark) // not if the key was dropped meanwhile (a deletion's notice)
 	case errors.Is(f.err, ErrNotFound):
 		s.cache.drop(id)
 	}
 	s.fmu.Lock()
 	delete(s.flights, id)
+	again := f.again
 	s.fmu.Unlock()
 	close(f.done)
+	if again {
+		s.refresh(id)
+	}
 	return f.e, f.err
 }
 
-// refresh re-reads the key in the background, unless a read is on already.
+// refresh re-reads the key in the background; when a read is on already,
+// once more after it, since it may have begun before what made the key
+// be re-read.
 func (s *Service) refresh(id keyID) {
 	s.fmu.Lock()
-	start := s.flights[id] == nil && !s.closed
+	f := s.flights[id]
+	if f != nil {
+		f.again = true
+	}
+	start := f == nil && !s.closed
 	if start {
 		s.bg.Add(1) // under fmu: never after Close has begun to wait
 	}
@@ -303,7 +352,10 @@ func (s *Service) refresh(id keyID) {
 	}()
 }
 
-// read reads the key and opens its versions.
+// read reads the key and opens its versions. A version that does not open
+// under the data key this node holds is tried once more under the one the
+// tenant's row holds now: the node's may be that of a tenant deleted
+// before this one was made under its name.
 func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, error) {
 	dk, err := s.dataKey(ctx, id.tenant)
 	if err != nil {
@@ -315,13 +367,33 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 	} else if err != nil {
 		return nil, fmt.Errorf("transitkeys: %w", err)
 	}
-	return s.open(dk, tk, rows, reuse)
+	e, err := s.open(dk, tk, rows, reuse)
+	if errors.Is(err, node.ErrDataKeyOpen) {
+		fresh, ferr := s.sealingKey(ctx, id.tenant)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if fresh != dk {
+			e, err = s.open(fresh, tk, rows, reuse)
+		}
+	}
+	return e, err
 }
 
-// dataKey is the tenant's data key; a tenant that does not exist has no
-// keys.
+// dataKey is the tenant's data key to open its keys' versions with (see
+// node.Node.TenantDataKey); a tenant that does not exist has no keys.
 func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	dk, err := s.n.TenantDataKey(ctx, tenant)
+	return tenantKey(s.n.TenantDataKey(ctx, tenant))
+}
+
+// sealingKey is the tenant's data key as its row holds it now, read
+// afresh: the one new key material is sealed under (see
+// node.Node.FreshTenantDataKey).
+func (s *Service) sealingKey(ctx context.Context, tenant string) (*node.DataKey, error) {
+	return tenantKey(s.n.FreshTenantDataKey(ctx, tenant))
+}
+
+func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 		return nil, ErrNotFound
 	}
@@ -334,7 +406,7 @@ func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, er
 // (older ones are opened only when a configuration change needs them).
 func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
 	corrupt := func(what string, err error) error {
-		return fmt.Errorf("%w: %s/%s: %s: %v", ErrCorrupt, tk.Tenant, tk.Name, what, err)
+		return fmt.Errorf("%w: %s/%s: %s: %w", ErrCorrupt, tk.Tenant, tk.Name, what, err)
 	}
 	cfg, err := transit.UnmarshalConfig(tk.Config)
 	if err != nil {
@@ -420,15 +492,36 @@ func (s *Service) notice(_ context.Context, payload string) {
 		return
 	}
 	id := keyID{f[0], f[1]}
+	if rev == 0 {
+		s.forgetKey(id) // and a read in progress does not cache the key
+		return
+	}
 	e := s.cache.get(id)
 	switch {
 	case e == nil:
-	case rev == 0:
-		s.cache.drop(id)
+		s.rereadInFlight(id)
 	case e.created.UnixNano() == created && e.revision >= rev:
 		// this node's own change, or one it has read already
 	default:
 		s.refresh(id)
+	}
+}
+
+// rereadInFlight makes a read of the key in progress, which may have begun
+// before the change just announced, be followed by another.
+func (s *Service) rereadInFlight(id keyID) {
+	s.fmu.Lock()
+	if f := s.flights[id]; f != nil {
+		f.again = true
+	}
+	s.fmu.Unlock()
+}
+
+// forgetKey drops a deleted key: its entry and the keys derived from its
+// versions.
+func (s *Service) forgetKey(id keyID) {
+	if e := s.cache.drop(id); e != nil {
+		s.eng.ForgetKey(e.key)
 	}
 }
 

@@ -495,3 +495,225 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTenantRecreated: nodes that did not hear of a tenant's deletion (no
+// Redis) still hold its data key when it is made again under its name:
+// a key made or rotated in the new tenant is sealed under the new
+// tenant's own data key, stored in its row (a third node, which never
+// held the old key, opens every version), and a node takes it up when a
+// version does not open under the one it held.
+func TestTenantRecreated(t *testing.T) {
+	svcs := fleet(t, 3, false, Options{})
+	a, b, c := svcs[0], svcs[1], svcs[2]
+	mk := func() {
+		t.Helper()
+		if err := a.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk()
+	for _, s := range svcs[:2] {
+		if _, err := s.n.TenantDataKey(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.st.DeleteTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	mk()
+	k, _, err := a.Create(ctx, "acme", "k", transit.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := a.Engine().Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := b.Get(ctx, "acme", "k")
+	if err != nil {
+		t.Fatalf("b reads the new tenant's key: %v", err)
+	}
+	if pt, err := b.Engine().Decrypt(ctx, kb, ct.Text, transit.DecryptOptions{}); err != nil || string(pt.Plaintext) != "hello" {
+		t.Errorf("decrypt at b: %q %v", pt.Plaintext, err)
+	}
+	if k, err := b.Rotate(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+		t.Fatalf("rotate at b: %v", err)
+	}
+	if k, err := c.Get(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+		t.Errorf("a node that never held the old data key reads the key: %v", err)
+	}
+}
+
+// afterRead is a store that calls hook once, after the first
+// GetTransitKey of a key named name returns.
+type afterRead struct {
+	store.Store
+	name string
+	once sync.Once
+	hook func()
+}
+
+func (s *afterRead) GetTransitKey(ctx context.Context, tenant, name string) (store.TransitKey, []store.TransitKeyVersion, error) {
+	k, vs, err := s.Store.GetTransitKey(ctx, tenant, name)
+	if name == s.name {
+		s.once.Do(s.hook)
+	}
+	return k, vs, err
+}
+
+// deletable makes a key of the default tenant at s, with deletion_allowed
+// set.
+func deletable(t *testing.T, s *Service, name string, o transit.CreateOptions) {
+	t.Helper()
+	if _, _, err := s.Create(ctx, store.DefaultTenant, name, o); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, _, err := s.Configure(ctx, store.DefaultTenant, name, transit.ConfigUpdate{DeletionAllowed: &yes}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeleteRace: a key whose deletion_allowed another node turns off
+// between the read Delete decides on and the deletion is not deleted:
+// the deletion is conditional on the revision read, and Delete decides
+// again on the key read afresh.
+func TestDeleteRace(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	deletable(t, a, "k", transit.CreateOptions{})
+	no := false
+	a.st = &afterRead{Store: a.st, name: "k", hook: func() {
+		if _, _, err := b.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &no}); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := a.Delete(ctx, tn, "k"); !errors.Is(err, ErrDeletionNotAllowed) {
+		t.Errorf("delete after another node turned deletion_allowed off: %v", err)
+	}
+	if _, err := b.Get(ctx, tn, "k"); err != nil {
+		t.Errorf("the key after the refused delete: %v", err)
+	}
+}
+
+// TestDerivedForgotten: the keys the engine derived from a key's versions
+// for a context are forgotten when the node seals, and a key's when it is
+// deleted (at this node or, told by a notice, at another), as its opened
+// versions are.
+func TestDerivedForgotten(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	use := func(s *Service, name string) {
+		t.Helper()
+		k, err := s.Get(ctx, tn, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"d1", "d2", "gone"} {
+		deletable(t, a, name, transit.CreateOptions{Derived: true})
+		use(a, name)
+		use(b, name)
+	}
+	if n := a.Engine().DerivedCached(); n != 3 {
+		t.Fatalf("%d derived keys cached, want 3", n)
+	}
+	if err := a.Delete(ctx, tn, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Engine().DerivedCached(); n != 2 {
+		t.Errorf("after a deletion: %d derived keys cached, want 2", n)
+	}
+	b.notice(ctx, tn+" gone 0 0") // the deletion's notice
+	if n := b.Engine().DerivedCached(); n != 2 {
+		t.Errorf("after a deletion notice: %d derived keys cached, want 2", n)
+	}
+	a.n.Seal()
+	if n := a.Engine().DerivedCached(); n != 0 {
+		t.Errorf("after Seal: %d derived keys cached", n)
+	}
+}
+
+// TestStaleBound: a key cached longer than RefreshAfter is re-read before
+// it is served, not after: a node that missed a rotation (no notice)
+// serves it at the first use past the bound. Before the bound a use
+// re-reads it in the background, from 3/4 of RefreshAfter on.
+func TestStaleBound(t *testing.T) {
+	c := newClock()
+	svcs := fleet(t, 2, false, Options{Now: c.now, RefreshAfter: time.Minute})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	if _, _, err := a.Create(ctx, tn, "k", transit.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Get(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k")
+	c.add(time.Minute + time.Second)
+	if k, err := b.Get(ctx, tn, "k"); err != nil || k.LatestVersion() != 2 {
+		t.Fatalf("the first use past RefreshAfter: version %d, %v", k.LatestVersion(), err)
+	}
+	a.Rotate(ctx, tn, "k")
+	c.add(50 * time.Second)
+	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 2 {
+		t.Fatalf("a use before 3/4 of RefreshAfter re-read the key: version %d", k.LatestVersion())
+	}
+	eventually(t, "b re-reads the key in the background", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 3 })
+
+	// A key deleted meanwhile is not found at the first use past the bound.
+	yes := true
+	a.Configure(ctx, tn, "k", transit.ConfigUpdate{DeletionAllowed: &yes})
+	b.Get(ctx, tn, "k")
+	if err := a.Delete(ctx, tn, "k"); err != nil {
+		t.Fatal(err)
+	}
+	c.add(time.Minute + time.Second)
+	if _, err := b.Get(ctx, tn, "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a deleted key past RefreshAfter: %v", err)
+	}
+}
+
+// TestNoticeDuringRead: a notice that arrives while the key is being read
+// wins over that read: a deletion's keeps the read from caching the key,
+// a change's makes the key be read again once the read is done.
+func TestNoticeDuringRead(t *testing.T) {
+	svcs := fleet(t, 2, false, Options{})
+	a, b := svcs[0], svcs[1]
+	const tn = store.DefaultTenant
+	for _, name := range []string{"deleted", "rotated"} {
+		deletable(t, b, name, transit.CreateOptions{})
+	}
+	st := a.st
+	a.st = &afterRead{Store: st, name: "deleted", hook: func() {
+		if err := b.Delete(ctx, tn, "deleted"); err != nil {
+			t.Error(err)
+		}
+		a.notice(ctx, tn+" deleted 0 0")
+	}}
+	if _, err := a.Get(ctx, tn, "deleted"); err != nil {
+		t.Fatalf("the read in progress: %v", err)
+	}
+	if _, err := a.Get(ctx, tn, "deleted"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after the deletion's notice: %v", err)
+	}
+
+	a.st = &afterRead{Store: st, name: "rotated", hook: func() {
+		if _, err := b.Rotate(ctx, tn, "rotated"); err != nil {
+			t.Error(err)
+			return
+		}
+		e := b.cache.get(keyID{tn, "rotated"})
+		a.notice(ctx, tn+" rotated "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
+	}}
+	if k, err := a.Get(ctx, tn, "rotated"); err != nil || k.LatestVersion() != 1 {
+		t.Fatalf("the read in progress: %v", err)
+	}
+	eventually(t, "a reads the rotation announced during its read", func() bool {
+		k, _ := a.Get(ctx, tn, "rotated")
+		return k.LatestVersion() == 2
+	})
+}

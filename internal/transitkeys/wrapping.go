@@ -55,7 +55,7 @@ func (s *Service) WrappingKey(ctx context.Context, tenant string) (*transit.Wrap
 }
 
 func (s *Service) loadWrappingKey(ctx context.Context, tenant string) (*transit.WrappingKey, error) {
-	dk, err := s.dataKey(ctx, tenant)
+	dk, err := s.sealingKey(ctx, tenant) // a wrapping key is read or made rarely: the row's data key, as it is now
 	if err != nil {
 		return nil, err
 	}

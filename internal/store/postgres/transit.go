@@ -199,14 +199,18 @@ func (s *Store) TrimTransitKey(ctx context.Context, tenant, name string, minAvai
 }
 
 // DeleteTransitKey deletes the key and, by the foreign key's cascade, its
-// versions; or returns store.ErrNotFound.
-func (s *Store) DeleteTransitKey(ctx context.Context, tenant, name string) error {
+// versions, if its stored Revision is revision; otherwise
+// store.ErrConflict, or store.ErrNotFound.
+func (s *Store) DeleteTransitKey(ctx context.Context, tenant, name string, revision int64) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	const op = "delete transit key"
 	if err := transitArgs(op, tenant, name); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM transit_keys WHERE tenant = $1 AND name = $2`, tenant, name)
-	return affected(ctx, op, tag, err)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM transit_keys WHERE tenant = $1 AND name = $2 AND revision = $3`, tenant, name, revision)
+	if err := affected(ctx, op, tag, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.keyChanged(ctx, op, tenant, name, fmt.Sprintf("revision %d is not the stored one", revision))
 }

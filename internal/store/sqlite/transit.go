@@ -210,12 +210,16 @@ func (s *Store) TrimTransitKey(ctx context.Context, tenant, name string, minAvai
 }
 
 // DeleteTransitKey deletes the key and, by the foreign key's cascade, its
-// versions; or returns store.ErrNotFound.
-func (s *Store) DeleteTransitKey(ctx context.Context, tenant, name string) error {
+// versions, if its stored Revision is revision; otherwise
+// store.ErrConflict, or store.ErrNotFound.
+func (s *Store) DeleteTransitKey(ctx context.Context, tenant, name string, revision int64) error {
 	const op = "delete transit key"
 	if err := transitArgs(op, tenant, name); err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM transit_keys WHERE tenant = ? AND name = ?`, tenant, name)
-	return affected(ctx, op, res, err)
+	res, err := s.w.ExecContext(ctx, `DELETE FROM transit_keys WHERE tenant = ? AND name = ? AND revision = ?`, tenant, name, revision)
+	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return keyChanged(ctx, s.w, op, tenant, name, fmt.Sprintf("revision %d is not the stored one", revision))
 }

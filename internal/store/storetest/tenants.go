@@ -233,7 +233,7 @@ func testTenantDelete(t *testing.T, s store.Store) {
 	if _, _, err := s.GetTransitKey(ctx, "acme", internal.Name); err != nil {
 		t.Errorf("the internal row after a refused DeleteTenant: %v", err)
 	}
-	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, "acme", "orders"))
+	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, "acme", "orders", 1))
 
 	must(t, "DeleteTenant(empty but for an internal row)", s.DeleteTenant(ctx, "acme"))
 	_, err := s.GetTenant(ctx, "acme")

@@ -122,7 +122,7 @@ func testTransitNotFound(t *testing.T, s store.Store) {
 	wantErrNaming(t, "UpdateTransitKey(nope)", s.UpdateTransitKey(ctx, nope), store.ErrNotFound, "nope")
 	wantErrNaming(t, "AddTransitKeyVersion(nope)", s.AddTransitKeyVersion(ctx, keyVersion(tn, "nope", 2, t0)), store.ErrNotFound, "nope")
 	wantErrNaming(t, "TrimTransitKey(nope)", s.TrimTransitKey(ctx, tn, "nope", 1), store.ErrNotFound, "nope")
-	wantErr(t, "DeleteTransitKey(nope)", s.DeleteTransitKey(ctx, tn, "nope"), store.ErrNotFound)
+	wantErr(t, "DeleteTransitKey(nope)", s.DeleteTransitKey(ctx, tn, "nope", 1), store.ErrNotFound)
 	k, first := transitKey("nope", "k", t0)
 	wantErrNaming(t, "CreateTransitKey(tenant nope)", s.CreateTransitKey(ctx, k, first), store.ErrNotFound, "nope")
 	names, err := s.ListTransitKeys(ctx, "nope")
@@ -292,16 +292,23 @@ func testTransitTrim(t *testing.T, s store.Store) {
 
 func testTransitDelete(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	createKey(t, s, store.DefaultTenant, "k", 3)
+	k3, vs3 := createKey(t, s, store.DefaultTenant, "k", 3)
 	other, otherVs := createKey(t, s, store.DefaultTenant, "other", 2)
-	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, store.DefaultTenant, "k"))
+	// Only at the revision stored: a key changed since it was read is
+	// not deleted.
+	for _, rev := range []int64{k3.Revision - 1, k3.Revision + 1, 0} {
+		wantErrNaming(t, fmt.Sprintf("DeleteTransitKey(revision %d of %d)", rev, k3.Revision),
+			s.DeleteTransitKey(ctx, store.DefaultTenant, "k", rev), store.ErrConflict, "k")
+	}
+	sameKey(t, s, "k after deletions at other revisions", k3, vs3)
+	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, store.DefaultTenant, "k", k3.Revision))
 	_, _, err := s.GetTransitKey(ctx, store.DefaultTenant, "k")
 	wantErr(t, "GetTransitKey after delete", err, store.ErrNotFound)
 	for v := 1; v <= 3; v++ {
 		_, err = s.GetTransitKeyVersion(ctx, store.DefaultTenant, "k", v)
 		wantErr(t, fmt.Sprintf("GetTransitKeyVersion(v%d) after delete", v), err, store.ErrNotFound)
 	}
-	wantErr(t, "DeleteTransitKey again", s.DeleteTransitKey(ctx, store.DefaultTenant, "k"), store.ErrNotFound)
+	wantErr(t, "DeleteTransitKey again", s.DeleteTransitKey(ctx, store.DefaultTenant, "k", k3.Revision), store.ErrNotFound)
 	names, err := s.ListTransitKeys(ctx, store.DefaultTenant)
 	must(t, "ListTransitKeys", err)
 	same(t, "ListTransitKeys after delete", names, []string{"other"})
@@ -338,17 +345,17 @@ func testTransitTenants(t *testing.T, s store.Store) {
 	wantErr(t, "UpdateTransitKey(beta, shared)", s.UpdateTransitKey(ctx, beta), store.ErrNotFound)
 	wantErr(t, "AddTransitKeyVersion(beta, shared)", s.AddTransitKeyVersion(ctx, keyVersion("beta", "shared", 4, t0)), store.ErrNotFound)
 	wantErr(t, "TrimTransitKey(beta, shared)", s.TrimTransitKey(ctx, "beta", "shared", 2), store.ErrNotFound)
-	wantErr(t, "DeleteTransitKey(beta, shared)", s.DeleteTransitKey(ctx, "beta", "shared"), store.ErrNotFound)
+	wantErr(t, "DeleteTransitKey(beta, shared)", s.DeleteTransitKey(ctx, "beta", "shared", ak.Revision), store.ErrNotFound)
 	// The default tenant's key of the same name moves on its own.
 	must(t, "AddTransitKeyVersion(default, shared, 2)", s.AddTransitKeyVersion(ctx, keyVersion(store.DefaultTenant, "shared", 2, t0)))
 	must(t, "TrimTransitKey(default, shared, 2)", s.TrimTransitKey(ctx, store.DefaultTenant, "shared", 2))
-	must(t, "DeleteTransitKey(default, shared)", s.DeleteTransitKey(ctx, store.DefaultTenant, "shared"))
+	must(t, "DeleteTransitKey(default, shared)", s.DeleteTransitKey(ctx, store.DefaultTenant, "shared", 3))
 	sameKey(t, s, "acme's key", ak, avs)
 
 	wantErrNaming(t, "DeleteTenant(acme, with keys)", s.DeleteTenant(ctx, "acme"), store.ErrNotEmpty, "acme")
 	sameKey(t, s, "acme's key after the refused delete", ak, avs)
-	must(t, "DeleteTransitKey(acme, shared)", s.DeleteTransitKey(ctx, "acme", "shared"))
-	must(t, "DeleteTransitKey(acme, acme-only)", s.DeleteTransitKey(ctx, "acme", "acme-only"))
+	must(t, "DeleteTransitKey(acme, shared)", s.DeleteTransitKey(ctx, "acme", "shared", ak.Revision))
+	must(t, "DeleteTransitKey(acme, acme-only)", s.DeleteTransitKey(ctx, "acme", "acme-only", 1))
 	must(t, "DeleteTenant(acme, empty)", s.DeleteTenant(ctx, "acme"))
 }
 
@@ -365,6 +372,6 @@ func transitCalls(ctx context.Context, s store.Store, tenant string) []call {
 		{"UpdateTransitKey", func() error { return s.UpdateTransitKey(ctx, k) }},
 		{"AddTransitKeyVersion", func() error { return s.AddTransitKeyVersion(ctx, keyVersion(tenant, "k", 2, t0)) }},
 		{"TrimTransitKey", func() error { return s.TrimTransitKey(ctx, tenant, "k", 1) }},
-		{"DeleteTransitKey", func() error { return s.DeleteTransitKey(ctx, tenant, "k") }},
+		{"DeleteTransitKey", func() error { return s.DeleteTransitKey(ctx, tenant, "k", 1) }},
 	}
 }
