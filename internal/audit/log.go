@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,6 +159,8 @@ type Log struct {
 	startOnce sync.Once
 	stopOnce  sync.Once
 	running   atomic.Bool
+	closing   atomic.Bool     // set by Close before stopping is closed
+	senders   atomic.Int64    // Writes between their closing check and their send
 	ctx       context.Context // the writer's; cancelled when Close gives up waiting
 	cancel    context.CancelFunc
 	signer    atomic.Pointer[SigningKey] // nil: no checkpoints (sealed)
@@ -405,15 +408,14 @@ func (l *Log) resume() (openPlan, error) {
 // when the Log is closed (ErrClosed), and when ctx is done: while waiting
 // for room in the queue (the record is not written) or for the writer (it
 // may yet be written). A record whose Write failed must be treated as not
-// written: the operation it describes must fail.
+// written: the operation it describes must fail. A ctx that cannot be
+// cancelled (context.WithoutCancel) is the cheapest to wait with.
 func (l *Log) Write(ctx context.Context, r Record) error {
 	if !l.running.Load() {
-		select {
-		case <-l.stopping:
+		if l.closing.Load() {
 			return ErrClosed
-		default:
-			return ErrNotStarted
 		}
+		return ErrNotStarted
 	}
 	if r.Time.IsZero() {
 		r.Time = l.clock.Now()
@@ -424,34 +426,23 @@ func (l *Log) Write(ctx context.Context, r Record) error {
 	}
 	req := requestPool.Get().(*request)
 	req.content = appendRecord(req.content[:0], &r)
-	select {
-	case <-l.stopping:
+	if err := l.enqueue(ctx, req); err != nil {
 		requestPool.Put(req)
-		return ErrClosed
-	default:
+		return err
 	}
-	select {
-	case l.queue <- req:
-	case <-l.stopping:
+	// The writer answers every request it was given, even when closing
+	// (enqueue and finish see to it), so done is the only thing to wait on.
+	done := ctx.Done()
+	if done == nil {
+		err := <-req.done
 		requestPool.Put(req)
-		return ErrClosed
-	case <-ctx.Done():
-		requestPool.Put(req)
-		return fmt.Errorf("audit: waiting for room in the queue: %w", context.Cause(ctx))
+		return err
 	}
 	select {
 	case err := <-req.done:
 		requestPool.Put(req)
 		return err
-	case <-l.stopped:
-		select {
-		case err := <-req.done:
-			requestPool.Put(req)
-			return err
-		default:
-			return ErrClosed // enqueued after the writer's last look: not written
-		}
-	case <-ctx.Done():
+	case <-done:
 		select {
 		case err := <-req.done:
 			requestPool.Put(req)
@@ -460,6 +451,29 @@ func (l *Log) Write(ctx context.Context, r Record) error {
 			// The writer still holds req: it is not returned to the pool.
 			return fmt.Errorf("audit: waiting for the write (the record may yet be written): %w", context.Cause(ctx))
 		}
+	}
+}
+
+// enqueue hands req to the writer, or fails without having done so. The
+// senders count lets the writer's finish know that no request can still
+// arrive: a Write counted before Close set closing is waited for, and one
+// counted after sees closing (both are sequentially consistent atomics).
+func (l *Log) enqueue(ctx context.Context, req *request) error {
+	l.senders.Add(1)
+	defer l.senders.Add(-1)
+	if l.closing.Load() {
+		return ErrClosed
+	}
+	select {
+	case l.queue <- req:
+		return nil
+	default: // the queue is full: wait for room
+	}
+	select {
+	case l.queue <- req:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("audit: waiting for room in the queue: %w", context.Cause(ctx))
 	}
 }
 
@@ -473,6 +487,7 @@ func (l *Log) Close(ctx context.Context) error {
 	first := false
 	l.stopOnce.Do(func() {
 		first = true
+		l.closing.Store(true)
 		close(l.stopping)
 	})
 	if !l.running.Load() {
@@ -535,6 +550,11 @@ func (l *Log) run(t Ticker) {
 		select {
 		case r := <-l.queue:
 			l.batch = append(l.batch[:0], r)
+			// The Write that woke the writer made it the next goroutine to
+			// run: let the others ready to run (requests on other
+			// connections) reach their Write first, so that they share this
+			// batch's write and sync instead of each paying for one.
+			runtime.Gosched()
 			l.fill()
 			l.commit(l.ctx, l.batch, nil, false)
 		case <-t.C():
@@ -563,16 +583,18 @@ func (l *Log) fill() {
 	}
 }
 
-// finish writes what is waiting and the final checkpoint, and closes the
-// sinks.
+// finish writes what is waiting, including what Writes still sending
+// bring, then the final checkpoint, and closes the sinks.
 func (l *Log) finish() {
 	for {
-		l.batch = l.batch[:0]
-		l.fill()
-		if len(l.batch) == 0 {
+		l.drain()
+		if l.senders.Load() == 0 {
+			// A Write counted after this saw closing and sends nothing; one
+			// that sent and left before it is in the queue now.
+			l.drain()
 			break
 		}
-		l.commit(l.ctx, l.batch, nil, false)
+		runtime.Gosched() // a Write between its closing check and its send
 	}
 	var err error
 	if l.st.sinceCP > 0 && l.signer.Load() != nil {
@@ -584,6 +606,18 @@ func (l *Log) finish() {
 	l.mu.Lock()
 	l.closeErr = err
 	l.mu.Unlock()
+}
+
+// drain commits what the queue holds.
+func (l *Log) drain() {
+	for {
+		l.batch = l.batch[:0]
+		l.fill()
+		if len(l.batch) == 0 {
+			return
+		}
+		l.commit(l.ctx, l.batch, nil, false)
+	}
 }
 
 // commit builds one batch (an open line or a rotation, the records, a
