@@ -116,10 +116,44 @@ func appendHeader(dst []byte, node string, seq uint64, prev *Hash) []byte {
 
 func appendTimeType(dst []byte, t time.Time, typ LineType) []byte {
 	dst = append(dst, `"time":"`...)
-	dst = t.UTC().AppendFormat(dst, timeLayout)
+	dst = appendTime(dst, t)
 	dst = append(dst, `","type":"`...)
 	dst = append(dst, typeNames[typ]...)
 	return append(dst, '"')
+}
+
+// appendTime appends t in timeLayout; a record's time is checked to be in
+// years 1 to 9999, where the layout is fixed width. It is Time.AppendFormat's
+// result at less than half its cost (BenchmarkAppendTime), which every
+// record pays.
+func appendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	dst = appendDigits(dst, y, 4)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, int(mo), 2)
+	dst = append(dst, '-')
+	dst = appendDigits(dst, d, 2)
+	dst = append(dst, 'T')
+	dst = appendDigits(dst, h, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, mi, 2)
+	dst = append(dst, ':')
+	dst = appendDigits(dst, s, 2)
+	dst = append(dst, '.')
+	dst = appendDigits(dst, t.Nanosecond(), 9)
+	return append(dst, 'Z')
+}
+
+// appendDigits appends v, which is not negative, in exactly n digits.
+func appendDigits(dst []byte, v, n int) []byte {
+	var b [9]byte
+	for i := n - 1; i >= 0; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(dst, b[:n]...)
 }
 
 func appendStr(dst []byte, name, v string) []byte {
