@@ -109,7 +109,7 @@ func New(cfg Config) (*Auditor, error) {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: cfg.Logger, prefix: base64.RawURLEncoding.EncodeToString(seed[:])}
-	a.pool.New = func() any { return &recorder{header: http.Header{}} }
+	a.pool.New = func() any { return new(recorder) }
 	return a, nil
 }
 
@@ -132,7 +132,7 @@ func (a *Auditor) Handler(op audit.Operation, errs httperr.Writer, h http.Handle
 		defer func() {
 			if !finished { // h panicked: record that, then let net/http see the panic
 				rec.status, rec.note.code = http.StatusInternalServerError, "server_error"
-				a.write(r.Context(), rec.record())
+				a.write(context.WithoutCancel(r.Context()), rec.record())
 			}
 		}()
 		h.ServeHTTP(rec, r)
@@ -168,12 +168,13 @@ func (a *Auditor) write(ctx context.Context, rec audit.Record) error {
 	return err
 }
 
-// recorder is the writer a wrapped handler gets: it holds the answer and
-// the request's Note.
+// recorder is the writer a wrapped handler gets: it holds the status and
+// body, and the request's Note. Headers go straight to the real writer's
+// map, which nothing sends before finish calls WriteHeader; finish clears
+// them when it answers ErrUnavailable instead.
 type recorder struct {
 	w      http.ResponseWriter
 	r      *http.Request
-	header http.Header
 	status int
 	body   bytes.Buffer
 	note   Note
@@ -196,7 +197,6 @@ func (rec *recorder) start(a *Auditor, w http.ResponseWriter, r *http.Request, o
 const maxPooledBody = 64 << 10
 
 func (rec *recorder) reset() {
-	clear(rec.header)
 	rec.w, rec.r, rec.status = nil, nil, 0
 	rec.body.Reset()
 	if rec.body.Cap() > maxPooledBody {
@@ -207,8 +207,8 @@ func (rec *recorder) reset() {
 	rec.note = Note{hashed: hashed}
 }
 
-// Header returns the held answer's header.
-func (rec *recorder) Header() http.Header { return rec.header }
+// Header returns the answer's header: the real writer's, not yet sent.
+func (rec *recorder) Header() http.Header { return rec.w.Header() }
 
 // WriteHeader holds the status; informational ones are not answers.
 func (rec *recorder) WriteHeader(code int) {
@@ -257,18 +257,19 @@ func (rec *recorder) record() audit.Record {
 }
 
 // finish writes the record and sends the held answer, or ErrUnavailable
-// if the record could not be written.
+// if the record could not be written. The record is written even when the
+// client has gone (the operation happened): the request's cancellation
+// does not reach the write, whose sinks bound their own time.
 func (rec *recorder) finish(errs httperr.Writer) {
 	h := rec.w.Header()
-	h.Set(RequestIDHeader, rec.note.rec.RequestID)
-	if err := rec.note.a.write(rec.r.Context(), rec.record()); err != nil {
+	if err := rec.note.a.write(context.WithoutCancel(rec.r.Context()), rec.record()); err != nil {
+		clear(h) // nothing of the held answer
+		h.Set(RequestIDHeader, rec.note.rec.RequestID)
 		h.Set("Cache-Control", "no-store")
 		errs.Write(rec.w, rec.r, ErrUnavailable)
 		return
 	}
-	for k, v := range rec.header {
-		h[k] = v
-	}
+	h.Set(RequestIDHeader, rec.note.rec.RequestID)
 	rec.w.WriteHeader(rec.status)
 	if rec.body.Len() > 0 {
 		rec.w.Write(rec.body.Bytes()) //nolint:errcheck // the client has gone; nothing to do

@@ -220,10 +220,11 @@ func TestFailClosed(t *testing.T) {
 
 	// A read: its answer is dropped when its record cannot be written.
 	read := f.a.Handler("admin.clients.list", errs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Listing", "1")
 		w.Write([]byte(`{"clients":[]}`))
 	}))
-	if w := serve(read, http.MethodGet); w.Code != 503 || strings.Contains(w.Body.String(), "clients") {
-		t.Errorf("read answered %d %s with no record", w.Code, w.Body)
+	if w := serve(read, http.MethodGet); w.Code != 503 || strings.Contains(w.Body.String(), "clients") || w.Header().Get("X-Listing") != "" {
+		t.Errorf("read answered %d %v %s with no record", w.Code, w.Header(), w.Body)
 	}
 	for _, ok := range f.ok {
 		if ok {
@@ -242,6 +243,39 @@ func TestFailClosed(t *testing.T) {
 		t.Errorf("records %+v, want pending then ok, one request id", recs)
 	}
 }
+
+// A client that goes away after a change was made does not take the
+// change's outcome record with it: the record is written although the
+// request's context is cancelled.
+func TestOutcomeRecordedAfterTheClientLeft(t *testing.T) {
+	f := newFixture(t, false)
+	errs := httperr.Writer{}
+	h := f.a.Handler("admin.clients.create", errs, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := From(w).Intent(r.Context()); err != nil {
+			errs.Write(w, r, err)
+			return
+		}
+		r.Context().Value(cancelKey{}).(context.CancelFunc)() // the client disconnects mid-change
+		w.WriteHeader(201)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := httptest.NewRequestWithContext(context.WithValue(ctx, cancelKey{}, cancel), http.MethodPost, "/v1/admin/clients", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if ctx.Err() == nil {
+		t.Fatal("the handler did not cancel the request's context")
+	}
+	recs := f.sink.records(t)
+	if len(recs) != 2 || recs[0].Result != audit.ResultPending || recs[1].Result != audit.ResultOK || recs[1].Status != 201 {
+		t.Fatalf("records %+v, want pending then ok (201)", recs)
+	}
+	if w.Code != 201 {
+		t.Errorf("answer %d, want 201", w.Code)
+	}
+}
+
+type cancelKey struct{}
 
 // Sealed (no HMAC key), hashed values are left out; values that break the
 // record's rules are left out rather than failing the request.
