@@ -425,14 +425,28 @@ func (s *FileSink) startSyncer() {
 	}()
 }
 
+// syncDirty syncs the current file if it was written since the last sync.
+// It does not hold the sink's lock while the disk works: a sync of a
+// second's records takes milliseconds, which would stall every Write (and
+// so every audited request) behind it. A rotation meanwhile syncs and
+// closes the file itself; os.File keeps the descriptor open until this
+// sync returns.
 func (s *FileSink) syncDirty() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.dirty || s.f == nil || s.broken != nil {
+	f := s.f
+	if !s.dirty || f == nil || s.broken != nil {
+		s.mu.Unlock()
 		return
 	}
 	s.dirty = false
-	if err := s.f.Sync(); err != nil {
+	s.mu.Unlock()
+	err := f.Sync()
+	if err == nil || errors.Is(err, os.ErrClosed) {
+		return // closed: next or Close synced it
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broken == nil {
 		s.broken = fmt.Errorf("%w: %s: %w", ErrSinkBroken, s.Name(), errSync{err})
 	}
 }

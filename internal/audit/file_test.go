@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFileSinkRotationContinuesTheChain(t *testing.T) {
@@ -476,4 +477,73 @@ func TestCloseRacingWrites(t *testing.T) {
 			t.Fatalf("%d records written, %d Writes succeeded", sum.Records, ok.Load())
 		}
 	}
+}
+
+// syncFile is a file whose Sync waits for release and then fails with err
+// (when set), telling entered when it begins.
+type syncFile struct {
+	*os.File
+	entered chan struct{}
+	release chan struct{}
+	err     *atomic.Pointer[error]
+}
+
+func (f syncFile) Sync() error {
+	select {
+	case f.entered <- struct{}{}:
+	default:
+	}
+	<-f.release
+	if e := f.err.Load(); e != nil {
+		return *e
+	}
+	return f.File.Sync()
+}
+
+// The interval syncer does not hold the sink while the disk works: a
+// Write goes through during a slow sync; a sync that fails breaks the sink.
+func TestIntervalSyncDoesNotStallWrites(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	sf := syncFile{entered: make(chan struct{}, 1), release: make(chan struct{}), err: new(atomic.Pointer[error])}
+	s := fileSink(t, dir, func(c *FileConfig) { c.Sync, c.Clock = SyncInterval, clock })
+	s.open = func(name string, flag int, perm fs.FileMode) (file, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		sf.File = f
+		return sf, nil
+	}
+	l, _ := newLog(t, nil, s)
+	writeN(t, l, 0, 3)
+	clock.Tick() // the syncer begins a sync that takes until release
+	select {
+	case <-sf.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interval syncer did not sync")
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Write(context.Background(), testRecord(3)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Write during a sync: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(sf.release)
+		t.Fatal("a Write waited for the interval sync")
+	}
+	eio := error(syscall.EIO)
+	sf.err.Store(&eio)
+	close(sf.release) // the sync in progress fails
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.broken != nil
+	})
+	if err := l.Write(context.Background(), testRecord(4)); !errors.Is(err, ErrNoSink) || !errors.Is(err, ErrSinkBroken) {
+		t.Errorf("Write after a failed sync: %v, want ErrNoSink and ErrSinkBroken", err)
+	}
+	l.Close(context.Background())
 }
