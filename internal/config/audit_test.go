@@ -31,7 +31,7 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := c.Audit.WithDefaults(c.DataDir); a.Disabled || a.File.Disabled || a.File.Dir != filepath.Join("/srv/kg", "audit") || a.File.Sync != "batch" {
+	if a := c.Audit.WithDefaults(c.DataDir); a.Disabled || a.File.Disabled || a.File.Dir != filepath.Join("/srv/kg", "audit") || a.File.Sync != "interval" {
 		t.Errorf("default audit %+v", a)
 	}
 }

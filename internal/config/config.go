@@ -110,10 +110,12 @@ type AuditFile struct {
 	// MaxSize is the size in bytes at which a file is rotated; the
 	// chain continues in the next (default 64 MiB).
 	MaxSize int64 `yaml:"max_size"`
-	// Sync is when a write is made durable: batch (each group of records
-	// is fsynced before any of its requests is answered; the default),
-	// interval (every SyncInterval, default 1s: a crash of the machine
-	// loses up to that much) or never (left to the operating system).
+	// Sync is when a write is made durable: interval (the default: every
+	// SyncInterval, default 1s; a crash of the machine, not of keygate,
+	// loses up to that much of what was answered), batch (each group of
+	// records is fsynced before any of its requests is answered; on this
+	// project's VM it costs half of transit's throughput, BENCHMARKS.md)
+	// or never (left to the operating system, as Vault's file device does).
 	Sync         string        `yaml:"sync"`
 	SyncInterval time.Duration `yaml:"sync_interval"`
 }
@@ -131,7 +133,7 @@ func (a Audit) WithDefaults(dataDir string) Audit {
 		a.File.Dir = filepath.Join(dataDir, DefaultAuditDir)
 	}
 	if a.File.Sync == "" {
-		a.File.Sync = "batch"
+		a.File.Sync = "interval"
 	}
 	return a
 }
