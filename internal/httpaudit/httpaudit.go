@@ -132,7 +132,7 @@ func (a *Auditor) Handler(op audit.Operation, errs httperr.Writer, h http.Handle
 		defer func() {
 			if !finished { // h panicked: record that, then let net/http see the panic
 				rec.status, rec.note.code = http.StatusInternalServerError, "server_error"
-				a.write(context.WithoutCancel(r.Context()), rec.record())
+				a.write(rec.detach(), rec.record())
 			}
 		}()
 		h.ServeHTTP(rec, r)
@@ -173,11 +173,27 @@ func (a *Auditor) write(ctx context.Context, rec audit.Record) error {
 // map, which nothing sends before finish calls WriteHeader; finish clears
 // them when it answers ErrUnavailable instead.
 type recorder struct {
-	w      http.ResponseWriter
-	r      *http.Request
-	status int
-	body   bytes.Buffer
-	note   Note
+	w        http.ResponseWriter
+	r        *http.Request
+	status   int
+	body     bytes.Buffer
+	note     Note
+	detached detached
+}
+
+// detached is a request's context without its cancellation, as
+// context.WithoutCancel makes it, but held in the pooled recorder so that
+// detaching allocates nothing.
+type detached struct{ context.Context }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }
+
+// detach returns the request's context without its cancellation.
+func (rec *recorder) detach() context.Context {
+	rec.detached = detached{rec.r.Context()}
+	return &rec.detached
 }
 
 func (rec *recorder) start(a *Auditor, w http.ResponseWriter, r *http.Request, op audit.Operation) {
@@ -197,6 +213,7 @@ func (rec *recorder) start(a *Auditor, w http.ResponseWriter, r *http.Request, o
 const maxPooledBody = 64 << 10
 
 func (rec *recorder) reset() {
+	rec.detached = detached{}
 	rec.w, rec.r, rec.status = nil, nil, 0
 	rec.body.Reset()
 	if rec.body.Cap() > maxPooledBody {
@@ -259,10 +276,10 @@ func (rec *recorder) record() audit.Record {
 // finish writes the record and sends the held answer, or ErrUnavailable
 // if the record could not be written. The record is written even when the
 // client has gone (the operation happened): the request's cancellation
-// does not reach the write, whose sinks bound their own time.
+// does not reach the write (detach), whose sinks bound their own time.
 func (rec *recorder) finish(errs httperr.Writer) {
 	h := rec.w.Header()
-	if err := rec.note.a.write(context.WithoutCancel(rec.r.Context()), rec.record()); err != nil {
+	if err := rec.note.a.write(rec.detach(), rec.record()); err != nil {
 		clear(h) // nothing of the held answer
 		h.Set(RequestIDHeader, rec.note.rec.RequestID)
 		h.Set("Cache-Control", "no-store")
