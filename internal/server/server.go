@@ -241,8 +241,14 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: transit token verification: %w", err)
 	}
-	h, err := transitapi.New(transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log,
-		Observe: s.cfg.TransitObserve})
+	opts := transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
+	if s.metrics != nil {
+		m := s.metrics.Transit(transitapi.Operations())
+		opts.Measure = func(o *transitapi.Outcome, elapsed time.Duration) {
+			m.Observe(o.Operation, o.Status, o.Reason, o.Items, o.Failed, elapsed)
+		}
+	}
+	h, err := transitapi.New(opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

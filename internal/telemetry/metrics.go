@@ -424,7 +424,7 @@ func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 			Help: "Failed writes to each audit sink (file, stdout, store); the records are still written while another sink takes them."},
 			[]string{"sink"}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keygate_audit_batch_records",
-			Help:    "Records written together in one group commit (one write and one fsync per sink).",
+			Help:    "Records written together in one group commit (one write per sink; one fsync too with the file sink's sync: batch).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}}),
 	}
 	upDesc := prometheus.NewDesc("keygate_audit_sink_up", "1 while the audit sink took the last batch and is not disabled.", []string{"sink"}, nil)

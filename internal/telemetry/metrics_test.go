@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -101,31 +100,12 @@ func TestKeySchedule(t *testing.T) {
 	}
 }
 
-// gather flattens the registry into "name{labels}" -> value.
+// gather flattens the registry (Snapshot), failing the test on an error.
 func gather(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()
-	mfs, err := m.Registry.Gather()
+	out, err := m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, metric := range mf.GetMetric() {
-			var labels []string
-			for _, l := range metric.GetLabel() {
-				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
-			}
-			key := mf.GetName()
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case metric.Counter != nil:
-				out[key] = metric.Counter.GetValue()
-			case metric.Gauge != nil:
-				out[key] = metric.Gauge.GetValue()
-			}
-		}
 	}
 	return out
 }

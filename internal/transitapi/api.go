@@ -65,6 +65,9 @@ type Options struct {
 	// nothing is answered as done that was not recorded. It must not keep
 	// o's strings past the call unless it copies them.
 	Observe func(w http.ResponseWriter, r *http.Request, o Outcome) error
+	// Measure, if set, is told of every request once it is answered, with
+	// the time the handler took (metrics). It must not keep o's strings.
+	Measure func(o *Outcome, elapsed time.Duration)
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes);
 	// a larger one is refused with 413.
 	MaxBodyBytes int64
@@ -79,6 +82,7 @@ type Handler struct {
 	eng      *transit.Engine
 	verifier Verifier
 	observe  func(http.ResponseWriter, *http.Request, Outcome) error
+	measure  func(*Outcome, time.Duration)
 	log      *slog.Logger
 	errs     httperr.Writer
 	maxBody  int64
@@ -102,7 +106,7 @@ func New(o Options) (*Handler, error) {
 	if o.MaxBatchItems <= 0 {
 		o.MaxBatchItems = DefaultMaxBatchItems
 	}
-	h := &Handler{keys: o.Keys, eng: o.Keys.Engine(), verifier: o.Verifier, observe: o.Observe, log: o.Logger,
+	h := &Handler{keys: o.Keys, eng: o.Keys.Engine(), verifier: o.Verifier, observe: o.Observe, measure: o.Measure, log: o.Logger,
 		errs: httperr.Writer{Envelope: httperr.Vault, Log: o.Logger}, maxBody: o.MaxBodyBytes, maxBatch: o.MaxBatchItems}
 	h.pool.New = func() any { return new(call) }
 	return h, nil
@@ -121,6 +125,7 @@ type call struct {
 	tenant string
 	admin  bool // the caller holds transit:admin
 	o      Outcome
+	start  time.Time // when the request began, when measured
 
 	body     []byte  // the request body
 	req      request // its parameters
@@ -239,7 +244,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.reset(w, r)
 	defer h.pool.Put(c)
 	defer c.release() // even if the answer panics: the buffers hold plaintexts
+	if h.measure != nil {
+		c.start = time.Now()
+	}
 	h.finish(c, h.serve(c))
+	if h.measure != nil {
+		h.measure(&c.o, time.Since(c.start))
+	}
 }
 
 // serve decides the request, in this order: a sealed node answers 503; a

@@ -46,13 +46,21 @@ func startWith(t testing.TB, observe func(http.ResponseWriter, *http.Request, tr
 }
 
 // startAudit starts a server with the audit log a configures (the zero
-// Audit: the default, the file sink in the data directory, synced at every
-// batch).
+// Audit: the default, the file sink in the data directory, fsynced once a
+// second).
 func startAudit(t testing.TB, observe func(http.ResponseWriter, *http.Request, transitapi.Outcome) error, a config.Audit) *env {
+	return startConfig(t, server.Config{Node: &node.Config{Audit: a}, TransitObserve: observe})
+}
+
+// startConfig starts a dev-mode server of cfg, its node's data directory,
+// issuer and audience filled in.
+func startConfig(t testing.TB, cfg server.Config) *env {
 	t.Helper()
-	s, err := server.New(context.Background(), server.Config{Node: &node.Config{
-		DataDir: filepath.Join(t.TempDir(), "data"), Issuer: "https://kg.test", Audience: audience, Dev: true, Audit: a},
-		TransitObserve: observe})
+	if cfg.Node == nil {
+		cfg.Node = &node.Config{}
+	}
+	cfg.Node.DataDir, cfg.Node.Issuer, cfg.Node.Audience, cfg.Node.Dev = filepath.Join(t.TempDir(), "data"), "https://kg.test", audience, true
+	s, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

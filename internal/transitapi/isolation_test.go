@@ -159,7 +159,7 @@ func TestTenantIsolation(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range transitapi.RouteNames() {
+	for _, name := range transitapi.Operations() {
 		if !seen[name] {
 			t.Errorf("route %s not exercised", name)
 		}

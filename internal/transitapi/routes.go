@@ -61,6 +61,20 @@ var (
 	rHash          = &route{name: "transit.hash", scope: opHash, params: []string{"input", "algorithm", "format"}, serve: serveHash}
 )
 
+// routes are every route, in the order of the API's documentation.
+var routes = []*route{rList, rCreate, rRead, rDelete, rConfig, rRotate, rTrim, rImport, rImportVersion, rWrappingKey,
+	rExport, rEncrypt, rDecrypt, rRewrap, rDataKey, rSign, rVerify, rHMAC, rRandom, rHash}
+
+// Operations lists the Outcome's Operation names of every route
+// ("transit.encrypt", ...); a request no route matched is "transit".
+func Operations() []string {
+	out := make([]string, len(routes))
+	for i, rt := range routes {
+		out[i] = rt.name
+	}
+	return out
+}
+
 // resolve finds the route of r's method and path: errNoPath for a path
 // the API does not have (or a key name outside Vault's grammar, or longer
 // than transitkeys.MaxNameBytes, which no key can have), errLongName for
