@@ -147,7 +147,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	if n.cfg.Metrics != nil {
 		m = n.cfg.Metrics.Audit(n.auditSinks)
 	}
-	acfg.OnBatch = func(b audit.BatchStats) { m.Batch(b.Records) }
+	acfg.OnBatch = func(b audit.BatchStats) { m.Batch(b.Records, b.Elapsed) }
 	acfg.OnSinkFailure = func(sink string, _ error) { m.SinkFailure(sinkLabel(sink)) }
 
 	l, err := audit.New(acfg)

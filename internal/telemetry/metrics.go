@@ -407,13 +407,14 @@ type AuditSink struct {
 type AuditMetrics struct {
 	written, failed prometheus.Counter
 	sinkFailures    *prometheus.CounterVec
-	batch           prometheus.Histogram
+	batch, commit   prometheus.Histogram
 }
 
 // Audit registers the audit log's metrics: keygate_audit_records_total
 // {result="written" or "failed"} (a failed record's request was answered
 // 503), keygate_audit_sink_failures_total{sink},
-// keygate_audit_batch_records (records per group commit) and
+// keygate_audit_batch_records (records per group commit),
+// keygate_audit_commit_seconds (how long each took) and
 // keygate_audit_sink_up{sink}, read from sinks on every scrape.
 func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 	records := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_audit_records_total",
@@ -427,8 +428,11 @@ func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 			Help:    "Records written together in one group commit (one write per sink; one fsync too with the file sink's sync: batch).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}}),
 	}
+	a.commit = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keygate_audit_commit_seconds",
+		Help:    "Time a group commit took to reach the sinks (building the lines, writing them, and an fsync with sync: batch): what each of its requests waited for its record, besides the queue.",
+		Buckets: []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 0.5, 2}})
 	upDesc := prometheus.NewDesc("keygate_audit_sink_up", "1 while the audit sink took the last batch and is not disabled.", []string{"sink"}, nil)
-	m.Registry.MustRegister(records, a.sinkFailures, a.batch, auditSinkCollector{desc: upDesc, sinks: sinks})
+	m.Registry.MustRegister(records, a.sinkFailures, a.batch, a.commit, auditSinkCollector{desc: upDesc, sinks: sinks})
 	return a
 }
 
@@ -450,10 +454,12 @@ func (a *AuditMetrics) SinkFailure(sink string) {
 	}
 }
 
-// Batch observes the records of one group commit.
-func (a *AuditMetrics) Batch(records int) {
+// Batch observes one group commit of records that took elapsed to reach
+// the sinks.
+func (a *AuditMetrics) Batch(records int, elapsed time.Duration) {
 	if a != nil && records > 0 {
 		a.batch.Observe(float64(records))
+		a.commit.Observe(elapsed.Seconds())
 	}
 }
 

@@ -125,11 +125,11 @@ func TestAuditMetrics(t *testing.T) {
 	a.Record(true)
 	a.Record(false)
 	a.SinkFailure("store")
-	a.Batch(3)
+	a.Batch(3, 40*time.Microsecond)
 	var none *AuditMetrics
 	none.Record(true) // a nil *AuditMetrics counts nothing
 	none.SinkFailure("file")
-	none.Batch(1)
+	none.Batch(1, time.Millisecond)
 	got := gather(t, m)
 	for k, v := range map[string]float64{
 		`keygate_audit_records_total{result="written"}`:   2,
@@ -137,6 +137,8 @@ func TestAuditMetrics(t *testing.T) {
 		`keygate_audit_sink_failures_total{sink="store"}`: 1,
 		`keygate_audit_sink_up{sink="file"}`:              1,
 		`keygate_audit_sink_up{sink="store"}`:             0,
+		`keygate_audit_commit_seconds_count`:              1,
+		`keygate_audit_batch_records_sum`:                 3,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (%v), want %v", k, g, ok, v)
