@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +48,56 @@ type Metrics struct {
 
 	fleet     atomic.Pointer[func() FleetStats] // set by Fleet
 	fleetOnce sync.Once
+
+	mu         sync.Mutex
+	collectors []prometheus.Collector // every one registered, for Families
+}
+
+// register registers cs and keeps them for Families.
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.Registry.MustRegister(cs...)
+	m.mu.Lock()
+	m.collectors = append(m.collectors, cs...)
+	m.mu.Unlock()
+}
+
+// descName and descLabels find a descriptor's name and variable labels in
+// its String form, the one place client_golang shows them.
+var (
+	descName   = regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
+	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}\}$`)
+)
+
+// Families lists every metric registered so far, series or not (a vector
+// before its first label values has none), with its label names: what a
+// dashboard or an alert may name.
+func (m *Metrics) Families() map[string][]string {
+	m.mu.Lock()
+	cs := slices.Clone(m.collectors)
+	m.mu.Unlock()
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	out := map[string][]string{}
+	for d := range ch {
+		s := d.String()
+		n := descName.FindStringSubmatch(s)
+		if n == nil {
+			continue
+		}
+		var labels []string
+		if l := descLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
+			for _, name := range strings.Split(l[1], ",") {
+				labels = append(labels, strings.TrimSuffix(strings.TrimPrefix(name, "c("), ")"))
+			}
+		}
+		out[n[1]] = labels
+	}
+	return out
 }
 
 // New creates and registers every metric, with Go runtime and process
@@ -120,7 +173,7 @@ func New() *Metrics {
 		{"revoke", ""}, {"introspect", ""}} {
 		m.tokenRequests.WithLabelValues(s[0], s[1], "ok")
 	}
-	r.MustRegister(m.decisions, m.signals, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
+	m.register(m.decisions, m.signals, m.verifySeconds, m.jwksFetches, m.jwksKeys, m.jwksSkipped,
 		m.jwksAge, m.keyFileLoads, m.inFlight, m.reloads, m.tokenRequests, m.tokenSeconds, m.tlsLoads, m.tlsNotAfter,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -198,7 +251,7 @@ type CacheStats func() (entries int, hits, misses uint64)
 // stats on every scrape; stats must keep the counters monotonic across
 // reloads that replace the cache (the server does).
 func (m *Metrics) Cache(stats CacheStats) {
-	m.Registry.MustRegister(
+	m.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_cache_entries", Help: "Entries in the verified-token cache."},
 			func() float64 { e, _, _ := stats(); return float64(e) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_cache_hits_total", Help: "Verified-token cache hits."},
@@ -307,7 +360,7 @@ func (m *Metrics) Fleet(stats func() FleetStats) {
 			}
 			return 0
 		}
-		m.Registry.MustRegister(
+		m.register(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_revocations_staleness_seconds",
 				Help: "Seconds since the shared revocation set was last known current (+Inf before the first sync from Redis)."},
 				func() float64 {
@@ -364,7 +417,7 @@ func (c limiterCollector) Collect(ch chan<- prometheus.Metric) {
 // and keygate_signing_key_schedule_errors_total, counted by
 // KeyScheduleFailed.
 func (m *Metrics) KeySchedule(status func() (published int, activeSince time.Time)) {
-	m.Registry.MustRegister(
+	m.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_signing_keys_published",
 			Help: "Signing keys in the published JWKS (pre-published, active and retiring)."},
 			func() float64 { n, _ := status(); return float64(n) }),
@@ -386,7 +439,7 @@ func (m *Metrics) KeyScheduleFailed() { m.keyErrors.Inc() }
 
 // Sealed registers keygate_sealed, read from sealed on every scrape.
 func (m *Metrics) Sealed(sealed func() bool) {
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_sealed",
+	m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keygate_sealed",
 		Help: "1 while the root key is not loaded: tokens cannot be issued and keys cannot be rotated."},
 		func() float64 {
 			if sealed() {
@@ -432,7 +485,7 @@ func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 		Help:    "Time a group commit took to reach the sinks (building the lines, writing them, and an fsync with sync: batch): what each of its requests waited for its record, besides the queue.",
 		Buckets: []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 0.5, 2}})
 	upDesc := prometheus.NewDesc("keygate_audit_sink_up", "1 while the audit sink took the last batch and is not disabled.", []string{"sink"}, nil)
-	m.Registry.MustRegister(records, a.sinkFailures, a.batch, a.commit, auditSinkCollector{desc: upDesc, sinks: sinks})
+	m.register(records, a.sinkFailures, a.batch, a.commit, auditSinkCollector{desc: upDesc, sinks: sinks})
 	return a
 }
 

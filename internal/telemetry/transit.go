@@ -53,7 +53,7 @@ func (m *Metrics) Transit(ops []string) *TransitMetrics {
 			itemsOK: items.WithLabelValues(op, "ok"), itemsError: items.WithLabelValues(op, "error")}
 	}
 	t.other = t.ops[TransitOther]
-	m.Registry.MustRegister(t.requests, seconds, items)
+	m.register(t.requests, seconds, items)
 	return t
 }
 
