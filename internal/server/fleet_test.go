@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
@@ -27,35 +25,8 @@ import (
 	"github.com/keygate/keygate/internal/testnet"
 )
 
-// redisPrefix returns a fresh Redis prefix on REDIS_URL for t, whose keys
-// are deleted when t ends; without REDIS_URL it skips.
-func redisPrefix(t *testing.T) (redisURL, prefix string) {
-	t.Helper()
-	redisURL = os.Getenv("REDIS_URL")
-	if redisURL == "" {
-		t.Skip("needs Redis: REDIS_URL=redis://127.0.0.1:6379/0")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	prefix = "kgtest_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		opt, err := redis.ParseURL(redisURL)
-		if err != nil {
-			return
-		}
-		c := redis.NewClient(opt)
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, pattern := range []string{prefix + ":*", "{" + prefix + ":*"} {
-			iter := c.Scan(ctx, 0, pattern, 100).Iterator()
-			for iter.Next(ctx) {
-				c.Del(ctx, iter.Val())
-			}
-		}
-	})
-	return redisURL, prefix
-}
+// redisPrefix returns REDIS_URL and a fresh prefix for t (testnet.RedisPrefix).
+func redisPrefix(t *testing.T) (redisURL, prefix string) { return testnet.RedisPrefix(t) }
 
 // TestFleet runs three nodes on one PostgreSQL schema and one Redis prefix:
 // a token of one is accepted by the others, a revocation at one reaches the

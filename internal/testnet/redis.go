@@ -1,6 +1,9 @@
 package testnet
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"testing"
 	"time"
@@ -40,4 +43,34 @@ func RedisClient(t testing.TB, mod func(*redis.Options)) *redis.Client {
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// RedisPrefix returns REDIS_URL and a fresh key prefix for t, whose keys
+// are deleted when t ends; without REDIS_URL it skips.
+func RedisPrefix(t testing.TB) (redisURL, prefix string) {
+	t.Helper()
+	redisURL = os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		t.Skip("needs Redis: REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	prefix = "kgtest_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return
+		}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, pattern := range []string{prefix + ":*", "{" + prefix + ":*"} {
+			iter := c.Scan(ctx, 0, pattern, 100).Iterator()
+			for iter.Next(ctx) {
+				c.Del(ctx, iter.Val())
+			}
+		}
+	})
+	return redisURL, prefix
 }
