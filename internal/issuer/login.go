@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/httpaudit"
@@ -91,7 +92,42 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("making a token family: %w", err)
 	}
-	return s.grant(w, r, c, u.ID, intersect(u.Scopes, c.Scopes), family, at)
+	scopes, err := loginScopes(u.Scopes, c.Scopes, v.Get("scope"))
+	if err != nil {
+		return err
+	}
+	return s.grant(w, r, c, u.ID, scopes, family, at)
+}
+
+// loginScopes returns what a login grants: the scopes it asks for (RFC
+// 6749 §3.3), each held by the user and allowed to the client, or without
+// a scope parameter every scope both have. A login that would grant
+// nothing, or asks for a scope it cannot have, is refused with
+// invalid_scope naming what was requested, held and allowed, so that a
+// user's token never comes back silently empty. (The user has proved the
+// password by then: the names tell the client nothing the user may not
+// know.)
+func loginScopes(held, allowed []string, requested string) ([]string, error) {
+	both := intersect(held, allowed)
+	scopes, ok := narrowScopes(both, requested)
+	if ok && len(scopes) > 0 {
+		return scopes, nil
+	}
+	list := func(s []string) string {
+		if len(s) == 0 {
+			return "none"
+		}
+		return strings.Join(s, " ")
+	}
+	desc := "the login would grant no scope"
+	if !ok {
+		desc = "a requested scope is not both held by the user and allowed to the client"
+	}
+	if requested != "" {
+		desc += "; requested: " + list(strings.Fields(requested))
+	}
+	desc += "; held by the user: " + list(held) + "; allowed to the client: " + list(allowed)
+	return nil, oauthError(http.StatusBadRequest, "invalid_scope", desc)
 }
 
 // allow applies the per-account and per-address limits; without a

@@ -700,3 +700,47 @@ func TestLoginIPv6Prefix(t *testing.T) {
 		}
 	}
 }
+
+// A login grants the scopes it asks for, or every scope the user holds and
+// the client allows; one that would grant nothing, or asks for more, is
+// invalid_scope naming the three lists, and only once the password is
+// right.
+func TestLoginScopes(t *testing.T) {
+	f, us := newLoginFixture(t, 100)
+	hash := us.users["alice"].PasswordHash
+	us.users["bob"] = store.User{ID: "u-bob", Username: "bob", PasswordHash: hash, Scopes: []string{"reports"}}
+	cl := [2]string{"svc-a", f.secrets["svc-a"]} // allows orders:read orders:write
+	for _, c := range []struct {
+		name, user, pw, scope string
+		status                int
+		granted, desc         string
+	}{
+		{"everything both have", "alice", "correct horse battery", "", 200, "orders:read", ""},
+		{"narrowed", "alice", "correct horse battery", "orders:read", 200, "orders:read", ""},
+		{"a scope the client does not allow", "alice", "correct horse battery", "admin", 400, "",
+			"requested: admin; held by the user: orders:read admin; allowed to the client: orders:read orders:write"},
+		{"a scope the user does not hold", "alice", "correct horse battery", "orders:write", 400, "",
+			"requested: orders:write; held by the user: orders:read admin"},
+		{"nothing in common", "bob", "correct horse battery", "", 400, "",
+			"the login would grant no scope; held by the user: reports; allowed to the client: orders:read orders:write"},
+		{"wrong password names nothing", "bob", "wrong password!", "orders:read", 401, "", ""},
+	} {
+		v := url.Values{"username": {c.user}, "password": {c.pw}}
+		if c.scope != "" {
+			v.Set("scope", c.scope)
+		}
+		r := f.post(t, "/v1/login", v, cl, "")
+		if r.status != c.status {
+			t.Errorf("%s: %d %v, want %d", c.name, r.status, r.body, c.status)
+			continue
+		}
+		switch {
+		case c.status == 200 && r.body["scope"] != c.granted:
+			t.Errorf("%s: granted %q, want %q", c.name, r.body["scope"], c.granted)
+		case c.status == 400 && (r.body["error"] != "invalid_scope" || !strings.Contains(r.body["error_description"].(string), c.desc)):
+			t.Errorf("%s: %v, want invalid_scope with %q", c.name, r.body, c.desc)
+		case c.status == 401 && strings.Contains(fmt.Sprint(r.body), "reports"):
+			t.Errorf("%s: a refused password learned the user's scopes: %v", c.name, r.body)
+		}
+	}
+}
