@@ -51,7 +51,7 @@ func TestKill9Durability(t *testing.T) {
 		if err := os.WriteFile(adminFile, []byte(admin+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		kill9(t, bin, []string{"--database-url", cliSchema(t, base), "--root-key-file", rootKey, "--admin-token-file", adminFile}, admin)
+		kill9(t, bin, []string{"--issuer", "https://kg.test", "--database-url", cliSchema(t, base), "--root-key-file", rootKey, "--admin-token-file", adminFile}, admin)
 	})
 }
 

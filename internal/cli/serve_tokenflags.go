@@ -123,6 +123,18 @@ func (f *tokenFlags) check() error {
 // flags.
 func checkTokenService(ts config.TokenService) error {
 	ts = ts.WithDefaults()
+	shared := ts.DatabaseURL != "" || ts.DatabaseURLFile != ""
+	redis := ts.RedisURL != "" || ts.RedisURLFile != ""
+	switch {
+	case shared && ts.Issuer == "":
+		// Each node would default to http://<its listen address>, and a
+		// token of one would be wrong_issuer on every other.
+		return usageErrorf("keygate serve", "a node on a shared database (--database-url, KEYGATE_DATABASE_URL or token_service.database_url) "+
+			"needs --issuer (token_service.issuer), the same URL on every node of the fleet")
+	case ts.RevocationMaxStaleness > 0 && !redis:
+		return usageErrorf("keygate serve", "--revocation-max-staleness (token_service.revocation_max_staleness) bounds how old the "+
+			"revocation set shared through Redis may be: it needs --redis-url (KEYGATE_REDIS_URL or token_service.redis_url)")
+	}
 	rotation, rate := *ts.KeyRotation, *ts.TokenRateLimit
 	if lim := node.TokenLimit(rate); rate > 0 && lim.Validate() != nil {
 		return usageErrorf("keygate serve", "--token-rate-limit: %v", lim.Validate())

@@ -139,7 +139,7 @@ func TestServePostgresTokenService(t *testing.T) {
 	}
 	dbURL := cliSchema(t, base)
 	h := newHarness(t)
-	if r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d0"), "--database-url", dbURL); r.code != ExitFail || !strings.Contains(r.stderr, "root key") {
+	if r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d0"), "--issuer", "https://kg.test", "--database-url", dbURL); r.code != ExitFail || !strings.Contains(r.stderr, "root key") {
 		t.Errorf("--database-url without a root key: %d %s", r.code, r.stderr)
 	}
 	rootKey := h.path("root.key")
@@ -148,7 +148,7 @@ func TestServePostgresTokenService(t *testing.T) {
 	}
 	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))
 	serveTokenFlow(t, h, func(string) string { return strings.Repeat("a", 40) },
-		"--dev", "--data-dir", h.path("data"), "--database-url", dbURL, "--root-key-file", rootKey, "--admin-token-file", adminFile)
+		"--dev", "--data-dir", h.path("data"), "--issuer", "https://kg.test", "--database-url", dbURL, "--root-key-file", rootKey, "--admin-token-file", adminFile)
 }
 
 func cliSchema(t *testing.T, base string) string {
