@@ -30,7 +30,8 @@ func TestServeFleetTraps(t *testing.T) {
 	}{
 		{"database without issuer", []string{"--database-url", "postgres://unreachable.invalid/x"}, "needs --issuer"},
 		{"database in the file without issuer", []string{"--config", cfg}, "needs --issuer"},
-		{"staleness without Redis", []string{"--dev", "--revocation-max-staleness", "500ms"}, "needs --redis-url"},
+		{"staleness without Redis", []string{"--dev", "--revocation-max-staleness", "5s"}, "needs --redis-url"},
+		{"staleness below a second, with Redis", []string{"--dev", "--redis-url", "redis://unreachable.invalid:6379", "--revocation-max-staleness", "500ms"}, "above 1s"},
 	} {
 		start := time.Now()
 		r := h.run(append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d-" + c.name)}, c.args...)...)

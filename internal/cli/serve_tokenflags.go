@@ -131,6 +131,10 @@ func checkTokenService(ts config.TokenService) error {
 		// token of one would be wrong_issuer on every other.
 		return usageErrorf("keygate serve", "a node on a shared database (--database-url, KEYGATE_DATABASE_URL or token_service.database_url) "+
 			"needs --issuer (token_service.issuer), the same URL on every node of the fleet")
+	case ts.RevocationMaxStaleness > 0 && ts.RevocationMaxStaleness <= time.Second:
+		// Redis publishes within milliseconds but resyncs every 30 s; a
+		// bound this tight would fail the fleet closed on any hiccup.
+		return usageErrorf("keygate serve", "--revocation-max-staleness must be above 1s, not %v", ts.RevocationMaxStaleness)
 	case ts.RevocationMaxStaleness > 0 && !redis:
 		return usageErrorf("keygate serve", "--revocation-max-staleness (token_service.revocation_max_staleness) bounds how old the "+
 			"revocation set shared through Redis may be: it needs --redis-url (KEYGATE_REDIS_URL or token_service.redis_url)")
