@@ -692,8 +692,12 @@ func (s *Service) jwks(w http.ResponseWriter, _ *http.Request) {
 	w.Write(s.cfg.Keys.JWKS()) //nolint:errcheck // the client went away
 }
 
-// discoveryDoc is the OpenID/RFC 8414 metadata, which changes only with
-// the configuration, so New marshals it once.
+// discoveryDoc is the RFC 8414 metadata, which changes only with the
+// configuration, so New marshals it once. It names only what keygate
+// serves: there is no authorization endpoint and no ID token, so nothing
+// of either (id_token_signing_alg_values_supported, response_types,
+// subject_types) is advertised; the same document is served at the OpenID
+// path for the clients and gateways that find jwks_uri there.
 func discoveryDoc(cfg *Config) []byte {
 	base := strings.TrimSuffix(cfg.Issuer, "/")
 	auth := []string{"client_secret_basic", "client_secret_post"}
@@ -707,9 +711,6 @@ func discoveryDoc(cfg *Config) []byte {
 		"token_endpoint_auth_methods_supported":         auth,
 		"revocation_endpoint_auth_methods_supported":    auth, // RFC 8414 §2
 		"introspection_endpoint_auth_methods_supported": auth,
-		"id_token_signing_alg_values_supported":         []string{cfg.Keys.policy.Alg.String()},
-		"response_types_supported":                      []string{"token"},
-		"subject_types_supported":                       []string{"public"},
 	})
 	return append(doc, '\n')
 }

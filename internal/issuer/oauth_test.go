@@ -315,6 +315,13 @@ func TestDiscoveryAndJWKS(t *testing.T) {
 				t.Errorf("%s: %s = %s", p, m, got)
 			}
 		}
+		// Only what keygate serves: no authorization endpoint, no ID token.
+		for _, m := range []string{"authorization_endpoint", "id_token_signing_alg_values_supported", "response_types_supported",
+			"subject_types_supported", "userinfo_endpoint"} {
+			if v, ok := doc[m]; ok {
+				t.Errorf("%s advertises %s = %v, which keygate does not serve", p, m, v)
+			}
+		}
 	}
 	resp, err := http.Get(f.srv.URL + "/.well-known/jwks.json")
 	if err != nil {
