@@ -209,4 +209,15 @@ func TestExampleSealed(t *testing.T) {
 	if out := h.must("seal", "--admin", adminURL, "--admin-token-file", adminToken); !strings.Contains(out, `"sealed": true`) {
 		t.Errorf("seal printed %q", out)
 	}
+	// The passphrase seals too, for an operator without the admin token.
+	h.stdin = pass + "\n"
+	h.must("unseal", "--admin", adminURL)
+	h.stdin = "not the passphrase\n"
+	if r := h.run("seal", "--admin", adminURL, "--passphrase"); r.code != ExitFail || !strings.Contains(r.stderr, "wrong unseal passphrase") {
+		t.Errorf("seal with a wrong passphrase: %d %s", r.code, r.stderr)
+	}
+	h.stdin = pass + "\n"
+	if out := h.must("seal", "--admin", adminURL, "--passphrase"); !strings.Contains(out, `"sealed": true`) {
+		t.Errorf("seal --passphrase printed %q", out)
+	}
 }

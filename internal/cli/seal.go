@@ -111,17 +111,39 @@ type unsealBody struct {
 }
 
 func (a *app) seal(ctx context.Context, args []string) error {
-	fs := a.flags("keygate seal", "[--admin URL] [--admin-token-file FILE]",
+	fs := a.flags("keygate seal", "[--admin URL] [--admin-token-file FILE | --passphrase [--passphrase-file FILE]]",
 		"Seals a running node at once: it forgets the root key and its private signing key, stops\n"+
-			"issuing tokens (503) and keeps verifying them, until `keygate unseal`.")
+			"issuing tokens (503) and keeps verifying them, until `keygate unseal`. It authenticates\n"+
+			"with the admin token or, on a node set up with `keygate keyring init`, with --passphrase:\n"+
+			"the unseal passphrase (read from the terminal without echo, the first line of standard\n"+
+			"input, or --passphrase-file), for a node that has no admin token.")
 	var af adminFlags
 	af.register(fs)
+	usePass := fs.Bool("passphrase", false, "authenticate with the unseal passphrase instead of the admin token")
+	passFile := fs.String("passphrase-file", "", "read the passphrase from this `file` (implies --passphrase)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
 	var st map[string]any
-	// An empty JSON object: the node takes only application/json here.
-	if err := af.call(ctx, a, http.MethodPost, "/v1/sys/seal", struct{}{}, &st); err != nil {
+	if !*usePass && *passFile == "" {
+		// An empty JSON object: the node takes only application/json here.
+		if err := af.call(ctx, a, http.MethodPost, "/v1/sys/seal", struct{}{}, &st); err != nil {
+			return err
+		}
+		return a.printSealStatus(st)
+	}
+	pass, err := a.readSecret("Unseal passphrase: ", *passFile, false)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(unsealBody{Passphrase: string(pass)})
+	clear(pass)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(af.url, "/")+"/v1/sys/seal", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := af.tls.send(req, &st); err != nil {
 		return err
 	}
 	return a.printSealStatus(st)

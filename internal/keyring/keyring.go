@@ -303,6 +303,29 @@ func (k *Keyring) UnsealPassphraseVerified(passphrase []byte, verify Verifier) e
 	return k.installVerified(root, verify)
 }
 
+// CheckPassphrase reports whether passphrase derives the root key the
+// configured header's key-check value authenticates (nil), without
+// unsealing: ErrNoHeader without a header, ErrWrongPassphrase for another
+// passphrase. It shares the unseals' lock, so derivations still run one at
+// a time. The caller may wipe passphrase afterwards.
+func (k *Keyring) CheckPassphrase(passphrase []byte) error {
+	if k.headerFile == "" {
+		return ErrNoHeader
+	}
+	k.attempt.Lock()
+	defer k.attempt.Unlock()
+	h, err := ReadHeader(k.headerFile)
+	if err != nil {
+		return err
+	}
+	root, err := h.Derive(passphrase)
+	if err != nil {
+		return err
+	}
+	root.Destroy()
+	return nil
+}
+
 // installVerified shows root to verify in a detached keyring, then, if
 // verify accepts it, installs it. The caller holds k.attempt.
 func (k *Keyring) installVerified(root RootKey, verify Verifier) error {

@@ -221,6 +221,23 @@ func (n *Node) Seal() {
 	n.hooks.sealed()
 }
 
+// SealWithPassphrase seals the node when passphrase is its keyring's
+// unseal passphrase: whoever can unseal a passphrase-sealed node may also
+// seal it, without the admin token such a node may not have. A refusal is
+// a *RefusedError and leaves the node as it was.
+func (n *Node) SealWithPassphrase(passphrase []byte) error {
+	switch err := n.keyring.CheckPassphrase(passphrase); {
+	case errors.Is(err, keyring.ErrNoHeader):
+		return refused("no unseal passphrase is set up on this node (keygate keyring init): seal with the admin token")
+	case errors.Is(err, keyring.ErrWrongPassphrase):
+		return refused("wrong unseal passphrase")
+	case err != nil:
+		return err
+	}
+	n.Seal()
+	return nil
+}
+
 // loadSigningKeys loads the signing keys, creating the first one if the
 // store has none and the node is unsealed.
 func (n *Node) loadSigningKeys(ctx context.Context) error {

@@ -143,25 +143,54 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// seal is POST /v1/sys/seal (admin token, application/json, no Origin
-// header; the body is ignored): node.Seal over HTTP. Issuance stops until
-// the next unseal; verification goes on.
+// seal is POST /v1/sys/seal (application/json, no Origin header; see
+// checkSysPost): node.Seal over HTTP. It takes the admin token, or, on a
+// node with a keyring passphrase, {"passphrase":"..."} instead (a
+// passphrase-sealed node may have no admin token, and whoever can unseal it
+// may seal it; each guess costs an Argon2id derivation, one at a time, as
+// an unseal's does). Issuance stops until the next unseal; verification
+// goes on.
 func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	if err := checkSysPost(r); err != nil {
 		return err
 	}
-	if !s.operator.Allows(r) {
-		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Description: "the admin token is required",
-			Challenge: `Bearer realm="keygate-admin"`}
-	}
 	note := httpaudit.From(w)
-	note.Admin()
+	if s.operator.Allows(r) {
+		note.Admin()
+		if err := note.Intent(r.Context()); err != nil {
+			return err
+		}
+		s.node.Seal()
+		s.log.Warn("sealed by the admin API", "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, s.sealStatus())
+		return nil
+	}
+	var in struct {
+		Passphrase string `json:"passphrase"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUnsealBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); (err != nil && err != io.EOF) || in.Passphrase == "" {
+		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+			Description: `the admin token, or {"passphrase":"..."} on a node with an unseal passphrase, is required`,
+			Challenge:   `Bearer realm="keygate-admin"`}
+	}
 	if err := note.Intent(r.Context()); err != nil {
 		return err
 	}
-	s.node.Seal()
-	s.log.Warn("sealed by the admin API", "remote", r.RemoteAddr)
+	pass := []byte(in.Passphrase)
+	defer clear(pass)
+	var refused *node.RefusedError
+	switch err := s.node.SealWithPassphrase(pass); {
+	case err == nil:
+	case errors.As(err, &refused):
+		s.log.Warn("seal refused", "remote", r.RemoteAddr, "err", err)
+		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Description: refused.Reason}
+	default:
+		return err
+	}
+	s.log.Warn("sealed with the unseal passphrase", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, s.sealStatus())
 	return nil
 }

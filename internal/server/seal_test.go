@@ -210,6 +210,39 @@ func randomKey(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+// TestSealWithPassphrase: a passphrase-sealed node without an admin token
+// can still be sealed, by the unseal passphrase; a wrong passphrase, or a
+// passphrase on a node without a keyring, seals nothing.
+func TestSealWithPassphrase(t *testing.T) {
+	dir := passphraseDataDir(t)
+	l := startLive(t, Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
+	jh := http.Header{"Content-Type": {"application/json"}}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK {
+		t.Fatalf("unseal: %d %s", resp.StatusCode, body)
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"no credential", ``},
+		{"empty object", `{}`},
+		{"wrong passphrase", `{"passphrase":"not the passphrase at all"}`},
+		{"unknown field", `{"passphrase":"` + testPassphrase + `","x":1}`},
+	} {
+		if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/seal", tc.body, jh); resp.StatusCode != http.StatusUnauthorized || l.Sealed() {
+			t.Fatalf("seal with %s: %d %s, sealed=%v; want 401 and unsealed", tc.name, resp.StatusCode, b, l.Sealed())
+		}
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK || !l.Sealed() {
+		t.Fatalf("seal with the passphrase: %d %s sealed=%v", resp.StatusCode, body, l.Sealed())
+	}
+
+	// A node without a keyring passphrase takes only the admin token.
+	plain := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"),
+		Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	if resp, b := do(t, http.MethodPost, plain.admin+"/v1/sys/seal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusUnauthorized ||
+		plain.Sealed() || !strings.Contains(string(b), "no unseal passphrase") {
+		t.Errorf("seal by passphrase without a keyring: %d %s sealed=%v", resp.StatusCode, b, plain.Sealed())
+	}
+}
+
 // TestSealedStartPostgres: nodes on a shared database with no key source
 // start sealed. Once Init (keygate operator init) has sealed the first
 // signing key under the root key, only that key unseals, on any node.
