@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/keygate/keygate/jose"
@@ -35,13 +37,34 @@ func (fs *flagSet) parse(args []string, min, max int) ([]string, error) {
 		fs.printUsage(fs.a.stdout)
 		return nil, errHelpShown
 	case err != nil:
-		return nil, usageErrorf(fs.Name(), "%v", err)
+		return nil, usageErrorf(fs.Name(), "%v", fs.explain(err))
 	case len(pos) < min:
 		return nil, usageErrorf(fs.Name(), "too few arguments (usage: %s)", fs.synop)
 	case max >= 0 && len(pos) > max:
 		return nil, usageErrorf(fs.Name(), "unexpected argument %q", pos[max])
 	}
 	return pos, nil
+}
+
+// badFlagValue is the flag package's message for a value its type's parser
+// refused.
+var badFlagValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): parse error$`)
+
+// explain replaces the flag package's "parse error" for a duration flag
+// with what a duration looks like: "--access-token-ttl 15" is the usual
+// mistake, a number without its unit.
+func (fs *flagSet) explain(err error) error {
+	m := badFlagValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	if f := fs.Lookup(m[2]); f == nil || fmt.Sprintf("%T", f.Value) != "*flag.durationValue" {
+		return err
+	}
+	if _, nerr := strconv.ParseFloat(m[1], 64); nerr == nil {
+		return fmt.Errorf("--%s %s: a duration needs a unit (ns, us, ms, s, m, h), such as %ss or %sm", m[2], m[1], m[1], m[1])
+	}
+	return fmt.Errorf("--%s %q: not a duration; write a number and a unit (ns, us, ms, s, m, h), such as 90s, 15m or 720h", m[2], m[1])
 }
 
 func (fs *flagSet) interspersed(args []string) ([]string, error) {

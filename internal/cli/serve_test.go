@@ -452,3 +452,19 @@ func TestServeURLFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationFlagErrors: a duration flag without a unit, or with one that
+// does not exist, says what a duration looks like.
+func TestDurationFlagErrors(t *testing.T) {
+	h := newHarness(t)
+	for arg, want := range map[string]string{
+		"15":  "--access-token-ttl 15: a duration needs a unit (ns, us, ms, s, m, h), such as 15s or 15m",
+		"30d": `--access-token-ttl "30d": not a duration; write a number and a unit`,
+	} {
+		r := h.run("serve", "--access-token-ttl", arg)
+		expect(t, r, ExitUsage, "", want)
+		if strings.Contains(r.stderr, "parse error") {
+			t.Errorf("--access-token-ttl %s: the flag package's own message is left: %s", arg, r.stderr)
+		}
+	}
+}

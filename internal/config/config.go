@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -413,8 +414,17 @@ func Load(path string, env []string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes YAML strictly: unknown fields and trailing documents are errors.
+// Parse decodes YAML strictly: unknown fields and trailing documents are
+// errors, and a value that does not fit its field is a *TypeError naming
+// its YAML path.
 func Parse(data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if err := checkTypes(&doc, reflect.TypeFor[Config]()); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	c := new(Config)

@@ -223,6 +223,8 @@ func TestMissingFile(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(goodYAML))
 	f.Add([]byte("issuers: [{issuer: a}]"))
+	f.Add([]byte("issuers:\n  - issuer: https://x/\n    leeway: 60\n    leway: 1\n")) // the path-naming type check
+	f.Add([]byte("a: &x [*x]\nadmin_tls: {cert_fil: a}\ntoken_service: {key_rotation: 30d}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {

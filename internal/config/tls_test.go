@@ -38,12 +38,12 @@ func TestTLSErrors(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{`tls: {cert_file: a.crt}`, "tls.key_file: is required with tls.cert_file"},
 		{`tls: {key_file: a.key}`, "tls.cert_file: is required with tls.key_file"},
-		{`tls: {cert_file: a.crt, key_file: a.key, client_ca_file: ca.pem}`, "field client_ca_file not found"},
+		{`tls: {cert_file: a.crt, key_file: a.key, client_ca_file: ca.pem}`, `tls (line 1): unknown field "client_ca_file"`},
 		{`admin_tls: {cert_file: a.crt}`, "admin_tls.key_file: is required with admin_tls.cert_file"},
 		{`admin_tls: {key_file: a.key}`, "admin_tls.cert_file: is required with admin_tls.key_file"},
 		{`admin_tls: {client_ca_file: ca.pem}`, "admin_tls.client_ca_file: needs admin_tls.cert_file and admin_tls.key_file"},
 		{"admin_listen: \"off\"\nadmin_tls: {cert_file: a.crt, key_file: a.key}", "admin_tls: is set but the admin listener is off"},
-		{"probe_tls: {cert_file: a.crt}", "field probe_tls not found"},
+		{"probe_tls: {cert_file: a.crt}", `the file (line 1): unknown field "probe_tls"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
