@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/httpaudit"
@@ -71,14 +73,47 @@ func (a *Admin) routes() map[string]func(http.ResponseWriter, *http.Request) err
 	}
 }
 
-// decode reads a bounded JSON body strictly.
+// decode reads a bounded JSON body strictly. A refusal names the field that
+// is unknown or of the wrong type, so that a caller can fix the request
+// without reading the code.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.Decode(&struct{}{}) != io.EOF {
-		return invalidRequest("the body must be one JSON object with known fields")
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		return invalidRequest("the body must be one JSON object, and nothing after it")
 	}
-	return nil
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return invalidRequest(fmt.Sprintf("field %q: want %s, got a JSON %s", typeErr.Field, jsonKind(typeErr.Type.Kind()), typeErr.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return invalidRequest("unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.As(err, &maxErr):
+		return invalidRequest("the body is over 64 KiB")
+	}
+	return invalidRequest("the body must be one JSON object")
+}
+
+// jsonKind says what JSON a Go kind is decoded from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return "a value"
+	}
+	return "a number"
 }
 
 func invalidRequest(desc string) *httperr.Error {

@@ -622,3 +622,28 @@ func (memoryPublisher) Rotated(context.Context, string)       {}
 func (memoryPublisher) TenantDeleted(context.Context, string) {}
 
 var _ Publisher = memoryPublisher{}
+
+// A refused admin request body names what is wrong with it: the unknown
+// field, or the field of the wrong type and what it wants.
+func TestAdminBodyErrorsNameTheField(t *testing.T) {
+	f := newAdminFixture(t)
+	for _, c := range []struct {
+		name string
+		body any
+		want string
+	}{
+		{"unknown field", map[string]any{"nam": "x", "scopes": []string{"a"}}, `unknown field "nam"`},
+		{"a string for a list", map[string]any{"name": "x", "scopes": "a"}, `field "scopes": want a list, got a JSON string`},
+		{"a number for a string", map[string]any{"name": 5}, `field "name": want a string, got a JSON number`},
+		{"not JSON", json.RawMessage(`name=x`), "must be one JSON object"},
+	} {
+		code, m := f.call(t, "POST", "/v1/admin/clients", adminToken, c.body)
+		if desc, _ := m["error_description"].(string); code != 400 || !strings.Contains(desc, c.want) {
+			t.Errorf("%s: %d %v, want 400 with %q", c.name, code, m, c.want)
+		}
+	}
+	code, m := f.call(t, "POST", "/v1/admin/users", adminToken, map[string]any{"username": "bob", "password": "correct horse battery", "scopes": true})
+	if desc, _ := m["error_description"].(string); code != 400 || !strings.Contains(desc, `field "scopes": want a list, got a JSON bool`) {
+		t.Errorf("users: %d %v", code, m)
+	}
+}
