@@ -42,7 +42,12 @@ const MaxTokenSize = 60 << 10
 
 // Config is keygate's whole configuration.
 type Config struct {
-	Listen      string `yaml:"listen"`
+	// Listen is the traffic listener's address: /auth, the token
+	// endpoints, transit and the reverse proxy (default 127.0.0.1:8080).
+	Listen string `yaml:"listen"`
+	// AdminListen is the admin listener's address: /metrics, /healthz,
+	// /readyz, the admin API, seal and unseal (default 127.0.0.1:9090;
+	// "off" disables it). Off loopback it needs admin_tls.
 	AdminListen string `yaml:"admin_listen"`
 	// ProbeListen, if set, serves /healthz and /readyz alone, for a
 	// probe port opened wider than the admin listener.
@@ -54,14 +59,24 @@ type Config struct {
 	MetricsTokenFile string `yaml:"metrics_token_file"`
 	// AdminHosts are host names the admin listener answers to besides IP
 	// addresses and localhost (DNS-rebinding protection).
-	AdminHosts   []string `yaml:"admin_hosts"`
-	LogLevel     string   `yaml:"log_level"` // debug, info, warn, error
-	DataDir      string   `yaml:"data_dir"`
-	MaxTokenSize int      `yaml:"max_token_size"`
-	Cache        Cache    `yaml:"cache"`
-	Issuers      []Issuer `yaml:"issuers"`
-	ForwardAuth  Forward  `yaml:"forward_auth"`
-	Routes       []Route  `yaml:"routes"` // reverse proxy routes; none means no proxy
+	AdminHosts []string `yaml:"admin_hosts"`
+	LogLevel   string   `yaml:"log_level"` // debug, info (the default), warn, error
+	// DataDir holds the SQLite store, the dev root key and admin token,
+	// the keyring header, the node id and the audit files (default
+	// ./keygate-data; a gateway-only node creates nothing there).
+	DataDir string `yaml:"data_dir"`
+	// MaxTokenSize is the largest token verified, in bytes (default 8 KiB,
+	// at most 60 KiB); a larger one is refused with keygate's own 401.
+	MaxTokenSize int `yaml:"max_token_size"`
+	// Cache bounds the verified-token cache.
+	Cache Cache `yaml:"cache"`
+	// Issuers are the token issuers the gateway trusts, chosen by a
+	// token's "iss"; none: the token service's own tokens (dev mode).
+	Issuers []Issuer `yaml:"issuers"`
+	// ForwardAuth configures /auth: which forwarding headers name the
+	// request, and the rules it is decided by.
+	ForwardAuth Forward `yaml:"forward_auth"`
+	Routes      []Route `yaml:"routes"` // reverse proxy routes; none means no proxy
 	// TokenService configures the token service. It is read at start:
 	// a reload applies the rest of the file and warns that changes here
 	// wait for a restart.
@@ -106,8 +121,8 @@ type Audit struct {
 
 // AuditFile is the audit file sink.
 type AuditFile struct {
-	Disabled bool   `yaml:"disabled"`
-	Dir      string `yaml:"dir"` // default <data_dir>/audit
+	Disabled bool   `yaml:"disabled"` // no file sink (then stdout or store must be on)
+	Dir      string `yaml:"dir"`      // default <data_dir>/audit
 	// MaxSize is the size in bytes at which a file is rotated; the
 	// chain continues in the next (default 64 MiB).
 	MaxSize int64 `yaml:"max_size"`
@@ -118,7 +133,7 @@ type AuditFile struct {
 	// project's VM it costs half of transit's throughput, BENCHMARKS.md)
 	// or never (left to the operating system, as Vault's file device does).
 	Sync         string        `yaml:"sync"`
-	SyncInterval time.Duration `yaml:"sync_interval"`
+	SyncInterval time.Duration `yaml:"sync_interval"` // the interval policy's period (default 1s)
 }
 
 // Audit file sync policies.
@@ -166,8 +181,8 @@ func (a *Audit) validate(field string, bad func(field, format string, args ...an
 // TLS names a listener's certificate (followed by any intermediates) and
 // its private key, PEM files read again when their content changes.
 type TLS struct {
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	CertFile string `yaml:"cert_file"` // the certificate, then any intermediates (PEM)
+	KeyFile  string `yaml:"key_file"`  // its private key (PEM)
 }
 
 // Enabled reports whether either file is set (Validate demands both).
@@ -178,7 +193,7 @@ func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 // the listener).
 type AdminTLS struct {
 	TLS          `yaml:",inline"`
-	ClientCAFile string `yaml:"client_ca_file"`
+	ClientCAFile string `yaml:"client_ca_file"` // CAs (PEM) of the client certificates the admin listener requires; none: no client certificate
 }
 
 // Enabled reports whether any of the files is set.
@@ -186,39 +201,47 @@ func (t AdminTLS) Enabled() bool { return t.TLS.Enabled() || t.ClientCAFile != "
 
 // Cache bounds the verified-token cache.
 type Cache struct {
-	MaxEntries int           `yaml:"max_entries"`
-	MaxBytes   int64         `yaml:"max_bytes"`
-	MaxTTL     time.Duration `yaml:"max_ttl"`
-	Disabled   bool          `yaml:"disabled"`
+	MaxEntries int           `yaml:"max_entries"` // cached tokens at most (default 100000)
+	MaxBytes   int64         `yaml:"max_bytes"`   // memory the entries account for, in bytes (default 64 MiB)
+	MaxTTL     time.Duration `yaml:"max_ttl"`     // how long a token stays cached, whatever its exp (default 5m)
+	// Disabled verifies every request in full: nothing is cached.
+	Disabled bool `yaml:"disabled"`
 }
 
 // Issuer is one trusted token issuer (one tenant) and the policy its tokens
 // must meet. Exactly one key source is set: JWKSURL, Discovery or KeyFiles.
 type Issuer struct {
-	Issuer       string            `yaml:"issuer"`
-	JWKSURL      string            `yaml:"jwks_url"`
-	Discovery    bool              `yaml:"discovery"` // find jwks_uri via OIDC discovery of Issuer
-	KeyFiles     []string          `yaml:"key_files"`
-	Algorithms   []string          `yaml:"algorithms"`
+	Issuer    string `yaml:"issuer"`    // the tokens' "iss", exactly; required
+	JWKSURL   string `yaml:"jwks_url"`  // an https URL serving the issuer's JWKS
+	Discovery bool   `yaml:"discovery"` // find jwks_uri via OIDC discovery of Issuer
+	// KeyFiles are PEM public or private keys, JWKs and JWKS documents
+	// (an HMAC secret as an oct JWKS), re-read when they change and on
+	// every reload.
+	KeyFiles []string `yaml:"key_files"`
+	// Algorithms is the allow-list (RS256 ... EdDSA, HS256 ... for oct
+	// keys); required; each key verifies one algorithm only.
+	Algorithms []string `yaml:"algorithms"`
+	// Audiences: the token's "aud" must hold one of them (all of them with
+	// all_audiences); none: aud is not checked.
 	Audiences    []string          `yaml:"audiences"`
-	AllAudiences bool              `yaml:"all_audiences"`
-	Leeway       *time.Duration    `yaml:"leeway"`  // default 60s
-	Require      []string          `yaml:"require"` // default [exp]
-	Scopes       []string          `yaml:"scopes"`
-	Type         string            `yaml:"type"`
-	Headers      map[string]string `yaml:"headers"` // response header -> claim (dotted path)
-	JWKS         JWKS              `yaml:"jwks"`
+	AllAudiences bool              `yaml:"all_audiences"` // require every audience instead of any one
+	Leeway       *time.Duration    `yaml:"leeway"`        // clock skew allowed on exp, nbf and iat (default 60s)
+	Require      []string          `yaml:"require"`       // claims a token must carry (default [exp])
+	Scopes       []string          `yaml:"scopes"`        // scopes every token of this issuer must hold, on every route
+	Type         string            `yaml:"type"`          // the "typ" header required, such as at+jwt (RFC 9068); none: not checked
+	Headers      map[string]string `yaml:"headers"`       // response header -> claim (dotted path)
+	JWKS         JWKS              `yaml:"jwks"`          // how jwks_url or discovery keys are fetched
 }
 
 // JWKS tunes remote key fetching; zero values take the keys package defaults.
 type JWKS struct {
-	MinRefresh      time.Duration `yaml:"min_refresh"`
-	DefaultRefresh  time.Duration `yaml:"default_refresh"` // when the response has no max-age
-	MaxRefresh      time.Duration `yaml:"max_refresh"`
-	MaxStale        time.Duration `yaml:"max_stale"`
-	Timeout         time.Duration `yaml:"timeout"`
-	MaxBody         int64         `yaml:"max_body"`
-	RefetchInterval time.Duration `yaml:"refetch_interval"`
+	MinRefresh      time.Duration `yaml:"min_refresh"`      // the shortest refresh interval a response's max-age may ask for (default 10s)
+	DefaultRefresh  time.Duration `yaml:"default_refresh"`  // when the response has no max-age (default 5m)
+	MaxRefresh      time.Duration `yaml:"max_refresh"`      // the longest refresh interval (default 24h)
+	MaxStale        time.Duration `yaml:"max_stale"`        // how long the last good keys serve while fetches fail; then the issuer's tokens are refused (default 24h)
+	Timeout         time.Duration `yaml:"timeout"`          // bound on each fetch, body included (default 5s)
+	MaxBody         int64         `yaml:"max_body"`         // the largest JWKS document, in bytes (default 1 MiB)
+	RefetchInterval time.Duration `yaml:"refetch_interval"` // least time between two fetches an unknown kid starts (default 10s)
 }
 
 // Forward configures the forward-auth endpoint.
@@ -238,9 +261,9 @@ type Forward struct {
 // forward-auth request; each is then required. An empty one takes that
 // part from the request keygate receives.
 type TrustedHeaders struct {
-	Method string `yaml:"method"`
-	URI    string `yaml:"uri"`
-	Host   string `yaml:"host"`
+	Method string `yaml:"method"` // the header naming the request's method
+	URI    string `yaml:"uri"`    // the header naming its path and query
+	Host   string `yaml:"host"`   // the header naming its host
 }
 
 // Forwarding returns the forwarding headers forward-auth trusts; Validate
@@ -257,13 +280,13 @@ func (f *Forward) Forwarding() gateway.Forwarding {
 // need: anonymous access, or a token from some issuers with some scopes.
 // Paths are read as gateway.Router.Match describes.
 type Route struct {
-	Host       string   `yaml:"host"`
-	PathPrefix string   `yaml:"path_prefix"`
-	Methods    []string `yaml:"methods"`
-	Upstream   string   `yaml:"upstream"` // reverse proxy only
-	Anonymous  bool     `yaml:"anonymous"`
-	Issuers    []string `yaml:"issuers"` // empty: any configured issuer
-	Scopes     []string `yaml:"scopes"`
+	Host       string   `yaml:"host"`        // the request's host, exactly; none: any host
+	PathPrefix string   `yaml:"path_prefix"` // the canonical path's prefix, on segment boundaries ("/api" covers /api and /api/x, not /apix)
+	Methods    []string `yaml:"methods"`     // none: any method
+	Upstream   string   `yaml:"upstream"`    // reverse proxy only
+	Anonymous  bool     `yaml:"anonymous"`   // let requests through without a token (a token given is still checked)
+	Issuers    []string `yaml:"issuers"`     // empty: any configured issuer
+	Scopes     []string `yaml:"scopes"`      // scopes the token must all hold (403 insufficient_scope otherwise)
 	// CaseInsensitive matches path_prefix ignoring case, for an upstream
 	// that does; the default is case-sensitive.
 	CaseInsensitive bool `yaml:"case_insensitive"`
@@ -279,25 +302,29 @@ type Route struct {
 // TokenService is the token service's section. Empty fields take the
 // command-line flags' defaults; a flag given explicitly wins over the file.
 type TokenService struct {
-	Issuer      string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>)
-	Audience    string `yaml:"audience"` // "aud" of issued tokens
+	Issuer   string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>; required on a shared database)
+	Audience string `yaml:"audience"` // "aud" of issued tokens
+	// DatabaseURL is the fleet's PostgreSQL (postgres://...; also
+	// KEYGATE_DATABASE_URL); none: SQLite in data_dir.
 	DatabaseURL string `yaml:"database_url"`
-	RedisURL    string `yaml:"redis_url"`
+	// RedisURL is the fleet's Redis (redis://, rediss:// with TLS; also
+	// KEYGATE_REDIS_URL), for revocations, rate limits and key notices.
+	RedisURL string `yaml:"redis_url"`
 	// DatabaseURLFile and RedisURLFile hold the URLs instead, so that a
 	// password in them is in neither the file nor the command line.
 	DatabaseURLFile string `yaml:"database_url_file"`
 	RedisURLFile    string `yaml:"redis_url_file"`
-	RedisPrefix     string `yaml:"redis_prefix"`
-	RootKeyFile     string `yaml:"root_key_file"`
-	KeyringFile     string `yaml:"keyring_file"`
-	AdminTokenFile  string `yaml:"admin_token_file"`
-	SigningAlg      string `yaml:"signing_alg"`
+	RedisPrefix     string `yaml:"redis_prefix"`     // the prefix of every Redis key keygate uses (default keygate)
+	RootKeyFile     string `yaml:"root_key_file"`    // the root key (base64, 0600; also KEYGATE_ROOT_KEY)
+	KeyringFile     string `yaml:"keyring_file"`     // keyring.json of a passphrase-sealed node (default <data_dir>/keyring.json)
+	AdminTokenFile  string `yaml:"admin_token_file"` // the admin API's bearer token, 32+ characters (also KEYGATE_ADMIN_TOKEN)
+	SigningAlg      string `yaml:"signing_alg"`      // ES256 (the default), ES384, ES512, RS256, PS256 or EdDSA
 	// KeyRotation: nil means the default (720h); 0 means manual only.
 	KeyRotation            *time.Duration `yaml:"key_rotation"`
-	KeyPrePublish          time.Duration  `yaml:"key_prepublish"`
-	AccessTokenTTL         time.Duration  `yaml:"access_token_ttl"`
-	RevocationMaxStaleness time.Duration  `yaml:"revocation_max_staleness"`
-	StoreTimeout           time.Duration  `yaml:"store_timeout"`
+	KeyPrePublish          time.Duration  `yaml:"key_prepublish"`           // how long the next signing key is published before it signs (default 1h)
+	AccessTokenTTL         time.Duration  `yaml:"access_token_ttl"`         // lifetime of issued access tokens (default 15m)
+	RevocationMaxStaleness time.Duration  `yaml:"revocation_max_staleness"` // with Redis: refuse every token once the revocation set is this old (above 1s; default 0, never)
+	StoreTimeout           time.Duration  `yaml:"store_timeout"`            // bound on each PostgreSQL operation and new connection (default 5s)
 	// TokenRateLimit is token requests per second per client (burst
 	// twice that); nil means the default (50), 0 means no limit.
 	TokenRateLimit *float64 `yaml:"token_rate_limit"`

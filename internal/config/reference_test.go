@@ -1,0 +1,169 @@
+package config
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// referenceFile is the configuration reference, generated from this
+// package's types and their comments.
+const referenceFile = "../../docs/configuration.md"
+
+var update = flag.Bool("update", false, "rewrite "+referenceFile)
+
+// fieldDocs reads the doc and line comments of every struct field in the
+// package's non-test files: "Type.Field" -> text.
+func fieldDocs(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok {
+					return true
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				prev := ""
+				for _, fl := range st.Fields.List {
+					text := strings.TrimSpace(strings.Join([]string{fl.Doc.Text(), fl.Comment.Text()}, " "))
+					text = strings.Join(strings.Fields(text), " ")
+					for _, name := range fl.Names {
+						// A comment over the first of a group ("A and B
+						// hold ...") documents the others it names.
+						if text == "" && strings.Contains(prev, name.Name) {
+							text = prev
+						}
+						docs[ts.Name.Name+"."+name.Name] = text
+					}
+					prev = text
+				}
+				return true
+			})
+		}
+	}
+	return docs
+}
+
+type refRow struct{ path, typ, doc string }
+
+// reference walks the configuration's type in field order.
+func reference(t reflect.Type, prefix string, docs map[string]string, rows *[]refRow) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			reference(f.Type, prefix, docs, rows)
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		path := prefix + name
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		*rows = append(*rows, refRow{path, yamlType(ft), yamlNames(t, docs[t.Name()+"."+f.Name])})
+		switch {
+		case ft.Kind() == reflect.Struct && ft != durationType:
+			reference(ft, path+".", docs, rows)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			reference(ft.Elem(), path+"[].", docs, rows)
+		}
+	}
+}
+
+// yamlNames writes the Go names of t's fields in doc as the file spells
+// them: "DatabaseURLFile and RedisURLFile" -> "database_url_file and
+// redis_url_file".
+func yamlNames(t reflect.Type, doc string) string {
+	words := strings.Fields(doc)
+	for i, w := range words {
+		core := strings.TrimRight(w, ".,:;)")
+		if f, ok := t.FieldByName(core); ok && core != "" && core[0] >= 'A' && core[0] <= 'Z' {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				words[i] = "`" + name + "`" + w[len(core):]
+			}
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+func yamlType(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return "duration"
+	case t.Kind() == reflect.Struct:
+		return "section"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		return "list of sections"
+	case t.Kind() == reflect.Slice:
+		return "list of " + yamlType(t.Elem())
+	case t.Kind() == reflect.Map:
+		return "map of " + yamlType(t.Key()) + " to " + yamlType(t.Elem())
+	case t.Kind() == reflect.Bool:
+		return "bool"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "number"
+	}
+	return "string"
+}
+
+// TestConfigurationReference: docs/configuration.md lists every field of
+// the configuration file with its type and documentation, as generated
+// from the code (go test ./internal/config -run Reference -update rewrites
+// it), and no field goes undocumented.
+func TestConfigurationReference(t *testing.T) {
+	var rows []refRow
+	reference(reflect.TypeFor[Config](), "", fieldDocs(t), &rows)
+	var b bytes.Buffer
+	b.WriteString(referenceHeader)
+	for _, r := range rows {
+		if r.doc == "" {
+			t.Errorf("%s has no doc comment in internal/config: the reference would not say what it does", r.path)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.path, r.typ, strings.ReplaceAll(r.doc, "|", `\|`))
+	}
+	if *update {
+		if err := os.WriteFile(referenceFile, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(referenceFile)
+	if err != nil || !bytes.Equal(have, b.Bytes()) {
+		t.Errorf("%s is not what the code says (%v): go test ./internal/config -run Reference -update", referenceFile, err)
+	}
+}
+
+const referenceHeader = `# Configuration reference
+
+Every field of keygate's YAML configuration file (` + "`keygate serve --config FILE`" + `), generated from the
+code's doc comments by ` + "`go test ./internal/config -run Reference -update`" + `; ` + "`TestConfigurationReference`" + ` fails
+when a field is missing here or has no comment. Durations are Go durations (` + "`90s`, `15m`, `720h`" + `: a number
+needs its unit). A ` + "`[]`" + ` in a path is any item of a list. Command-line flags of the same names (with
+` + "`-`" + ` for ` + "`_`" + `) win over the file; see ` + "`keygate serve -h`" + `. Complete examples: [examples/](../examples/).
+
+| field | type | meaning |
+| --- | --- | --- |
+`
