@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -50,12 +51,14 @@ func (a *app) usersCreate(ctx context.Context, args []string) error {
 }
 
 func (a *app) usersList(ctx context.Context, args []string) error {
-	fs := a.flags("keygate users list", "[--tenant T] [flags]",
+	fs := a.flags("keygate users list", "[--tenant T] [--json] [flags]",
 		"Lists the users of a running node: tenant, id, name, scopes, and \"disabled\" when so.")
 	var af adminFlags
 	af.register(fs)
 	var tenant tenantFlag
 	tenant.register(fs, "list only the users of this `tenant`")
+	var lf listing
+	lf.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -68,17 +71,20 @@ func (a *app) usersList(ctx context.Context, args []string) error {
 			Disabled bool     `json:"disabled"`
 		} `json:"users"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/users"), nil, &out); err != nil {
+	var raw json.RawMessage
+	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/users"), nil, &raw); err != nil {
 		return err
 	}
-	for _, u := range out.Users {
-		line := u.Tenant + "\t" + u.ID + "\t" + u.Username + "\t" + strings.Join(u.Scopes, " ")
-		if u.Disabled {
-			line += "\tdisabled"
+	return lf.print(a, raw, &out, []string{"TENANT", "USER_ID", "USERNAME", "SCOPES", "STATE"}, func() (rows [][]string) {
+		for _, u := range out.Users {
+			state := "enabled"
+			if u.Disabled {
+				state = "disabled"
+			}
+			rows = append(rows, []string{u.Tenant, u.ID, u.Username, strings.Join(u.Scopes, " "), state})
 		}
-		fmt.Fprintln(a.stdout, line)
-	}
-	return nil
+		return rows
+	})
 }
 
 func (a *app) usersUpdate(ctx context.Context, args []string) error {
@@ -161,6 +167,8 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 			"and \"signing\" for the key in force.")
 	var af adminFlags
 	af.register(fs)
+	var lf listing
+	lf.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -174,21 +182,23 @@ func (a *app) keysList(ctx context.Context, args []string) error {
 			Signing   bool       `json:"signing"`
 		} `json:"keys"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/keys", nil, &out); err != nil {
+	var raw json.RawMessage
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/keys", nil, &raw); err != nil {
 		return err
 	}
-	for _, k := range out.Keys {
-		retire, signing := "-", ""
-		if k.RetireAt != nil {
-			retire = k.RetireAt.UTC().Format(time.RFC3339)
+	return lf.print(a, raw, &out, []string{"KID", "ALG", "PUBLISHED", "ACTIVE", "RETIRES", "SIGNING"}, func() (rows [][]string) {
+		for _, k := range out.Keys {
+			retire, signing := "-", "-"
+			if k.RetireAt != nil {
+				retire = k.RetireAt.UTC().Format(time.RFC3339)
+			}
+			if k.Signing {
+				signing = "signing"
+			}
+			rows = append(rows, []string{k.KID, k.Alg, k.PublishAt.UTC().Format(time.RFC3339), k.ActiveAt.UTC().Format(time.RFC3339), retire, signing})
 		}
-		if k.Signing {
-			signing = "\tsigning"
-		}
-		fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\t%s%s\n", k.KID, k.Alg, k.PublishAt.UTC().Format(time.RFC3339),
-			k.ActiveAt.UTC().Format(time.RFC3339), retire, signing)
-	}
-	return nil
+		return rows
+	})
 }
 
 func (a *app) revoke(ctx context.Context, args []string) error {

@@ -66,12 +66,12 @@ func TestAdminCommands(t *testing.T) {
 
 	// Keys: an immediate rotation signs the next token with the new kid.
 	keys := h.must(append([]string{"keys", "list"}, admin...)...)
-	if strings.Count(keys, "\n") != 1 || !strings.HasSuffix(strings.TrimSpace(keys), "signing") {
+	if strings.Count(keys, "\n") != 2 || !strings.HasPrefix(keys, "KID\tALG\t") || !strings.HasSuffix(strings.TrimSpace(keys), "\tsigning") {
 		t.Fatalf("keys list before rotation: %q", keys)
 	}
 	rot := h.must(append([]string{"keys", "rotate", "--immediate"}, admin...)...)
 	kid := strings.TrimSpace(strings.TrimPrefix(rot, "kid="))
-	if keys := h.must(append([]string{"keys", "list"}, admin...)...); strings.Count(keys, "\n") != 2 || !strings.Contains(keys, kid) {
+	if keys := h.must(append([]string{"keys", "list"}, admin...)...); strings.Count(keys, "\n") != 3 || !strings.Contains(keys, kid) {
 		t.Errorf("keys list after rotation: %q", keys)
 	}
 	tok := strings.TrimSpace(h.must("token", "--client", id, "--secret", secret, "--url", base))

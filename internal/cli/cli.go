@@ -43,6 +43,9 @@ type app struct {
 }
 
 func (a *app) main(ctx context.Context, args []string) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...) // as every CLI takes it
+	}
 	err := a.dispatch(ctx, "keygate", commands(), args)
 	var ue *usageError
 	var se silentError

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,14 @@ func TestVersion(t *testing.T) {
 	Version = "v1.2.3-test"
 	if out := h.must("version"); !strings.HasPrefix(out, "keygate v1.2.3-test\n") {
 		t.Errorf("ldflags version not used: %q", out)
+	}
+	for _, flag := range []string{"--version", "-version"} {
+		if out := h.must(flag); !strings.HasPrefix(out, "keygate v1.2.3-test\n") {
+			t.Errorf("keygate %s: %q", flag, out)
+		}
+	}
+	if got := vcsVersion([]debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}); got != "devel-0123456789ab-dirty" {
+		t.Errorf("vcsVersion: %q", got)
 	}
 }
 

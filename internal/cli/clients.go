@@ -138,12 +138,14 @@ func (a *app) clientsCreate(ctx context.Context, args []string) error {
 }
 
 func (a *app) clientsList(ctx context.Context, args []string) error {
-	fs := a.flags("keygate clients list", "[--tenant T] [flags]",
+	fs := a.flags("keygate clients list", "[--tenant T] [--json] [flags]",
 		"Lists the OAuth clients of a running node (never their secrets): tenant, id, name, scopes.")
 	var af adminFlags
 	af.register(fs)
 	var tenant tenantFlag
 	tenant.register(fs, "list only the clients of this `tenant`")
+	var lf listing
+	lf.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -155,13 +157,16 @@ func (a *app) clientsList(ctx context.Context, args []string) error {
 			Scopes []string `json:"scopes"`
 		} `json:"clients"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/clients"), nil, &out); err != nil {
+	var raw json.RawMessage
+	if err := af.call(ctx, a, http.MethodGet, tenant.query(fs, "/v1/admin/clients"), nil, &raw); err != nil {
 		return err
 	}
-	for _, c := range out.Clients {
-		fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", c.Tenant, c.ID, c.Name, strings.Join(c.Scopes, " "))
-	}
-	return nil
+	return lf.print(a, raw, &out, []string{"TENANT", "CLIENT_ID", "NAME", "SCOPES"}, func() (rows [][]string) {
+		for _, c := range out.Clients {
+			rows = append(rows, []string{c.Tenant, c.ID, c.Name, strings.Join(c.Scopes, " ")})
+		}
+		return rows
+	})
 }
 
 func (a *app) clientsRotate(ctx context.Context, args []string) error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,9 +33,11 @@ func (a *app) tenantsCreate(ctx context.Context, args []string) error {
 }
 
 func (a *app) tenantsList(ctx context.Context, args []string) error {
-	fs := a.flags("keygate tenants list", "[flags]", "Lists the tenants of a running node: name and creation time, default included.")
+	fs := a.flags("keygate tenants list", "[--json] [flags]", "Lists the tenants of a running node: name and creation time, default included.")
 	var af adminFlags
 	af.register(fs)
+	var lf listing
+	lf.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -44,13 +47,16 @@ func (a *app) tenantsList(ctx context.Context, args []string) error {
 			CreatedAt time.Time `json:"created_at"`
 		} `json:"tenants"`
 	}
-	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/tenants", nil, &out); err != nil {
+	var raw json.RawMessage
+	if err := af.call(ctx, a, http.MethodGet, "/v1/admin/tenants", nil, &raw); err != nil {
 		return err
 	}
-	for _, t := range out.Tenants {
-		fmt.Fprintf(a.stdout, "%s\t%s\n", t.Name, t.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	return nil
+	return lf.print(a, raw, &out, []string{"TENANT", "CREATED"}, func() (rows [][]string) {
+		for _, t := range out.Tenants {
+			rows = append(rows, []string{t.Name, t.CreatedAt.UTC().Format(time.RFC3339)})
+		}
+		return rows
+	})
 }
 
 func (a *app) tenantsDelete(ctx context.Context, args []string) error {

@@ -41,7 +41,7 @@ func TestTenantsCommands(t *testing.T) {
 	}
 	adm := func(args ...string) []string { return append(args, admin...) }
 
-	if list := h.must(adm("tenants", "list")...); !strings.HasPrefix(list, "default\t") || strings.Count(list, "\n") != 1 {
+	if list := h.must(adm("tenants", "list")...); !strings.HasPrefix(list, "TENANT\tCREATED\ndefault\t") || strings.Count(list, "\n") != 2 {
 		t.Errorf("tenants list on a fresh node: %q", list)
 	}
 	if got := h.must(adm("tenants", "create", "acme")...); got != "tenant=acme\n" {
@@ -63,13 +63,23 @@ func TestTenantsCommands(t *testing.T) {
 		!strings.Contains(list, "default\t"+demoID+"\tdemo\tdemo\n") {
 		t.Errorf("clients list: %q", list)
 	}
-	if list := h.must(adm("clients", "list", "--tenant", "acme")...); list != "acme\t"+id+"\tpay\ttransit:encrypt:payments secrets:read:billing/*\n" {
+	if list := h.must(adm("clients", "list", "--tenant", "acme")...); list != "TENANT\tCLIENT_ID\tNAME\tSCOPES\nacme\t"+id+"\tpay\ttransit:encrypt:payments secrets:read:billing/*\n" {
 		t.Errorf("clients list --tenant acme: %q", list)
 	}
 	if list := h.must(adm("clients", "list", "--tenant", "default")...); strings.Contains(list, id) || !strings.Contains(list, demoID) {
 		t.Errorf("clients list --tenant default: %q", list)
 	}
 	expect(t, h.run(adm("clients", "list", "--tenant", "nope")...), ExitFail, "", `tenant "nope" does not exist`)
+	var listed struct {
+		Clients []struct {
+			ID     string `json:"client_id"`
+			Tenant string `json:"tenant"`
+		} `json:"clients"`
+	}
+	if err := json.Unmarshal([]byte(h.must(adm("clients", "list", "--tenant", "acme", "--json")...)), &listed); err != nil ||
+		len(listed.Clients) != 1 || listed.Clients[0].ID != id || listed.Clients[0].Tenant != "acme" {
+		t.Errorf("clients list --json: %+v %v", listed, err)
+	}
 	tok := h.must("token", "--client", id, "--secret", secret, "--url", base, "--scope", "secrets:read:billing/*")
 	if c := claimsOf(t, tok); c["tenant"] != "acme" || c["scope"] != "secrets:read:billing/*" {
 		t.Errorf("acme's client's token: %v", c)
@@ -77,10 +87,10 @@ func TestTenantsCommands(t *testing.T) {
 
 	h.stdin = "acme alice's password\n"
 	uid := strings.TrimSpace(strings.TrimPrefix(h.must(adm("users", "create", "--username", "alice", "--scopes", "transit:encrypt:payments", "--tenant", "acme")...), "user_id="))
-	if list := h.must(adm("users", "list", "--tenant", "acme")...); list != "acme\t"+uid+"\talice\ttransit:encrypt:payments\n" {
+	if list := h.must(adm("users", "list", "--tenant", "acme")...); list != "TENANT\tUSER_ID\tUSERNAME\tSCOPES\tSTATE\nacme\t"+uid+"\talice\ttransit:encrypt:payments\tenabled\n" {
 		t.Errorf("users list --tenant acme: %q", list)
 	}
-	if list := h.must(adm("users", "list", "--tenant", "default")...); list != "" {
+	if list := h.must(adm("users", "list", "--tenant", "default")...); list != "TENANT\tUSER_ID\tUSERNAME\tSCOPES\tSTATE\n" {
 		t.Errorf("users list --tenant default: %q", list)
 	}
 	login := url.Values{"username": {"alice"}, "password": {"acme alice's password"}}.Encode()
