@@ -76,7 +76,7 @@ func TestOperatorInitFlow(t *testing.T) {
 		t.Errorf("a second init with --print: %d\n%s", r.code, r.stdout)
 	}
 
-	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--database-url", dbURL, "--admin-token-file", tokenFile)
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--issuer", "https://kg.test", "--database-url", dbURL, "--admin-token-file", tokenFile)
 	defer s.stop()
 	adminURL := s.adminURL(t)
 	other := h.path("other.key")
