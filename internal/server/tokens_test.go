@@ -346,7 +346,7 @@ func TestPurgeExpired(t *testing.T) {
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
-	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password"}`, jh); resp.StatusCode != http.StatusCreated {
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/users", `{"username":"alice","password":"a long password","scopes":["demo"]}`, jh); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create user: %d %s", resp.StatusCode, body)
 	}
 	login := func() string {
