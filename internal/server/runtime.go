@@ -31,7 +31,8 @@ type runtime struct {
 	sources  map[string]*source // by issuer
 	pipeline *verify.Pipeline
 	forward  http.Handler
-	proxy    http.Handler // nil when no routes are configured
+	proxy    http.Handler     // nil when no routes are configured
+	envoy    *gateway.Decider // Envoy's ext_authz (envoy.go)
 	// authTree: forward-auth also answers under /auth/ (Envoy's HTTP
 	// ext_authz sends path_prefix + the original path).
 	authTree bool
@@ -96,6 +97,9 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
 		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
 		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if rt.envoy, err = s.envoyDecider(rt); err != nil {
 		return nil, err
 	}
 	if len(cfg.Routes) > 0 {
@@ -315,6 +319,8 @@ func (s *Server) reload(ctx context.Context) error {
 // Overrides are command-line settings that win over the file on every load.
 type Overrides struct {
 	Listen, AdminListen, ProbeListen string
+	EnvoyGRPCListen                  string
+	EnvoyGRPCReflection              bool   // turns reflection on (never off)
 	Proxy                            string // forward_auth.proxy; replaces trusted_headers too
 	// TLS and AdminTLS: each file given replaces the file's field.
 	TLS      config.TLS
@@ -357,6 +363,10 @@ func (o Overrides) Apply(c *config.Config) {
 	if o.ProbeListen != "" {
 		c.ProbeListen = o.ProbeListen
 	}
+	if o.EnvoyGRPCListen != "" {
+		c.EnvoyGRPCListen = o.EnvoyGRPCListen
+	}
+	c.EnvoyGRPCReflection = c.EnvoyGRPCReflection || o.EnvoyGRPCReflection
 	if o.TokenService != nil {
 		o.TokenService(&c.TokenService)
 	}
@@ -469,6 +479,7 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 		}
 		s.pollKeyFiles()
 		s.pollCerts()
+		s.pollHealth()
 	}
 }
 
