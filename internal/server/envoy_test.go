@@ -2,13 +2,19 @@ package server
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +31,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
+	"github.com/keygate/keygate/jose"
 )
 
 // envoyCheck is the CheckRequest Envoy sends for a GET of path with the
@@ -143,6 +150,14 @@ func TestEnvoyGRPCListener(t *testing.T) {
 	if code, _ := check("/orders", "Bearer "+tok); code != 200 {
 		t.Errorf("after the reload, /orders: %d", code)
 	}
+	// The listener itself is read at start: a reload that changes it warns.
+	write("    - {path_prefix: /}\nenvoy_grpc_reflection: true\n")
+	if err := s.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "envoy_grpc_listen or envoy_grpc_reflection changed") {
+		t.Errorf("no warning for a changed envoy_grpc_reflection:\n%s", logs)
+	}
 
 	cancel()
 	if err := <-done; err != nil {
@@ -176,5 +191,76 @@ func TestEnvoyGRPCListener(t *testing.T) {
 	}
 	if _, ok := got["frontend=envoy_grpc,reason=forwarded_header_missing,result=deny,"]; ok {
 		t.Error("envoy_grpc counts forwarding-header reasons it never reads")
+	}
+}
+
+// TestEnvoyGRPCHealthFollowsReadiness: grpc.health.v1 on the Envoy
+// listener answers NOT_SERVING while /readyz would answer 503 (here an
+// issuer whose JWKS cannot be fetched yet), and SERVING once the node is
+// ready, found by the watcher's poll.
+func TestEnvoyGRPCHealthFollowsReadiness(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.ES256, "k1", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := jose.NewKeySet(signer.Key()).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up atomic.Bool
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(jwks)
+	}))
+	defer idp.Close()
+	cfg := &config.Config{EnvoyGRPCListen: "127.0.0.1:0", Issuers: []config.Issuer{{Issuer: "https://idp.test/", JWKSURL: idp.URL + "/jwks",
+		Algorithms: []string{"ES256"}, JWKS: config.JWKS{Timeout: time.Second, MinRefresh: 100 * time.Millisecond, RefetchInterval: 100 * time.Millisecond}}}}
+	cfg.SetDefaults()
+	s, err := New(context.Background(), Config{Gateway: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ls Listeners
+	for _, l := range []*net.Listener{&ls.Traffic, &ls.EnvoyGRPC} {
+		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListeners(ctx, ls) }()
+	defer func() { cancel(); <-done }()
+	conn, err := grpc.NewClient(ls.EnvoyGRPC.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: extauthz.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetStatus()
+	}
+	if got := health(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health with an issuer without keys: %v", got)
+	}
+	up.Store(true)
+	deadline := time.Now().Add(20 * time.Second)
+	for health() != healthpb.HealthCheckResponse_SERVING {
+		if time.Now().After(deadline) {
+			t.Fatalf("health still NOT_SERVING once the keys are there (not ready: %v)", s.notReady())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
