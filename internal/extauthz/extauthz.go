@@ -186,7 +186,8 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 // and every '_' spelling of each.
 func (s *Service) allow(d *gateway.Decider, dec *gateway.Decision) *authv3.CheckResponse {
 	c := s.claimNames(d)
-	ok := &authv3.OkHttpResponse{HeadersToRemove: make([]string, 0, len(c.names)+len(c.underscored))}
+	ok := &authv3.OkHttpResponse{Headers: make([]*corev3.HeaderValueOption, 0, len(c.names)),
+		HeadersToRemove: make([]string, 0, len(c.names)+len(c.underscored))}
 	for i, name := range d.ClaimHeaders() {
 		if v := gateway.HeaderValue(dec.Result, name); v != "" {
 			ok.Headers = append(ok.Headers, header(c.names[i], v))

@@ -399,6 +399,11 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
+			// The rules Envoy's API sets on every field (header names
+			// and values, status codes).
+			if err := resp.ValidateAll(); err != nil {
+				t.Errorf("the CheckResponse breaks Envoy's validation rules: %v", err)
+			}
 			a := read(t, resp)
 			if a.status != tc.status {
 				t.Fatalf("status %d, want %d (%+v)", a.status, tc.status, a)
@@ -709,6 +714,9 @@ func FuzzCheck(f *testing.F) {
 		resp, err := fx.svc.Check(t.Context(), checkRequest(method, host, path, hs))
 		if err != nil {
 			t.Fatalf("Check: %v", err)
+		}
+		if err := resp.ValidateAll(); err != nil {
+			t.Errorf("the CheckResponse breaks Envoy's validation rules: %v", err)
 		}
 		a := read(t, resp)
 		switch a.status {
