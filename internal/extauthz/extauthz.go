@@ -135,6 +135,7 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	d := s.decider()
 	hr := req.GetAttributes().GetRequest().GetHttp()
 	if hr == nil {
+		s.log.Debug("check request without HTTP attributes: is the caller Envoy's HTTP ext_authz filter?")
 		return s.refuse(http.StatusBadRequest, "invalid_request", "invalid_request", "the check request carries no HTTP request attributes"), nil
 	}
 	h := credentialHeaders(hr)
