@@ -29,6 +29,8 @@ import (
 // are tokenFlags.
 type serveFlags struct {
 	listen, adminListen, probeListen, dataDir string
+	envoyGRPCListen                           string
+	envoyGRPCReflection                       bool
 	issuer, audience                          string // the quick start's issuer's, else the token service's
 	issuerOwn, audienceOwn                    bool   // --issuer, --audience are the token service's (writeTokenService)
 	configPath, jwksURL, upstream, proxy      string
@@ -46,6 +48,8 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
 	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
+	fs.StringVar(&f.envoyGRPCListen, "envoy-grpc-listen", "", "`address` serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with --tls-cert-file when set; default: none)")
+	fs.BoolVar(&f.envoyGRPCReflection, "envoy-grpc-reflection", false, "also serve gRPC reflection on --envoy-grpc-listen (for grpcurl; off by default)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener, behind the admin token (never the command line)")
@@ -71,6 +75,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			"the demo client and a sample token. With --config (or the quick-start flags) it verifies\n"+
 			"tokens of the configured issuers. Traffic endpoints:\n"+
 			"  /auth                        forward-auth for nginx auth_request, Traefik, Caddy\n"+
+			"  (--envoy-grpc-listen)        Envoy's ext_authz over gRPC, the same decision as /auth\n"+
 			"  POST /oauth2/token, /oauth2/revoke, /oauth2/introspect, /v1/login   the token service\n"+
 			"  /v1/transit/...              Vault's transit API (encryption as a service; see the README)\n"+
 			"  GET /.well-known/jwks.json   the public signing keys\n"+
@@ -138,15 +143,22 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			return fmt.Errorf("probe listen: %w", err)
 		}
 	}
+	var envoy net.Listener
+	if cfg.EnvoyGRPCListen != "" {
+		if envoy, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.EnvoyGRPCListen); err != nil {
+			closeAll(ln, admin, probe)
+			return fmt.Errorf("envoy gRPC listen: %w", err)
+		}
+	}
 	srv, err := a.newServer(ctx, &f, cfg, gatewayOnly, ln.Addr().String(), log)
 	if err != nil {
-		closeAll(ln, admin, probe)
+		closeAll(ln, admin, probe, envoy)
 		return err
 	}
 	defer srv.Close()
 	n := srv.Node()
 	if n != nil && n.Sealed() && admin == nil {
-		closeAll(ln, probe)
+		closeAll(ln, probe, envoy)
 		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
 	scheme := "http"
@@ -165,7 +177,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			// a restart that reuses the dev files only when --dev asks
 			// again: stdout is often a container's log.
 			if err := a.printSample(n, base); err != nil {
-				closeAll(ln, admin, probe)
+				closeAll(ln, admin, probe, envoy)
 				return err
 			}
 		}
@@ -175,7 +187,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
 	defer stop()
-	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe})
+	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe, EnvoyGRPC: envoy})
 }
 
 // closeAll closes the listeners that are not nil.
@@ -259,6 +271,7 @@ func (f *serveFlags) writeTokenService(ts *config.TokenService) {
 
 func (f *serveFlags) overrides() server.Overrides {
 	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
+		EnvoyGRPCListen: f.envoyGRPCListen, EnvoyGRPCReflection: f.envoyGRPCReflection,
 		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService,
 		Audit: f.audit.write}
 	o.TLS, o.AdminTLS = f.tls.overrides()

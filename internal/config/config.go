@@ -52,6 +52,14 @@ type Config struct {
 	// ProbeListen, if set, serves /healthz and /readyz alone, for a
 	// probe port opened wider than the admin listener.
 	ProbeListen string `yaml:"probe_listen"`
+	// EnvoyGRPCListen, if set, serves Envoy's external authorization
+	// (envoy.service.auth.v3.Authorization, package extauthz) over gRPC,
+	// with grpc.health.v1: over TLS with the tls section's certificate
+	// when it is set, otherwise plaintext HTTP/2.
+	EnvoyGRPCListen string `yaml:"envoy_grpc_listen"`
+	// EnvoyGRPCReflection also serves gRPC reflection there; off by
+	// default.
+	EnvoyGRPCReflection bool `yaml:"envoy_grpc_reflection"`
 	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
 	// token; off by default.
 	Pprof bool `yaml:"pprof"`
@@ -479,6 +487,8 @@ func (c *Config) ApplyEnv(env []string) error {
 			c.AdminListen = v
 		case "KEYGATE_PROBE_LISTEN":
 			c.ProbeListen = v
+		case "KEYGATE_ENVOY_GRPC_LISTEN":
+			c.EnvoyGRPCListen = v
 		case "KEYGATE_LOG_LEVEL":
 			c.LogLevel = v
 		case "KEYGATE_DATA_DIR":
@@ -545,6 +555,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ProbeListen != "" {
 		checkAddr("probe_listen", c.ProbeListen)
+	}
+	if c.EnvoyGRPCListen != "" {
+		checkAddr("envoy_grpc_listen", c.EnvoyGRPCListen)
+	}
+	if c.EnvoyGRPCReflection && c.EnvoyGRPCListen == "" {
+		bad("envoy_grpc_reflection", "is set but envoy_grpc_listen is not")
 	}
 	for _, h := range c.AdminHosts {
 		if h == "" || strings.ContainsAny(h, ":/ ") {

@@ -89,6 +89,8 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "listen_addr"},
 		{"bad listen", "listen: nowhere\n", "listen: not a host:port"},
+		{"bad envoy grpc listen", "envoy_grpc_listen: 9001\n", "envoy_grpc_listen: not a host:port"},
+		{"reflection without the envoy listener", "envoy_grpc_reflection: true\n", "envoy_grpc_reflection: is set but envoy_grpc_listen is not"},
 		{"bad log level", "log_level: loud\n", "log_level"},
 		{"token size", "max_token_size: 10\n", "max_token_size"},
 		{"no key source", "issuers:\n  - issuer: a\n    algorithms: [ES256]\n", "issuers[0]: needs exactly one key source"},
@@ -163,11 +165,12 @@ func TestForwarding(t *testing.T) {
 }
 
 func TestEnvOverrides(t *testing.T) {
-	c, err := Load(writeConfig(t, "listen: 127.0.0.1:1\n"), []string{"KEYGATE_LISTEN=127.0.0.1:2", "KEYGATE_MAX_TOKEN_SIZE=4096", "KEYGATE_ADMIN_LISTEN=off"})
+	c, err := Load(writeConfig(t, "listen: 127.0.0.1:1\n"), []string{"KEYGATE_LISTEN=127.0.0.1:2", "KEYGATE_MAX_TOKEN_SIZE=4096", "KEYGATE_ADMIN_LISTEN=off",
+		"KEYGATE_ENVOY_GRPC_LISTEN=127.0.0.1:3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "127.0.0.1:2" || c.MaxTokenSize != 4096 || c.AdminListen != "off" {
+	if c.Listen != "127.0.0.1:2" || c.MaxTokenSize != 4096 || c.AdminListen != "off" || c.EnvoyGRPCListen != "127.0.0.1:3" {
 		t.Errorf("env not applied: %+v", c)
 	}
 	if _, err := Load(writeConfig(t, ""), []string{"KEYGATE_MAX_TOKEN_SIZE=big"}); err == nil || !strings.Contains(err.Error(), "KEYGATE_MAX_TOKEN_SIZE") {

@@ -27,15 +27,12 @@ type Verifier interface {
 // token that lacks a scope or matches no route. It answers 401 rather than
 // 400, 431 or 500 for every bad-token case, because nginx turns any status
 // other than 2xx, 401 and 403 from auth_request into a 500 for the client.
+// It reads the request it is asked about from the forwarding headers (see
+// Forwarding) and leaves the decision to its Decider.
 type ForwardAuth struct {
-	verifier  Verifier
-	routes    *Router
-	cookie    string
+	Decider
 	fwd       Forwarding
 	untrusted []string // forwarding headers fwd ignores, counted when a request carries one
-	headers   []string // every configured claim header, canonical form
-	metrics   *telemetry.Decisions
-	log       *slog.Logger
 }
 
 // ForwardAuthConfig configures a ForwardAuth.
@@ -79,10 +76,8 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 // newForwardAuth is NewForwardAuth without the warning, for the proxy,
 // which matches on the request's own Host.
 func newForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
-	if cfg.Verifier == nil {
-		return nil, errors.New("gateway: forward-auth needs a verifier")
-	}
-	rt, err := NewRouter(cfg.Routes)
+	d, err := NewDecider(DeciderConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie, Headers: cfg.Headers,
+		Metrics: cfg.Metrics, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -90,18 +85,13 @@ func newForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	if fwd.Proxy == "" {
 		fwd, _ = Preset(ProxyAuto)
 	}
-	f := &ForwardAuth{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, fwd: fwd, untrusted: fwd.untrusted(),
-		headers: canonical(cfg.Headers), metrics: cfg.Metrics, log: cfg.Logger}
-	if f.log == nil {
-		f.log = slog.New(slog.DiscardHandler)
-	}
-	return f, nil
+	return &ForwardAuth{Decider: *d, fwd: fwd, untrusted: fwd.untrusted()}, nil
 }
 
 // ServeHTTP decides on the request the proxy forwards (see Forwarding);
 // forwarding headers that are repeated, disagree or are missing where the
 // proxy must set them get 401 invalid_request, a path upstreams read in
-// different ways 403 (see the comments below).
+// different ways 403 (see Decide).
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.metrics != nil {
 		defer f.metrics.Begin()()
@@ -116,84 +106,221 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if problem != "" {
 		// 401, not 400: nginx turns any status from auth_request but 2xx,
 		// 401 and 403 into a 500 for the client.
-		f.deny(w, http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
+		f.write(w, f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem]))
 		return
 	}
-	route, err := f.routes.Match(host, method, path)
-	switch {
-	case errors.Is(err, ErrAmbiguousPath):
-		// 403, not 400, for the same reason.
-		f.deny(w, http.StatusForbidden, "invalid_request", "ambiguous_path", "ambiguous_path")
-		return
-	case err != nil:
-		f.deny(w, http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
-		return
-	}
-	if route.Anonymous {
-		f.allow(w, nil)
-		return
-	}
-	if res, ok := f.authorize(w, r, route); ok {
-		f.allow(w, res)
-	}
+	f.write(w, f.Decide(r.Context(), method, host, path, r.Header))
 }
 
-// authorize takes the bearer token, verifies it and checks it against the
-// route. When it refuses, it has written the answer.
-func (f *ForwardAuth) authorize(w http.ResponseWriter, r *http.Request, route *Route) (*verify.Result, bool) {
-	token, problem := bearer(r, f.cookie)
+// Decider takes the decision every front end takes on a request: which
+// route covers it (Router.Match: the path canonicalised, ambiguous paths
+// refused), whether it carries a bearer token the pipeline accepts, and
+// whether that token holds what the route asks for; and on an allowed
+// request, which claim headers to set. The front ends differ only in where
+// they read the request from (forwarding headers, the request itself, an
+// Envoy CheckRequest) and how they write the answer. It counts each
+// decision in its metrics.
+type Decider struct {
+	verifier Verifier
+	routes   *Router
+	cookie   string
+	headers  []string // every configured claim header, canonical form
+	metrics  *telemetry.Decisions
+	log      *slog.Logger
+}
+
+// DeciderConfig configures a Decider; the fields are ForwardAuthConfig's.
+type DeciderConfig struct {
+	Verifier Verifier
+	Routes   []Route
+	Cookie   string
+	Headers  []string
+	Metrics  *telemetry.Decisions // optional
+	Logger   *slog.Logger         // optional
+}
+
+// NewDecider builds a Decider.
+func NewDecider(cfg DeciderConfig) (*Decider, error) {
+	if cfg.Verifier == nil {
+		return nil, errors.New("gateway: forward-auth needs a verifier")
+	}
+	rt, err := NewRouter(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	d := &Decider{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, headers: canonical(cfg.Headers),
+		metrics: cfg.Metrics, log: cfg.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	return d, nil
+}
+
+// Decision is a Decider's answer about one request, for a front end to
+// write in its own terms.
+type Decision struct {
+	// Status is 200 when the request may through; 401 for a missing or
+	// invalid token, 403 for a token short of a scope, a request no route
+	// covers or an ambiguous path, 503 when verification itself failed
+	// (no verdict on the token: the client went away or the server is
+	// failing).
+	Status int
+	// Error and Description are the RFC 6749 error body's error and
+	// error_description of a refusal: a reason name or a fixed sentence,
+	// never the token or internal detail.
+	Error, Description string
+	// Reason is what the refusal counts as in keygate_decisions_total.
+	Reason string
+	// Challenge is the WWW-Authenticate value to send, "" for none.
+	Challenge string
+	// Result is the verified token of an allowed request; nil on an
+	// anonymous route.
+	Result *verify.Result
+}
+
+// Allowed reports whether the request may through.
+func (d *Decision) Allowed() bool { return d.Status == http.StatusOK }
+
+// Body is the JSON error body of a refusal (RFC 6749 §5.2's shape).
+func (d *Decision) Body() string {
+	return `{"error":"` + d.Error + `","error_description":"` + d.Description + `"}`
+}
+
+// ClaimHeaders lists every claim header the Decider's issuers may set,
+// canonical; an allowed request's values come from HeaderValue.
+func (d *Decider) ClaimHeaders() []string { return d.headers }
+
+// HeaderValue is the value of the claim header name (canonical) for res;
+// "" when res is nil (an anonymous route) or the token lacks the claim.
+func HeaderValue(res *verify.Result, name string) string { return headerValue(res, name) }
+
+// Decide decides on a request to host with method and path (percent-encoded
+// as sent; a query is not part of it), the token taken from h: its one
+// Authorization header with the Bearer scheme, or else the configured
+// cookie. A path upstreams read in different ways is refused with 403
+// invalid_request ambiguous_path (Router.Match). It counts the decision.
+func (d *Decider) Decide(ctx context.Context, method, host, path string, h http.Header) Decision {
+	route, err := d.routes.Match(host, method, path)
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		// 403, not 400: nginx turns any status from auth_request but 2xx,
+		// 401 and 403 into a 500 for the client.
+		return d.refusal(http.StatusForbidden, "invalid_request", "ambiguous_path", "ambiguous_path")
+	case err != nil:
+		return d.refusal(http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
+	}
+	var dec Decision
+	if !route.Anonymous {
+		if dec = d.authorize(ctx, h, route); !dec.Allowed() {
+			return dec
+		}
+	}
+	if d.metrics != nil {
+		d.metrics.Allow()
+	}
+	dec.Status = http.StatusOK
+	return dec
+}
+
+// authorize takes the bearer token from h, verifies it and checks it
+// against the route. An allowed decision is not counted: the caller counts
+// it once it has let the request through.
+func (d *Decider) authorize(ctx context.Context, h http.Header, route *Route) Decision {
+	token, problem := bearer(h, d.cookie)
 	switch problem {
 	case "":
 	case "missing":
-		f.challenge(w)
-		return nil, false
+		// RFC 6750 §3.1: a request with no credentials gets a challenge
+		// without an error code.
+		if d.metrics != nil {
+			d.metrics.Deny("missing_token")
+		}
+		return Decision{Status: http.StatusUnauthorized, Error: "unauthorized", Description: "a bearer token is required",
+			Reason: "missing_token", Challenge: `Bearer realm="keygate"`}
 	default:
-		f.deny(w, http.StatusUnauthorized, "invalid_request", problem, problemText[problem])
-		return nil, false
+		return d.refusal(http.StatusUnauthorized, "invalid_request", problem, problemText[problem])
 	}
-	res, err := f.verifier.Verify(r.Context(), token)
+	res, err := d.verifier.Verify(ctx, token)
 	if err != nil {
-		f.refuse(w, r, token, err)
-		return nil, false
+		return d.refuse(token, err)
 	}
 	if reason, status := route.Admits(res); reason != "" {
 		code := "invalid_token"
 		if status == http.StatusForbidden {
 			code = "insufficient_scope"
 		}
-		f.deny(w, status, code, reason, reason)
-		return nil, false
+		return d.refusal(status, code, reason, reason)
 	}
-	return res, true
+	return Decision{Status: http.StatusOK, Result: res}
 }
 
-func (f *ForwardAuth) refuse(w http.ResponseWriter, r *http.Request, token string, err error) {
+func (d *Decider) refuse(token string, err error) Decision {
 	reason := verify.ReasonOf(err)
 	switch {
 	case reason == "insufficient_scope":
-		f.deny(w, http.StatusForbidden, "insufficient_scope", reason, reason)
+		return d.refusal(http.StatusForbidden, "insufficient_scope", reason, reason)
 	case reason != "":
-		f.log.Debug("token refused", "reason", reason, "token", Fingerprint(token))
-		f.deny(w, http.StatusUnauthorized, "invalid_token", reason, reason)
+		d.log.Debug("token refused", "reason", reason, "token", Fingerprint(token))
+		return d.refusal(http.StatusUnauthorized, "invalid_token", reason, reason)
 	default: // not a verdict on the token: the client went away or the server is failing
-		f.log.Warn("verification failed", "err", err, "token", Fingerprint(token))
-		if f.metrics != nil {
-			f.metrics.Deny("internal")
+		d.log.Warn("verification failed", "err", err, "token", Fingerprint(token))
+		if d.metrics != nil {
+			d.metrics.Deny("internal")
 		}
-		http.Error(w, "verification unavailable", http.StatusServiceUnavailable)
+		return Decision{Status: http.StatusServiceUnavailable, Error: "temporarily_unavailable",
+			Description: "verification unavailable", Reason: "internal"}
 	}
 }
 
-// allow writes 200 with every configured claim header present.
-func (f *ForwardAuth) allow(w http.ResponseWriter, res *verify.Result) {
-	h := w.Header()
-	for _, name := range f.headers {
-		h[name] = []string{headerValue(res, name)}
+// refusal counts and returns a refusal with an RFC 6750 challenge (on a
+// 401, and on 403 insufficient_scope). description is a reason name or a
+// fixed sentence: never the token or internal detail.
+func (d *Decider) refusal(status int, code, reason, description string) Decision {
+	dec := Decision{Status: status, Error: code, Description: description, Reason: reason}
+	if status == http.StatusUnauthorized || code == "insufficient_scope" {
+		dec.Challenge = `Bearer realm="keygate", error="` + code + `", error_description="` + description + `"`
 	}
-	if f.metrics != nil {
-		f.metrics.Allow()
+	if d.metrics != nil {
+		d.metrics.Deny(reason)
 	}
-	w.WriteHeader(http.StatusOK)
+	return dec
+}
+
+// write answers with dec: 200 with every configured claim header present,
+// or the refusal.
+func (d *Decider) write(w http.ResponseWriter, dec Decision) {
+	switch dec.Status {
+	case http.StatusOK:
+		h := w.Header()
+		for _, name := range d.headers {
+			h[name] = []string{headerValue(dec.Result, name)}
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	case http.StatusServiceUnavailable:
+		http.Error(w, dec.Description, http.StatusServiceUnavailable)
+		return
+	}
+	if dec.Challenge != "" {
+		w.Header()["Www-Authenticate"] = []string{dec.Challenge}
+	}
+	writeError(w, dec.Status, dec.Error, dec.Description)
+}
+
+// deny counts and writes a refusal (see refusal).
+func (d *Decider) deny(w http.ResponseWriter, status int, code, reason, description string) {
+	d.write(w, d.refusal(status, code, reason, description))
+}
+
+// authorizeHTTP is authorize for a front end that writes the refusal
+// itself: it has written it when ok is false.
+func (d *Decider) authorizeHTTP(w http.ResponseWriter, r *http.Request, route *Route) (res *verify.Result, ok bool) {
+	dec := d.authorize(r.Context(), r.Header, route)
+	if !dec.Allowed() {
+		d.write(w, dec)
+		return nil, false
+	}
+	return dec.Result, true
 }
 
 func headerValue(res *verify.Result, name string) string {
@@ -206,28 +333,6 @@ func headerValue(res *verify.Result, name string) string {
 		}
 	}
 	return ""
-}
-
-// challenge answers a request with no credentials: RFC 6750 §3.1 says the
-// challenge then carries no error code.
-func (f *ForwardAuth) challenge(w http.ResponseWriter) {
-	w.Header()["Www-Authenticate"] = []string{`Bearer realm="keygate"`}
-	if f.metrics != nil {
-		f.metrics.Deny("missing_token")
-	}
-	writeError(w, http.StatusUnauthorized, "unauthorized", "a bearer token is required")
-}
-
-// deny answers with an RFC 6750 challenge. description is a reason name or a
-// fixed sentence: never the token or internal detail.
-func (f *ForwardAuth) deny(w http.ResponseWriter, status int, code, reason, description string) {
-	if status == http.StatusUnauthorized || code == "insufficient_scope" {
-		w.Header()["Www-Authenticate"] = []string{`Bearer realm="keygate", error="` + code + `", error_description="` + description + `"`}
-	}
-	if f.metrics != nil {
-		f.metrics.Deny(reason)
-	}
-	writeError(w, status, code, description)
 }
 
 func writeError(w http.ResponseWriter, status int, code, description string) {
@@ -243,14 +348,14 @@ var problemText = map[string]string{
 	"empty_token":             "the bearer token is empty",
 }
 
-// bearer extracts the token: exactly one Authorization header with the
-// Bearer scheme (RFC 6750 §2.1), or else the configured cookie.
-func bearer(r *http.Request, cookie string) (token, problem string) {
-	vals := r.Header["Authorization"]
+// bearer extracts the token from h: exactly one Authorization header with
+// the Bearer scheme (RFC 6750 §2.1), or else the configured cookie.
+func bearer(h http.Header, cookie string) (token, problem string) {
+	vals := h["Authorization"]
 	switch len(vals) {
 	case 0:
 		if cookie != "" {
-			if c, err := r.Cookie(cookie); err == nil && c.Value != "" {
+			if c, err := (&http.Request{Header: h}).Cookie(cookie); err == nil && c.Value != "" {
 				return c.Value, ""
 			}
 		}
@@ -286,7 +391,7 @@ func (f *ForwardAuth) Wrap(next http.Handler, scopes []string) http.Handler {
 		if f.metrics != nil {
 			defer f.metrics.Begin()()
 		}
-		res, ok := f.authorize(w, r, route)
+		res, ok := f.authorizeHTTP(w, r, route)
 		if !ok {
 			return
 		}

@@ -196,7 +196,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := &decision{}
 	if !route.Anonymous {
 		var ok bool
-		if d.res, ok = a.authorize(w, r, route); !ok {
+		if d.res, ok = a.authorizeHTTP(w, r, route); !ok {
 			return
 		}
 	}

@@ -34,6 +34,12 @@ func (s Snippet) check() error {
 	return nil
 }
 
+// Underscored returns h's other spellings, with '_' for one or more of its
+// '-', in canonical case: names CGI-style applications (PHP, anything that
+// reads a CGI, FastCGI or WSGI environment) read as h, which a front end
+// must remove from the request it passes on.
+func Underscored(h string) []string { return underscored(h) }
+
 // underscored returns h's other spellings, with '_' for one or more of its
 // '-', in canonical case.
 func underscored(h string) []string {

@@ -46,20 +46,28 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // verify with and an audit sink takes records.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
-	if s.node != nil && s.node.Sealed() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "sealed": true,
-			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"})
+	if why := s.notReady(); why != nil {
+		writeJSON(w, http.StatusServiceUnavailable, why)
 		return nil
 	}
+	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+	return nil
+}
+
+// notReady says why the node is not ready (readyz's body), or nil when it
+// is; grpc.health.v1 on the Envoy listener follows it too.
+func (s *Server) notReady() map[string]any {
+	if s.node != nil && s.node.Sealed() {
+		return map[string]any{"status": "not_ready", "sealed": true,
+			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"}
+	}
 	if missing := s.rt.Load().notReady(); len(missing) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "issuers_without_keys": missing})
-		return nil
+		return map[string]any{"status": "not_ready", "issuers_without_keys": missing}
 	}
 	if s.node != nil {
 		if st := s.node.AuditStatus(); st.Enabled && !st.Health.Ready {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "audit": "no_sink",
-				"reason": "no audit sink takes records: every audited request is answered 503 until one does", "audit_sinks": sinkNames(st.Health)})
-			return nil
+			return map[string]any{"status": "not_ready", "audit": "no_sink",
+				"reason": "no audit sink takes records: every audited request is answered 503 until one does", "audit_sinks": sinkNames(st.Health)}
 		}
 		if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
 			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
@@ -69,11 +77,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 			if st.LastError != nil {
 				reason += ": " + st.LastError.Error()
 			}
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "revocations": "fail_closed", "reason": reason})
-			return nil
+			return map[string]any{"status": "not_ready", "revocations": "fail_closed", "reason": reason}
 		}
 	}
-	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
 	return nil
 }
 

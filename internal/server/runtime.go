@@ -31,7 +31,8 @@ type runtime struct {
 	sources  map[string]*source // by issuer
 	pipeline *verify.Pipeline
 	forward  http.Handler
-	proxy    http.Handler // nil when no routes are configured
+	proxy    http.Handler     // nil when no routes are configured
+	envoy    *gateway.Decider // Envoy's ext_authz (envoy.go)
 	// authTree: forward-auth also answers under /auth/ (Envoy's HTTP
 	// ext_authz sends path_prefix + the original path).
 	authTree bool
@@ -96,6 +97,9 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
 		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
 		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	if rt.envoy, err = s.envoyDecider(rt); err != nil {
 		return nil, err
 	}
 	if len(cfg.Routes) > 0 {
@@ -301,6 +305,10 @@ func (s *Server) reload(ctx context.Context) error {
 	if cfg.TLS != prev.cfg.TLS || cfg.AdminTLS != prev.cfg.AdminTLS {
 		s.log.Warn("tls or admin_tls changed in the configuration file; it takes effect on restart (the files they name are read again whenever their content changes)")
 	}
+	if cfg.EnvoyGRPCListen != prev.cfg.EnvoyGRPCListen || cfg.EnvoyGRPCReflection != prev.cfg.EnvoyGRPCReflection {
+		s.log.Warn("envoy_grpc_listen or envoy_grpc_reflection changed in the configuration file; it takes effect on restart")
+		cfg.EnvoyGRPCListen, cfg.EnvoyGRPCReflection = prev.cfg.EnvoyGRPCListen, prev.cfg.EnvoyGRPCReflection
+	}
 	rt, err := s.buildRuntime(ctx, cfg, prev)
 	if err != nil {
 		return err
@@ -315,6 +323,8 @@ func (s *Server) reload(ctx context.Context) error {
 // Overrides are command-line settings that win over the file on every load.
 type Overrides struct {
 	Listen, AdminListen, ProbeListen string
+	EnvoyGRPCListen                  string
+	EnvoyGRPCReflection              bool   // turns reflection on (never off)
 	Proxy                            string // forward_auth.proxy; replaces trusted_headers too
 	// TLS and AdminTLS: each file given replaces the file's field.
 	TLS      config.TLS
@@ -357,6 +367,10 @@ func (o Overrides) Apply(c *config.Config) {
 	if o.ProbeListen != "" {
 		c.ProbeListen = o.ProbeListen
 	}
+	if o.EnvoyGRPCListen != "" {
+		c.EnvoyGRPCListen = o.EnvoyGRPCListen
+	}
+	c.EnvoyGRPCReflection = c.EnvoyGRPCReflection || o.EnvoyGRPCReflection
 	if o.TokenService != nil {
 		o.TokenService(&c.TokenService)
 	}
@@ -469,6 +483,7 @@ func (s *Server) watch(ctx context.Context, every time.Duration) {
 		}
 		s.pollKeyFiles()
 		s.pollCerts()
+		s.pollHealth()
 	}
 }
 

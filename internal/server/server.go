@@ -1,6 +1,7 @@
 // Package server runs keygate's HTTP service: its listeners (traffic, admin,
-// probe) with the timeouts, header limits, TLS and graceful shutdown a
-// public listener needs; the routing of the /auth forward-auth decision,
+// probe, and Envoy's ext_authz over gRPC) with the timeouts, header limits,
+// TLS and graceful shutdown a public listener needs; the routing of the
+// /auth forward-auth decision,
 // the reverse proxy, the token service's endpoints (package issuer) and the
 // admin endpoints; and the runtime built from the configuration, swapped
 // atomically on reload. The state the token service keeps is the node's
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/extauthz"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
@@ -121,6 +123,7 @@ type Server struct {
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
+	envoyMetrics *telemetry.Decisions                // nil without envoy_grpc_listen
 	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
 	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
@@ -130,7 +133,8 @@ type Server struct {
 	adminTLS   *tlscert.Files // the admin listener's; nil: plain HTTP
 
 	rt       atomic.Pointer[runtime]
-	reloadMu sync.Mutex // one reload at a time
+	grpc     atomic.Pointer[extauthz.Server] // the Envoy listener's, while it serves
+	reloadMu sync.Mutex                      // one reload at a time
 	handler  http.Handler
 }
 
@@ -164,6 +168,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
+	if cfg.Gateway.EnvoyGRPCListen != "" && s.metrics != nil {
+		s.envoyMetrics = s.metrics.Decisions(extauthz.FrontEnd, envoyReasons)
+	}
 	// Certificates first: a listener that cannot serve is reported before
 	// anything is written to disk.
 	if err := s.openTLS(cfg.Gateway); err != nil {
@@ -332,16 +339,20 @@ type Listeners struct {
 	// Probe serves only /healthz and /readyz, so that a port can be opened
 	// to the cluster's health checks without the admin endpoints.
 	Probe net.Listener
+	// EnvoyGRPC serves Envoy's external authorization over gRPC (see
+	// envoy.go).
+	EnvoyGRPC net.Listener
 }
 
 // ServeListeners serves on ls until ctx is done; then it stops accepting,
-// waits up to ShutdownTimeout for requests in flight, and returns. It
+// waits up to ShutdownTimeout for requests (and gRPC calls) in flight, and
+// returns. It
 // closes the listeners. With a configuration file it also reloads when the
 // file changes, and it reads key files again when they change; both
 // watchers end before it returns.
 func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	var servers []*http.Server
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	var attrs []any
 	// The probe listener serves the traffic listener's certificate. The
 	// log line names the traffic listener's address addr, and its TLS tls.
@@ -363,6 +374,14 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		servers = append(servers, hs)
 		go func() { errc <- serveOn(hs, l.ln) }()
 		attrs = append(attrs, l.addr, l.ln.Addr().String(), l.state, tlsState(l.tls))
+	}
+	var grpcSrv *extauthz.Server
+	if ls.EnvoyGRPC != nil {
+		grpcSrv = s.envoyServer()
+		s.grpc.Store(grpcSrv)
+		defer s.grpc.Store(nil)
+		go func() { errc <- grpcSrv.Serve(ls.EnvoyGRPC) }()
+		attrs = append(attrs, ListenerEnvoyGRPC, ls.EnvoyGRPC.Addr().String(), ListenerEnvoyGRPC+"_tls", tlsState(s.trafficTLS))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
 	if n := s.node; n != nil {
@@ -390,24 +409,48 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		for _, hs := range servers {
 			hs.Close()
 		}
+		if grpcSrv != nil {
+			grpcSrv.Stop()
+		}
+		if err == nil { // grpc's Serve returns nil only when stopped
+			err = errors.New("the Envoy gRPC server stopped")
+		}
 		return fmt.Errorf("server: serve: %w", err)
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "drain", ShutdownTimeout)
-	return s.shutdown(servers, errc)
+	return s.shutdown(servers, grpcSrv, errc)
 }
 
-func (s *Server) shutdown(servers []*http.Server, errc <-chan error) error {
+// shutdown drains the HTTP servers and the gRPC one (if not nil) for up to
+// ShutdownTimeout, then closes what is left.
+func (s *Server) shutdown(servers []*http.Server, grpcSrv *extauthz.Server, errc <-chan error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	grpcDone := make(chan struct{})
+	n := len(servers)
+	if grpcSrv != nil {
+		n++
+		go func() { defer close(grpcDone); grpcSrv.GracefulStop() }()
+	} else {
+		close(grpcDone)
+	}
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("server: drain: %w", err), srv.Close())
 		}
 	}
-	for range servers {
-		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	select {
+	case <-grpcDone:
+	case <-ctx.Done():
+		grpcSrv.Stop() // ends GracefulStop too
+		<-grpcDone
+		errs = append(errs, fmt.Errorf("server: drain: gRPC calls still running after %s", ShutdownTimeout))
+	}
+	for range n {
+		// grpc's Serve returns nil once stopped, net/http's ErrServerClosed.
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("server: serve: %w", err))
 		}
 	}
