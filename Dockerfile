@@ -20,7 +20,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -ldflags="-s -w" -o /out/keygate ./cmd/keygate \
+RUN CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/keygate ./cmd/keygate \
  && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
