@@ -370,6 +370,8 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		hs := s.httpServer(l.h())
 		if l.tls != nil {
 			hs.TLSConfig = l.tls.ServerConfig()
+		} else if l.ln == ls.Traffic {
+			allowH2C(hs)
 		}
 		servers = append(servers, hs)
 		go func() { errc <- serveOn(hs, l.ln) }()
@@ -462,6 +464,21 @@ func (s *Server) shutdown(servers []*http.Server, grpcSrv *extauthz.Server, errc
 }
 
 func (s *Server) httpServer(h http.Handler) *http.Server { return NewHTTPServer(h, s.log) }
+
+// allowH2C serves HTTP/2 without TLS (h2c) beside HTTP/1.1 on a plaintext
+// traffic listener, with prior knowledge only: a proxy that keeps one
+// multiplexed connection to its authorizer (Envoy's http_service, nginx's
+// grpc_pass, Go's and curl's prior-knowledge clients) opens it with the
+// HTTP/2 preface. An HTTP/1.1 "Upgrade: h2c" is not honoured: RFC 9113
+// deprecated it, and a front proxy that passes Upgrade through (as
+// WebSocket set-ups do) would let a client turn its connection into an
+// HTTP/2 tunnel to keygate past the proxy's own rules (h2c smuggling).
+func allowH2C(hs *http.Server) {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	hs.Protocols = p
+}
 
 // NewHTTPServer returns an http.Server for h with keygate's limits and
 // timeouts, logging its own errors to log at warning level. The reference
