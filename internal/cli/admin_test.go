@@ -171,3 +171,19 @@ func TestRevokeIssuer(t *testing.T) {
 		t.Errorf("revoke for an untrusted issuer: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestAdminURLFromEnvironment: KEYGATE_ADMIN_URL is the admin commands'
+// default --admin.
+func TestAdminURLFromEnvironment(t *testing.T) {
+	h := newHarness(t)
+	s, admin := h.serveDev(t)
+	_ = s
+	h.env = []string{"KEYGATE_ADMIN_URL=" + admin[1]}
+	if out := h.must("tenants", "list", admin[2], admin[3]); !strings.Contains(out, "default\t") {
+		t.Errorf("tenants list through KEYGATE_ADMIN_URL: %q", out)
+	}
+	h.env = []string{"KEYGATE_ADMIN_URL=http://127.0.0.1:1"}
+	if r := h.run("tenants", "list", admin[2], admin[3]); r.code != ExitFail {
+		t.Errorf("KEYGATE_ADMIN_URL pointing nowhere: %d %s", r.code, r.stderr)
+	}
+}

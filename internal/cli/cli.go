@@ -105,7 +105,8 @@ func commands() []*command {
 			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
 		}},
 		{name: "serve", summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
-		{name: "config", summary: "print a proxy's configuration for keygate's forward-auth", subs: []*command{
+		{name: "config", summary: "check a configuration; print a proxy's configuration for keygate's forward-auth", subs: []*command{
+			{name: "check", summary: "validate a configuration file and print it in effect, secrets redacted", run: (*app).configCheck},
 			{name: "nginx", summary: "nginx auth_request locations (keygate serve --proxy nginx)", run: proxyConfig("nginx")},
 			{name: "caddy", summary: "Caddyfile forward_auth directives (keygate serve --proxy caddy)", run: proxyConfig("caddy")},
 			{name: "traefik", summary: "Traefik ForwardAuth dynamic configuration (keygate serve --proxy traefik)", run: proxyConfig("traefik")},

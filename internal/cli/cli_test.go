@@ -30,6 +30,7 @@ type harness struct {
 	dir   string
 	now   time.Time
 	stdin string
+	env   []string // the environment the commands see (KEYGATE_*)
 }
 
 func newHarness(t *testing.T) *harness {
@@ -46,6 +47,7 @@ func (h *harness) app(stdout, stderr *syncBuffer) *app {
 		stderr: stderr,
 		now:    func() time.Time { return now },
 		random: rand.Reader,
+		env:    h.env,
 	}
 }
 

@@ -21,9 +21,18 @@ type adminFlags struct {
 }
 
 func (f *adminFlags) register(fs *flagSet) {
-	fs.StringVar(&f.url, "admin", "http://127.0.0.1:9090", "the node's admin listener `URL`")
+	fs.StringVar(&f.url, "admin", fs.a.adminURL(), "the node's admin listener `URL` (or KEYGATE_ADMIN_URL)")
 	fs.StringVar(&f.tokenFile, "admin-token-file", "", "`file` holding the admin token (default $KEYGATE_ADMIN_TOKEN, else ./keygate-data/admin.token)")
 	f.tls.register(fs)
+}
+
+// adminURL is the admin listener's URL by default: $KEYGATE_ADMIN_URL, or
+// the default listener on this host.
+func (a *app) adminURL() string {
+	if u := a.lookupEnv("KEYGATE_ADMIN_URL"); u != "" {
+		return u
+	}
+	return "http://127.0.0.1:9090"
 }
 
 func (f *adminFlags) token(a *app) (string, error) {

@@ -64,7 +64,7 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 		"Unseals a running node: sends the passphrase (read from the terminal without echo, or the\n"+
 			"first line of standard input) or, with --key-file, the root key itself to the admin\n"+
 			"listener's POST /v1/sys/unseal, and prints the seal status.")
-	adminURL := fs.String("admin", "http://127.0.0.1:9090", "the node's admin listener `URL`")
+	adminURL := fs.String("admin", a.adminURL(), "the node's admin listener `URL` (or KEYGATE_ADMIN_URL)")
 	var tf adminTLSFlags
 	tf.register(fs)
 	keyFile := fs.String("key-file", "", "unseal with this root key `file` instead of a passphrase")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	pprof, dev                                bool
 	adminHosts, algs                          stringList
 	level                                     slog.Level
+	logFormat                                 string
 	tls                                       tlsFlags
 	ts                                        tokenFlags
 	audit                                     auditFlags
@@ -61,7 +63,8 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default every asymmetric one: RS256/384/512,\nPS256/384/512, ES256/384/512, EdDSA, each key bound to its own alg or the one its type implies)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
-	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error (or log_level)")
+	fs.StringVar(&f.logFormat, "log-format", "", "log `format`: text (key=value lines, the default) or json (or log_format)")
 	f.tls.register(fs)
 	f.ts.register(fs)
 	f.audit.register(fs)
@@ -103,6 +106,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := f.audit.check(); err != nil {
 		return err
 	}
+	if !fs.isSet("config") {
+		f.configPath = a.lookupEnv("KEYGATE_CONFIG")
+	}
 	cfg, err := f.gatewayConfig(a.env)
 	if err != nil {
 		return err
@@ -114,7 +120,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := checkTokenService(cfg.TokenService); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: f.level}))
+	log, err := f.logger(fs, cfg, a.stderr)
+	if err != nil {
+		return err
+	}
 	for _, name := range []string{"database-url", "redis-url"} {
 		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
 			log.Warn("--"+name+" holds a password, which every local user can read in the process list; give it in --"+name+"-file or KEYGATE_"+
@@ -188,6 +197,30 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
 	defer stop()
 	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe, EnvoyGRPC: envoy})
+}
+
+// logger is the node's logger: the flags' level and format when given,
+// else the configuration's (log_level, log_format, or their KEYGATE_
+// variables).
+func (f *serveFlags) logger(fs *flagSet, cfg *config.Config, w io.Writer) (*slog.Logger, error) {
+	level := f.level
+	if !fs.isSet("log-level") && cfg.LogLevel != "" {
+		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+			return nil, fmt.Errorf("configuration: log_level: %w", err)
+		}
+	}
+	format := f.logFormat
+	if format == "" {
+		format = cfg.LogFormat
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErrorf("keygate serve", "--log-format %q: want text or json", format)
 }
 
 // closeAll closes the listeners that are not nil.

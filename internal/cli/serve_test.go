@@ -468,3 +468,86 @@ func TestDurationFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestServeConfigFromEnvironmentAndLogs: KEYGATE_CONFIG names the file; its
+// log_format (or --log-format) and log_level (or KEYGATE_LOG_LEVEL, or
+// --log-level) shape the log; a field set by its KEYGATE_ variable wins
+// over the file, a flag over both.
+func TestServeConfigFromEnvironmentAndLogs(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.write("keygate.yaml", []byte("log_level: info\nlog_format: json\nforward_auth: {proxy: caddy}\n"))
+	run := func(env []string, args ...string) string {
+		h.env = env
+		s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data")}, args...)...)
+		if code := s.stop(); code != ExitOK {
+			t.Fatalf("exit %d: %s", code, s.stderr)
+		}
+		return s.stderr.String()
+	}
+	jsonLines := func(logs string) []map[string]any {
+		var out []map[string]any
+		if strings.TrimSpace(logs) == "" {
+			return nil
+		}
+		for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("log_format json: a line is not JSON: %q", l)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	proxy := ""
+	for _, m := range jsonLines(run([]string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_FORWARD_AUTH_PROXY=nginx"})) {
+		if m["msg"] == "listening" {
+			proxy, _ = m["forward_auth_proxy"].(string)
+		}
+	}
+	if proxy != "nginx" {
+		t.Errorf("KEYGATE_FORWARD_AUTH_PROXY over the file's caddy: the listening line says %q", proxy)
+	}
+	for _, m := range jsonLines(run([]string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_LOG_LEVEL=warn"})) {
+		if m["level"] == "INFO" || m["level"] == "DEBUG" {
+			t.Errorf("KEYGATE_LOG_LEVEL=warn logged %v", m)
+		}
+	}
+	if logs := run([]string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_LOG_LEVEL=warn"}, "--log-format", "text", "--log-level", "info"); !strings.Contains(logs, "level=INFO msg=listening") {
+		t.Errorf("--log-format text --log-level info over the file and the environment: %s", logs)
+	}
+	expect(t, h.run("serve", "--log-format", "xml"), ExitUsage, "", "want text or json")
+}
+
+// TestConfigCheck: config check validates as serve does, connects to
+// nothing, and prints the configuration in effect without passwords.
+func TestConfigCheck(t *testing.T) {
+	h := newHarness(t)
+	good := h.write("good.yaml", []byte("token_service:\n  issuer: https://a.example\n  database_url: postgres://kg:s3cret@unreachable.invalid/keygate\n"))
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_REDIS_URL=redis://:hunter2@unreachable.invalid:6379", "KEYGATE_LISTEN=127.0.0.1:7777"}
+	out := h.must("config", "check", good)
+	for _, want := range []string{"valid", "listen: 127.0.0.1:7777", "postgres://kg:redacted@unreachable.invalid/keygate", "redis://:redacted@unreachable.invalid:6379"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cret") || strings.Contains(out, "hunter2") {
+		t.Errorf("config check printed a password:\n%s", out)
+	}
+	h.env = nil
+	for name, c := range map[string]struct{ yaml, want string }{
+		"type":                {"cache: {max_ttl: 5}\n", "cache.max_ttl (line 1): want a duration"},
+		"database, no issuer": {"token_service: {database_url: postgres://x/y}\n", "needs --issuer"},
+		"validation":          {"log_format: xml\n", "log_format: must be text or json"},
+	} {
+		r := h.run("config", "check", h.write(name+".yaml", []byte(c.yaml)))
+		if r.code == ExitOK || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d %s, want %q", name, r.code, r.stderr, c.want)
+		}
+	}
+	h.env = []string{"KEYGATE_CONFIG=" + good}
+	if out := h.must("config", "check"); !strings.Contains(out, good+": valid") {
+		t.Errorf("config check with KEYGATE_CONFIG: %s", out)
+	}
+	h.env = nil
+	expect(t, h.run("config", "check"), ExitUsage, "", "KEYGATE_CONFIG")
+}

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +68,9 @@ type Config struct {
 	// addresses and localhost (DNS-rebinding protection).
 	AdminHosts []string `yaml:"admin_hosts"`
 	LogLevel   string   `yaml:"log_level"` // debug, info (the default), warn, error
+	// LogFormat is text (the default: key=value lines) or json (one JSON
+	// object per line, for a log shipper).
+	LogFormat string `yaml:"log_format"`
 	// DataDir holds the SQLite store, the dev root key and admin token,
 	// the keyring header, the node id and the audit files (default
 	// ./keygate-data; a gateway-only node creates nothing there).
@@ -473,41 +475,6 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// ApplyEnv overrides top-level settings from KEYGATE_* variables.
-func (c *Config) ApplyEnv(env []string) error {
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "KEYGATE_") {
-			continue
-		}
-		switch k {
-		case "KEYGATE_LISTEN":
-			c.Listen = v
-		case "KEYGATE_ADMIN_LISTEN":
-			c.AdminListen = v
-		case "KEYGATE_PROBE_LISTEN":
-			c.ProbeListen = v
-		case "KEYGATE_ENVOY_GRPC_LISTEN":
-			c.EnvoyGRPCListen = v
-		case "KEYGATE_LOG_LEVEL":
-			c.LogLevel = v
-		case "KEYGATE_DATA_DIR":
-			c.DataDir = v
-		case "KEYGATE_DATABASE_URL":
-			c.TokenService.DatabaseURL = v
-		case "KEYGATE_REDIS_URL":
-			c.TokenService.RedisURL = v
-		case "KEYGATE_MAX_TOKEN_SIZE":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("config: %s: not a number: %q", k, v)
-			}
-			c.MaxTokenSize = n
-		}
-	}
-	return nil
-}
-
 // SetDefaults fills unset fields.
 func (c *Config) SetDefaults() {
 	if c.Listen == "" {
@@ -566,6 +533,9 @@ func (c *Config) Validate() error {
 		if h == "" || strings.ContainsAny(h, ":/ ") {
 			bad("admin_hosts", "%q is not a host name", h)
 		}
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log_format", "must be text or json, not %q", c.LogFormat)
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
 		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)

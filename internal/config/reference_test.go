@@ -136,13 +136,21 @@ func yamlType(t reflect.Type) string {
 func TestConfigurationReference(t *testing.T) {
 	var rows []refRow
 	reference(reflect.TypeFor[Config](), "", fieldDocs(t), &rows)
+	env := map[string]string{}
+	for _, v := range EnvVars() {
+		env[v.Path] = "`" + v.Name + "`"
+	}
 	var b bytes.Buffer
 	b.WriteString(referenceHeader)
 	for _, r := range rows {
 		if r.doc == "" {
 			t.Errorf("%s has no doc comment in internal/config: the reference would not say what it does", r.path)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.path, r.typ, strings.ReplaceAll(r.doc, "|", `\|`))
+		e := env[r.path]
+		if e == "" {
+			e = "–"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.path, r.typ, e, strings.ReplaceAll(r.doc, "|", `\|`))
 	}
 	if *update {
 		if err := os.WriteFile(referenceFile, b.Bytes(), 0o644); err != nil {
@@ -164,6 +172,14 @@ when a field is missing here or has no comment. Durations are Go durations (` + 
 needs its unit). A ` + "`[]`" + ` in a path is any item of a list. Command-line flags of the same names (with
 ` + "`-`" + ` for ` + "`_`" + `) win over the file; see ` + "`keygate serve -h`" + `. Complete examples: [examples/](../examples/).
 
-| field | type | meaning |
-| --- | --- | --- |
+The environment sets any field outside a list, over the file and under the flags, by one rule:
+` + "`KEYGATE_`" + ` and the field's path in upper case, dots as underscores
+(` + "`token_service.redis_prefix`" + ` is ` + "`KEYGATE_TOKEN_SERVICE_REDIS_PREFIX`" + `); a list of values takes them
+comma-separated (` + "`KEYGATE_ADMIN_HOSTS=a,b`" + `). ` + "`KEYGATE_DATABASE_URL`" + ` and ` + "`KEYGATE_REDIS_URL`" + ` are kept as short
+names for the two URLs (the rule's name wins when both are set); ` + "`KEYGATE_CONFIG`" + ` names the file itself.
+The lists of sections (issuers, rules, routes) are the file's alone. Secrets have variables of their own
+that are not fields: ` + "`KEYGATE_ROOT_KEY`, `KEYGATE_ADMIN_TOKEN`, `KEYGATE_METRICS_TOKEN`" + `.
+
+| field | type | environment | meaning |
+| --- | --- | --- | --- |
 `

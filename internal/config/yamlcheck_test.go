@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A value that does not fit its field is named by its YAML path and line,
@@ -39,5 +40,54 @@ func TestTypeErrorsNameTheYAMLPath(t *testing.T) {
 	// What fits still parses.
 	if _, err := Parse([]byte("issuers:\n  - issuer: https://x/\n    leeway: 1m30s\n    jwks_url: https://x/j\ncache: {max_ttl: 5m}\ntoken_service: {token_rate_limit: 2.5, key_rotation: 0s}\n")); err != nil {
 		t.Errorf("a valid file: %v", err)
+	}
+}
+
+// Every field outside a list can be set from the environment by one rule,
+// and no two fields share a variable.
+func TestEnvRule(t *testing.T) {
+	seen := map[string]string{}
+	for _, v := range EnvVars() {
+		if prev, ok := seen[v.Name]; ok {
+			t.Errorf("%s names both %s and %s", v.Name, prev, v.Path)
+		}
+		seen[v.Name] = v.Path
+	}
+	env := []string{
+		"KEYGATE_TOKEN_SERVICE_REDIS_PREFIX=kg2", "KEYGATE_TOKEN_SERVICE_KEY_ROTATION=48h", "KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=2.5",
+		"KEYGATE_AUDIT_FILE_SYNC=batch", "KEYGATE_CACHE_DISABLED=true", "KEYGATE_ADMIN_HOSTS=a.example, b.example",
+		"KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=/ca.pem", "KEYGATE_ADMIN_TLS_CERT_FILE=/c.pem", "KEYGATE_ADMIN_TLS_KEY_FILE=/k.pem",
+		"KEYGATE_DATABASE_URL=postgres://alias/x", "KEYGATE_FORWARD_AUTH_PROXY=nginx", "KEYGATE_UNRELATED=1",
+	}
+	c := new(Config)
+	if err := c.ApplyEnv(env); err != nil {
+		t.Fatal(err)
+	}
+	ts := c.TokenService
+	if ts.RedisPrefix != "kg2" || ts.KeyRotation == nil || *ts.KeyRotation != 48*time.Hour || ts.TokenRateLimit == nil || *ts.TokenRateLimit != 2.5 ||
+		c.Audit.File.Sync != "batch" || !c.Cache.Disabled || strings.Join(c.AdminHosts, "|") != "a.example|b.example" ||
+		c.AdminTLS.ClientCAFile != "/ca.pem" || c.AdminTLS.CertFile != "/c.pem" || ts.DatabaseURL != "postgres://alias/x" || c.ForwardAuth.Proxy != "nginx" {
+		t.Errorf("not applied: %+v", c)
+	}
+	// The rule's name wins over an alias, whatever the order.
+	c = new(Config)
+	if err := c.ApplyEnv([]string{"KEYGATE_TOKEN_SERVICE_DATABASE_URL=postgres://rule/x", "KEYGATE_DATABASE_URL=postgres://alias/x"}); err != nil ||
+		c.TokenService.DatabaseURL != "postgres://rule/x" {
+		t.Errorf("alias over the rule's name: %q %v", c.TokenService.DatabaseURL, err)
+	}
+	for k, want := range map[string]string{
+		"KEYGATE_CACHE_MAX_TTL=5":             "KEYGATE_CACHE_MAX_TTL=\"5\": want a duration",
+		"KEYGATE_PPROF=yes please":            "want true or false",
+		"KEYGATE_CACHE_MAX_ENTRIES=many":      "want a whole number",
+		"KEYGATE_TOKEN_SERVICE_IPV6_PREFIX=x": "KEYGATE_TOKEN_SERVICE_IPV6_PREFIX",
+	} {
+		if err := new(Config).ApplyEnv([]string{k}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", k, err, want)
+		}
+	}
+	for _, v := range EnvVars() {
+		if strings.HasPrefix(v.Path, "issuers") || strings.HasPrefix(v.Path, "routes") || strings.HasPrefix(v.Path, "forward_auth.rules") {
+			t.Errorf("%s (%s) reaches into a list of sections", v.Name, v.Path)
+		}
 	}
 }
