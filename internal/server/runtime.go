@@ -502,7 +502,7 @@ func (s *Server) pollKeyFiles() {
 // that every series exists at zero before the first refusal.
 var decisionReasons = []string{"missing_token", "no_route", "malformed", "too_large", "unsupported_alg",
 	"unknown_kid", "bad_signature", "expired", "not_yet_valid", "wrong_issuer", "wrong_audience", "revoked",
-	"missing_claim", "insufficient_scope", "invalid_request", "ambiguous_path", "internal",
+	"missing_claim", "insufficient_scope", "invalid_request", "ambiguous_path", "internal", "jwks_unavailable",
 	gateway.ReasonForwardedRepeated, gateway.ReasonForwardedConflict, gateway.ReasonForwardedMissing}
 
 func newDecisions(m *telemetry.Metrics, front string) *telemetry.Decisions {

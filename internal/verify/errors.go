@@ -37,6 +37,12 @@ func (e *Error) Is(target error) bool {
 // allowed": forward-auth answers 403 rather than 401 (RFC 6750 §3.1).
 var ErrInsufficientScope = &Error{reason: "insufficient_scope"}
 
+// ErrKeysUnavailable refuses a token whose kid the issuer's keys lack
+// while those keys cannot be loaded (the JWKS endpoint or key files fail):
+// the token may be good, the issuer's keys are what is missing, and the
+// reason says so rather than unknown_kid.
+var ErrKeysUnavailable = &Error{reason: "jwks_unavailable", Detail: "the issuer's keys cannot be loaded"}
+
 // ReasonOf returns the stable name of why err refused a token: one of
 // jose's reasons ("expired", "unknown_kid", ...) or a verify reason
 // ("insufficient_scope"). It returns "" for errors that are not token

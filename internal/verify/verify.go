@@ -291,6 +291,9 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	if errors.Is(err, jose.ErrUnknownKID) {
 		set = pol.keys.Refetch(ctx)
 		key, err = resolve(set, kid, alg)
+		if errors.Is(err, jose.ErrUnknownKID) && pol.keys.Status().LastError != nil {
+			return ErrKeysUnavailable
+		}
 	}
 	if err != nil {
 		return err

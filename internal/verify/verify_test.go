@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/jose"
 )
@@ -393,5 +398,46 @@ func TestMaxTokenSize(t *testing.T) {
 	tok := mint(t, e.a, e.aClaims)
 	if _, err := e.p.Verify(context.Background(), tok); ReasonOf(err) != "too_large" {
 		t.Fatalf("%d-byte token under a 100-byte limit: %v", len(tok), err)
+	}
+}
+
+// TestKeysUnavailable: a token whose kid the issuer's keys lack while its
+// JWKS endpoint fails is refused as jwks_unavailable, not unknown_kid; once
+// the endpoint answers, the same unknown kid is unknown_kid again.
+func TestKeysUnavailable(t *testing.T) {
+	signer := ecSigner(t, 0, "k1")
+	var up atomic.Bool
+	other, err := jose.NewKeySet(ecSigner(t, 1, "k-other").Key()).MarshalJSON() // a good JWKS without k1
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := string(other)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, jwks)
+	}))
+	defer srv.Close()
+	src, err := keys.NewRemote(keys.RemoteConfig{URL: srv.URL, Algorithms: []jose.Alg{jose.ES256},
+		RefetchInterval: time.Millisecond, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Start(context.Background()); err == nil {
+		t.Fatal("the first fetch from a failing endpoint succeeded")
+	}
+	p := mustNew(t, Config{Policies: []Policy{{Issuer: issA, Keys: src, Algorithms: []jose.Alg{jose.ES256}}}, Now: newClock().Now})
+	tok := mint(t, signer, claims{"iss": issA, "sub": "alice", "exp": t0.Unix() + 3600})
+	if _, err := p.Verify(context.Background(), tok); ReasonOf(err) != "jwks_unavailable" {
+		t.Fatalf("JWKS endpoint down: %v (%q), want jwks_unavailable", err, ReasonOf(err))
+	}
+	up.Store(true)
+	time.Sleep(5 * time.Millisecond) // past RefetchInterval
+	if _, err := p.Verify(context.Background(), tok); ReasonOf(err) != "unknown_kid" {
+		t.Fatalf("JWKS endpoint up, kid absent: %v (%q), want unknown_kid", err, ReasonOf(err))
 	}
 }
