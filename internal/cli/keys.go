@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -83,15 +84,28 @@ func (a *app) generateSecret(alg jose.Alg, out string) error {
 }
 
 func (a *app) keysJWKS(_ context.Context, args []string) error {
-	fs := a.flags("keygate keys jwks", "[--alg ALG] [--kid KID] FILE...",
+	fs := a.flags("keygate keys jwks", "[--alg ALG] [--kid KID] FILE... | --secret-file FILE [--alg HS256] [--kid KID]",
 		"Prints the public JWKS of the keys in each FILE: PEM (public or private key), JWK\n"+
-			"or JWKS. A key's kid is --kid, else the JWK's own, else its RFC 7638 thumbprint.")
+			"or JWKS. A key's kid is --kid, else the JWK's own, else its RFC 7638 thumbprint.\n"+
+			"With --secret-file, the HMAC secret in that file (raw bytes, as keys generate --alg HS256\n"+
+			"writes it) as the oct JWKS an issuer's key_files take: it holds the secret, so write it\n"+
+			"to a file only its readers can open.")
 	var alg algFlag
-	fs.Var(&alg, "alg", "bind every key to this `ALG` (default: the one each key implies; RS256 for RSA)")
+	fs.Var(&alg, "alg", "bind every key to this `ALG` (default: the one each key implies; RS256 for RSA; HS256 for a secret)")
 	kid := fs.String("kid", "", "the `KID` of the key (only with one FILE)")
-	files, err := fs.parse(args, 1, -1)
+	secretFile := fs.String("secret-file", "", "print this HMAC secret `FILE` as an oct JWKS")
+	files, err := fs.parse(args, 0, -1)
 	if err != nil {
 		return err
+	}
+	if *secretFile != "" {
+		if len(files) > 0 {
+			return usageErrorf(fs.Name(), "--secret-file takes no other FILE")
+		}
+		return a.secretJWKS(*secretFile, jose.Alg(alg), *kid)
+	}
+	if len(files) == 0 {
+		return usageErrorf(fs.Name(), "too few arguments (usage: %s)", fs.synop)
 	}
 	if *kid != "" && len(files) > 1 {
 		return usageErrorf(fs.Name(), "--kid needs exactly one FILE")
@@ -108,6 +122,37 @@ func (a *app) keysJWKS(_ context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("encode JWKS: %w", err)
 	}
+	return a.printJSON(doc)
+}
+
+// secretJWKS prints the HMAC secret in path as a one-key oct JWKS bound to
+// alg (HS256 by default) under kid (default: the key's thumbprint, which
+// reveals nothing of the secret), checked the way key_files load it.
+func (a *app) secretJWKS(path string, alg jose.Alg, kid string) error {
+	if alg == 0 {
+		alg = jose.HS256
+	}
+	if !keyfile.IsHMAC(alg) {
+		return usageErrorf("keygate keys jwks", "--secret-file takes HS256, HS384 or HS512, not %s", alg)
+	}
+	ks, err := keyfile.LoadSecretKeys(path, []jose.Alg{alg}, kid) // refuses a secret shorter than the hash
+	if err != nil {
+		return err
+	}
+	secret, err := keyfile.Read(path)
+	if err != nil {
+		return err
+	}
+	if kid == "" {
+		kid = ks[0].Thumbprint()
+	}
+	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "oct", "kid": kid, "alg": alg.String(), "use": "sig", "k": base64.RawURLEncoding.EncodeToString(secret)}}})
+	clear(secret)
+	if _, err := keyfile.ParseKeys(doc, []jose.Alg{alg}, ""); err != nil {
+		return fmt.Errorf("the oct JWKS does not load back: %w", err)
+	}
+	fmt.Fprintln(a.stderr, "keygate: the JWKS below holds the secret: keep it where only keygate and the issuer can read it")
 	return a.printJSON(doc)
 }
 

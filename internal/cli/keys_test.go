@@ -214,3 +214,24 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestKeysJWKSSecret: keys jwks --secret-file turns an HMAC secret into the
+// oct JWKS key_files take, and a token signed with the secret verifies
+// against it; a secret too short for the algorithm is refused.
+func TestKeysJWKSSecret(t *testing.T) {
+	h := newHarness(t)
+	secret := h.path("hs.key")
+	h.must("keys", "generate", "--alg", "HS256", "--out", secret)
+	r := h.run("keys", "jwks", "--secret-file", secret, "--kid", "k1")
+	if r.code != ExitOK || !strings.Contains(r.stderr, "holds the secret") || !strings.Contains(r.stdout, `"kty": "oct"`) {
+		t.Fatalf("keys jwks --secret-file: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	jwks := h.write("hs.jwks.json", []byte(r.stdout))
+	tok := strings.TrimSpace(h.must("token", "sign", "--secret-file", secret, "--kid", "k1", "--sub", "bob"))
+	if out := h.must("token", "verify", "--jwks", jwks, "--alg", "HS256", tok); !strings.Contains(out, `"sub": "bob"`) {
+		t.Errorf("a token of the secret against its oct JWKS: %s", out)
+	}
+	expect(t, h.run("keys", "jwks", "--secret-file", secret, "--alg", "HS512"), ExitFail, "", "shorter than the hash output")
+	expect(t, h.run("keys", "jwks", "--secret-file", secret, "--alg", "ES256"), ExitUsage, "", "HS256, HS384 or HS512")
+	expect(t, h.run("keys", "jwks"), ExitUsage, "", "too few arguments")
+}

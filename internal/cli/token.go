@@ -23,6 +23,7 @@ type signFlags struct {
 	claims               mint.Claims
 	aud                  stringsFlag
 	extra                claimsFlag
+	nbf                  time.Duration // valid from now+nbf
 }
 
 func (f *signFlags) register(fs *flagSet) {
@@ -33,7 +34,8 @@ func (f *signFlags) register(fs *flagSet) {
 	fs.StringVar(&f.claims.Issuer, "iss", "", "issuer claim")
 	fs.StringVar(&f.claims.Subject, "sub", "", "subject claim")
 	fs.Var(&f.aud, "aud", "audience claim (repeatable)")
-	fs.DurationVar(&f.claims.TTL, "ttl", time.Hour, "lifetime: exp is now+ttl")
+	fs.DurationVar(&f.claims.TTL, "ttl", time.Hour, "lifetime: exp is nbf+ttl; negative: a token that expired that long ago\n(it was valid for the hour before), for testing refusals")
+	fs.DurationVar(&f.nbf, "nbf", 0, "valid from now+`offset` (iat and nbf); positive: a token not yet valid, for testing refusals")
 	fs.StringVar(&f.claims.Scope, "scope", "", "space-separated scope claim")
 	f.extra = claimsFlag{}
 	fs.Var(f.extra, "claim", "extra claim `name=value` (repeatable); value is JSON if it parses, else a string")
@@ -43,8 +45,8 @@ func (f *signFlags) signer(fs *flagSet) (*jose.Signer, error) {
 	switch {
 	case (f.key == "") == (f.secretFile == ""):
 		return nil, usageErrorf(fs.Name(), "give exactly one of --key and --secret-file")
-	case f.claims.TTL <= 0:
-		return nil, usageErrorf(fs.Name(), "--ttl must be positive")
+	case f.claims.TTL == 0:
+		return nil, usageErrorf(fs.Name(), "--ttl must not be 0 (negative: an expired token)")
 	case f.secretFile != "":
 		return keyfile.LoadSecretSigner(f.secretFile, jose.Alg(f.alg), f.kid)
 	}
@@ -64,7 +66,13 @@ func (a *app) tokenSign(_ context.Context, args []string) error {
 		return err
 	}
 	f.claims.Audience, f.claims.Extra = f.aud, f.extra
-	token, err := mint.Sign(signer, f.claims, a.now(), a.random)
+	at := a.now().Add(f.nbf)
+	if f.claims.TTL < 0 {
+		// Expired ttl ago, after an hour of validity.
+		exp := at.Add(f.claims.TTL)
+		at, f.claims.TTL = exp.Add(-time.Hour), time.Hour
+	}
+	token, err := mint.Sign(signer, f.claims, at, a.random)
 	if errors.Is(err, mint.ErrReservedClaim) {
 		return usageErrorf(fs.Name(), "--claim %v; use --iss, --sub, --aud, --scope or --ttl", err)
 	}

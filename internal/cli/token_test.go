@@ -144,7 +144,7 @@ func TestTokenSignRefuses(t *testing.T) {
 		{"JWKS", []string{"--key", jwks}, ExitFail, "is a JWKS"},
 		{"secret as RS256", []string{"--secret-file", hs, "--alg", "RS256"}, ExitFail, "invalid_key"},
 		{"short secret", []string{"--secret-file", short}, ExitFail, "shorter than the hash"},
-		{"bad ttl", []string{"--key", ec, "--ttl", "-1h"}, ExitUsage, "--ttl must be positive"},
+		{"bad ttl", []string{"--key", ec, "--ttl", "0s"}, ExitUsage, "--ttl must not be 0"},
 		{"reserved claim", []string{"--key", ec, "--claim", "exp=1"}, ExitUsage, `"exp": claim is reserved`},
 		{"claim without =", []string{"--key", ec, "--claim", "nope"}, ExitUsage, "not name=value"},
 		{"claim twice", []string{"--key", ec, "--claim", "a=1", "--claim", "a=2"}, ExitUsage, "given twice"},
@@ -268,4 +268,27 @@ func TestTokenInspect(t *testing.T) {
 	}
 	expect(t, h.run("token", "inspect", "garbage"), ExitFail, "", "malformed")
 	expect(t, h.run("token", "inspect"), ExitUsage, "", "too few arguments")
+}
+
+// TestTokenSignExpiredAndNotYetValid: a negative --ttl mints a token that
+// expired that long ago, --nbf one that is not valid yet; verify refuses
+// each for that reason and takes them once the clock says so.
+func TestTokenSignExpiredAndNotYetValid(t *testing.T) {
+	h := newHarness(t)
+	key := h.generate("ES256", "ec.pem")
+	verify := func(tok string) result {
+		return h.run("token", "verify", "--key", key, "--alg", "ES256", "--leeway", "0s", tok)
+	}
+	expired := strings.TrimSpace(h.must("token", "sign", "--key", key, "--ttl", "-2h"))
+	expect(t, verify(expired), ExitFail, "", "expired")
+	notYet := strings.TrimSpace(h.must("token", "sign", "--key", key, "--nbf", "30m"))
+	expect(t, verify(notYet), ExitFail, "", "not_yet_valid")
+	tok, _ := jose.Parse(expired)
+	if exp := tok.Claims.Expiry.Unix; exp != h.now.Add(-2*time.Hour).Unix() {
+		t.Errorf("exp %d, want now-2h %d", exp, h.now.Add(-2*time.Hour).Unix())
+	}
+	h.now = h.now.Add(31 * time.Minute)
+	if r := verify(notYet); r.code != ExitOK {
+		t.Errorf("the not-yet-valid token after its nbf: %d %s", r.code, r.stderr)
+	}
 }
