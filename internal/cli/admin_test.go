@@ -187,3 +187,36 @@ func TestAdminURLFromEnvironment(t *testing.T) {
 		t.Errorf("KEYGATE_ADMIN_URL pointing nowhere: %d %s", r.code, r.stderr)
 	}
 }
+
+// TestStatus: status shows a ready node's parts, names what it could not
+// read, and exits 1 on a sealed node, saying why it is not ready.
+func TestStatus(t *testing.T) {
+	h := newHarness(t)
+	_, admin := h.serveDev(t)
+	out := h.must(append([]string{"status"}, admin...)...)
+	for _, want := range []string{"health    ok", "ready     yes", "sealed    false", "(signing)", "audit     enabled true, ready true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st nodeStatus
+	if err := json.Unmarshal([]byte(h.must(append([]string{"status", "--json"}, admin...)...)), &st); err != nil || len(st.Keys) != 1 || st.Health != "ok" {
+		t.Errorf("status --json: %+v %v", st, err)
+	}
+	if out := h.must("status", admin[0], admin[1], "--admin-token-file", h.path("nope")); !strings.Contains(out, "note      signing keys: admin token") {
+		t.Errorf("status without the admin token: %s", out)
+	}
+
+	// A sealed node: not ready, and status says why.
+	const pass = "a long unseal passphrase"
+	data := h.path("sealed")
+	h.stdin = pass + "\n"
+	h.must("keyring", "init", "--data-dir", data)
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data)
+	defer s.stop()
+	r := h.run("status", "--admin", s.adminURL(t))
+	if r.code != ExitFail || !strings.Contains(r.stdout, "ready     no:") || !strings.Contains(r.stdout, `"sealed":true`) {
+		t.Errorf("status of a sealed node: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	expect(t, h.run("status", "--admin", "http://127.0.0.1:1"), ExitFail, "", "does not answer")
+}

@@ -73,6 +73,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		{name: "version", summary: "print the version of keygate and Go", run: (*app).version},
+		{name: "status", summary: "show a running node at a glance: health, readiness, seal state, keys, audit log", run: (*app).status},
 		{name: "keys", summary: "generate keys and publish them as a JWKS", subs: []*command{
 			{name: "generate", summary: "write a new private key (PKCS#8 PEM) or HMAC secret", run: (*app).keysGenerate},
 			{name: "jwks", summary: "print the public JWKS of PEM or JWK key files", run: (*app).keysJWKS},
