@@ -200,6 +200,10 @@ func cases(t *testing.T) []testCase {
 		body: body("unauthorized", "a bearer token is required")}
 	basic := missing
 	basic.name, basic.auth = "other scheme", []string{"Basic YWxpY2U6c2VjcmV0"}
+	// "Bearer " with no token arrives as "Bearer": servers reading from a
+	// connection, net/http's and fasthttp's, drop trailing white space.
+	bare := missing
+	bare.name, bare.auth = "Bearer without a token", []string{"Bearer"}
 	insufficient := refused("missing scope", bearer(sign(t, k.es, claims(IssuerES256))), 403,
 		"insufficient_scope", "insufficient_scope")
 	insufficient.scopes = []string{"orders:write"}
@@ -220,7 +224,7 @@ func cases(t *testing.T) []testCase {
 		forged,
 		missing,
 		basic,
-		refused("empty bearer token", []string{"Bearer "}, 401, "invalid_request", "the bearer token is empty"),
+		bare,
 		refused("two Authorization headers", append(bearer(sign(t, k.es, claims(IssuerES256))), "Bearer x"), 401,
 			"invalid_request", "more than one Authorization header"),
 		refused("malformed token", bearer("not-a-jwt"), 401, "invalid_token", "malformed"),
