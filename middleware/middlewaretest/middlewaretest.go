@@ -163,7 +163,8 @@ func claims(iss string, extra ...any) map[string]any {
 	return c
 }
 
-// refusal is the body and challenge of a refusal with code and description.
+// challenge and body are the WWW-Authenticate value and the body of a
+// refusal with code and description.
 func challenge(code, description string) string {
 	return `Bearer realm="keygate", error="` + code + `", error_description="` + description + `"`
 }
