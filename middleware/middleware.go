@@ -12,6 +12,14 @@
 //	}}})
 //	defer mw.Close()
 //	http.Handle("/orders/", mw.Require("orders:read")(ordersHandler))
+//
+// Require's type, func(http.Handler) http.Handler, is what chi and most
+// net/http routers take. For other frameworks, Check takes the same
+// decision without net/http's handler types and returns an Outcome that
+// writes the same answer; the adapters for gin, echo and fiber are
+// separate modules (middleware/gin, middleware/echo, middleware/fiber), so
+// this module imports no web framework. Package middlewaretest is the
+// table test they all pass.
 package middleware
 
 import (
@@ -20,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/keygate/keygate/internal/gateway"
@@ -72,7 +81,7 @@ type Identity = verify.Result
 // Middleware guards handlers. It is safe for concurrent use.
 type Middleware struct {
 	pipeline *verify.Pipeline
-	guard    *gateway.ForwardAuth
+	decider  *gateway.Decider
 	closers  []func()
 }
 
@@ -105,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Middleware, error) {
 		Cache: verify.CacheConfig{Disabled: cfg.Cache.Disabled, MaxEntries: cfg.Cache.MaxEntries,
 			MaxBytes: cfg.Cache.MaxBytes, MaxTTL: cfg.Cache.MaxTTL}})
 	if err == nil {
-		m.guard, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: m.pipeline, Logger: log})
+		m.decider, err = gateway.NewDecider(gateway.DeciderConfig{Verifier: m.pipeline, Logger: log})
 	}
 	if err != nil {
 		m.Close()
@@ -135,13 +144,29 @@ func source(ctx context.Context, is Issuer, log *slog.Logger) (keys.Source, func
 	return r, r.Close, nil
 }
 
-// Handler lets through requests with an acceptable bearer token.
-func (m *Middleware) Handler(next http.Handler) http.Handler { return m.guard.Wrap(next, nil) }
+// Handler lets through requests with an acceptable bearer token, with
+// its identity in the request context (see FromContext); it answers any
+// other as Outcome.Write does.
+func (m *Middleware) Handler(next http.Handler) http.Handler { return m.Require()(next) }
 
 // Require returns middleware that also demands every scope in scopes,
-// answering 403 insufficient_scope when one is missing.
+// answering 403 insufficient_scope when one is missing. Its signature is
+// the one chi's Router.Use and With take, so it serves chi as it is:
+//
+//	r := chi.NewRouter()
+//	r.With(mw.Require("orders:write")).Post("/orders", createOrder)
 func (m *Middleware) Require(scopes ...string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler { return m.guard.Wrap(next, scopes) }
+	scopes = slices.Clone(scopes)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			o := m.Check(r.Context(), r.Header, scopes...)
+			if !o.Allowed() {
+				o.Write(w)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), o.Identity)))
+		})
+	}
 }
 
 // Verify checks a token directly, for non-HTTP uses.
@@ -153,8 +178,19 @@ func (m *Middleware) Verify(ctx context.Context, token string) (*Identity, error
 // ...), or "" for errors that are not about the token.
 func Reason(err error) string { return verify.ReasonOf(err) }
 
+// NewContext returns a copy of ctx carrying id, for FromContext; the
+// framework adapters put the identity in the request context with it.
+func NewContext(ctx context.Context, id *Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
 // FromContext returns the identity of the request's verified token.
-func FromContext(ctx context.Context) (*Identity, bool) { return gateway.ResultFrom(ctx) }
+func FromContext(ctx context.Context) (*Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(*Identity)
+	return id, ok && id != nil
+}
+
+type identityKey struct{}
 
 // Close stops the key sources' background refresh.
 func (m *Middleware) Close() {

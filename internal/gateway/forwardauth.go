@@ -312,6 +312,15 @@ func (d *Decider) deny(w http.ResponseWriter, status int, code, reason, descript
 	d.write(w, d.refusal(status, code, reason, description))
 }
 
+// Authorize is the decision of a front end with no routes, such as the Go
+// middleware: the request must carry a bearer token (taken from h as Decide
+// takes it) that the pipeline accepts and that holds every scope in scopes.
+// It counts a refusal but not an allowed request: the caller counts that
+// once it has let the request through.
+func (d *Decider) Authorize(ctx context.Context, h http.Header, scopes []string) Decision {
+	return d.authorize(ctx, h, &Route{Scopes: scopes})
+}
+
 // authorizeHTTP is authorize for a front end that writes the refusal
 // itself: it has written it when ok is false.
 func (d *Decider) authorizeHTTP(w http.ResponseWriter, r *http.Request, route *Route) (res *verify.Result, ok bool) {
@@ -379,33 +388,4 @@ func bearer(h http.Header, cookie string) (token, problem string) {
 	// accepts only strict base64url and dots, and a token reaches neither
 	// logs (only its fingerprint) nor the cache unless it verified.
 	return token, ""
-}
-
-// Wrap is the decision as Go middleware: a request that carries an
-// acceptable token (holding every scope in scopes) reaches next with the
-// verified result in its context (see ResultFrom); any other is answered
-// as forward-auth would answer it.
-func (f *ForwardAuth) Wrap(next http.Handler, scopes []string) http.Handler {
-	route := &Route{Scopes: scopes}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.metrics != nil {
-			defer f.metrics.Begin()()
-		}
-		res, ok := f.authorizeHTTP(w, r, route)
-		if !ok {
-			return
-		}
-		if f.metrics != nil {
-			f.metrics.Allow()
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
-	})
-}
-
-type resultKey struct{}
-
-// ResultFrom returns the verified token Wrap put in the request context.
-func ResultFrom(ctx context.Context) (*verify.Result, bool) {
-	res, ok := ctx.Value(resultKey{}).(*verify.Result)
-	return res, ok
 }
