@@ -389,14 +389,14 @@ func (l *Log) resume() (openPlan, error) {
 	var prevFile string
 	if len(bad) > 0 {
 		prevFile = filepath.Base(bad[0].File)
-		l.log.Warn("audit: beginning a new segment after a tail that does not verify", "file", bad[0].File, "problem", bad[0].Problem)
+		l.log.Warn("audit log: beginning a new segment after a tail that does not verify", "file", bad[0].File, "problem", bad[0].Problem)
 	} else {
 		for _, t := range tails {
 			if prevFile == "" && t.File != "" {
 				prevFile = filepath.Base(t.File)
 			}
 		}
-		l.log.Warn("audit: beginning a new segment: sinks disagree on where the chain ends")
+		l.log.Warn("audit log: beginning a new segment: sinks disagree on where the chain ends")
 	}
 	l.st = chainState{seq: maxSeq}
 	return openPlan{start: StartSegment, prevFile: prevFile}, nil
@@ -767,7 +767,7 @@ func (l *Log) fanOut(ctx context.Context, lines []Line) (int, error) {
 		default:
 			s.ok, s.lastErr = false, s.err
 			s.failures++
-			l.log.Warn("audit: sink failed", "sink", s.sink.Name(), "err", s.err, "lines", len(lines))
+			l.log.Warn("audit sink failed", "sink", s.sink.Name(), "err", s.err, "lines", len(lines))
 			if l.cfg.OnSinkFailure != nil {
 				l.cfg.OnSinkFailure(s.sink.Name(), s.err)
 			}
@@ -807,7 +807,7 @@ func (s *sinkState) write(ctx context.Context, lines []Line) error {
 func (l *Log) keepBacklog(s *sinkState, lines []Line) {
 	if errors.Is(s.err, ErrSinkBroken) || len(s.backlog)+len(lines) > l.cfg.MaxBacklog {
 		s.disabled, s.backlog = true, nil
-		l.log.Error("audit: sink disabled until restart: its copy of the chain has a gap", "sink", s.sink.Name(), "err", s.err)
+		l.log.Error("audit sink disabled until restart: its copy of the chain has a gap", "sink", s.sink.Name(), "err", s.err)
 		return
 	}
 	for _, ln := range lines {

@@ -161,7 +161,7 @@ func (a *Auditor) write(ctx context.Context, rec audit.Record) error {
 	if err != nil {
 		now := time.Now().UnixNano()
 		if last := a.warned.Load(); now-last >= int64(time.Second) && a.warned.CompareAndSwap(last, now) {
-			a.log.Error("audit: a record could not be written; the request fails (503)", "op", string(rec.Operation),
+			a.log.Error("an audit record could not be written; the request fails (503)", "op", string(rec.Operation),
 				"req", rec.RequestID, "result", rec.Result.String(), "err", err)
 		}
 	}

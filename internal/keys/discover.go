@@ -111,7 +111,7 @@ func Open(ctx context.Context, issuer string, discovery bool, cfg RemoteConfig) 
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		r.log.Warn("issuer keys not loaded yet; retrying in the background", "issuer", issuer, "err", err)
+		r.log.Warn("issuer keys not loaded yet; retrying in the background", "err", err) // the logger names the issuer
 	}
 	return r, nil
 }

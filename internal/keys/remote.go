@@ -52,7 +52,9 @@ type RemoteConfig struct {
 	RefetchInterval time.Duration
 
 	// Logger receives fetch failures at Warn, key changes at Info and
-	// routine refreshes at Debug (default slog.Default()).
+	// routine refreshes at Debug (default slog.Default()). The source adds
+	// no issuer attribute of its own: scope the logger with one
+	// (Logger.With("issuer", ...)), so that a line names it once.
 	Logger *slog.Logger
 	// Now is the clock for key ages, staleness and the Refetch rate limit
 	// (default time.Now). Refresh timers run on real time.
@@ -441,7 +443,7 @@ func (r *Remote) maybeRediscover(u string) {
 	}
 	r.mu.Unlock()
 	if forget {
-		r.log.Warn("keys: JWKS fetches keep failing; discovering the JWKS URL again", "issuer", r.issuer, "url", redact(u))
+		r.log.Warn("JWKS fetches keep failing; discovering the JWKS URL again", "url", redact(u))
 	}
 }
 
@@ -468,7 +470,7 @@ func (r *Remote) jwksURL(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	r.url = u
 	r.mu.Unlock()
-	r.log.Info("keys: discovered JWKS URL", "issuer", r.issuer, "url", redact(u))
+	r.log.Info("discovered JWKS URL", "url", redact(u))
 	return u, nil
 }
 
@@ -529,12 +531,8 @@ func (r *Remote) newlySkipped(u string, skipped []jose.SkippedKey) []jose.Skippe
 		if sk.Reason == jose.SkipBadUse {
 			level = slog.LevelInfo
 		}
-		attrs := []any{"url", redact(u), "kid", truncate(sk.KeyID, 100), "thumbprint", sk.Thumbprint,
-			"reason", string(sk.Reason), "detail", errDetail(sk.Err)}
-		if r.issuer != "" {
-			attrs = append(attrs, "issuer", r.issuer)
-		}
-		r.log.Log(context.Background(), level, "keys: JWKS key skipped", attrs...)
+		r.log.Log(context.Background(), level, "JWKS key skipped", "url", redact(u), "kid", truncate(sk.KeyID, 100),
+			"thumbprint", sk.Thumbprint, "reason", string(sk.Reason), "detail", errDetail(sk.Err))
 	}
 	r.skipped = seen
 	return fresh
@@ -589,10 +587,10 @@ func (r *Remote) succeeded(u string, set *jose.KeySet, interval time.Duration, n
 	r.mu.Unlock()
 	added, removed := diffKeys(old.set, set)
 	if len(added) > 0 || len(removed) > 0 {
-		r.log.Info("keys: JWKS updated", "url", redact(u), "keys", set.Len(),
+		r.log.Info("JWKS updated", "url", redact(u), "keys", set.Len(),
 			"added", added, "removed", removed, "refresh_in", interval)
 	} else {
-		r.log.Debug("keys: JWKS unchanged", "url", redact(u), "keys", set.Len(), "refresh_in", interval)
+		r.log.Debug("JWKS unchanged", "url", redact(u), "keys", set.Len(), "refresh_in", interval)
 	}
 }
 
@@ -610,10 +608,10 @@ func (r *Remote) failed(err error) {
 	logExpired := expired && !r.expiredLogged
 	r.expiredLogged = r.expiredLogged || expired
 	r.mu.Unlock()
-	r.log.Warn("keys: JWKS fetch failed", "url", r.URL(), "issuer", r.issuer, "result", resultOf(err),
+	r.log.Warn("JWKS fetch failed", "url", r.URL(), "result", resultOf(err),
 		"error", err, "failures", failures, "retry_in", wait, "serving_keys", r.Current().Len())
 	if logExpired {
-		r.log.Error("keys: last good JWKS is past MaxStale; serving no keys",
+		r.log.Error("last good JWKS is past MaxStale; serving no keys",
 			"url", r.URL(), "last_success", lastSuccess)
 	}
 }

@@ -140,7 +140,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		if pub, err := readAuditKey(n.auditKeyFile()); err == nil {
 			acfg.PreviousKeys = []ed25519.PublicKey{pub}
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			n.log.Warn("audit: the audit public key kept in the data directory does not load", "path", n.auditKeyFile(), "err", err)
+			n.log.Warn("the audit public key kept in the data directory does not load", "path", n.auditKeyFile(), "err", err)
 		}
 	}
 	var m *telemetry.AuditMetrics // nil counts nothing
@@ -156,7 +156,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	}
 	if signer == nil && acfg.PreviousKeys == nil && files != nil {
 		if existing, _ := files.Files(); len(existing) > 0 {
-			n.log.Warn("audit: starting sealed without the audit public key (" + AuditKeyFile + ", kept while the node was last unsealed): a signed chain in the audit files cannot be checked, and continues in a new segment")
+			n.log.Warn("starting sealed without the audit public key (" + AuditKeyFile + ", kept while the node was last unsealed): a signed chain in the audit files cannot be checked, and continues in a new segment")
 		}
 	}
 	if err := l.Start(ctx); err != nil {
@@ -215,7 +215,7 @@ func (n *Node) setAuditKeys() {
 	}
 	signer, mac, err := n.auditKeys()
 	if err != nil { // the keyring was unsealed a moment ago
-		n.log.Error("audit: the audit keys could not be derived; checkpoints wait", "err", err)
+		n.log.Error("the audit keys could not be derived; checkpoints wait", "err", err)
 		return
 	}
 	n.audit.log.SetKeys(signer, mac)
@@ -236,7 +236,7 @@ func (n *Node) keepAuditKey(pub ed25519.PublicKey) {
 		return
 	}
 	if err == nil {
-		n.log.Warn("audit: the audit signing key changed (another root key); checkpoints from now on are signed by the new one, verify earlier files with the old one",
+		n.log.Warn("the audit signing key changed (another root key); checkpoints from now on are signed by the new one, verify earlier files with the old one",
 			"old", audit.KeyID(old), "new", audit.KeyID(pub))
 	}
 	pemBytes, err := jose.MarshalPublicPEM(pub)
@@ -247,7 +247,7 @@ func (n *Node) keepAuditKey(pub ed25519.PublicKey) {
 		}
 	}
 	if err != nil {
-		n.log.Warn("audit: could not keep the audit public key in the data directory; a sealed restart could not check the chain's checkpoints", "path", path, "err", err)
+		n.log.Warn("could not keep the audit public key in the data directory; a sealed restart could not check the chain's checkpoints", "path", path, "err", err)
 	}
 }
 
@@ -277,7 +277,7 @@ func (n *Node) closeAudit() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeAuditTimeout)
 	defer cancel()
 	if err := n.audit.log.Close(ctx); err != nil {
-		n.log.Warn("audit: closing the audit log", "err", err)
+		n.log.Warn("closing the audit log", "err", err)
 	}
 	n.audit.log = nil
 }
