@@ -103,6 +103,23 @@ type Config struct {
 	// service; it is on by default, with the file sink. Read at start,
 	// like TokenService.
 	Audit Audit `yaml:"audit"`
+	// AccessLog writes one JSON line per gateway decision (forward-auth,
+	// the proxy, Envoy's ext_authz). Read at start, like TokenService.
+	AccessLog AccessLog `yaml:"access_log"`
+}
+
+// AccessLog is the access_log section: a line per decision with time,
+// front end, method, host, path (without its query), status, reason,
+// issuer, subject, kid, latency and trace id; never a token, a header or
+// another claim.
+type AccessLog struct {
+	Enabled bool `yaml:"enabled"` // off by default
+	// Output is stderr (the default), stdout, or a file appended to (0600;
+	// reopened by nothing: rotate it with copytruncate).
+	Output string `yaml:"output"`
+	// SampleAllowed is the share of allowed decisions written, 0 to 1
+	// (default 1); refusals are always written.
+	SampleAllowed *float64 `yaml:"sample_allowed"`
 }
 
 // Audit is the audit section: where the node's audit records go. Every
@@ -533,6 +550,9 @@ func (c *Config) Validate() error {
 		if h == "" || strings.ContainsAny(h, ":/ ") {
 			bad("admin_hosts", "%q is not a host name", h)
 		}
+	}
+	if sa := c.AccessLog.SampleAllowed; sa != nil && (*sa < 0 || *sa > 1) {
+		bad("access_log.sample_allowed", "must be between 0 and 1, not %v", *sa)
 	}
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log_format", "must be text or json, not %q", c.LogFormat)

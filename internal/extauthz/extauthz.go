@@ -143,21 +143,24 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
+	start := d.AccessStart()
 	dec := d.Decide(ctx, hr.GetMethod(), hr.GetHost(), path, h)
-	if dec.Allowed() {
-		return s.allow(d, &dec), nil
-	}
 	if dec.Reason == "ambiguous_path" {
 		// Forward-auth answers 403 because nginx turns a 400 from
 		// auth_request into a 500; Envoy sends the client what it gets.
 		dec.Status = http.StatusBadRequest
 	}
+	d.LogAccess(FrontEnd, hr.GetMethod(), hr.GetHost(), path, h, &dec, start)
+	if dec.Allowed() {
+		return s.allow(d, &dec), nil
+	}
 	return denied(&dec), nil
 }
 
-// credentialHeaders returns the request's Authorization and Cookie headers
-// (Envoy sends header names in lower case, and joins repeated headers with
-// ","; or, with encode_raw_headers, lists each in header_map).
+// credentialHeaders returns the request's Authorization, Cookie and
+// traceparent headers (Envoy sends header names in lower case, and joins
+// repeated headers with ","; or, with encode_raw_headers, lists each in
+// header_map).
 func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 	h := http.Header{}
 	add := func(k, v string) {
@@ -166,6 +169,8 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 			h["Authorization"] = append(h["Authorization"], v)
 		case strings.EqualFold(k, "cookie"):
 			h["Cookie"] = append(h["Cookie"], v)
+		case strings.EqualFold(k, "traceparent"): // for the access log's trace id
+			h["Traceparent"] = append(h["Traceparent"], v)
 		}
 	}
 	if hm := hr.GetHeaderMap(); hm != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
@@ -51,9 +52,10 @@ type ForwardAuthConfig struct {
 	// Headers lists every claim header any issuer maps. All of them are set
 	// on every 200, empty when the token lacks the claim, so that a proxy
 	// copying them always overwrites a value the client forged.
-	Headers []string
-	Metrics *telemetry.Decisions // optional
-	Logger  *slog.Logger         // optional
+	Headers   []string
+	Metrics   *telemetry.Decisions // optional
+	Logger    *slog.Logger         // optional
+	AccessLog *AccessLog           // optional: a line per decision
 }
 
 // NewForwardAuth builds the handler. Under the auto preset, rules that
@@ -77,7 +79,7 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 // which matches on the request's own Host.
 func newForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	d, err := NewDecider(DeciderConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie, Headers: cfg.Headers,
-		Metrics: cfg.Metrics, Logger: cfg.Logger})
+		Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog})
 	if err != nil {
 		return nil, err
 	}
@@ -102,14 +104,18 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	start := f.access.start()
 	method, host, path, problem := f.fwd.target(r)
+	var dec Decision
 	if problem != "" {
 		// 401, not 400: nginx turns any status from auth_request but 2xx,
 		// 401 and 403 into a 500 for the client.
-		f.write(w, f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem]))
-		return
+		dec = f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
+	} else {
+		dec = f.Decide(r.Context(), method, host, path, r.Header)
 	}
-	f.write(w, f.Decide(r.Context(), method, host, path, r.Header))
+	f.write(w, dec)
+	f.access.write(telemetry.FrontForwardAuth, method, host, path, r.Header, &dec, start)
 }
 
 // Decider takes the decision every front end takes on a request: which
@@ -127,16 +133,18 @@ type Decider struct {
 	headers  []string // every configured claim header, canonical form
 	metrics  *telemetry.Decisions
 	log      *slog.Logger
+	access   *AccessLog
 }
 
 // DeciderConfig configures a Decider; the fields are ForwardAuthConfig's.
 type DeciderConfig struct {
-	Verifier Verifier
-	Routes   []Route
-	Cookie   string
-	Headers  []string
-	Metrics  *telemetry.Decisions // optional
-	Logger   *slog.Logger         // optional
+	Verifier  Verifier
+	Routes    []Route
+	Cookie    string
+	Headers   []string
+	Metrics   *telemetry.Decisions // optional
+	Logger    *slog.Logger         // optional
+	AccessLog *AccessLog           // optional
 }
 
 // NewDecider builds a Decider.
@@ -149,7 +157,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 		return nil, err
 	}
 	d := &Decider{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, headers: canonical(cfg.Headers),
-		metrics: cfg.Metrics, log: cfg.Logger}
+		metrics: cfg.Metrics, log: cfg.Logger, access: cfg.AccessLog}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -185,6 +193,16 @@ func (d *Decision) Allowed() bool { return d.Status == http.StatusOK }
 func (d *Decision) Body() string {
 	return `{"error":"` + d.Error + `","error_description":"` + d.Description + `"}`
 }
+
+// LogAccess writes the access log's line for a decision a front end took
+// through Decide, begun at start (AccessStart); nothing without a log.
+func (d *Decider) LogAccess(frontend, method, host, path string, h http.Header, dec *Decision, start time.Time) {
+	d.access.write(frontend, method, host, path, h, dec, start)
+}
+
+// AccessStart is when a decision begins, for LogAccess: the zero time,
+// without a clock read, when there is no access log.
+func (d *Decider) AccessStart() time.Time { return d.access.start() }
 
 // ClaimHeaders lists every claim header the Decider's issuers may set,
 // canonical; an allowed request's values come from HeaderValue.
@@ -307,11 +325,6 @@ func (d *Decider) write(w http.ResponseWriter, dec Decision) {
 	writeError(w, dec.Status, dec.Error, dec.Description)
 }
 
-// deny counts and writes a refusal (see refusal).
-func (d *Decider) deny(w http.ResponseWriter, status int, code, reason, description string) {
-	d.write(w, d.refusal(status, code, reason, description))
-}
-
 // Authorize is the decision of a front end with no routes, such as the Go
 // middleware: the request must carry a bearer token (taken from h as Decide
 // takes it) that the pipeline accepts and that holds every scope in scopes.
@@ -319,17 +332,6 @@ func (d *Decider) deny(w http.ResponseWriter, status int, code, reason, descript
 // once it has let the request through.
 func (d *Decider) Authorize(ctx context.Context, h http.Header, scopes []string) Decision {
 	return d.authorize(ctx, h, &Route{Scopes: scopes})
-}
-
-// authorizeHTTP is authorize for a front end that writes the refusal
-// itself: it has written it when ok is false.
-func (d *Decider) authorizeHTTP(w http.ResponseWriter, r *http.Request, route *Route) (res *verify.Result, ok bool) {
-	dec := d.authorize(r.Context(), r.Header, route)
-	if !dec.Allowed() {
-		d.write(w, dec)
-		return nil, false
-	}
-	return dec.Result, true
 }
 
 func headerValue(res *verify.Result, name string) string {

@@ -40,6 +40,7 @@ type ProxyConfig struct {
 	Transport http.RoundTripper
 	Metrics   *telemetry.Decisions
 	Logger    *slog.Logger
+	AccessLog *AccessLog // optional: a line per decision
 }
 
 // NewTransport returns the upstream transport: keep-alive pools sized for a
@@ -64,7 +65,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		return nil, errors.New("gateway: the proxy needs at least one route")
 	}
 	auth, err := newForwardAuth(ForwardAuthConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie,
-		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger})
+		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog})
 	if err != nil {
 		return nil, err
 	}
@@ -184,26 +185,36 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.metrics != nil {
 		defer a.metrics.Begin()()
 	}
+	start := a.access.start()
+	refuse := func(dec Decision) {
+		a.write(w, dec)
+		a.access.write(telemetry.FrontProxy, r.Method, r.Host, requestPath(r), r.Header, &dec, start)
+	}
 	route, i, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
 	switch {
 	case errors.Is(err, ErrAmbiguousPath):
-		a.deny(w, http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path")
+		refuse(a.refusal(http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path"))
 		return
 	case err != nil:
-		a.deny(w, http.StatusNotFound, "not_found", "no_route", "no route matches the request")
+		refuse(a.refusal(http.StatusNotFound, "not_found", "no_route", "no route matches the request"))
 		return
 	}
 	d := &decision{}
 	if !route.Anonymous {
-		var ok bool
-		if d.res, ok = a.authorizeHTTP(w, r, route); !ok {
+		dec := a.authorize(r.Context(), r.Header, route)
+		if !dec.Allowed() {
+			refuse(dec)
 			return
 		}
+		d.res = dec.Result
 	}
 	d.path = path.canonical(route.AllowPathParams)
 	if a.metrics != nil {
 		a.metrics.Allow()
 	}
+	// The line is the decision's: its latency is keygate's, before the
+	// upstream is asked.
+	a.access.write(telemetry.FrontProxy, r.Method, r.Host, requestPath(r), r.Header, &Decision{Status: http.StatusOK, Result: d.res}, start)
 	p.backends[i].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
 }
 

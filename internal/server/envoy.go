@@ -35,7 +35,7 @@ var envoyReasons = slices.DeleteFunc(slices.Clone(decisionReasons), func(r strin
 func (s *Server) envoyDecider(rt *runtime) (*gateway.Decider, error) {
 	cfg := rt.cfg
 	return gateway.NewDecider(gateway.DeciderConfig{Verifier: rt.pipeline, Routes: gatewayRoutes(cfg.ForwardAuth.Rules),
-		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.envoyMetrics, Logger: s.log})
+		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.envoyMetrics, Logger: s.log, AccessLog: s.access})
 }
 
 // envoyServer builds the gRPC server of the Envoy listener.

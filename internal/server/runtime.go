@@ -96,7 +96,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	rt.authTree = cfg.ForwardAuth.Forwarding().MountPrefix != ""
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
 		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
-		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log}); err != nil {
+		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log, AccessLog: s.access}); err != nil {
 		return nil, err
 	}
 	if rt.envoy, err = s.envoyDecider(rt); err != nil {
@@ -104,7 +104,8 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	}
 	if len(cfg.Routes) > 0 {
 		if rt.proxy, err = gateway.NewProxy(gateway.ProxyConfig{Verifier: pipe, Routes: gatewayRoutes(cfg.Routes),
-			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.transport, Metrics: s.proxyMetrics, Logger: s.log}); err != nil {
+			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.transport, Metrics: s.proxyMetrics, Logger: s.log,
+			AccessLog: s.access}); err != nil {
 			return nil, err
 		}
 	}

@@ -14,9 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +94,9 @@ type Config struct {
 	// decided and before its answer is written; its error turns the answer
 	// into a 500 (transitapi.Options.Observe): the audit log's seam.
 	TransitObserve func(http.ResponseWriter, *http.Request, transitapi.Outcome) error
+	// AccessLogWriter, if set, receives the access log (when the
+	// configuration enables it) instead of its output: for tests.
+	AccessLogWriter io.Writer
 }
 
 // MinTokenLen is the length the admin and metrics tokens must reach.
@@ -123,6 +128,8 @@ type Server struct {
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
+	access       *gateway.AccessLog                  // nil: no access log
+	accessFile   *os.File                            // the access log's file, closed by Close
 	envoyMetrics *telemetry.Decisions                // nil without envoy_grpc_listen
 	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
@@ -170,6 +177,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
 	if cfg.Gateway.EnvoyGRPCListen != "" && s.metrics != nil {
 		s.envoyMetrics = s.metrics.Decisions(extauthz.FrontEnd, envoyReasons)
+	}
+	if err := s.openAccessLog(cfg.Gateway.AccessLog); err != nil {
+		return nil, fmt.Errorf("server: access_log: %w", err)
 	}
 	// Certificates first: a listener that cannot serve is reported before
 	// anything is written to disk.
@@ -314,6 +324,9 @@ func (s *Server) Close() {
 	if rt := s.rt.Load(); rt != nil {
 		rt.closeSources(nil)
 	}
+	if s.accessFile != nil {
+		s.accessFile.Close()
+	}
 	s.transport.CloseIdleConnections()
 	if s.transitKeys != nil {
 		s.transitKeys.Close()
@@ -321,6 +334,35 @@ func (s *Server) Close() {
 	if s.node != nil {
 		s.node.Close()
 	}
+}
+
+// openAccessLog opens the access log the section describes, if enabled.
+func (s *Server) openAccessLog(c config.AccessLog) error {
+	if !c.Enabled {
+		return nil
+	}
+	var w io.Writer
+	switch c.Output {
+	case "", "stderr":
+		w = os.Stderr
+	case "stdout":
+		w = os.Stdout
+	default:
+		f, err := os.OpenFile(c.Output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		s.accessFile, w = f, f
+	}
+	if s.cfg.AccessLogWriter != nil {
+		w = s.cfg.AccessLogWriter
+	}
+	sample := 1.0
+	if c.SampleAllowed != nil {
+		sample = *c.SampleAllowed
+	}
+	s.access = gateway.NewAccessLog(w, sample)
+	return nil
 }
 
 // Handler returns the traffic handler, for tests and for embedding.
