@@ -347,10 +347,13 @@ func TestFanoutStalenessFailClosed(t *testing.T) {
 	if s2 <= s1 || s1 < 200*time.Millisecond {
 		t.Errorf("staleness while cut off: %v then %v; want it growing", s1, s2)
 	}
-	if time.Since(downAt) < cfg.MaxStaleness-50*time.Millisecond {
-		if c.Revoked("iss", "fine", "", time.Time{}) || !c.Revoked("iss", "known", "", time.Time{}) {
-			t.Error("inside MaxStaleness the node does not serve its last known set")
-		}
+	// Judged by the node's own staleness, read after the calls: it only
+	// grows while cut off, so below MaxStaleness then means below it during
+	// them (the wall clock since the cut says nothing of when the last ping
+	// landed on a loaded machine).
+	fine, known := c.Revoked("iss", "fine", "", time.Time{}), c.Revoked("iss", "known", "", time.Time{})
+	if s := c.Staleness(); s < cfg.MaxStaleness && (fine || !known) {
+		t.Errorf("inside MaxStaleness (staleness %v) the node does not serve its last known set", s)
 	}
 	took := eventually(t, 2*time.Second, "fail closed", func() bool { return c.Revoked("iss", "fine", "", time.Time{}) })
 	t.Logf("failed closed %v after the cut (MaxStaleness %v, staleness %v)", time.Since(downAt), cfg.MaxStaleness, c.Staleness())
