@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -175,6 +176,11 @@ var realProxies = []realProxy{
 			"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once",
 			"every forwarding header in every spelling with a token lacking the scope",
 			"every forwarding and claim header in every spelling with a token"}},
+	{name: ProxyTraefik, binary: traefikBinary, snippet: Snippet.Traefik, start: startTraefik,
+		fence: "```yaml\n# keygate forward-auth for Traefik", conflicts: []string{
+			"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once",
+			"every forwarding header in every spelling with a token lacking the scope",
+			"every forwarding and claim header in every spelling with a token"}},
 }
 
 // readmeBlock returns the README's block for p, with the two addresses in
@@ -284,8 +290,35 @@ func TestRealProxyAmbiguousPaths(t *testing.T) {
 					refused("/admin./users"),      // IIS: /admin/users
 					refused("/admin%20/users"),
 				}
-			}, nil)
+			}, p.cleaned)
 		})
+	}
+}
+
+// cleansPath is, for a proxy that cleans a request's path before it asks
+// keygate and forwards it (Traefik does, as path.Clean does), the path both
+// get; "" for a proxy that passes the path on as sent.
+func cleansPath(proxy, p string) string {
+	if proxy != ProxyTraefik {
+		return ""
+	}
+	return path.Clean(p)
+}
+
+// cleaned adjusts an ambiguous-path case to a proxy that cleans paths:
+// keygate then decides on the clean path, which is also the one the app
+// gets, so the request is allowed or refused as that path is, and the app
+// must have seen exactly it (a mismatch would be the hole).
+func (p realProxy) cleaned(c *forgery) {
+	clean := cleansPath(p.name, c.path)
+	if clean == "" || clean == c.path || c.status != http.StatusForbidden {
+		return
+	}
+	switch {
+	case strings.HasPrefix(strings.ToLower(clean), "/admin/") || strings.EqualFold(clean, "/admin"):
+		c.status, c.body = http.StatusUnauthorized, "" // the admin rule, and no token
+	default:
+		c.status, c.body = http.StatusOK, echo(c.method, clean, "", "", "")
 	}
 }
 

@@ -3,9 +3,11 @@ package gateway
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +43,13 @@ func caddyBinary(t *testing.T) string {
 	return proxyBinary(t, "caddy", "", "KEYGATE_REQUIRE_CADDY", "caddy")
 }
 
+// traefikBinary is Traefik from PATH or $KEYGATE_TRAEFIK_BIN. Debian has no
+// package of it; scripts/integration-traefik.sh builds it from its Go
+// module and runs the real-proxy tests with it.
+func traefikBinary(t *testing.T) string {
+	return proxyBinary(t, "traefik", os.Getenv("KEYGATE_TRAEFIK_BIN"), "KEYGATE_REQUIRE_TRAEFIK", "traefik (scripts/integration-traefik.sh builds one)")
+}
+
 // runProxy writes conf into dir/confName, starts the proxy from args (in
 // which %CONF% stands for that file) in the foreground with its output in
 // dir/proxy.log, and waits for addr. When the test ends the proxy gets
@@ -53,9 +62,7 @@ func runProxy(t *testing.T, bin, dir, confName, conf, addr string, args ...strin
 		t.Fatal(err)
 	}
 	for i, a := range args {
-		if a == "%CONF%" {
-			args[i] = confPath
-		}
+		args[i] = strings.ReplaceAll(a, "%CONF%", confPath)
 	}
 	logPath := filepath.Join(dir, "proxy.log")
 	logf, err := os.Create(logPath)
@@ -122,6 +129,31 @@ http {
 }
 `, dir, addr, snippet)
 	runProxy(t, bin, dir, "nginx.conf", conf, addr, "-p", dir, "-c", "%CONF%", "-e", "stderr", "-g", "daemon off;")
+	return addr
+}
+
+// startTraefik runs Traefik with snippet as its dynamic configuration (the
+// file provider), one plain HTTP entry point on a free loopback port, no
+// API, dashboard or telemetry, and returns that address.
+func startTraefik(t *testing.T, bin, snippet string) string {
+	t.Helper()
+	dir, addr := t.TempDir(), testnet.ClosedAddr(t)
+	runProxy(t, bin, dir, "dynamic.yaml", snippet, addr, "--entrypoints.web.address="+addr, "--providers.file.filename=%CONF%",
+		"--log.level=ERROR", "--global.checknewversion=false", "--global.sendanonymoususage=false")
+	// The entry point listens before the file provider's routers are in:
+	// until then Traefik answers 404 itself.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("traefik did not load its routers within 10s (last: %v)", err)
+		}
+	}
 	return addr
 }
 
