@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,19 @@ func TestServeFleetTraps(t *testing.T) {
 		if _, err := os.Stat(h.path("d-" + c.name)); !os.IsNotExist(err) {
 			t.Errorf("%s: the data directory was created before the refusal (%v)", c.name, err)
 		}
+	}
+}
+
+// TestServeMissingKeyringFile: a keyring file named but missing is an
+// error, never a fall-back to a generated dev root key.
+func TestServeMissingKeyringFile(t *testing.T) {
+	h := newHarness(t)
+	data := h.path("data")
+	r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", data, "--keyring-file", h.path("nope/keyring.json"))
+	if r.code != ExitFail || !strings.Contains(r.stderr, "keygate keyring init") {
+		t.Errorf("serve with a missing --keyring-file: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "root.key")); !os.IsNotExist(err) {
+		t.Errorf("a dev root key was generated instead (%v)", err)
 	}
 }

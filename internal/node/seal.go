@@ -30,6 +30,10 @@ func (n *Node) openKeyring() (dev bool, err error) {
 	header := n.keyringFile()
 	if _, err := os.Stat(header); err == nil {
 		kopts.HeaderFile = header
+	} else if ts.KeyringFile != "" {
+		// Named, but not there: never fall back to a generated dev root key
+		// for a node its operator meant to be passphrase-sealed.
+		return false, fmt.Errorf("keyring_file %s: %w (create it with keygate keyring init --keyring-file %s)", header, err, header)
 	}
 	switch {
 	case ts.RootKeyFile != "":
