@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -58,8 +59,29 @@ func (a *app) main(ctx context.Context, args []string) int {
 	case errors.As(err, &se):
 		return ExitFail
 	}
-	fmt.Fprintf(a.stderr, "keygate: %v\n", err)
+	fmt.Fprintf(a.stderr, "keygate: %s\n", userMessage(err))
 	return ExitFail
+}
+
+// internalPrefixes are keygate's package names as its errors begin each
+// layer of wrapping ("node: root key: keyring: key file: ..."): Go's
+// convention, which names code, not what the operator did. "audit" is not
+// among them: it is also a section of the configuration, whose errors
+// name it ("audit: no sink").
+var internalPrefixes = regexp.MustCompile(`(^|: )(?:bench|config|extauthz|gateway|httpaudit|issuer|jose|keyfile|keyring|keys|loadgen|mint|node|postgres|ratelimit|revoke|server|sqlite|store|telemetry|tlscert|transit|transitapi|transitkeys|verify): `)
+
+// userMessage is err's text for the operator: without keygate's package
+// prefixes ("keyring: key file: open /x" for "node: root key: keyring: key
+// file: open /x" keeps "root key: key file: open /x").
+func userMessage(err error) string {
+	msg := err.Error()
+	for {
+		next := internalPrefixes.ReplaceAllString(msg, "$1")
+		if next == msg {
+			return msg
+		}
+		msg = next
+	}
 }
 
 // command is a subcommand: either it runs, or it groups further commands.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -188,5 +189,19 @@ func TestInterspersedArgs(t *testing.T) {
 	}
 	if *a != "v" || !*b || strings.Join(pos, " ") != "one two -three" {
 		t.Errorf("a=%q b=%v pos=%q", *a, *b, pos)
+	}
+}
+
+func TestUserMessage(t *testing.T) {
+	for in, want := range map[string]string{
+		"node: root key: keyring: key file: open /x: no such file": "root key: key file: open /x: no such file",
+		"server: tls.cert_file: open /c.pem: denied":               "tls.cert_file: open /c.pem: denied",
+		"configuration: log_format: must be text or json":          "configuration: log_format: must be text or json",
+		"audit.store: keys: x":                                     "audit.store: x",
+		"config a.yaml: issuers[0] (line 3): unknown field":        "config a.yaml: issuers[0] (line 3): unknown field",
+	} {
+		if got := userMessage(errors.New(in)); got != want {
+			t.Errorf("userMessage(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
