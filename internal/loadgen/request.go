@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -53,13 +52,11 @@ func validName[T string | []byte](s T) bool {
 	return true
 }
 
-// ReadBody reads a request body from a file (--body-file).
-func ReadBody(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: body: %w", err)
-	}
-	return b, nil
+// Validate reports whether r can be sent (Run would refuse it otherwise);
+// its errors wrap ErrRequest.
+func (r *Request) Validate() error {
+	_, err := r.build()
+	return err
 }
 
 // template is a Request ready to send.
@@ -76,7 +73,7 @@ func requestErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrRequest}, args...)...)
 }
 
-// Build checks r and serialises it. The Host header is the URL's unless
+// build checks r and serialises it. The Host header is the URL's unless
 // one is given; Content-Length and Transfer-Encoding are the generator's
 // own and refused in Header.
 func (r *Request) build() (*template, error) {

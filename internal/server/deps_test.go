@@ -24,7 +24,8 @@ func TestDependencies(t *testing.T) {
 		pkg       string
 		forbidden []string
 	}{
-		{".", append([]string{"github.com/keygate/keygate/internal/bench", "github.com/keygate/keygate/internal/cli"}, testOnly...)},
+		{".", append([]string{"github.com/keygate/keygate/internal/bench", "github.com/keygate/keygate/internal/loadgen",
+			"github.com/keygate/keygate/internal/cli"}, testOnly...)},
 		{"github.com/keygate/keygate/cmd/keygate", testOnly},
 	} {
 		out, err := exec.Command(goTool, "list", "-deps", tc.pkg).Output()
