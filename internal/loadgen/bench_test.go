@@ -78,6 +78,9 @@ func runN(tb testing.TB, url string, n int64) *Result {
 // what a run allocates (connections, buffers, histogram) is the same for
 // 100 requests or 2100.
 func TestRequestAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
 	if testing.Short() {
 		t.Skip("short")
 	}
