@@ -155,7 +155,9 @@ func TestRunErrors(t *testing.T) {
 		})
 		t.Cleanup(func() { close(release) }) // before the server's Close, which waits for handlers
 		res := runOK(t, Config{Request: Request{URL: url}, Connections: 2, Requests: 100, Timeout: 200 * time.Millisecond})
-		if e := res.Errors; e.Timeout != 1 || e.Total() != 1 || res.Requests != 99 {
+		// One request stalls for good; on a loaded machine another may take
+		// over 200 ms too.
+		if e := res.Errors; e.Timeout < 1 || e.Total() != e.Timeout || res.Requests+e.Timeout != 100 {
 			t.Errorf("%d requests, errors %+v", res.Requests, e)
 		}
 	})
