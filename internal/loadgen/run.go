@@ -160,8 +160,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	})
 	defer stopAll()
 
-	// The measured window's CPU time and wall time begin at the end of the
-	// warm-up, or when the connections are done if that comes first.
+	// The measured window begins at the end of the warm-up (the requests
+	// measured are those sent from then on, however late this goroutine
+	// wakes), or when the connections are done if that comes first; it ends
+	// when they are done, at the end of the duration at the latest.
 	var cpu0 cpuTimes
 	var t0 time.Time
 	workersDone := make(chan struct{})
@@ -172,9 +174,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer t.Stop()
 		select {
 		case <-t.C:
+			cpu0, t0 = readCPU(), r.measure
 		case <-workersDone:
+			cpu0, t0 = readCPU(), time.Now()
 		}
-		cpu0, t0 = readCPU(), time.Now()
 	}()
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
@@ -188,10 +191,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Go(func() { w.loop(i) })
 	}
 	wg.Wait()
+	cpu1, t1 := readCPU(), time.Now()
+	if cfg.Duration > 0 {
+		t1 = minTime(t1, r.measure.Add(cfg.Duration))
+	}
 	close(workersDone)
 	<-began
 	<-progressDone
-	cpu1, t1 := readCPU(), time.Now()
 
 	res := &Result{
 		Mode:        ModeClosed,
@@ -215,6 +221,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (r *run) progress(workers []*worker, done <-chan struct{}, exit chan<- struct{}) {
