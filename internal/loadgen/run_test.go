@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,5 +277,33 @@ func TestEnsureFileLimit(t *testing.T) {
 	}
 	if _, _, _, err := EnsureFileLimit(1 << 40); !errors.Is(err, ErrConfig) {
 		t.Errorf("2^40 connections: %v", err)
+	}
+}
+
+func TestRunProgressAndRate(t *testing.T) {
+	url, _ := server(t, func(w http.ResponseWriter, r *http.Request) {})
+	var calls []Progress
+	var mu sync.Mutex
+	res := runOK(t, Config{Request: Request{URL: url}, Connections: 5, Rate: 500, Requests: 750,
+		Progress: func(p Progress) {
+			mu.Lock()
+			calls = append(calls, p)
+			mu.Unlock()
+		}})
+	// 750 requests at 500/s take 1.5 s: at least one progress report.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) == 0 || !calls[0].Measuring || calls[len(calls)-1].Requests > 750 {
+		t.Errorf("progress %+v", calls)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i].Requests < calls[i-1].Requests || calls[i].Elapsed <= calls[i-1].Elapsed {
+			t.Errorf("progress goes back: %+v", calls)
+		}
+	}
+	// The schedule holds the rate (generous bounds: a slow machine catches
+	// up by sending late requests at once).
+	if res.Requests != 750 || res.RequestsPerSec < 250 || res.RequestsPerSec > 1000 {
+		t.Errorf("%d requests at %.0f/s, target 500/s", res.Requests, res.RequestsPerSec)
 	}
 }
