@@ -1,6 +1,6 @@
 // Package cli is the keygate command line: it parses each subcommand's
 // flags with the standard flag package and hands the work to the packages
-// that do it (jose, keyfile, mint, server, bench).
+// that do it (jose, keyfile, mint, server, bench, loadgen).
 //
 // Exit codes: 0 on success, 1 when the command fails (a rejected token, a
 // missing file, a key that does not fit), 2 for a usage error.
@@ -148,6 +148,7 @@ func commands() []*command {
 			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},
 			{name: "server", summary: "reference server (no-op, raw ES256 verify or sign) to load-test keygate against", run: (*app).benchServer},
 			{name: "tokens", summary: "mint N distinct tokens, one per line, for load tests", run: (*app).benchTokens},
+			{name: "load", summary: "HTTP load generator: requests/s and latency percentiles of a URL (like wrk/wrk2)", run: (*app).benchLoad},
 		}},
 	}
 }

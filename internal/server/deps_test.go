@@ -24,7 +24,8 @@ func TestDependencies(t *testing.T) {
 		pkg, tags string
 		forbidden []string
 	}{
-		{".", "", append([]string{"github.com/keygate/keygate/internal/bench", "github.com/keygate/keygate/internal/cli"}, testOnly...)},
+		{".", "", append([]string{"github.com/keygate/keygate/internal/bench", "github.com/keygate/keygate/internal/loadgen",
+			"github.com/keygate/keygate/internal/cli"}, testOnly...)},
 		{"github.com/keygate/keygate/cmd/keygate", "", testOnly},
 		// grpc-go's request tracing (golang.org/x/net/trace) brings
 		// html/template, whose reflection keeps every method of every type

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/loadgen"
+)
+
+func TestBenchLoad(t *testing.T) {
+	var posts, bad atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			posts.Add(1)
+			var buf bytes.Buffer
+			buf.ReadFrom(r.Body)
+			if buf.String() != "from a file" || r.Header.Get("Authorization") != "Bearer s3cret" {
+				bad.Add(1)
+			}
+		}
+		if r.URL.Path == "/missing" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer ts.Close()
+	h := newHarness(t)
+
+	out := h.must("bench", "load", "--url", ts.URL+"/", "--connections", "2,3", "--duration", "200ms", "--warmup", "0s")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines[min(4, len(lines)):] {
+		// The server shares the process, so the CPU warning may come.
+		if !strings.HasPrefix(l, "warning: at ") {
+			t.Errorf("line %q after the rows", l)
+		}
+	}
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "bench load: GET "+ts.URL+"/, 200ms per step after 0s warm-up") {
+		t.Fatalf("want a heading, a header and 2 rows:\n%s", out)
+	}
+	for i, conns := range []string{"2", "3"} {
+		if f := strings.Fields(lines[2+i]); len(f) != 11 || f[0] != conns || f[1] != "closed" || f[2] == "0" || f[8] != "0" || f[9] != "0" {
+			t.Errorf("row %q", lines[2+i])
+		}
+	}
+
+	body := h.write("body.txt", []byte("from a file"))
+	out = h.must("bench", "load", "--url", ts.URL+"/missing", "--method", "POST", "-H", "Authorization: Bearer s3cret",
+		"--body-file", body, "--connections", "2", "--rate", "200", "--requests", "20", "--duration", "0s",
+		"--warmup", "0s", "--json")
+	if strings.Contains(out, "s3cret") {
+		t.Error("the output holds a header value")
+	}
+	var rep loadgen.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if rep.Schema != loadgen.Schema || len(rep.Steps) != 1 || rep.Target.Method != "POST" || rep.Target.BodyBytes != 11 {
+		t.Fatalf("report %+v", rep)
+	}
+	s := rep.Steps[0]
+	if s.Mode != loadgen.ModeOpen || s.TargetRate != 200 || s.Requests != 20 || s.Status.S4xx != 20 || s.Errors.Total() != 0 {
+		t.Errorf("step %+v", s)
+	}
+	if posts.Load() != 20 || bad.Load() != 0 {
+		t.Errorf("%d posts, %d not as sent", posts.Load(), bad.Load())
+	}
+}
+
+func TestBenchLoadUsage(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct {
+		args []string
+		err  string
+	}{
+		{nil, "--url is required"},
+		{[]string{"--url", "https://example.com/"}, "https is not supported"},
+		{[]string{"--url", "example.com"}, "not http://host"},
+		{[]string{"--url", "http://x/", "--connections", "0"}, "not a positive integer"},
+		{[]string{"--url", "http://x/", "--connections", "10,x"}, "not a positive integer"},
+		{[]string{"--url", "http://x/", "-H", "NoColon"}, "is not \"Name: value\""},
+		{[]string{"--url", "http://x/", "-H", "Content-Length: 3"}, "set by the generator"},
+		{[]string{"--url", "http://x/", "--body", "a", "--body-file", "f"}, "exclude each other"},
+		{[]string{"--url", "http://x/", "--rate", "-1"}, "--rate"},
+		{[]string{"--url", "http://x/", "--duration", "0s"}, "--duration, --requests or both"},
+		{[]string{"--url", "http://x/", "--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"--url", "http://x/", "extra"}, "unexpected argument"},
+	} {
+		expect(t, h.run(append([]string{"bench", "load"}, tt.args...)...), ExitUsage, "", tt.err)
+	}
+	// More connections than the hard open-file limit allows: refused before any is opened.
+	start := time.Now()
+	expect(t, h.run("bench", "load", "--url", "http://127.0.0.1:1/", "--connections", "1000000000"), ExitFail, "",
+		"hard limit (ulimit -Hn)")
+	if time.Since(start) > 5*time.Second {
+		t.Error("refusal took too long")
+	}
+	expect(t, h.run("bench", "load", "--url", "http://127.0.0.1:1/", "--body-file", h.path("nope")), ExitFail, "", "no such file")
+}
+
+func TestBenchLoadProgress(t *testing.T) {
+	var b bytes.Buffer
+	writeProgress(&b, 100, loadgen.Progress{Elapsed: 3400 * time.Millisecond, Measuring: true, Requests: 12345})
+	if got, want := b.String(), "\r\033[K100 connections: measuring, 3s elapsed, 12345 requests measured"; got != want {
+		t.Errorf("progress %q, want %q", got, want)
+	}
+	// Not a terminal (a buffer here, a pipe or file in use): no progress at all.
+	if (&app{stderr: &b}).progressLine() != nil {
+		t.Error("progress on a non-terminal")
+	}
+}

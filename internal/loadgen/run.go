@@ -1,0 +1,381 @@
+package loadgen
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is one run: a request template, how many connections send it,
+// at what pace and for how long.
+type Config struct {
+	Request     Request
+	Connections int
+	// Rate is the target requests per second over all connections (open
+	// loop): connection i of N sends every N/Rate seconds, the connections'
+	// schedules staggered evenly, and a request's latency runs from the
+	// time the schedule meant to send it, so a stalled server is charged
+	// for the requests it kept waiting. 0 means closed loop: each
+	// connection sends its next request as soon as it has read an answer,
+	// and latency runs from the write.
+	Rate float64
+	// Warmup runs before the measured window and is left out of the
+	// result: a request is measured when it is (meant to be) sent at or
+	// after the end of the warm-up.
+	Warmup time.Duration
+	// Duration bounds the measured window; 0 means only Requests does.
+	Duration time.Duration
+	// Requests bounds how many requests are measured; 0 means only
+	// Duration does. At least one bound must be set.
+	Requests int64
+	// Timeout bounds each request (write to the end of the answer) and
+	// each connect; 2 s when 0. A request that times out is an error and
+	// its connection is closed and opened again.
+	Timeout time.Duration
+	// Progress, when set, is called about once a second from another
+	// goroutine while the run lasts.
+	Progress func(Progress)
+}
+
+// DefaultTimeout is Config.Timeout when 0.
+const DefaultTimeout = 2 * time.Second
+
+// Progress is a run's state as Config.Progress sees it.
+type Progress struct {
+	Elapsed   time.Duration // since the run began, warm-up included
+	Measuring bool          // the warm-up is over
+	Requests  int64         // answers measured so far
+}
+
+// ErrConfig is wrapped by the errors Run returns for a Config it refuses.
+var ErrConfig = errors.New("invalid load configuration")
+
+func (c *Config) validate() error {
+	switch {
+	case c.Connections <= 0:
+		return fmt.Errorf("%w: connections must be positive", ErrConfig)
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("%w: rate must be 0 (closed loop) or positive", ErrConfig)
+	case c.Warmup < 0 || c.Duration < 0 || c.Requests < 0 || c.Timeout < 0:
+		return fmt.Errorf("%w: warm-up, duration, requests and timeout must not be negative", ErrConfig)
+	case c.Duration == 0 && c.Requests == 0:
+		return fmt.Errorf("%w: set a duration, a request count or both", ErrConfig)
+	}
+	return nil
+}
+
+// readBufferSize is each connection's read buffer: an answer's status line
+// and each header line must fit in it.
+const readBufferSize = 4096
+
+// connectBackoff is how long a connection waits after a failed connect
+// before it tries again, so that a refused port is not a busy loop.
+const connectBackoff = 10 * time.Millisecond
+
+// run is the state the connections of one Run share; only stopped and
+// remaining are written while they run.
+type run struct {
+	cfg      Config
+	tpl      *template
+	timeout  time.Duration
+	start    time.Time // warm-up begins
+	measure  time.Time // measured window begins
+	interval time.Duration
+	ctx      context.Context // done when the run must stop
+	stopped  atomic.Bool     // set before the connections' deadlines are forced
+	bounded  bool            // Requests bounds the run
+	remain   atomic.Int64    // measured requests left to send, when bounded
+}
+
+// worker is one connection's loop and everything it counts; nothing in it
+// is shared with another worker.
+type worker struct {
+	r  *run
+	mu sync.Mutex // guards c against stop's deadline
+	c  net.Conn
+	br *bufio.Reader
+
+	hist       Histogram
+	status     StatusCounts
+	errs       ErrorCounts
+	reconnects int64
+	done       atomic.Int64 // measured answers, read by Progress
+}
+
+// longAgo is a deadline in the past: it makes a blocked read or write
+// return at once.
+var longAgo = time.Unix(1, 0)
+
+// Run sends cfg's requests until a bound is reached or ctx is done, and
+// reports what it measured. When ctx ends the run early, Run returns what
+// was measured so far together with ctx's error.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tpl, err := cfg.Request.build()
+	if err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, tpl: tpl, timeout: cfg.Timeout, bounded: cfg.Requests > 0}
+	if r.timeout == 0 {
+		r.timeout = DefaultTimeout
+	}
+	if cfg.Rate > 0 {
+		r.interval = time.Duration(float64(cfg.Connections) / cfg.Rate * float64(time.Second))
+		r.interval = max(r.interval, 1)
+	}
+	r.remain.Store(cfg.Requests)
+	r.start = time.Now()
+	r.measure = r.start.Add(cfg.Warmup)
+	var cancel context.CancelFunc
+	if cfg.Duration > 0 {
+		r.ctx, cancel = context.WithDeadline(ctx, r.measure.Add(cfg.Duration))
+	} else {
+		r.ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+
+	workers := make([]*worker, cfg.Connections)
+	for i := range workers {
+		workers[i] = &worker{r: r}
+	}
+	stopAll := context.AfterFunc(r.ctx, func() {
+		r.stopped.Store(true)
+		for _, w := range workers {
+			w.mu.Lock()
+			if w.c != nil {
+				w.c.SetDeadline(longAgo) //nolint:errcheck // a closed connection needs no deadline
+			}
+			w.mu.Unlock()
+		}
+	})
+	defer stopAll()
+
+	// The measured window begins at the end of the warm-up (the requests
+	// measured are those sent from then on, however late this goroutine
+	// wakes), or when the connections are done if that comes first; it ends
+	// when they are done, at the end of the duration at the latest.
+	var cpu0 cpuTimes
+	var t0 time.Time
+	workersDone := make(chan struct{})
+	began := make(chan struct{})
+	go func() {
+		defer close(began)
+		t := time.NewTimer(time.Until(r.measure))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cpu0, t0 = readCPU(), r.measure
+		case <-workersDone:
+			cpu0, t0 = readCPU(), time.Now()
+		}
+	}()
+	progressDone := make(chan struct{})
+	if cfg.Progress != nil {
+		go r.progress(workers, workersDone, progressDone)
+	} else {
+		close(progressDone)
+	}
+
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Go(func() { w.loop(i) })
+	}
+	wg.Wait()
+	cpu1, t1 := readCPU(), time.Now()
+	if cfg.Duration > 0 {
+		t1 = minTime(t1, r.measure.Add(cfg.Duration))
+	}
+	close(workersDone)
+	<-began
+	<-progressDone
+
+	res := &Result{
+		Mode:        ModeClosed,
+		Connections: cfg.Connections,
+		TargetRate:  cfg.Rate,
+		Seconds:     max(t1.Sub(t0), 0).Seconds(),
+		Hist:        new(Histogram),
+	}
+	if cfg.Rate > 0 {
+		res.Mode = ModeOpen
+	}
+	for _, w := range workers {
+		w.close()
+		res.Hist.Merge(&w.hist)
+		res.Status.add(&w.status)
+		res.Errors.add(&w.errs)
+		res.Reconnects += w.reconnects
+	}
+	res.fill(cpu1.sub(cpu0), runtime.GOMAXPROCS(0))
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (r *run) progress(workers []*worker, done <-chan struct{}, exit chan<- struct{}) {
+	defer close(exit)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			var n int64
+			for _, w := range workers {
+				n += w.done.Load()
+			}
+			r.cfg.Progress(Progress{Elapsed: now.Sub(r.start), Measuring: !now.Before(r.measure), Requests: n})
+		}
+	}
+}
+
+// loop is connection i's life: connect, send, read, record, until the run
+// stops.
+func (w *worker) loop(i int) {
+	r := w.r
+	var next time.Time // open loop: when the next request is meant to be sent
+	var timer *time.Timer
+	if r.interval > 0 {
+		next = r.start.Add(r.interval * time.Duration(i) / time.Duration(r.cfg.Connections))
+		timer = time.NewTimer(time.Hour)
+		defer timer.Stop()
+	}
+	for !r.stopped.Load() {
+		var sent time.Time // latency runs from here
+		if r.interval > 0 {
+			sent, next = next, next.Add(r.interval)
+			if !w.sleepUntil(timer, sent) {
+				return
+			}
+		}
+		if r.interval == 0 {
+			sent = time.Now()
+		}
+		measured := !sent.Before(r.measure)
+		if measured && r.bounded && r.remain.Add(-1) < 0 {
+			return
+		}
+		if w.c == nil && !w.connect(measured) {
+			continue
+		}
+		now := time.Now()
+		w.c.SetDeadline(now.Add(r.timeout)) //nolint:errcheck // fails only on a closed connection, which the write reports
+		if r.stopped.Load() {               // after the deadline, so stop's forced deadline cannot be overwritten
+			return
+		}
+		if _, err := w.c.Write(r.tpl.bytes); err != nil {
+			w.fail(measured, err, &w.errs.Write)
+			continue
+		}
+		resp, err := readResponse(w.br, r.tpl.head)
+		if err != nil {
+			w.fail(measured, err, &w.errs.Read)
+			continue
+		}
+		if measured {
+			w.hist.Record(time.Since(sent))
+			w.status.count(resp.status)
+			w.done.Add(1)
+		}
+		if resp.close {
+			if measured {
+				w.reconnects++
+			}
+			w.close()
+		}
+	}
+}
+
+// sleepUntil waits until t (open loop); false means the run stopped.
+func (w *worker) sleepUntil(timer *time.Timer, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return true
+	case <-w.r.ctx.Done():
+		return false
+	}
+}
+
+// connect opens the connection; after a failure it counts a connect error
+// (when measured) and waits connectBackoff.
+func (w *worker) connect(measured bool) bool {
+	r := w.r
+	d := net.Dialer{Timeout: r.timeout}
+	c, err := d.DialContext(r.ctx, "tcp", r.tpl.addr)
+	if err != nil {
+		if r.stopped.Load() || r.ctx.Err() != nil {
+			return false
+		}
+		if measured {
+			w.errs.Connect++
+		}
+		t := time.NewTimer(connectBackoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+		}
+		return false
+	}
+	w.mu.Lock()
+	w.c = c
+	w.mu.Unlock()
+	if w.br == nil {
+		w.br = bufio.NewReaderSize(c, readBufferSize)
+	} else {
+		w.br.Reset(c)
+	}
+	return true
+}
+
+// fail counts a failed request (unless the run is stopping, which is what
+// failed it) and closes the connection.
+func (w *worker) fail(measured bool, err error, kind *int64) {
+	if !w.r.stopped.Load() && measured {
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			w.errs.Timeout++
+		case errors.Is(err, ErrMalformed):
+			w.errs.Parse++
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			w.errs.Read++ // the server closed the connection without (all of) an answer
+		default:
+			*kind++
+		}
+	}
+	w.close()
+}
+
+func (w *worker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c != nil {
+		w.c.Close()
+		w.c = nil
+	}
+}
