@@ -78,13 +78,19 @@ func envType(t reflect.Type) string {
 	return yamlTypeName(t)
 }
 
-// yamlTypeName names a field's type as the reference does.
+// yamlTypeName names a field's type as the reference and EnvVars do.
 func yamlTypeName(t reflect.Type) string {
 	switch {
 	case t == durationType:
 		return "duration"
+	case t.Kind() == reflect.Struct:
+		return "section"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		return "list of sections"
 	case t.Kind() == reflect.Slice:
 		return "list of " + yamlTypeName(t.Elem())
+	case t.Kind() == reflect.Map:
+		return "map of " + yamlTypeName(t.Key()) + " to " + yamlTypeName(t.Elem())
 	case t.Kind() == reflect.Bool:
 		return "bool"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 // referenceFile is the configuration reference, generated from this
@@ -81,7 +80,7 @@ func reference(t reflect.Type, prefix string, docs map[string]string, rows *[]re
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		*rows = append(*rows, refRow{path, yamlType(ft), yamlNames(t, docs[t.Name()+"."+f.Name])})
+		*rows = append(*rows, refRow{path, yamlTypeName(ft), yamlNames(t, docs[t.Name()+"."+f.Name])})
 		switch {
 		case ft.Kind() == reflect.Struct && ft != durationType:
 			reference(ft, path+".", docs, rows)
@@ -105,28 +104,6 @@ func yamlNames(t reflect.Type, doc string) string {
 		}
 	}
 	return strings.Join(words, " ")
-}
-
-func yamlType(t reflect.Type) string {
-	switch {
-	case t == reflect.TypeFor[time.Duration]():
-		return "duration"
-	case t.Kind() == reflect.Struct:
-		return "section"
-	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
-		return "list of sections"
-	case t.Kind() == reflect.Slice:
-		return "list of " + yamlType(t.Elem())
-	case t.Kind() == reflect.Map:
-		return "map of " + yamlType(t.Key()) + " to " + yamlType(t.Elem())
-	case t.Kind() == reflect.Bool:
-		return "bool"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
-		return "integer"
-	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
-		return "number"
-	}
-	return "string"
 }
 
 // TestConfigurationReference: docs/configuration.md lists every field of
