@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keygate/keygate/internal/httpaudit"
@@ -68,6 +69,51 @@ func checkSysPost(r *http.Request) error {
 	return nil
 }
 
+// passphraseGate spaces the passphrase checks an unauthenticated caller
+// can start (an unseal of a sealed node, a seal by passphrase): each
+// costs an Argon2id derivation (64 MiB, a good part of a core for a
+// fraction of a second), and the seal check runs on a live node too, so
+// an unlimited caller could keep a core busy and guess at Argon2id speed.
+// A burst of passphraseBurst, then one every passphraseEvery; beyond
+// that, 429 with Retry-After. The gate is the node's, not a caller's:
+// guesses are what it bounds, from anywhere.
+type passphraseGate struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+const (
+	passphraseBurst = 5
+	passphraseEvery = 2 * time.Second
+)
+
+// allow takes one check from the gate at now, or says how long to wait.
+func (g *passphraseGate) allow(now time.Time) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last.IsZero() {
+		g.tokens = passphraseBurst
+	} else {
+		g.tokens = min(passphraseBurst, g.tokens+float64(now.Sub(g.last))/float64(passphraseEvery))
+	}
+	g.last = now
+	if g.tokens < 1 {
+		return time.Duration((1 - g.tokens) * float64(passphraseEvery)), false
+	}
+	g.tokens--
+	return 0, true
+}
+
+// gatePassphrase answers 429 when the gate is closed.
+func (s *Server) gatePassphrase() error {
+	if wait, ok := s.passGate.allow(s.cfg.Now()); !ok {
+		return &httperr.Error{Status: http.StatusTooManyRequests, Code: "slow_down",
+			Description: "too many passphrase attempts; retry later", RetryAfter: max(wait, time.Second)}
+	}
+	return nil
+}
+
 // errStoreUnavailable is every unseal answer for a failure of the store:
 // the caller is not authenticated (the key is what is being tested), so
 // the detail, which may name hosts, tables or files, goes to the log only.
@@ -104,6 +150,11 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	// An unseal attempt changes the node's state: recorded before it is
 	// made, without the passphrase or key (and without hashed values: a
 	// sealed node has no audit HMAC key).
+	if in.Passphrase != "" {
+		if err := s.gatePassphrase(); err != nil {
+			return err
+		}
+	}
 	if err := httpaudit.From(w).Intent(r.Context()); err != nil {
 		return err
 	}
@@ -175,6 +226,9 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 			Description: `the admin token, or {"passphrase":"..."} on a node with an unseal passphrase, is required`,
 			Challenge:   `Bearer realm="keygate-admin"`}
+	}
+	if err := s.gatePassphrase(); err != nil {
+		return err
 	}
 	if err := note.Intent(r.Context()); err != nil {
 		return err

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
@@ -288,4 +290,37 @@ func TestSealedStartPostgres(t *testing.T) {
 		t.Errorf("B signs with %s, A with %s", b.Thumbprint(), a.Thumbprint())
 	}
 	clientToken(t, b.base, "svc", secret)
+}
+
+// TestPassphraseAttemptsSpaced: unauthenticated passphrase checks (each an
+// Argon2id derivation) are spaced node-wide: after a burst, 429 with
+// Retry-After, and nothing is checked or sealed; time refills the gate.
+func TestPassphraseAttemptsSpaced(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	t0 := time.Now()
+	now.Store(&t0)
+	dir := passphraseDataDir(t)
+	l := startLive(t, Config{Now: func() time.Time { return *now.Load() },
+		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
+	jh := http.Header{"Content-Type": {"application/json"}}
+	wrong := `{"passphrase":"not the passphrase at all"}`
+	for i := range passphraseBurst {
+		if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", wrong, jh); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("attempt %d inside the burst: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !l.Sealed() {
+		t.Fatalf("past the burst, even the right passphrase: %d %s (Retry-After %q), sealed=%v; want 429 and still sealed",
+			resp.StatusCode, b, resp.Header.Get("Retry-After"), l.Sealed())
+	}
+	later := t0.Add(passphraseEvery)
+	now.Store(&later)
+	if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK || l.Sealed() {
+		t.Fatalf("after the gate refilled: %d %s", resp.StatusCode, b)
+	}
+	// The seal by passphrase draws from the same gate: empty again now.
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", wrong, jh); resp.StatusCode != http.StatusTooManyRequests || l.Sealed() {
+		t.Errorf("seal by passphrase with the gate empty: %d, sealed=%v", resp.StatusCode, l.Sealed())
+	}
 }

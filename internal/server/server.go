@@ -120,6 +120,7 @@ type Server struct {
 	errs         httperr.Writer // answers the admin listener's errors
 	node         *node.Node     // nil on a gateway-only node
 	operator     issuer.Bearer  // the admin token: the admin API (through admin), seal, pprof
+	passGate     passphraseGate // spaces unauthenticated passphrase checks (seal.go)
 	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
 	tokens       *issuer.Service
 	admin        *issuer.Admin
