@@ -602,8 +602,8 @@ func TestHealthAndReflection(t *testing.T) {
 		}
 		stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
 		if err == nil {
-			// An unimplemented service ends the stream: Send then returns
-			// io.EOF, and Recv the status.
+			// With reflection off the server has no such service: Send then returns
+			// io.EOF, and Recv the Unimplemented status.
 			stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
 			_, err = stream.Recv()
 		}

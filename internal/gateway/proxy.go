@@ -185,12 +185,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.metrics != nil {
 		defer a.metrics.Begin()()
 	}
-	start := a.access.start()
+	start, sent := a.access.start(), requestPath(r)
 	refuse := func(dec Decision) {
 		a.write(w, dec)
-		a.access.write(telemetry.FrontProxy, r.Method, r.Host, requestPath(r), r.Header, &dec, start)
+		a.access.write(telemetry.FrontProxy, r.Method, r.Host, sent, r.Header, &dec, start)
 	}
-	route, i, path, err := p.routes.match(r.Host, r.Method, requestPath(r))
+	route, i, path, err := p.routes.match(r.Host, r.Method, sent)
 	switch {
 	case errors.Is(err, ErrAmbiguousPath):
 		refuse(a.refusal(http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path"))
@@ -214,7 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The line is the decision's: its latency is keygate's, before the
 	// upstream is asked.
-	a.access.write(telemetry.FrontProxy, r.Method, r.Host, requestPath(r), r.Header, &Decision{Status: http.StatusOK, Result: d.res}, start)
+	a.access.write(telemetry.FrontProxy, r.Method, r.Host, sent, r.Header, &Decision{Status: http.StatusOK, Result: d.res}, start)
 	p.backends[i].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
 }
 
