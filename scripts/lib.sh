@@ -103,3 +103,24 @@ stat() {
 fmt_n() {
 	awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); out = ""; while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) } print s out }'
 }
+
+# check_host TOOL...: every TOOL is installed and SERVER_CPU and CLIENT_CPU
+# are CPUs of this machine (a warning when they are one); sets ncpu, which
+# the reports print.
+check_host() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
+	done
+	ncpu=$(getconf _NPROCESSORS_ONLN)
+	((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
+	[[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: the server and the load generator share CPU $SERVER_CPU"
+}
+
+# check_ports NAME...: each variable NAME holds a free loopback port.
+check_ports() {
+	local name
+	for name in "$@"; do
+		port_free "${!name}" || die "127.0.0.1:${!name} is in use (set $name)"
+	done
+}

@@ -56,13 +56,8 @@ MAX_ROUNDS=${MAX_ROUNDS:-$((2 * RUNS))}
 estimate=$((30 + MAX_ROUNDS * 2 * (WARM_S + DUR_S + 2)))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION, RUNS or MAX_ROUNDS"
 
-for tool in wrk go taskset curl awk sort timeout /usr/bin/time; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
-done
-ncpu=$(getconf _NPROCESSORS_ONLN)
-((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: the server and the load generators share CPU $SERVER_CPU"
-port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
+check_host wrk go taskset curl awk sort timeout /usr/bin/time
+check_ports PORT
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/keygate-loadgen-vs-wrk.XXXXXX")
 SERVER_PID=""

@@ -64,15 +64,8 @@ estimate=$((30 + RUNS * (2 * SIGN_S + 8 + 4 * (WARM_S + DUR_S + 1) + 2 * DUR_S +
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
 
-for tool in go wrk taskset curl awk sort timeout base64; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
-done
-ncpu=$(getconf _NPROCESSORS_ONLN)
-((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: server and wrk share CPU $SERVER_CPU"
-
-port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
-port_free "$ADMIN_PORT" || die "127.0.0.1:$ADMIN_PORT is in use (set ADMIN_PORT)"
+check_host go wrk taskset curl awk sort timeout base64
+check_ports PORT ADMIN_PORT
 
 # --- clean-up --------------------------------------------------------------
 

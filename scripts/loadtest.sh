@@ -89,12 +89,7 @@ if ! command -v wrk >/dev/null 2>&1; then
 		die "wrk is not installed (apt-get install wrk)"
 	fi
 fi
-for tool in go taskset curl awk sort timeout; do
-	command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
-done
-ncpu=$(getconf _NPROCESSORS_ONLN)
-((SERVER_CPU < ncpu && CLIENT_CPU < ncpu)) || die "SERVER_CPU/CLIENT_CPU must be below $ncpu"
-[[ $SERVER_CPU != "$CLIENT_CPU" ]] || log "warning: server and wrk share CPU $SERVER_CPU"
+check_host go taskset curl awk sort timeout
 
 # Every connection is a file descriptor in wrk and in the server.
 want_fds=$((HIGH_CONNS > CONNS ? HIGH_CONNS + 4096 : CONNS + 4096))
@@ -107,8 +102,7 @@ if [[ $soft != unlimited ]] && ((soft < want_fds)); then
 	ulimit -Sn "$want_fds"
 fi
 
-port_free "$PORT" || die "127.0.0.1:$PORT is in use (set PORT)"
-port_free "$ADMIN_PORT" || die "127.0.0.1:$ADMIN_PORT is in use (set ADMIN_PORT)"
+check_ports PORT ADMIN_PORT
 
 # --- clean-up --------------------------------------------------------------
 
