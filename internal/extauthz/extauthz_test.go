@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -538,44 +539,32 @@ func TestCheckMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mfs, err := f.metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "keygate_decisions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				key += l.GetName() + "=" + l.GetValue() + ","
-			}
-			got[key] = m.GetCounter().GetValue()
-		}
-	}
+	got := decisions(t, f.metrics)
 	want := map[string]float64{
-		"frontend=envoy_grpc,reason=,result=allow,":               2,
-		"frontend=envoy_grpc,reason=missing_token,result=deny,":   1,
-		"frontend=envoy_grpc,reason=ambiguous_path,result=deny,":  1,
-		"frontend=envoy_grpc,reason=invalid_request,result=deny,": 1,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="",result="allow"}`:               2,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="missing_token",result="deny"}`:   1,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="ambiguous_path",result="deny"}`:  1,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="invalid_request",result="deny"}`: 1,
 	}
-	if !mapsEqualF(got, want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("keygate_decisions_total %v, want %v", got, want)
 	}
 }
 
-func mapsEqualF(a, b map[string]float64) bool {
-	if len(a) != len(b) {
-		return false
+// decisions is every keygate_decisions_total series of m.
+func decisions(t *testing.T, m *telemetry.Metrics) map[string]float64 {
+	t.Helper()
+	all, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
+	got := map[string]float64{}
+	for k, v := range all {
+		if strings.HasPrefix(k, "keygate_decisions_total{") {
+			got[k] = v
 		}
 	}
-	return true
+	return got
 }
 
 // TestHealthAndReflection: grpc.health.v1 reports what SetReady says, for

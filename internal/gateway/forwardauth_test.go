@@ -258,28 +258,15 @@ func TestForwardAuthMetrics(t *testing.T) {
 	f.do(request{auth: []string{"Bearer x.y.z"}})
 	f.do(request{headers: map[string]string{"X-Forwarded-Uri": "/public/%2e%2e/admin"}}) // refused even without rules
 	f.do(request{headers: map[string]string{"X-Forwarded-Uri": "/%c0%ae%c0%ae/admin"}})
-	mfs, err := f.metrics.Registry.Gather()
+	got, err := f.metrics.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "keygate_decisions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				key += l.GetName() + "=" + l.GetValue() + ","
-			}
-			got[key] = m.GetCounter().GetValue()
-		}
-	}
 	want := map[string]float64{
-		"frontend=forward_auth,reason=,result=allow,":              2,
-		"frontend=forward_auth,reason=missing_token,result=deny,":  1,
-		"frontend=forward_auth,reason=malformed,result=deny,":      1,
-		"frontend=forward_auth,reason=ambiguous_path,result=deny,": 2,
+		`keygate_decisions_total{frontend="forward_auth",reason="",result="allow"}`:              2,
+		`keygate_decisions_total{frontend="forward_auth",reason="missing_token",result="deny"}`:  1,
+		`keygate_decisions_total{frontend="forward_auth",reason="malformed",result="deny"}`:      1,
+		`keygate_decisions_total{frontend="forward_auth",reason="ambiguous_path",result="deny"}`: 2,
 	}
 	for k, v := range want {
 		if got[k] != v {
