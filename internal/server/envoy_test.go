@@ -171,30 +171,19 @@ func TestEnvoyGRPCListener(t *testing.T) {
 	if !strings.Contains(logs.String(), "envoy_grpc="+addr) || !strings.Contains(logs.String(), "envoy_grpc_tls=on") {
 		t.Errorf("the listener is not logged:\n%s", logs)
 	}
-	mfs, err := m.Registry.Gather()
+	got, err := m.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "keygate_decisions_total" {
-			continue
-		}
-		for _, mm := range mf.GetMetric() {
-			key := ""
-			for _, l := range mm.GetLabel() {
-				key += l.GetName() + "=" + l.GetValue() + ","
-			}
-			got[key] = mm.GetCounter().GetValue()
-		}
-	}
-	for k, v := range map[string]float64{"frontend=envoy_grpc,reason=,result=allow,": 2, "frontend=envoy_grpc,reason=missing_token,result=deny,": 1,
-		"frontend=envoy_grpc,reason=insufficient_scope,result=deny,": 1, "frontend=forward_auth,reason=,result=allow,": 0} {
+	for k, v := range map[string]float64{`keygate_decisions_total{frontend="envoy_grpc",reason="",result="allow"}`: 2,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="missing_token",result="deny"}`:      1,
+		`keygate_decisions_total{frontend="envoy_grpc",reason="insufficient_scope",result="deny"}`: 1,
+		`keygate_decisions_total{frontend="forward_auth",reason="",result="allow"}`:                0} {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	if _, ok := got["frontend=envoy_grpc,reason=forwarded_header_missing,result=deny,"]; ok {
+	if _, ok := got[`keygate_decisions_total{frontend="envoy_grpc",reason="forwarded_header_missing",result="deny"}`]; ok {
 		t.Error("envoy_grpc counts forwarding-header reasons it never reads")
 	}
 }
