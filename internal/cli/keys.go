@@ -135,16 +135,16 @@ func (a *app) secretJWKS(path string, alg jose.Alg, kid string) error {
 	if !keyfile.IsHMAC(alg) {
 		return usageErrorf("keygate keys jwks", "--secret-file takes HS256, HS384 or HS512, not %s", alg)
 	}
-	ks, err := keyfile.LoadSecretKeys(path, []jose.Alg{alg}, kid) // refuses a secret shorter than the hash
-	if err != nil {
-		return err
-	}
 	secret, err := keyfile.Read(path)
 	if err != nil {
 		return err
 	}
+	key, err := jose.NewHMACKey(alg, kid, secret) // refuses a secret shorter than the hash
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	if kid == "" {
-		kid = ks[0].Thumbprint()
+		kid = key.Thumbprint()
 	}
 	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
 		"kty": "oct", "kid": kid, "alg": alg.String(), "use": "sig", "k": base64.RawURLEncoding.EncodeToString(secret)}}})

@@ -45,15 +45,15 @@ func (a *app) status(ctx context.Context, args []string) error {
 		return err
 	}
 	st := nodeStatus{Admin: af.url}
+	tok, tokErr := af.token(a) // the admin parts are left out, with a note, without it
 	get := func(path string, out any, withToken bool) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(af.url, "/")+path, nil)
 		if err != nil {
 			return err
 		}
 		if withToken {
-			tok, err := af.token(a)
-			if err != nil {
-				return err
+			if tokErr != nil {
+				return tokErr
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

@@ -343,10 +343,12 @@ func (s *Server) openAccessLog(c config.AccessLog) error {
 		return nil
 	}
 	var w io.Writer
-	switch c.Output {
-	case "", "stderr":
+	switch {
+	case s.cfg.AccessLogWriter != nil:
+		w = s.cfg.AccessLogWriter
+	case c.Output == "" || c.Output == "stderr":
 		w = os.Stderr
-	case "stdout":
+	case c.Output == "stdout":
 		w = os.Stdout
 	default:
 		f, err := os.OpenFile(c.Output, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -354,9 +356,6 @@ func (s *Server) openAccessLog(c config.AccessLog) error {
 			return err
 		}
 		s.accessFile, w = f, f
-	}
-	if s.cfg.AccessLogWriter != nil {
-		w = s.cfg.AccessLogWriter
 	}
 	sample := 1.0
 	if c.SampleAllowed != nil {
