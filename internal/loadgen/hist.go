@@ -148,3 +148,32 @@ func (h *Histogram) CountAtLeast(d time.Duration) uint64 {
 	}
 	return n
 }
+
+// Buckets returns the non-empty buckets of h merged to 2^bits buckets per
+// power of two (bits at most 6, the recording precision), lowest first,
+// each with its inclusive upper bound.
+func (h *Histogram) Buckets(bits int) []Bucket {
+	bits = min(max(bits, 0), subBits)
+	shift := subBits - bits
+	var out []Bucket
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		low, width := bucketRange(i)
+		le := low + width - 1
+		if i >= subCount && shift > 0 {
+			// The coarse bucket holding i ends where its group of 2^shift fine buckets ends.
+			last := subCount + ((i-subCount)>>shift+1)<<shift - 1
+			l, w := bucketRange(last)
+			le = l + w - 1
+		}
+		le = min(le, h.max)
+		if n := len(out); n > 0 && out[n-1].LE == le {
+			out[n-1].Count += c
+			continue
+		}
+		out = append(out, Bucket{LE: le, Count: c})
+	}
+	return out
+}

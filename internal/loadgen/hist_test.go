@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -167,3 +168,47 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		h.Record(time.Duration(i&0xfffff) * 100)
 	}
 }
+
+func TestBuckets(t *testing.T) {
+	var h Histogram
+	for i := range 100000 {
+		h.Record(time.Duration(i*37%5_000_000) + time.Microsecond)
+	}
+	h.Record(3 * time.Second)
+	for _, nb := range []int{0, 3, 6} {
+		bs := h.Buckets(nb)
+		var n uint64
+		for i, b := range bs {
+			n += b.Count
+			if b.Count == 0 {
+				t.Errorf("bits %d: bucket %d is empty", nb, i)
+			}
+			if i > 0 && b.LE <= bs[i-1].LE {
+				t.Errorf("bits %d: bucket %d's bound %d is not above %d", nb, i, b.LE, bs[i-1].LE)
+			}
+		}
+		if n != h.Count() {
+			t.Errorf("bits %d: buckets count %d, want %d", nb, n, h.Count())
+		}
+		if last := bs[len(bs)-1].LE; last != int64(h.Max()) {
+			t.Errorf("bits %d: last bound %d, want the max %d", nb, last, h.Max())
+		}
+		// Each power of two holds at most 2^bits buckets.
+		perOctave := map[int]int{}
+		for _, b := range bs {
+			if b.LE >= subCount {
+				perOctave[63-bits.LeadingZeros64(uint64(b.LE))]++
+			}
+		}
+		for o, c := range perOctave {
+			if c > 1<<nb+1 {
+				t.Errorf("bits %d: %d buckets in octave %d", nb, c, o)
+			}
+		}
+	}
+	var empty Histogram
+	if b := empty.Buckets(3); len(b) != 0 {
+		t.Errorf("empty histogram: %v", b)
+	}
+}
+

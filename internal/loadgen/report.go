@@ -39,6 +39,7 @@ const Schema = "keygate.bench.load/v1"
 // nanoseconds; see Result for each field.
 type Report struct {
 	Schema string    `json:"schema"`
+	Name   string    `json:"name,omitempty"` // the series' name in a Document`
 	Target Target    `json:"target"`
 	Go     GoInfo    `json:"go"`
 	Steps  []*Result `json:"steps"`

@@ -33,6 +33,11 @@ type Result struct {
 	// connection); the generator then opens another. They are not errors.
 	Reconnects int64 `json:"reconnects"`
 	CPU        CPU   `json:"generator_cpu"`
+	// Histogram is the latency distribution, in coarser buckets than Hist
+	// (8 per power of two, about 9% wide), empty ones left out.
+	Histogram []Bucket `json:"histogram,omitempty"`
+	// Server is what the target used over the window, when known.
+	Server *ServerUsage `json:"server,omitempty"`
 
 	Hist *Histogram `json:"-"` // the latencies, all connections merged
 }
@@ -135,6 +140,7 @@ func (r *Result) fill(cpu cpuTimes, procs int) {
 		P50: int64(h.Quantile(0.5)), P90: int64(h.Quantile(0.9)), P99: int64(h.Quantile(0.99)),
 		P999: int64(h.Quantile(0.999)), Max: int64(h.Max()),
 	}
+	r.Histogram = h.Buckets(3)
 	r.CPU = CPU{UserSeconds: cpu.user.Seconds(), SystemSeconds: cpu.sys.Seconds(), GOMAXPROCS: procs}
 	if wall := r.Seconds * float64(procs); wall > 0 {
 		r.CPU.Percent = 100 * (cpu.user + cpu.sys).Seconds() / wall

@@ -1,0 +1,123 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// DocumentSchema names the JSON document Document is.
+const DocumentSchema = "keygate.bench.report/v1"
+
+// Document is what 'keygate bench reproduce', compare mode and the HTML
+// report work on: one or more series, each a Report (a keygate.bench.load/v1
+// document with a Name) measured over the same steps, and what was learned
+// about the targets while they ran (profiles, notes).
+//
+//	{
+//	  "schema": "keygate.bench.report/v1",
+//	  "title": "gateway-es256: ES256 forward-auth, naive vs keygate",
+//	  "command": "keygate bench reproduce gateway-es256",
+//	  "created": "2026-11-26T15:00:00Z",
+//	  "host": {"cpus": 2, "model": "AMD EPYC 7B13"},
+//	  "series": [{"name": "naive", "schema": "keygate.bench.load/v1", ...}, {"name": "keygate", ...}],
+//	  "profiles": [{"series": "keygate", "kind": "cpu", "file": "keygate-cpu.pprof",
+//	                "top": [{"function": "crypto/internal/fips140/nistec.p256OrdMul", "flat_percent": 21.5, "cum_percent": 21.5}]}],
+//	  "notes": ["..."]
+//	}
+type Document struct {
+	Schema   string    `json:"schema"`
+	Title    string    `json:"title"`
+	Command  string    `json:"command,omitempty"`
+	Created  time.Time `json:"created"`
+	Host     Host      `json:"host"`
+	Series   []*Report `json:"series"`
+	Profiles []Profile `json:"profiles,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
+}
+
+// Host is the machine a Document was measured on.
+type Host struct {
+	CPUs  int    `json:"cpus"`
+	Model string `json:"model,omitempty"`
+}
+
+// Profile is one pprof profile taken from a target during a measured
+// window ('--profile'), saved beside the report.
+type Profile struct {
+	Series string        `json:"series"` // the Report.Name it was taken under
+	Step   int           `json:"step"`   // that report's step (index into Steps)
+	Kind   string        `json:"kind"`   // "cpu" or "heap"
+	File   string        `json:"file"`   // file name, relative to the report
+	Top    []ProfileFunc `json:"top"`    // the heaviest functions, heaviest first
+}
+
+// ProfileFunc is one function's share of a profile's total (CPU time, or
+// bytes allocated for a heap profile).
+type ProfileFunc struct {
+	Function string  `json:"function"`
+	Flat     float64 `json:"flat_percent"` // in the function itself
+	Cum      float64 `json:"cum_percent"`  // in it and what it calls
+}
+
+// ServerUsage is what the target process used during a step's measured
+// window, when the generator could see it: from the target's Prometheus
+// /metrics (keygate's admin listener: process_cpu_seconds_total,
+// go_memstats_mallocs_total, go_memstats_alloc_bytes_total,
+// process_resident_memory_bytes) or from /proc for a target the generator
+// started itself.
+type ServerUsage struct {
+	Source     string  `json:"source"`      // "metrics" or "proc"
+	CPUSeconds float64 `json:"cpu_s"`       // user + system over the window
+	CPUPercent float64 `json:"cpu_percent"` // 100 is one core busy the whole window
+	// Allocation rates are known from /metrics only (0 otherwise).
+	AllocsPerSec     float64 `json:"allocs_per_s,omitempty"`
+	AllocBytesPerSec float64 `json:"alloc_bytes_per_s,omitempty"`
+	AllocsPerRequest float64 `json:"allocs_per_request,omitempty"`
+	RSSBytes         int64   `json:"rss_bytes,omitempty"` // at the end of the window
+	// Timeline samples the same figures about once a second.
+	Timeline []UsageSample `json:"timeline,omitempty"`
+}
+
+// UsageSample is the target's usage over one sampling interval of a step.
+type UsageSample struct {
+	At           float64 `json:"t_s"` // seconds since the measured window began, at the interval's end
+	CPUPercent   float64 `json:"cpu_percent"`
+	AllocsPerSec float64 `json:"allocs_per_s,omitempty"`
+}
+
+// Bucket is one non-empty bucket of a step's latency histogram: Count
+// latencies at most LE nanoseconds and above the previous bucket's LE.
+type Bucket struct {
+	LE    int64  `json:"le_ns"`
+	Count uint64 `json:"count"`
+}
+
+// NewDocument returns a Document with the given title and series.
+func NewDocument(title, command string, series ...*Report) *Document {
+	return &Document{Schema: DocumentSchema, Title: title, Command: command, Created: time.Now().UTC(),
+		Host: hostInfo(), Series: series}
+}
+
+// WriteJSON writes d as indented JSON.
+func (d *Document) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+func hostInfo() Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return h
+}
