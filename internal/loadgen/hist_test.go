@@ -211,4 +211,3 @@ func TestBuckets(t *testing.T) {
 		t.Errorf("empty histogram: %v", b)
 	}
 }
-
