@@ -55,6 +55,10 @@ type Target struct {
 	Duration    float64  `json:"duration_s"` // 0: bounded by requests only
 	Requests    int64    `json:"requests"`   // 0: bounded by duration only
 	Timeout     float64  `json:"timeout_s"`
+	// PoolSize is the number of distinct requests sent in turn (Config.Pool;
+	// 0 or absent: one request, sent each time); Method, URL and header
+	// names are then the first's.
+	PoolSize int `json:"pool_size,omitempty"`
 }
 
 // GoInfo is the generator's runtime.
@@ -68,12 +72,16 @@ type GoInfo struct {
 // NewReport returns the Report of steps run with cfg (its Connections and
 // Rate aside, which are each step's).
 func NewReport(cfg Config, steps []*Result) *Report {
-	method := cfg.Request.Method
+	req := cfg.Request
+	if len(cfg.Pool) > 0 {
+		req = cfg.Pool[0]
+	}
+	method := req.Method
 	if method == "" {
 		method = "GET"
 	}
-	names := make([]string, 0, len(cfg.Request.Header))
-	for _, h := range cfg.Request.Header {
+	names := make([]string, 0, len(req.Header))
+	for _, h := range req.Header {
 		names = append(names, h.Name)
 	}
 	timeout := cfg.Timeout
@@ -86,7 +94,7 @@ func NewReport(cfg Config, steps []*Result) *Report {
 	return &Report{
 		Schema: Schema,
 		Target: Target{
-			Method: method, URL: cfg.Request.URL, HeaderNames: names, BodyBytes: len(cfg.Request.Body),
+			Method: method, URL: req.URL, HeaderNames: names, BodyBytes: len(req.Body), PoolSize: len(cfg.Pool),
 			Warmup: cfg.Warmup.Seconds(), Duration: cfg.Duration.Seconds(), Requests: cfg.Requests, Timeout: timeout.Seconds(),
 		},
 		Go:    GoInfo{Version: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, GOMAXPROCS: runtime.GOMAXPROCS(0)},

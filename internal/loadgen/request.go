@@ -66,6 +66,14 @@ type template struct {
 	head  bool   // a HEAD request: answers carry no body
 }
 
+// addrOr returns t's address, or def when t is nil (the first of a pool).
+func (t *template) addrOr(def string) string {
+	if t == nil {
+		return def
+	}
+	return t.addr
+}
+
 // ErrRequest is wrapped by every error Build returns.
 var ErrRequest = errors.New("invalid request")
 

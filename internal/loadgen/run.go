@@ -17,7 +17,12 @@ import (
 // Config is one run: a request template, how many connections send it,
 // at what pace and for how long.
 type Config struct {
-	Request     Request
+	Request Request
+	// Pool, when not empty, replaces Request: the requests of the run
+	// are Pool's in turn (the k-th request any connection sends is
+	// Pool[k mod len(Pool)]), so that, say, each carries its own token.
+	// Every request of a pool must go to the same host and port.
+	Pool        []Request
 	Connections int
 	// Rate is the target requests per second over all connections (open
 	// loop): connection i of N sends every N/Rate seconds, the connections'
@@ -84,7 +89,8 @@ const connectBackoff = 10 * time.Millisecond
 // remaining are written while they run.
 type run struct {
 	cfg      Config
-	tpl      *template
+	tpls     []*template   // one per request of the pool (one without a pool)
+	next     atomic.Uint64 // the pool's next request
 	timeout  time.Duration
 	start    time.Time // warm-up begins
 	measure  time.Time // measured window begins
@@ -121,11 +127,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	tpl, err := cfg.Request.build()
+	tpls, err := cfg.templates()
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, tpl: tpl, timeout: cfg.Timeout, bounded: cfg.Requests > 0}
+	r := &run{cfg: cfg, tpls: tpls, timeout: cfg.Timeout, bounded: cfg.Requests > 0}
 	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
 	}
@@ -223,6 +229,37 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return res, nil
 }
 
+// templates builds the run's requests: Request's, or Pool's.
+func (c *Config) templates() ([]*template, error) {
+	if len(c.Pool) == 0 {
+		t, err := c.Request.build()
+		if err != nil {
+			return nil, err
+		}
+		return []*template{t}, nil
+	}
+	tpls := make([]*template, len(c.Pool))
+	for i := range c.Pool {
+		t, err := c.Pool[i].build()
+		if err != nil {
+			return nil, fmt.Errorf("pool request %d: %w", i, err)
+		}
+		if t.addr != tpls[0].addrOr(t.addr) {
+			return nil, requestErrorf("pool request %d goes to %s, not %s like the first", i, t.addr, tpls[0].addr)
+		}
+		tpls[i] = t
+	}
+	return tpls, nil
+}
+
+// pick returns the template of the next request to send.
+func (r *run) pick() *template {
+	if len(r.tpls) == 1 {
+		return r.tpls[0]
+	}
+	return r.tpls[(r.next.Add(1)-1)%uint64(len(r.tpls))]
+}
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -277,16 +314,17 @@ func (w *worker) loop(i int) {
 		if w.c == nil && !w.connect(measured) {
 			continue
 		}
+		tpl := r.pick()
 		now := time.Now()
 		w.c.SetDeadline(now.Add(r.timeout)) //nolint:errcheck // fails only on a closed connection, which the write reports
 		if r.stopped.Load() {               // after the deadline, so stop's forced deadline cannot be overwritten
 			return
 		}
-		if _, err := w.c.Write(r.tpl.bytes); err != nil {
+		if _, err := w.c.Write(tpl.bytes); err != nil {
 			w.fail(measured, err, &w.errs.Write)
 			continue
 		}
-		resp, err := readResponse(w.br, r.tpl.head)
+		resp, err := readResponse(w.br, tpl.head)
 		if err != nil {
 			w.fail(measured, err, &w.errs.Read)
 			continue
@@ -325,7 +363,7 @@ func (w *worker) sleepUntil(timer *time.Timer, t time.Time) bool {
 func (w *worker) connect(measured bool) bool {
 	r := w.r
 	d := net.Dialer{Timeout: r.timeout}
-	c, err := d.DialContext(r.ctx, "tcp", r.tpl.addr)
+	c, err := d.DialContext(r.ctx, "tcp", r.tpls[0].addr)
 	if err != nil {
 		if r.stopped.Load() || r.ctx.Err() != nil {
 			return false

@@ -307,3 +307,43 @@ func TestRunProgressAndRate(t *testing.T) {
 		t.Errorf("%d requests at %.0f/s, target 500/s", res.Requests, res.RequestsPerSec)
 	}
 }
+
+func TestRunPool(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	url, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Token")+" "+r.URL.Path]++
+		mu.Unlock()
+	})
+	var pool []Request
+	for i := range 3 {
+		pool = append(pool, Request{URL: fmt.Sprintf("%s/p%d", url, i), Header: []Header{{"X-Token", fmt.Sprint("t", i)}}})
+	}
+	res := runOK(t, Config{Pool: pool, Connections: 4, Requests: 300})
+	if res.Requests != 300 {
+		t.Fatalf("%d requests", res.Requests)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Every request sent is a pool's in turn, measured or cut short, so each
+	// is seen about as often as the others: at most one per connection apart.
+	for i := range 3 {
+		k := fmt.Sprintf("t%d /p%d", i, i)
+		if n := seen[k]; n < 100 || n > 100+4 {
+			t.Errorf("%s sent %d times, want about 100 (seen %v)", k, n, seen)
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("requests not from the pool: %v", seen)
+	}
+}
+
+func TestRunPoolOneHost(t *testing.T) {
+	_, err := Run(context.Background(), Config{Connections: 1, Requests: 1, Pool: []Request{
+		{URL: "http://127.0.0.1:1/a"}, {URL: "http://127.0.0.2:1/b"},
+	}})
+	if !errors.Is(err, ErrRequest) {
+		t.Fatalf("a pool over two hosts: %v, want ErrRequest", err)
+	}
+}
