@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -98,17 +99,36 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"keygate's /oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads\n"+
 			"the body and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as\n"+
 			"base64 in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh).")
-	mode := fs.String("mode", "", "`MODE`: "+strings.Join(bench.Modes, " or ")+" (required)")
+	allModes := slices.Concat(bench.Modes, bench.NaiveModes)
+	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+" (required)")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
+	key := fs.String("key", "", "the naive modes' key `FILE`: ES256 public key PEM (naive-es256), HMAC secret\n"+
+		"(naive-hs256, middleware-hs256) or passphrase (naive-aes-gcm-decrypt)")
+	withPprof := fs.Bool("pprof", false, "also serve net/http/pprof under /debug/pprof/ on the same listener (for --profile)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
-	if !slices.Contains(bench.Modes, *mode) {
-		return usageErrorf(fs.Name(), "--mode must be one of %s", strings.Join(bench.Modes, ", "))
+	naive := slices.Contains(bench.NaiveModes, *mode)
+	switch {
+	case !slices.Contains(allModes, *mode):
+		return usageErrorf(fs.Name(), "--mode must be one of %s", strings.Join(allModes, ", "))
+	case naive && *key == "":
+		return usageErrorf(fs.Name(), "--mode %s needs --key", *mode)
+	case !naive && *key != "":
+		return usageErrorf(fs.Name(), "--mode %s takes no --key", *mode)
 	}
-	h, err := bench.Handler(*mode)
+	var h http.Handler
+	var err error
+	if naive {
+		h, err = bench.NaiveHandler(*mode, *key)
+	} else {
+		h, err = bench.Handler(*mode)
+	}
 	if err != nil {
 		return err
+	}
+	if *withPprof {
+		h = bench.WithPprof(h)
 	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", *listen)
 	if err != nil {

@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/crypto/scrypt"
+
+	"github.com/keygate/keygate/jose"
+	"github.com/keygate/keygate/middleware"
+)
+
+// The modes that redraw the "before" column of the load-test reports
+// keygate was started from (../shared/MISSION.md): each does per request
+// what those services did, so that 'keygate bench reproduce' can measure
+// them beside keygate on the same machine. They check tokens for real
+// (a refused token gets 401), unlike the reference modes above.
+const (
+	// ModeNaiveES256 is the API gateway of the ES256 report: per request
+	// it re-reads the PEM public key (pem.Decode and
+	// x509.ParsePKIXPublicKey from the bytes held in memory) inside
+	// golang-jwt's key function, parses and validates the token with
+	// jwt.ParseWithClaims into jwt.MapClaims (issuer, audience, expiry),
+	// and caches nothing.
+	ModeNaiveES256 = "naive-es256"
+	// ModeNaiveHS256 is the HS256 middleware of the Gin report on
+	// net/http: golang-jwt's ParseWithClaims into jwt.MapClaims per
+	// request with the secret held in memory, no cache.
+	ModeNaiveHS256 = "naive-hs256"
+	// ModeMiddlewareHS256 is the same handler behind keygate's own Go
+	// middleware (package middleware) with the same secret: the "after"
+	// of the HS256 report.
+	ModeMiddlewareHS256 = "middleware-hs256"
+	// ModeNaiveDecrypt is the password manager's decrypt API before its
+	// fixes: per request it derives the AES-256 key from the passphrase
+	// with scrypt (N=2^15, r=8, p=1: the cost x/crypto/scrypt recommends
+	// for interactive use) and builds a fresh AES-GCM, decodes a JSON
+	// {"ciphertext": base64(nonce‖ciphertext‖tag)} and answers the
+	// plaintext in base64. There is no key cache and no buffer reuse.
+	ModeNaiveDecrypt = "naive-aes-gcm-decrypt"
+)
+
+// NaiveModes lists the modes that need a key file (Handler's keyFile).
+var NaiveModes = []string{ModeNaiveES256, ModeNaiveHS256, ModeMiddlewareHS256, ModeNaiveDecrypt}
+
+// NaiveIssuer and NaiveAudience are what the naive token modes require of
+// a token (iss and aud); the tokens 'keygate bench tokens' mints by
+// default carry them.
+const (
+	NaiveIssuer   = issuer
+	NaiveAudience = audience
+)
+
+// NaiveScrypt are ModeNaiveDecrypt's scrypt parameters and salt.
+var NaiveScrypt = struct {
+	N, R, P int
+	Salt    []byte
+}{N: 1 << 15, R: 8, P: 1, Salt: []byte("keygate-bench-naive-salt")}
+
+// NaiveHandler returns the handler of a naive mode (or of
+// ModeMiddlewareHS256). keyFile holds the ES256 public key as PEM
+// (ModeNaiveES256), the raw HMAC secret (the HS256 modes, as 'keygate keys
+// generate --alg HS256' writes it) or the passphrase (ModeNaiveDecrypt).
+func NaiveHandler(mode, keyFile string) (http.Handler, error) {
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s key: %w", mode, err)
+	}
+	switch mode {
+	case ModeNaiveES256:
+		if _, err := parsePEMPublic(key); err != nil {
+			return nil, fmt.Errorf("bench: %s key: %w", mode, err)
+		}
+		return naiveJWT(jwt.SigningMethodES256.Alg(), func(*jwt.Token) (any, error) { return parsePEMPublic(key) }), nil
+	case ModeNaiveHS256:
+		return naiveJWT(jwt.SigningMethodHS256.Alg(), func(*jwt.Token) (any, error) { return key, nil }), nil
+	case ModeMiddlewareHS256:
+		return middlewareHS256(key)
+	case ModeNaiveDecrypt:
+		return naiveDecrypt(key), nil
+	}
+	return nil, fmt.Errorf("bench: %q is not a naive mode (one of %s)", mode, strings.Join(NaiveModes, ", "))
+}
+
+func parsePEMPublic(b []byte) (any, error) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, errors.New("no PEM block")
+	}
+	return x509.ParsePKIXPublicKey(block.Bytes)
+}
+
+// naiveJWT is golang-jwt used as its README shows, per request.
+func naiveJWT(alg string, keyFunc jwt.Keyfunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			http.Error(w, "missing bearer token", http.StatusUnauthorized)
+			return
+		}
+		claims := jwt.MapClaims{}
+		_, err := jwt.ParseWithClaims(tok, claims, keyFunc, jwt.WithValidMethods([]string{alg}),
+			jwt.WithIssuer(issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(), jwt.WithLeeway(time.Minute))
+		if err != nil {
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+func middlewareHS256(secret []byte) (http.Handler, error) {
+	key, err := jose.NewHMACKey(jose.HS256, "", secret)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s secret: %w", ModeMiddlewareHS256, err)
+	}
+	m, err := middleware.New(context.Background(), middleware.Config{Issuers: []middleware.Issuer{{
+		Issuer: issuer, Keys: jose.NewKeySet(key), Algorithms: []jose.Alg{jose.HS256}, Audiences: []string{audience},
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return m.Require()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	})), nil
+}
+
+func naiveDecrypt(passphrase []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if err != nil {
+			http.Error(w, "read body", http.StatusBadRequest)
+			return
+		}
+		var req struct {
+			Ciphertext string `json:"ciphertext"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, "bad JSON", http.StatusBadRequest)
+			return
+		}
+		sealed, err := base64.StdEncoding.DecodeString(req.Ciphertext)
+		if err != nil {
+			http.Error(w, "bad base64", http.StatusBadRequest)
+			return
+		}
+		gcm, err := naiveGCM(passphrase)
+		if err != nil {
+			http.Error(w, "key", http.StatusInternalServerError)
+			return
+		}
+		if len(sealed) < gcm.NonceSize() {
+			http.Error(w, "short ciphertext", http.StatusBadRequest)
+			return
+		}
+		pt, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], nil)
+		if err != nil {
+			http.Error(w, "decryption failed", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"plaintext": base64.StdEncoding.EncodeToString(pt)}) //nolint:errcheck // the client went away
+	})
+}
+
+func naiveGCM(passphrase []byte) (cipher.AEAD, error) {
+	k, err := scrypt.Key(passphrase, NaiveScrypt.Salt, NaiveScrypt.N, NaiveScrypt.R, NaiveScrypt.P, 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// NaiveSeal encrypts plaintext the way ModeNaiveDecrypt decrypts it and
+// returns the request body that asks for it back.
+func NaiveSeal(passphrase, plaintext []byte) ([]byte, error) {
+	gcm, err := naiveGCM(passphrase)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	rand.Read(nonce) //nolint:errcheck // crypto/rand.Read does not fail
+	sealed := gcm.Seal(nonce, nonce, plaintext, nil)
+	return json.Marshal(map[string]string{"ciphertext": base64.StdEncoding.EncodeToString(sealed)})
+}
+
+// WithPprof serves net/http/pprof's handlers under /debug/pprof/ beside h,
+// so that 'keygate bench reproduce --profile' can profile a reference or
+// naive server as it profiles keygate. It is for loopback measuring only:
+// the profiles are not guarded.
+func WithPprof(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.Handle("/", h)
+	return mux
+}
