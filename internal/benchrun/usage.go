@@ -1,0 +1,231 @@
+package benchrun
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keygate/keygate/internal/loadgen"
+)
+
+// Probe reads a target's cumulative usage.
+type Probe interface {
+	Read(ctx context.Context) (Sample, error)
+	Source() string // "metrics" or "proc"
+}
+
+// Sample is a target's cumulative usage at one moment.
+type Sample struct {
+	At         time.Time
+	CPU        float64 // seconds, user + system, since the target started
+	Mallocs    float64 // heap allocations since it started (metrics only)
+	AllocBytes float64 // bytes allocated since it started (metrics only)
+	RSS        int64
+}
+
+// ProcProbe reads a child's usage from /proc (Linux).
+type ProcProbe struct{ Pid int }
+
+func (p ProcProbe) Source() string { return "proc" }
+
+func (p ProcProbe) Read(context.Context) (Sample, error) {
+	cpu, rss, err := procCPU(p.Pid)
+	return Sample{At: time.Now(), CPU: cpu, RSS: rss}, err
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's times: 100
+// on every architecture Go supports.
+const clockTicks = 100
+
+// parseStat reads utime, stime and rss from /proc/PID/stat. The command
+// name in parentheses may hold spaces, so fields count from the last ')'.
+func parseStat(b []byte) (cpu float64, rss int64, err error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, errors.New("/proc stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): utime is field 14, stime 15, rss 24.
+	if len(f) < 22 {
+		return 0, 0, errors.New("/proc stat: too few fields")
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	pages, err3 := strconv.ParseInt(f[21], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, fmt.Errorf("/proc stat: %w", err)
+	}
+	return float64(ut+st) / clockTicks, pages * 4096, nil
+}
+
+// MetricsProbe reads a Prometheus /metrics page with Go's and the process
+// collector's metrics (keygate's admin listener serves one).
+type MetricsProbe struct {
+	URL    string
+	Token  string // bearer token, if /metrics needs one
+	Client *http.Client
+}
+
+func (m MetricsProbe) Source() string { return "metrics" }
+
+func (m MetricsProbe) Read(ctx context.Context) (Sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.URL, nil)
+	if err != nil {
+		return Sample{}, err
+	}
+	if m.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+m.Token)
+	}
+	c := m.Client
+	if c == nil {
+		c = &http.Client{Timeout: 5 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Sample{}, fmt.Errorf("metrics: %s answered %s", m.URL, resp.Status)
+	}
+	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
+}
+
+// parseMetrics reads the four series it needs from Prometheus text.
+func parseMetrics(r io.Reader) (Sample, error) {
+	s := Sample{At: time.Now()}
+	found := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		var dst *float64
+		var rss float64
+		switch name {
+		case "process_cpu_seconds_total":
+			dst = &s.CPU
+		case "go_memstats_mallocs_total":
+			dst = &s.Mallocs
+		case "go_memstats_alloc_bytes_total":
+			dst = &s.AllocBytes
+		case "process_resident_memory_bytes":
+			dst = &rss
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(val)[0], 64)
+		if err != nil {
+			return s, fmt.Errorf("metrics: %s: %w", name, err)
+		}
+		*dst = v
+		if dst == &rss {
+			s.RSS = int64(rss)
+		}
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return s, fmt.Errorf("metrics: %w", err)
+	}
+	if found == 0 {
+		return s, errors.New("metrics: no process_cpu_seconds_total or go_memstats_* series")
+	}
+	return s, nil
+}
+
+// Sampler records a target's usage over one step's measured window.
+type Sampler struct {
+	probe   Probe
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	samples []Sample
+	err     error
+}
+
+// StartSampler begins sampling probe after delay (the warm-up), then about
+// once a second until Finish.
+func StartSampler(ctx context.Context, probe Probe, delay time.Duration) *Sampler {
+	s := &Sampler{probe: probe, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop(ctx, delay)
+	return s
+}
+
+func (s *Sampler) loop(ctx context.Context, delay time.Duration) {
+	defer close(s.done)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.take(ctx)
+		t.Reset(time.Second)
+	}
+}
+
+func (s *Sampler) take(ctx context.Context) {
+	smp, err := s.probe.Read(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.samples = append(s.samples, smp)
+}
+
+// Finish takes the last sample and returns the usage between the first and
+// the last, for a step that read requests answers; nil with the error
+// when fewer than two samples were read.
+func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUsage, error) {
+	close(s.stop)
+	<-s.done
+	s.take(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) < 2 {
+		return nil, fmt.Errorf("target usage: %d samples (%v)", len(s.samples), s.err)
+	}
+	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	wall := last.At.Sub(first.At).Seconds()
+	if wall <= 0 {
+		return nil, errors.New("target usage: no time between samples")
+	}
+	u := &loadgen.ServerUsage{Source: s.probe.Source(), CPUSeconds: last.CPU - first.CPU, RSSBytes: last.RSS}
+	u.CPUPercent = 100 * u.CPUSeconds / wall
+	if s.probe.Source() == "metrics" {
+		u.AllocsPerSec = (last.Mallocs - first.Mallocs) / wall
+		u.AllocBytesPerSec = (last.AllocBytes - first.AllocBytes) / wall
+		if requests > 0 {
+			u.AllocsPerRequest = (last.Mallocs - first.Mallocs) / float64(requests)
+		}
+	}
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		dt := b.At.Sub(a.At).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		smp := loadgen.UsageSample{At: b.At.Sub(first.At).Seconds(), CPUPercent: 100 * (b.CPU - a.CPU) / dt}
+		if s.probe.Source() == "metrics" {
+			smp.AllocsPerSec = (b.Mallocs - a.Mallocs) / dt
+		}
+		u.Timeline = append(u.Timeline, smp)
+	}
+	return u, nil
+}
