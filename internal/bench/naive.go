@@ -48,8 +48,7 @@ const (
 	ModeMiddlewareHS256 = "middleware-hs256"
 	// ModeNaiveDecrypt is the password manager's decrypt API before its
 	// fixes: per request it derives the AES-256 key from the passphrase
-	// with scrypt (N=2^15, r=8, p=1: the cost x/crypto/scrypt recommends
-	// for interactive use) and builds a fresh AES-GCM, decodes a JSON
+	// with scrypt (NaiveScrypt) and builds a fresh AES-GCM, decodes a JSON
 	// {"ciphertext": base64(nonce‖ciphertext‖tag)} and answers the
 	// plaintext in base64. There is no key cache and no buffer reuse.
 	ModeNaiveDecrypt = "naive-aes-gcm-decrypt"
@@ -66,11 +65,14 @@ const (
 	NaiveAudience = audience
 )
 
-// NaiveScrypt are ModeNaiveDecrypt's scrypt parameters and salt.
+// NaiveScrypt are ModeNaiveDecrypt's scrypt parameters and salt. The
+// report gives no KDF cost; N=2^11 (about 10 ms per derivation on one core
+// of the CI machine) makes one core's naive rate about the report's own
+// per core: 3,152 QPS on 32 cores is about 99 a second per core.
 var NaiveScrypt = struct {
 	N, R, P int
 	Salt    []byte
-}{N: 1 << 15, R: 8, P: 1, Salt: []byte("keygate-bench-naive-salt")}
+}{N: 1 << 11, R: 8, P: 1, Salt: []byte("keygate-bench-naive-salt")}
 
 // NaiveHandler returns the handler of a naive mode (or of
 // ModeMiddlewareHS256). keyFile holds the ES256 public key as PEM

@@ -2,10 +2,12 @@ package loadgen
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -120,4 +122,82 @@ func hostInfo() Host {
 		}
 	}
 	return h
+}
+
+// WriteTable writes d as one row per step: each series' requests/s, p99
+// and, when known, the target's CPU, then the ratio of every later series
+// to the first (requests/s and p99). Steps are matched by position.
+func (d *Document) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "%s\n", d.Title)
+	if len(d.Series) == 0 {
+		return nil
+	}
+	first := d.Series[0]
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"connections"}
+	for _, s := range d.Series {
+		head = append(head, s.Name+" req/s", s.Name+" p99", s.Name+" cpu%", s.Name+" errors")
+	}
+	for _, s := range d.Series[1:] {
+		head = append(head, s.Name+"÷"+first.Name+" req/s", s.Name+"÷"+first.Name+" p99")
+	}
+	fmt.Fprint(tw, strings.Join(head, "\t")+"\t\n")
+	for i := range first.Steps {
+		row := []string{stepLabel(first.Steps[i])}
+		for _, s := range d.Series {
+			if i >= len(s.Steps) {
+				row = append(row, "-", "-", "-", "-")
+				continue
+			}
+			st := s.Steps[i]
+			cpu := "-"
+			if st.Server != nil {
+				cpu = fmt.Sprintf("%.0f", st.Server.CPUPercent)
+			}
+			row = append(row, fmt.Sprintf("%.0f", st.RequestsPerSec), lat(st.Latency.P99), cpu,
+				fmt.Sprint(st.Errors.Total()+st.Status.Non2xx()))
+		}
+		for _, s := range d.Series[1:] {
+			if i >= len(s.Steps) {
+				row = append(row, "-", "-")
+				continue
+			}
+			a, b := first.Steps[i], s.Steps[i]
+			row = append(row, ratio(b.RequestsPerSec, a.RequestsPerSec), ratio(float64(b.Latency.P99), float64(a.Latency.P99)))
+		}
+		fmt.Fprint(tw, strings.Join(row, "\t")+"\t\n")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "errors counts requests with no answer and answers other than 2xx; cpu% is the target's (100 = one core)")
+	for _, s := range d.Series {
+		for _, st := range s.Steps {
+			if st.CPU.Saturated {
+				fmt.Fprintf(w, "warning: %s at %s: the load generator used %.0f%% of its CPU; it, not the target, may have been the limit\n",
+					s.Name, stepLabel(st), st.CPU.Percent)
+			}
+		}
+	}
+	for _, p := range d.Profiles {
+		fmt.Fprintf(w, "\n%s %s profile (%s), top functions by flat share:\n", p.Series, p.Kind, p.File)
+		for _, f := range p.Top[:min(len(p.Top), 8)] {
+			fmt.Fprintf(w, "  %5.1f%% flat %5.1f%% cum  %s\n", f.Flat, f.Cum, f.Function)
+		}
+	}
+	return nil
+}
+
+func stepLabel(r *Result) string {
+	if r.Mode == ModeOpen {
+		return fmt.Sprintf("%d @ %.0f/s", r.Connections, r.TargetRate)
+	}
+	return fmt.Sprint(r.Connections)
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }

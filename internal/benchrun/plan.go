@@ -1,0 +1,161 @@
+package benchrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/keygate/keygate/internal/loadgen"
+)
+
+// Series is one side of a plan: a target and the requests it gets.
+type Series struct {
+	Name  string
+	Start func(ctx context.Context, env *Env) (*Target, error)
+	// Pool returns the requests to send to the started target, in turn.
+	Pool func(ctx context.Context, t *Target) ([]loadgen.Request, error)
+}
+
+// Plan is a load test: series measured at the same steps, interleaved
+// step by step so that drift on a shared machine hits them alike.
+type Plan struct {
+	Name, Title string
+	Series      []Series
+	Connections []int
+	Rate        float64 // open loop when above 0
+	Warmup      time.Duration
+	Duration    time.Duration
+	Timeout     time.Duration
+	Notes       []string
+}
+
+// Options tune a Run.
+type Options struct {
+	// Profile takes a CPU profile over the last step's measured window
+	// (and an allocation profile at its end) of every series whose target
+	// serves them, saved in OutDir.
+	Profile bool
+	OutDir  string
+	// Progress reports what runs (may be nil).
+	Progress func(series string, connections int, p loadgen.Progress)
+	Log      io.Writer // one line per step and target start (may be nil)
+}
+
+// TopN is how many functions a profile's summary keeps.
+const TopN = 15
+
+// Run starts every series' target, measures each step on each series in
+// turn, and returns the document; the targets are stopped before it
+// returns. On an error it returns what was measured with the error.
+func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Document, error) {
+	logf := func(format string, args ...any) {
+		if opt.Log != nil {
+			fmt.Fprintf(opt.Log, format+"\n", args...)
+		}
+	}
+	doc := loadgen.NewDocument(plan.Title, "", nil...)
+	doc.Series = []*loadgen.Report{}
+	doc.Notes = append(doc.Notes, plan.Notes...)
+	targets := make([]*Target, len(plan.Series))
+	defer func() {
+		for _, t := range targets {
+			t.Stop()
+		}
+	}()
+	cfgs := make([]loadgen.Config, len(plan.Series))
+	for i, s := range plan.Series {
+		logf("starting %s", s.Name)
+		t, err := s.Start(ctx, env)
+		if err != nil {
+			return doc, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		targets[i] = t
+		pool, err := s.Pool(ctx, t)
+		if err != nil {
+			return doc, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		cfgs[i] = loadgen.Config{Pool: pool, Rate: plan.Rate, Warmup: plan.Warmup, Duration: plan.Duration, Timeout: plan.Timeout}
+		rep := loadgen.NewReport(cfgs[i], nil)
+		rep.Name = s.Name
+		doc.Series = append(doc.Series, rep)
+	}
+	for si, n := range plan.Connections {
+		last := si == len(plan.Connections)-1
+		for i, s := range plan.Series {
+			cfg := cfgs[i]
+			cfg.Connections = n
+			if opt.Progress != nil {
+				cfg.Progress = func(p loadgen.Progress) { opt.Progress(s.Name, n, p) }
+			}
+			res, prof, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
+			if res != nil {
+				doc.Series[i].Steps = append(doc.Series[i].Steps, res)
+				logf("%s, %d connections: %.0f requests/s, p99 %s", s.Name, n, res.RequestsPerSec,
+					time.Duration(res.Latency.P99).Round(time.Microsecond))
+			}
+			for j := range prof {
+				prof[j].Series, prof[j].Step = s.Name, len(doc.Series[i].Steps)-1
+			}
+			doc.Profiles = append(doc.Profiles, prof...)
+			if err != nil {
+				return doc, fmt.Errorf("%s, %d connections: %w", s.Name, n, err)
+			}
+			if targets[i].Proc.Exited() {
+				return doc, fmt.Errorf("%s: %w during the run\n%s", s.Name, ErrExited, targets[i].Proc.Tail())
+			}
+		}
+	}
+	return doc, nil
+}
+
+// measure runs one step against t, sampling its usage over the measured
+// window, and profiles it when asked.
+func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, dir string) (*loadgen.Result, []loadgen.Profile, error) {
+	var smp *Sampler
+	if t.Probe != nil {
+		smp = StartSampler(ctx, t.Probe, cfg.Warmup)
+	}
+	var profs []loadgen.Profile
+	var perr error
+	var wg sync.WaitGroup
+	if secs := int(cfg.Duration/time.Second) - 1; profile && secs >= 1 && t.ProfileURL("profile", 1) != "" {
+		wg.Go(func() {
+			select {
+			case <-time.After(cfg.Warmup):
+			case <-ctx.Done():
+				return
+			}
+			file := t.Name + "-cpu.pprof"
+			top, err := FetchProfile(ctx, t.ProfileURL("profile", secs), t.pprofToken, filepath.Join(dir, file), TopN)
+			if err != nil {
+				perr = err
+				return
+			}
+			profs = append(profs, loadgen.Profile{Kind: "cpu", File: file, Top: top})
+		})
+	}
+	res, err := loadgen.Run(ctx, cfg)
+	wg.Wait()
+	if profile && perr == nil && t.ProfileURL("allocs", 0) != "" {
+		file := t.Name + "-allocs.pprof"
+		top, aerr := FetchProfile(ctx, t.ProfileURL("allocs", 0), t.pprofToken, filepath.Join(dir, file), TopN)
+		if aerr == nil {
+			profs = append(profs, loadgen.Profile{Kind: "heap", File: file, Top: top})
+		}
+		perr = aerr
+	}
+	if smp != nil && res != nil {
+		u, uerr := smp.Finish(ctx, res.Requests)
+		if uerr == nil {
+			res.Server = u
+		}
+	}
+	if perr != nil {
+		err = errors.Join(err, fmt.Errorf("profile: %w", perr))
+	}
+	return res, profs, err
+}
