@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/scrypt"
 
 	"github.com/keygate/keygate/jose"
@@ -205,15 +208,19 @@ func NaiveSeal(passphrase, plaintext []byte) ([]byte, error) {
 	return json.Marshal(map[string]string{"ciphertext": base64.StdEncoding.EncodeToString(sealed)})
 }
 
-// WithPprof serves net/http/pprof's handlers under /debug/pprof/ beside h,
-// so that 'keygate bench reproduce --profile' can profile a reference or
-// naive server as it profiles keygate. It is for loopback measuring only:
-// the profiles are not guarded.
-func WithPprof(h http.Handler) http.Handler {
+// WithProfiling serves net/http/pprof's handlers under /debug/pprof/ and
+// the Go runtime's and the process's Prometheus metrics at /metrics beside
+// h, so that 'keygate bench reproduce' can read a reference or naive
+// server's allocations and profile it as it does keygate. It is for
+// loopback measuring only: nothing there is guarded.
+func WithProfiling(h http.Handler) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/", h)
 	return mux
 }

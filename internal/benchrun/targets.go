@@ -62,7 +62,7 @@ func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"bench", "server", "--mode", mode, "--listen", addr, "--pprof"}
+	args := []string{"bench", "server", "--mode", mode, "--listen", addr, "--profiling"}
 	if keyFile != "" {
 		args = append(args, "--key", keyFile)
 	}
@@ -71,7 +71,7 @@ func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: name, Base: "http://" + addr, Proc: p, Probe: ProcProbe{Pid: p.Pid()},
+	t := &Target{Name: name, Base: "http://" + addr, Proc: p, Probe: MetricsProbe{URL: "http://" + addr + "/metrics"},
 		pprofBase: "http://" + addr + "/debug/pprof/"}
 	if err := p.WaitHTTP(ctx, t.Base+"/healthz", startTimeout); err != nil {
 		p.Stop()

@@ -104,7 +104,8 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
 	key := fs.String("key", "", "the naive modes' key `FILE`: ES256 public key PEM (naive-es256), HMAC secret\n"+
 		"(naive-hs256, middleware-hs256) or passphrase (naive-aes-gcm-decrypt)")
-	withPprof := fs.Bool("pprof", false, "also serve net/http/pprof under /debug/pprof/ on the same listener (for --profile)")
+	profiling := fs.Bool("profiling", false, "also serve /debug/pprof/ and the Go runtime's Prometheus /metrics on the same listener,\n"+
+		"unguarded (for 'bench reproduce' on loopback)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -127,8 +128,8 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *withPprof {
-		h = bench.WithPprof(h)
+	if *profiling {
+		h = bench.WithProfiling(h)
 	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", *listen)
 	if err != nil {
