@@ -31,6 +31,7 @@ type Target struct {
 	Probe      Probe
 	pprofBase  string // .../debug/pprof/ or ""
 	pprofToken string
+	also       *Target // a target started with this one and stopped with it (the proxy's upstream)
 }
 
 // startTimeout bounds a target's start.
@@ -50,9 +51,13 @@ func (t *Target) ProfileURL(kind string, seconds int) string {
 
 // Stop stops the target.
 func (t *Target) Stop() {
-	if t != nil && t.Proc != nil {
+	if t == nil {
+		return
+	}
+	if t.Proc != nil {
 		t.Proc.Stop()
 	}
+	t.also.Stop()
 }
 
 // StartBenchServer starts 'keygate bench server' in mode (with the key

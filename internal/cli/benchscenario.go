@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keygate/keygate/internal/benchrun"
+	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/jose"
+)
+
+// benchScenario is 'keygate bench scenario NAME'.
+func (a *app) benchScenario(ctx context.Context, args []string) error {
+	var lines []string
+	for _, s := range benchrun.Scenarios {
+		lines = append(lines, fmt.Sprintf("%-16s %s", s.Name, s.Summary))
+	}
+	fs := a.flags("keygate bench scenario", "NAME [--target URL [--admin URL] [--key FILE]] [--compare-config FILE | --compare-target URL]\n"+
+		"    [scenario flags] [--connections N,...] [--rate R] [--duration D] [--warmup D] [--out DIR] [--profile] [--json]",
+		"Loads keygate with one of its workloads, against a keygate it starts (pinned to its own CPU,\n"+
+			"configured for the scenario) or a running one (--target). With --compare-config it starts a\n"+
+			"second keygate whose configuration also has that file's YAML, and measures both, step by step,\n"+
+			"side by side with ratios; --compare-target does the same for a second running keygate.\n"+
+			"Writes report.json (keygate.bench.report/v1) to --out. NAME is one of:\n  "+strings.Join(lines, "\n  ")+
+			"\nSee docs/bench-load.md.")
+	var o benchrun.ScenarioOptions
+	var alg algFlag
+	fs.Var(&alg, "alg", "token scenarios: signing `ALG` (HS256, RS256, PS256, ES256, EdDSA, ...; default ES256)")
+	fs.StringVar(&o.Claims, "claims", "small", "token scenarios: claims `size`: small (about 300 B), 1kb or 4kb")
+	fs.IntVar(&o.Tokens, "tokens", benchrun.DefaultTokens, "token scenarios: `N` distinct tokens sent in turn (introspect: up to 100)")
+	fs.Float64Var(&o.HitRatio, "hit-ratio", 0, "token scenarios: share of requests carrying one of a few hot tokens (cache hits)")
+	fs.Float64Var(&o.Invalid, "invalid", 0, "token scenarios: share of requests with a token signed by an untrusted key (401)")
+	fs.IntVar(&o.Batch, "batch", 100, "transit-batch: items per request")
+	fs.StringVar(&o.Target, "target", "", "a running keygate's traffic `URL` instead of starting one")
+	fs.StringVar(&o.Admin, "admin", "", "the running keygate's admin `URL`: clients are created there, /metrics and (with\n"+
+		"--profile) /debug/pprof/ read there with $KEYGATE_ADMIN_TOKEN or --admin-token-file")
+	tokenFile := fs.String("admin-token-file", "", "`file` holding the running keygate's admin token")
+	fs.StringVar(&o.KeyFile, "key", "", "token scenarios with --target: the signing key `FILE` the target trusts")
+	extra := fs.String("extra-config", "", "YAML `FILE` added to the configuration of the keygate the scenario starts")
+	compareConfig := fs.String("compare-config", "", "YAML `FILE`: also start a keygate with this added, and compare")
+	compareTarget := fs.String("compare-target", "", "a second running keygate's traffic `URL` to compare with --target (same admin token)")
+	compareAdmin := fs.String("compare-admin", "", "the second running keygate's admin `URL`")
+	conns := intsFlag{50}
+	fs.Var(&conns, "connections", "`N[,N...]` keep-alive connections, one step each")
+	rate := fs.Float64("rate", 0, "open loop at `R` requests/s (0: closed loop)")
+	duration := fs.Duration("duration", 10*time.Second, "measured time per step and series")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before each step")
+	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect")
+	out := fs.String("out", "", "directory for report.json, profiles and logs (default ./keygate-bench-NAME-TIME)")
+	profile := fs.Bool("profile", false, "save CPU and allocation profiles of each target over the last step, and summarise them")
+	pin := a.pinFlags(fs)
+	asJSON := fs.Bool("json", false, "print the report's JSON instead of the table")
+	rest, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	sc, ok := benchrun.FindScenario(rest[0])
+	o.Alg = jose.Alg(alg)
+	switch {
+	case !ok:
+		return usageErrorf(fs.Name(), "no scenario %q (one of %s)", rest[0], strings.Join(scenarioNames(), ", "))
+	case *duration < time.Second || *warmup < 0 || *timeout <= 0 || *rate < 0:
+		return usageErrorf(fs.Name(), "--duration must be at least 1s; --warmup, --rate not negative; --timeout positive")
+	case o.Tokens <= 0 || o.Batch <= 0:
+		return usageErrorf(fs.Name(), "--tokens and --batch must be positive")
+	case *compareConfig != "" && (o.Target != "" || *compareTarget != ""):
+		return usageErrorf(fs.Name(), "--compare-config compares keygates this command starts; it excludes --target")
+	case *compareTarget != "" && o.Target == "":
+		return usageErrorf(fs.Name(), "--compare-target needs --target")
+	case o.Target == "" && (o.Admin != "" || o.KeyFile != ""):
+		return usageErrorf(fs.Name(), "--admin and --key describe a running keygate: they need --target")
+	}
+	if o.Admin != "" {
+		af := adminFlags{url: o.Admin, tokenFile: *tokenFile}
+		if o.AdminToken, err = af.token(a); err != nil {
+			return err
+		}
+	}
+	if o.ExtraConfig, err = readOptional(*extra); err != nil {
+		return err
+	}
+	dir, err := a.benchOutDir(*out, sc.Name)
+	if err != nil {
+		return err
+	}
+	env, restore, err := a.benchEnv(fs, pin, dir)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	plan := &benchrun.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
+		Connections: conns, Rate: *rate, Warmup: *warmup, Duration: *duration, Timeout: *timeout}
+	if err := a.addSeries(plan, env, sc, o); err != nil {
+		return err
+	}
+	if *compareConfig != "" || *compareTarget != "" {
+		o2 := o
+		o2.SeriesName = "compare"
+		if *compareTarget != "" {
+			o2.Target, o2.Admin = *compareTarget, *compareAdmin
+		} else {
+			more, err := readOptional(*compareConfig)
+			if err != nil {
+				return err
+			}
+			o2.ExtraConfig += more
+			o2.SeriesName = strings.TrimSuffix(filepath.Base(*compareConfig), filepath.Ext(*compareConfig))
+		}
+		if o2.SeriesName == plan.Series[0].Name {
+			o2.SeriesName += "-2"
+		}
+		if err := a.addSeries(plan, env, sc, o2); err != nil {
+			return err
+		}
+	}
+	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "bench scenario %s: %d steps × %d series of %s + %s warm-up; %s; writing to %s\n",
+		sc.Name, len(conns), len(plan.Series), *duration, *warmup, env.Describe(), dir)
+	doc, runErr := benchrun.Run(ctx, env, plan, benchrun.Options{Profile: *profile, OutDir: dir,
+		Progress: a.seriesProgress(), Log: a.stderr})
+	doc.Command = "keygate bench scenario " + strings.Join(args, " ")
+	doc.Notes = append(doc.Notes, env.Describe())
+	return errors.Join(runErr, a.writeDocument(doc, dir, *asJSON))
+}
+
+func (a *app) addSeries(plan *benchrun.Plan, env *benchrun.Env, sc benchrun.Scenario, o benchrun.ScenarioOptions) error {
+	s, notes, err := sc.Series(env, o)
+	if err != nil {
+		return err
+	}
+	plan.Series = append(plan.Series, s)
+	for _, n := range notes {
+		if !slices.Contains(plan.Notes, n) {
+			plan.Notes = append(plan.Notes, n)
+		}
+	}
+	return nil
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, s := range benchrun.Scenarios {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// readOptional reads a file, or returns "" for no file name.
+func readOptional(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s, nil
+}
