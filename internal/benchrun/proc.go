@@ -88,8 +88,12 @@ func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duratio
 	}
 }
 
-// Exited reports whether the target has exited.
+// Exited reports whether the target has exited (false for nil: a target
+// this package did not start).
 func (p *Process) Exited() bool {
+	if p == nil {
+		return false
+	}
 	select {
 	case <-p.done:
 		return true

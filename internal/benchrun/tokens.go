@@ -53,22 +53,7 @@ func (ts TokenSet) Pool(ctx context.Context) ([]string, error) {
 	// Positions: of every pass over the pool, a HitRatio share is hot, an
 	// Invalid share invalid, the rest the distinct tokens, spread evenly.
 	n := int(float64(ts.Distinct)/(1-ts.HitRatio-ts.Invalid) + 0.5)
-	kinds := make([]byte, n) // 'd' distinct, 'h' hot, 'x' invalid
-	var accH, accX float64
-	for i := range kinds {
-		accH += ts.HitRatio
-		accX += ts.Invalid
-		switch {
-		case accH >= 1:
-			accH--
-			kinds[i] = 'h'
-		case accX >= 1:
-			accX--
-			kinds[i] = 'x'
-		default:
-			kinds[i] = 'd'
-		}
-	}
+	kinds := spread(n, int(float64(n)*ts.HitRatio+0.5), int(float64(n)*ts.Invalid+0.5))
 	var nd, nx int
 	for _, k := range kinds {
 		switch k {
@@ -167,4 +152,28 @@ func mintN(ctx context.Context, s *jose.Signer, c mint.Claims, n int) ([]string,
 		}
 	}
 	return out, nil
+}
+
+// spread returns n kinds: hot 'h' and invalid 'x' entries spread evenly
+// (integer steps, so the counts are exact), the rest distinct 'd'.
+func spread(n, hot, invalid int) []byte {
+	kinds := make([]byte, n)
+	for i := range kinds {
+		kinds[i] = 'd'
+		if (i+1)*hot/n > i*hot/n {
+			kinds[i] = 'h'
+		}
+	}
+	rest := n - hot
+	j := 0
+	for i := range kinds {
+		if kinds[i] != 'd' {
+			continue
+		}
+		if rest > 0 && (j+1)*invalid/rest > j*invalid/rest {
+			kinds[i] = 'x'
+		}
+		j++
+	}
+	return kinds
 }
