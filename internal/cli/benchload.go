@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/keygate/keygate/internal/benchrun"
 	"github.com/keygate/keygate/internal/loadgen"
 )
 
@@ -77,9 +80,17 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before each step's measurement")
 	requests := fs.Int64("requests", 0, "stop each step after `N` measured requests (0: no bound)")
 	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect; a request that takes longer is an error")
+	values := fs.String("values", "", "`FILE` of values, one per line: each makes one request, {{value}} in --url, -H and the body\n"+
+		"replaced by it; the requests are sent in turn (a distinct token per request, say)")
+	compareURL := fs.String("compare-url", "", "a second target's `URL`: the same requests go to its host and port too, step by\n"+
+		"step, and the result is a side-by-side table with ratios (a "+loadgen.DocumentSchema+" document)")
 	asJSON := fs.Bool("json", false, "print the result as JSON ("+loadgen.Schema+") instead of a table")
+	format := fs.String("format", "table", "output `format`: table, json (as --json) or line (one key=value line per step, for scripts)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
+	}
+	if *asJSON {
+		*format = "json"
 	}
 	switch {
 	case *url == "":
@@ -94,6 +105,10 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "give --duration, --requests or both")
 	case *timeout <= 0:
 		return usageErrorf(fs.Name(), "--timeout must be positive")
+	case !slices.Contains([]string{"table", "json", "line"}, *format):
+		return usageErrorf(fs.Name(), "--format must be table, json or line")
+	case *compareURL != "" && *format == "line":
+		return usageErrorf(fs.Name(), "--format line prints one target; use table or json with --compare-url")
 	}
 	cfg := loadgen.Config{
 		Request: loadgen.Request{Method: *method, URL: *url, Header: headers, Body: []byte(*body)},
@@ -108,6 +123,15 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 			return fmt.Errorf("bench load: body: %w", err)
 		}
 		cfg.Request.Body = b
+	}
+	if *values != "" {
+		var err error
+		if cfg.Pool, err = valuePool(cfg.Request, *values); err != nil {
+			return usageErrorf(fs.Name(), "--values: %v", err)
+		}
+	}
+	if *compareURL != "" {
+		return a.compareLoad(ctx, fs, cfg, conns, *compareURL, *format == "json")
 	}
 	raised, before, after, err := loadgen.EnsureFileLimit(slices.Max(conns))
 	if err != nil {
@@ -133,19 +157,22 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 			steps = append(steps, res)
 		}
 		if err != nil {
-			return errors.Join(a.writeLoad(cfg, steps, *asJSON), err)
+			return errors.Join(a.writeLoad(cfg, steps, *format), err)
 		}
 	}
-	return a.writeLoad(cfg, steps, *asJSON)
+	return a.writeLoad(cfg, steps, *format)
 }
 
-func (a *app) writeLoad(cfg loadgen.Config, steps []*loadgen.Result, asJSON bool) error {
+func (a *app) writeLoad(cfg loadgen.Config, steps []*loadgen.Result, format string) error {
 	if len(steps) == 0 {
 		return nil
 	}
 	rep := loadgen.NewReport(cfg, steps)
-	if asJSON {
+	switch format {
+	case "json":
 		return rep.WriteJSON(a.stdout)
+	case "line":
+		return rep.WriteLines(a.stdout)
 	}
 	return rep.WriteTable(a.stdout)
 }
@@ -167,4 +194,103 @@ func writeProgress(w io.Writer, conns int, p loadgen.Progress) {
 	}
 	fmt.Fprintf(w, "\r\033[K%d connections: %s, %s elapsed, %d requests measured", conns, phase,
 		p.Elapsed.Round(time.Second), p.Requests)
+}
+
+// valuePlaceholder is what --values replaces in a request template.
+const valuePlaceholder = "{{value}}"
+
+// valuePool makes one request of tpl per line of the file, each with the
+// line in place of {{value}}.
+func valuePool(tpl loadgen.Request, file string) ([]loadgen.Request, error) {
+	has := strings.Contains(tpl.URL, valuePlaceholder) || bytes.Contains(tpl.Body, []byte(valuePlaceholder))
+	for _, h := range tpl.Header {
+		has = has || strings.Contains(h.Value, valuePlaceholder)
+	}
+	if !has {
+		return nil, fmt.Errorf("no %s in --url, -H or the body", valuePlaceholder)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var pool []loadgen.Request
+	for line := range strings.SplitSeq(string(b), "\n") {
+		v := strings.TrimRight(line, "\r")
+		if v == "" {
+			continue
+		}
+		r := tpl
+		r.URL = strings.ReplaceAll(tpl.URL, valuePlaceholder, v)
+		r.Body = bytes.ReplaceAll(tpl.Body, []byte(valuePlaceholder), []byte(v))
+		r.Header = slices.Clone(tpl.Header)
+		for i := range r.Header {
+			r.Header[i].Value = strings.ReplaceAll(r.Header[i].Value, valuePlaceholder, v)
+		}
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("line %d: %w", len(pool)+1, err)
+		}
+		pool = append(pool, r)
+	}
+	if len(pool) == 0 {
+		return nil, fmt.Errorf("%s holds no value", file)
+	}
+	return pool, nil
+}
+
+// compareLoad runs cfg's requests against their own target and against
+// other's host and port, step by step, and prints the two side by side.
+func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, conns []int, other string, asJSON bool) error {
+	pool := cfg.Pool
+	if len(pool) == 0 {
+		pool = []loadgen.Request{cfg.Request}
+	}
+	ou, err := url.Parse(other)
+	if err != nil || ou.Scheme != "http" || ou.Host == "" {
+		return usageErrorf(fs.Name(), "--compare-url %q is not http://host[:port]", other)
+	}
+	moved := make([]loadgen.Request, len(pool))
+	for i, r := range pool {
+		u, err := url.Parse(r.URL)
+		if err != nil {
+			return usageErrorf(fs.Name(), "--url: %v", err)
+		}
+		u.Host = ou.Host
+		moved[i] = r
+		moved[i].URL = u.String()
+	}
+	fixed := func(name string, reqs []loadgen.Request) benchrun.Series {
+		base := reqs[0].URL
+		return benchrun.Series{Name: name,
+			Start: func(context.Context, *benchrun.Env) (*benchrun.Target, error) {
+				return &benchrun.Target{Name: name, Base: base}, nil
+			},
+			Pool: func(context.Context, *benchrun.Target) ([]loadgen.Request, error) { return reqs, nil }}
+	}
+	a1, a2 := hostOf(pool[0].URL), hostOf(moved[0].URL)
+	if a1 == a2 {
+		return usageErrorf(fs.Name(), "--compare-url names the same host and port as --url")
+	}
+	plan := &benchrun.Plan{Title: "bench load: " + pool[0].URL + " compared with " + moved[0].URL,
+		Series:      []benchrun.Series{fixed(a1, pool), fixed(a2, moved)},
+		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Timeout: cfg.Timeout}
+	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
+		return err
+	}
+	doc, runErr := benchrun.Run(ctx, &benchrun.Env{}, plan, benchrun.Options{Progress: a.seriesProgress()})
+	doc.Command = "keygate bench load"
+	var werr error
+	if asJSON {
+		werr = doc.WriteJSON(a.stdout)
+	} else {
+		werr = doc.WriteTable(a.stdout)
+	}
+	return errors.Join(runErr, werr)
+}
+
+func hostOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	return u.Host
 }

@@ -169,3 +169,25 @@ func lat(ns int64) string {
 	}
 	return time.Duration(ns).Round(time.Duration(unit)).String()
 }
+
+// WriteLines writes one line per step of space-separated key=value pairs
+// (latencies in microseconds), for shell scripts:
+//
+//	connections=50 mode=closed requests=612345 duration_s=10.000 rps=61232.6 p50_us=790 p90_us=950 p99_us=1300
+//	p99_9_us=2100 max_us=9800 2xx=612345 3xx=0 4xx=0 5xx=0 errors=0 reconnects=0 generator_cpu_pct=74.0
+//
+// (one line each; wrapped here).
+func (r *Report) WriteLines(w io.Writer) error {
+	for _, s := range r.Steps {
+		l := s.Latency
+		us := func(ns int64) string { return fmt.Sprintf("%.0f", float64(ns)/1e3) }
+		_, err := fmt.Fprintf(w, "connections=%d mode=%s requests=%d duration_s=%.3f rps=%.1f p50_us=%s p90_us=%s p99_us=%s "+
+			"p99_9_us=%s max_us=%s 2xx=%d 3xx=%d 4xx=%d 5xx=%d errors=%d reconnects=%d generator_cpu_pct=%.1f\n",
+			s.Connections, s.Mode, s.Requests, s.Seconds, s.RequestsPerSec, us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max),
+			s.Status.S2xx, s.Status.S3xx, s.Status.S4xx, s.Status.S5xx, s.Errors.Total(), s.Reconnects, s.CPU.Percent)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
