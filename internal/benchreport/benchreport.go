@@ -9,21 +9,19 @@
 // elsewhere, and its Content-Security-Policy allows only its own inline
 // script and style (by hash), so it opens offline and cannot call out.
 // Every text of the document (URLs, names, notes, function names) is
-// treated as hostile: the static tables are escaped by html/template, the
+// treated as hostile: the page's tables escape it as HTML text, the
 // embedded JSON has '<', '>' and '&' as \u escapes so it cannot end its
 // script element, and the script puts data into the page with textContent
 // only.
 package benchreport
 
 import (
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"strings"
@@ -33,22 +31,11 @@ import (
 )
 
 var (
-	//go:embed report.html.tmpl
-	pageText string
 	//go:embed report.js
 	script string
 	//go:embed report.css
 	style string
 )
-
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"lat":   latency,
-	"si":    si,
-	"bytes": bytesIEC,
-	"pct":   func(f float64) string { return fmt.Sprintf("%.0f%%", f) },
-	"ratio": ratio,
-	"add":   func(a, b int) int { return a + b },
-}).Parse(pageText))
 
 // csp is the page's Content-Security-Policy: nothing from anywhere but the
 // inline script and style whose hashes it names.
@@ -60,7 +47,7 @@ func hash(s string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-// WriteHTML writes d as one self-contained HTML page. It renders the whole
+// WriteHTML writes d as one self-contained HTML page. It builds the whole
 // page before writing, so w gets all of it or nothing.
 func WriteHTML(w io.Writer, d *loadgen.Document) error {
 	if d == nil {
@@ -71,25 +58,23 @@ func WriteHTML(w io.Writer, d *loadgen.Document) error {
 		return fmt.Errorf("benchreport: %w", err)
 	}
 	v := newView(d)
-	v.Data, v.Script, v.Style, v.CSP = data, template.JS(script), template.CSS(style), csp
-	var buf bytes.Buffer
-	if err := page.Execute(&buf, v); err != nil {
-		return fmt.Errorf("benchreport: %w", err)
-	}
-	_, err = w.Write(buf.Bytes())
+	v.Data = data
+	var pw pageWriter
+	v.write(&pw)
+	_, err = w.Write(pw.Bytes())
 	return err
 }
 
 // embedJSON is d as JSON that is safe inside a <script> element: no '<',
 // '>' or '&' (so neither "</script" nor "<!--" can occur), and no U+2028 or
 // U+2029.
-func embedJSON(d *loadgen.Document) (template.JS, error) {
+func embedJSON(d *loadgen.Document) (string, error) {
 	b, err := json.Marshal(d) // escapes <, >, &, U+2028, U+2029 inside strings already
 	if err != nil {
 		return "", err
 	}
 	s := strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`).Replace(string(b))
-	return template.JS(s), nil
+	return s, nil
 }
 
 // view is what the template draws.
@@ -106,10 +91,7 @@ type view struct {
 	Timeline bool       // some step has a usage timeline
 	Profiles []profileView
 
-	Data   template.JS
-	Script template.JS
-	Style  template.CSS
-	CSP    string
+	Data string // the document as JSON, safe in a script element
 }
 
 type seriesView struct {
