@@ -149,6 +149,7 @@ func commands() []*command {
 			{name: "server", summary: "reference server (no-op, raw ES256 verify or sign) to load-test keygate against", run: (*app).benchServer},
 			{name: "tokens", summary: "mint N distinct tokens, one per line, for load tests", run: (*app).benchTokens},
 			{name: "load", summary: "HTTP load generator: requests/s and latency percentiles of a URL (like wrk/wrk2)", run: (*app).benchLoad},
+			{name: "report", summary: "draw a bench JSON document as a self-contained offline HTML report with charts", run: (*app).benchReport},
 		}},
 	}
 }
