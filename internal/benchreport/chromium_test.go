@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -114,6 +115,15 @@ func TestHTMLReportInChromium(t *testing.T) {
 		st.Server = &loadgen.ServerUsage{Source: "proc", CPUSeconds: 9, CPUPercent: 90}
 	}
 
+	// Open loop at rising rates: the x axis is the rate.
+	open := sampleDocument()
+	open.Series = open.Series[1:]
+	for i, st := range open.Series[0].Steps {
+		st.Mode, st.Connections, st.TargetRate = loadgen.ModeOpen, 500, math.Ldexp(5000, i)
+		st.Server.Timeline = nil
+	}
+	open.Profiles = nil
+
 	for _, tt := range []struct {
 		name string
 		doc  *loadgen.Document
@@ -125,6 +135,10 @@ func TestHTMLReportInChromium(t *testing.T) {
 		}},
 		{"proc", proc, map[string]string{
 			"throughput": "5", "latency": "20", "distribution": "empty", "server-cpu": "5", "server-allocs": "empty",
+		}},
+		{"open", open, map[string]string{
+			"throughput": "5", "latency": "20", "distribution": strconv.Itoa(len(open.Series[0].Steps[4].Histogram)),
+			"server-cpu": "5", "server-allocs": "5",
 		}},
 		{"empty", &loadgen.Document{Schema: loadgen.DocumentSchema, Title: "nothing measured",
 			Series: []*loadgen.Report{{Schema: loadgen.Schema, Name: "a", Steps: []*loadgen.Result{}}}},
@@ -152,6 +166,9 @@ func TestHTMLReportInChromium(t *testing.T) {
 			}
 			if tt.name == "full" && !strings.Contains(dom, "setAttribute('data-pwned','img')") {
 				t.Error("the hostile note is not shown as text")
+			}
+			if x := map[string]string{"open": "rate"}[tt.name]; x != "" && !strings.Contains(dom, `<body data-x="`+x+`">`) {
+				t.Errorf("the x axis is not %s", x)
 			}
 			got := charts(t, dom)
 			if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, slices.Sorted(maps.Keys(tt.want))) {

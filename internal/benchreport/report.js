@@ -309,11 +309,18 @@
   var charts = {
     'throughput': function (fig) {
       return function () {
+        var lines = stepLines(function (st) { return num(st.requests_per_s); },
+          function (st, y) { return fmtInt(y) + ' requests/s'; });
+        var legend = seriesLegend();
+        if (xKind === 'rate' && allX.length > 0) {
+          // Open loop: the rate asked for, which the series reach or not.
+          var asked = stepsWith(function () { return true; }).map(function (x) { return [x, x]; });
+          lines.push({color: '#8a93a1', dash: '5 4', width: 1.5, pts: asked, count: 0});
+          legend.push({label: 'rate asked for', color: '#8a93a1', dash: '5 4'});
+        }
         return draw(fig, {
           xTitle: xTitle, yTitle: 'throughput (requests/s)', x: stepAxis, y: {zero: true, fmt: fmtSI},
-          lines: stepLines(function (st) { return num(st.requests_per_s); },
-            function (st, y) { return fmtInt(y) + ' requests/s'; }),
-          legend: seriesLegend(), empty: 'No data: the document has no measured steps.'
+          lines: lines, legend: legend, empty: 'No data: the document has no measured steps.'
         });
       };
     },
