@@ -115,14 +115,19 @@ func TestHTMLReportInChromium(t *testing.T) {
 		st.Server = &loadgen.ServerUsage{Source: "proc", CPUSeconds: 9, CPUPercent: 90}
 	}
 
-	// Open loop at rising rates: the x axis is the rate.
+	// Open loop at falling rates: the x axis is the rate, and the
+	// distribution shows the last step (the lowest rate) at first.
 	open := sampleDocument()
 	open.Series = open.Series[1:]
 	for i, st := range open.Series[0].Steps {
 		st.Mode, st.Connections, st.TargetRate = loadgen.ModeOpen, 500, math.Ldexp(5000, i)
 		st.Server.Timeline = nil
 	}
+	slices.Reverse(open.Series[0].Steps)
 	open.Profiles = nil
+	if len(open.Series[0].Steps[0].Histogram) == len(open.Series[0].Steps[4].Histogram) {
+		t.Fatal("the first and last steps' histograms have as many buckets: the test cannot tell which is drawn")
+	}
 
 	for _, tt := range []struct {
 		name string

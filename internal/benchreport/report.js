@@ -255,8 +255,8 @@
   function server(st) { return st.server && typeof st.server === 'object' ? st.server : null; }
 
   // stepPicker adds a step selector to fig for the x values xs and returns
-  // a function giving the one selected (the last, at first).
-  function stepPicker(fig, xs, redraw) {
+  // a function giving the one selected (first, the one at index first).
+  function stepPicker(fig, xs, first, redraw) {
     var controls = html('div', 'controls', null);
     var label = html('label', '', controls, 'step');
     var sel = html('select', '', label);
@@ -264,22 +264,30 @@
       var o = html('option', '', sel, xName(x));
       o.value = String(i);
     });
-    sel.value = String(xs.length - 1);
+    sel.value = String(first);
     sel.addEventListener('change', function () { render(fig, redraw); });
     var cap = fig.querySelector('figcaption');
     fig.insertBefore(controls, cap ? cap.nextSibling : fig.firstChild);
     return function () { return xs[+sel.value]; };
   }
-  // stepsWith is the sorted x values of the steps for which has(step) holds.
+  // stepsWith is the sorted x values of the steps for which has(step)
+  // holds; last is the x of the last such step of the first series with
+  // one (the step charts of one step show at first).
   function stepsWith(has) {
-    var seen = {}, xs = [];
+    var seen = {}, xs = [], last = NaN;
     series.forEach(function (s) {
+      var lastHere = NaN;
       s.steps.forEach(function (st) {
         var x = xOf(st);
-        if (isFinite(x) && has(st) && !seen[x]) { seen[x] = true; xs.push(x); }
+        if (!isFinite(x) || !has(st)) return;
+        lastHere = x;
+        if (!seen[x]) { seen[x] = true; xs.push(x); }
       });
+      if (isNaN(last)) last = lastHere;
     });
-    return xs.sort(function (a, b) { return a - b; });
+    xs.sort(function (a, b) { return a - b; });
+    xs.last = last;
+    return xs;
   }
   function stepAt(s, x) {
     for (var i = s.steps.length - 1; i >= 0; i--) if (xOf(s.steps[i]) === x) return s.steps[i];
@@ -290,7 +298,7 @@
     return function (fig) {
       var xs = stepsWith(has), chosen = function () { return NaN; };
       function redraw() { return draw(fig, spec(chosen())); }
-      if (xs.length > 0) chosen = stepPicker(fig, xs, redraw);
+      if (xs.length > 0) chosen = stepPicker(fig, xs, Math.max(0, xs.indexOf(xs.last)), redraw);
       return redraw;
     };
   }
