@@ -59,7 +59,7 @@ func WriteHTML(w io.Writer, d *loadgen.Document) error {
 	}
 	v := newView(d)
 	v.Data = data
-	var pw pageWriter
+	var pw pageWriter // the whole page, then one Write
 	v.write(&pw)
 	_, err = w.Write(pw.Bytes())
 	return err
@@ -77,7 +77,8 @@ func embedJSON(d *loadgen.Document) (string, error) {
 	return s, nil
 }
 
-// view is what the template draws.
+// view is what the page shows, worked out from the document (page.go
+// writes it).
 type view struct {
 	Doc      *loadgen.Document
 	Title    string
@@ -87,7 +88,6 @@ type view struct {
 	Ratios   []ratioRow // empty with fewer than 2 series
 	Others   []string   // the names of series 1.. (the ratio table's groups)
 	Server   bool       // some step has Server usage
-	Allocs   bool       // some step has an allocation rate
 	Timeline bool       // some step has a usage timeline
 	Profiles []profileView
 
@@ -102,9 +102,8 @@ type seriesView struct {
 }
 
 type ratioRow struct {
-	X      string
-	Cells  []ratioCell // one per series after the first
-	Errors bool
+	X     string
+	Cells []ratioCell // one per series after the first
 }
 
 type ratioCell struct {
@@ -146,7 +145,6 @@ func newView(d *loadgen.Document) *view {
 			sv.Steps = append(sv.Steps, s)
 			if u := s.Server; u != nil {
 				sv.Server, v.Server = true, true
-				v.Allocs = v.Allocs || u.AllocsPerSec > 0
 				v.Timeline = v.Timeline || len(u.Timeline) > 0
 			}
 		}
