@@ -44,8 +44,8 @@ func checkPage(t *testing.T, page string) {
 	if strings.Contains(page, "<!--") {
 		t.Error("page holds <!--")
 	}
-	for _, tag := range regexp.MustCompile(`<[a-zA-Z][^>]*>`).FindAllString(page, -1) {
-		if m := regexp.MustCompile(`(?i)\s(src|href|xlink:href|srcset|action|poster|background)\s*=`).FindString(tag); m != "" {
+	for _, tag := range anyTag.FindAllString(page, -1) {
+		if m := loadingAttr.FindString(tag); m != "" {
 			t.Errorf("tag %.80q has %s: the page must load nothing", tag, m)
 		}
 	}
@@ -73,6 +73,12 @@ func checkPage(t *testing.T, page string) {
 	}
 }
 
+var (
+	anyTag      = regexp.MustCompile(`<[a-zA-Z][^>]*>`)
+	loadingAttr = regexp.MustCompile(`(?i)\s(src|href|xlink:href|srcset|action|poster|background)\s*=`)
+	startTag    = regexp.MustCompile(`^<(/?)([a-zA-Z][a-zA-Z0-9-]*)\b[^<>]*>`)
+)
+
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
@@ -95,7 +101,6 @@ func between(t *testing.T, s, start, end string) string {
 // aside) and that script and style elements end where they should.
 func wellFormed(page string) error {
 	void := map[string]bool{"meta": true, "br": true, "hr": true, "img": true, "input": true, "link": true, "wbr": true}
-	tag := regexp.MustCompile(`^<(/?)([a-zA-Z][a-zA-Z0-9-]*)\b[^<>]*>`)
 	var stack []string
 	for i := 0; i < len(page); {
 		j := strings.IndexByte(page[i:], '<')
@@ -107,7 +112,7 @@ func wellFormed(page string) error {
 			i += len("<!DOCTYPE html>")
 			continue
 		}
-		m := tag.FindStringSubmatch(page[i:])
+		m := startTag.FindStringSubmatch(page[i:])
 		if m == nil {
 			return fmt.Errorf("stray '<' at %d: %.40q", i, page[i:])
 		}
@@ -145,15 +150,25 @@ func embedded(t *testing.T, page string) *loadgen.Document {
 	return &d
 }
 
-func sameJSON(t *testing.T, got, want any) {
+func sameJSON(t *testing.T, got, want *loadgen.Document) {
 	t.Helper()
-	g, err1 := json.Marshal(got)
-	w, err2 := json.Marshal(want)
-	if err := errors.Join(err1, err2); err != nil {
+	// want goes through JSON and back first: invalid UTF-8 becomes U+FFFD
+	// on the way, which is the document the page can embed.
+	w, err1 := json.Marshal(want)
+	var norm loadgen.Document
+	err2 := json.Unmarshal(w, &norm)
+	w, err3 := json.Marshal(&norm)
+	g, err4 := json.Marshal(got)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(g, w) {
-		t.Errorf("embedded document differs:\n got %s\nwant %s", g, w)
+		i := 0
+		for i < min(len(g), len(w)) && g[i] == w[i] {
+			i++
+		}
+		from := max(0, i-80)
+		t.Errorf("embedded document differs at byte %d:\n got …%s\nwant …%s", i, g[from:min(len(g), i+80)], w[from:min(len(w), i+80)])
 	}
 }
 
@@ -322,4 +337,30 @@ func TestFormat(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
+}
+
+// FuzzWriteHTML puts arbitrary text where a document carries text and
+// checks that the page stays well-formed, loads nothing, has only its own
+// two script elements, and embeds the document unchanged.
+func FuzzWriteHTML(f *testing.F) {
+	for _, s := range []string{"", "plain", "</script><script>alert(1)</script>", "<!--", "</SCRIPT >", "]]>",
+		"<img src=x onerror=alert(1)>", `"'&amp;&#60;`, "\u2028\u2029", "\x00\xff"} {
+		f.Add(s, s, s, s)
+	}
+	d := sampleDocument() // made once, small, for speed; each run sets the same fields
+	for _, s := range d.Series {
+		s.Steps = s.Steps[:2]
+		for _, st := range s.Steps {
+			st.Histogram, st.Server.Timeline = st.Histogram[:4], st.Server.Timeline[:2]
+		}
+	}
+	f.Fuzz(func(t *testing.T, title, note, name, fn string) {
+		d.Title, d.Command, d.Notes = title, note, []string{note, title}
+		d.Series[0].Name, d.Series[1].Target.URL = name, "http://h/"+name
+		d.Series[1].Target.HeaderNames = []string{fn}
+		d.Profiles[0].Series, d.Profiles[0].Top[0].Function = name, fn
+		page := render(t, d)
+		checkPage(t, page)
+		sameJSON(t, embedded(t, page), d)
+	})
 }
