@@ -386,7 +386,10 @@
         return draw(fig, {
           xTitle: xTitle, yTitle: 'target CPU (100% = one core)', x: stepAxis, y: {zero: true, fmt: fmtPct},
           lines: stepLines(function (st) { var u = server(st); return u ? num(u.cpu_percent) : undefined; },
-            function (st, y) { return fmtPct(y) + ' CPU' + (server(st).rss_bytes ? ', RSS ' + fmtBytes(server(st).rss_bytes) : ''); }),
+            function (st, y) {
+              var rss = num(server(st).rss_bytes);
+              return fmtPct(y) + ' CPU' + (rss > 0 ? ', RSS ' + fmtBytes(rss) : '');
+            }),
           legend: seriesLegend(), empty: 'No data: no step measured the target\u2019s CPU.'
         });
       };
