@@ -151,6 +151,7 @@ func commands() []*command {
 			{name: "load", summary: "HTTP load generator: requests/s and latency percentiles of a URL (like wrk/wrk2)", run: (*app).benchLoad},
 			{name: "scenario", summary: "load keygate with one of its workloads (auth, proxy, token, transit, ...), or compare two", run: (*app).benchScenario},
 			{name: "reproduce", summary: "redraw a user's before/after load-test table: naive set-up vs keygate", run: (*app).benchReproduce},
+			{name: "report", summary: "draw a bench JSON document as a self-contained offline HTML report with charts", run: (*app).benchReport},
 		}},
 	}
 }
