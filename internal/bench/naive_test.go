@@ -37,7 +37,7 @@ func status(t *testing.T, h http.Handler, token string) int {
 	return w.Code
 }
 
-func mintWith(t *testing.T, s *jose.Signer, edit func(*mint.Claims)) string {
+func mintWith(t testing.TB, s *jose.Signer, edit func(*mint.Claims)) string {
 	t.Helper()
 	c := RealisticClaims()
 	now := time.Now()
@@ -173,4 +173,15 @@ func TestNaiveHandlerRefuses(t *testing.T) {
 	if _, err := NaiveHandler("noop", writeFile(t, []byte("x"))); err == nil {
 		t.Error("NaiveHandler took a reference mode")
 	}
+}
+
+func FuzzNaiveVerify(f *testing.F) {
+	s, _ := jose.NewSigner(jose.HS256, "", make([]byte, 32))
+	f.Add(mintWith(f, s, nil))
+	f.Add("a.b.c")
+	f.Fuzz(func(t *testing.T, tok string) {
+		for _, alg := range []string{"HS256", "ES256"} {
+			naiveVerify(tok, alg, func() (any, error) { return make([]byte, 32), nil }, time.Now()) //nolint:errcheck // must not panic
+		}
+	})
 }

@@ -45,7 +45,7 @@ const DefaultTokens = 10000
 var Reproductions = []Reproduction{
 	{
 		Name:  "gateway-es256",
-		Title: "API gateway, ES256 check on every request: naive (golang-jwt, PEM key re-parsed per request, no cache) vs keygate forward-auth",
+		Title: "API gateway, ES256 check on every request: naive (golang-jwt-style parsing, PEM key re-parsed per request, no cache) vs keygate forward-auth",
 		Report: "Gin + Gorm API gateway: 42,800 QPS falling to 26,300 past 15,000 connections, P99 1,240 ms, CPU 99%, " +
 			"73% of CPU in ecdsa verify, PEM key re-parsed ~38,000 times/s; after parsing keys once and caching " +
 			"verified results: 43,100 QPS, P99 310 ms, allocations -89%",
@@ -55,7 +55,7 @@ var Reproductions = []Reproduction{
 	},
 	{
 		Name:        "hs256-middleware",
-		Title:       "HS256 middleware: naive (golang-jwt into MapClaims per request) vs keygate's Go middleware, same net/http server",
+		Title:       "HS256 middleware: naive (golang-jwt-style parsing into a map per request) vs keygate's Go middleware, same net/http server",
 		Report:      "Gin + HS256 middleware on 8 cores: 12,400 QPS, P99 48 ms",
 		Connections: []int{100, 1000, 5000, 10000, 15000},
 		Timeout:     5 * time.Second,
@@ -197,7 +197,7 @@ func hs256Middleware(env *Env, o ReproduceOptions) (*Plan, error) {
 	return &Plan{
 		Series: []Series{series("naive", bench.ModeNaiveHS256), series("keygate", bench.ModeMiddlewareHS256)},
 		Notes: []string{tokensNote(n), "Both are 'keygate bench server' on the same net/http settings: " +
-			"--mode naive-hs256 (golang-jwt v5 ParseWithClaims into jwt.MapClaims) and --mode middleware-hs256 " +
+			"--mode naive-hs256 (the steps of golang-jwt v5 ParseWithClaims into MapClaims) and --mode middleware-hs256 " +
 			"(package middleware's Require)."},
 	}, nil
 }
