@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/benchreport"
 	"github.com/keygate/keygate/internal/benchrun"
 	"github.com/keygate/keygate/internal/loadgen"
 )
@@ -195,16 +197,20 @@ func (a *app) seriesProgress() func(series string, conns int, p loadgen.Progress
 	}
 }
 
-// writeDocument saves doc as report.json in dir and prints it (table or
-// JSON) on stdout.
+// writeDocument saves doc as report.json and report.html in dir and
+// prints it (table or JSON) on stdout.
 func (a *app) writeDocument(doc *loadgen.Document, dir string, asJSON bool) error {
-	f, err := os.Create(filepath.Join(dir, "report.json"))
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	err = errors.Join(doc.WriteJSON(f), f.Close())
-	if err != nil {
-		return fmt.Errorf("bench: report.json: %w", err)
+	for name, write := range map[string]func(io.Writer) error{
+		"report.json": doc.WriteJSON,
+		"report.html": func(w io.Writer) error { return benchreport.WriteHTML(w, doc) },
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := errors.Join(write(f), f.Close()); err != nil {
+			return fmt.Errorf("bench: %s: %w", name, err)
+		}
 	}
 	if asJSON {
 		return doc.WriteJSON(a.stdout)
@@ -212,6 +218,6 @@ func (a *app) writeDocument(doc *loadgen.Document, dir string, asJSON bool) erro
 	if err := doc.WriteTable(a.stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "report: %s\n", filepath.Join(dir, "report.json"))
+	fmt.Fprintf(a.stdout, "report: %s (and report.json)\n", filepath.Join(dir, "report.html"))
 	return nil
 }

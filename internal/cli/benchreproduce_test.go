@@ -34,8 +34,11 @@ func TestBenchReproduce(t *testing.T) {
 				args = append(args, "--duration", "1s")
 			}
 			out := h.must(args...)
-			if !strings.Contains(out, "keygate÷naive req/s") || !strings.Contains(out, filepath.Join(dir, "report.json")) {
+			if !strings.Contains(out, "keygate÷naive req/s") || !strings.Contains(out, filepath.Join(dir, "report.html")) {
 				t.Errorf("table:\n%s", out)
+			}
+			if html, err := os.ReadFile(filepath.Join(dir, "report.html")); err != nil || !strings.Contains(string(html), `data-chart="throughput"`) {
+				t.Errorf("report.html: %v", err)
 			}
 			b, err := os.ReadFile(filepath.Join(dir, "report.json"))
 			if err != nil {
