@@ -46,6 +46,37 @@ secs() {
 	esac
 }
 
+# run_load out conns duration [keygate bench load flags...]: one closed-loop
+# step of keygate's own load generator (no warm-up of its own) on CLIENT_CPU
+# with GOMAXPROCS=1, like wrk -t1; started in the background as WRK_PID (so
+# the exit trap stops it) and waited for. It writes the generator's
+# key=value line and then a RESULT line in the keys the scripts read:
+# requests, duration_us, connect (every request without an answer), status
+# (non-2xx answers), wraps (requests beyond the POOL_N distinct requests of
+# a --values file; 0 without one), p50_us, p90_us, p99_us. Needs KG and
+# WRK_TIMEOUT.
+run_load() {
+	local out=$1 conns=$2 duration=$3
+	shift 3
+	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
+		taskset -c "$CLIENT_CPU" env GOMAXPROCS=1 "$KG" bench load --format line --connections "$conns" \
+		--duration "$duration" --warmup 0s --timeout "$WRK_TIMEOUT" "$@" >"$out" 2>&1 &
+	WRK_PID=$!
+	local code=0
+	wait "$WRK_PID" || code=$?
+	WRK_PID=""
+	((code == 0)) || die "keygate bench load exited $code: $(tail -5 "$out")"
+	awk -v pool="${POOL_N:-0}" '/^connections=/ {
+		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		wraps = pool > 0 ? int(v["requests"] / pool) : 0
+		printf "RESULT requests=%d duration_us=%d connect=%d read=0 write=0 timeout=0 status=%d wraps=%d p50_us=%d p90_us=%d p99_us=%d\n",
+			v["requests"], v["duration_s"] * 1e6, v["errors"], v["3xx"] + v["4xx"] + v["5xx"] + 0, wraps, v["p50_us"], v["p90_us"], v["p99_us"]
+	}' "$out" >"$out.result"
+	cat "$out.result" >>"$out"
+	rm -f "$out.result"
+	grep -q '^RESULT ' "$out" || die "keygate bench load printed no result: $(tail -5 "$out")"
+}
+
 # wait_wrk out: waits for the wrk run WRK_PID, which wrote to out, and dies
 # unless it exited 0 and printed its RESULT line.
 wait_wrk() {

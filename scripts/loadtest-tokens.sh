@@ -12,7 +12,7 @@
 #     show what the HTTP stack alone allows on the machine.
 #
 # Same pinning as scripts/loadtest.sh: keygate on CPU SERVER_CPU with
-# GOMAXPROCS=1, wrk on CPU CLIENT_CPU, loopback only. Each round starts a
+# GOMAXPROCS=1, keygate bench load on CPU CLIENT_CPU, loopback only. Each round starts a
 # fresh `keygate serve --dev` on a fresh data directory, measures the sign
 # rate (keygate bench sign --alg ES256 --goroutines 1, pinned like the
 # server), then issuance and introspection, each after a warm-up. The table
@@ -24,13 +24,13 @@
 #
 # Settings (environment):
 #   DURATION=10s WARMUP=2s RUNS=3   measured run, warm-up and rounds
-#   CONNS=50 THREADS=1              wrk connections and threads
+#   CONNS=50                        connections
 #   SERVER_CPU=0 CLIENT_CPU=1       taskset CPUs
-#   WRK_TIMEOUT=2s                  wrk's per-request timeout
+#   WRK_TIMEOUT=2s                  the generator's per-request timeout
 #   SIGN_DURATION=3s                each in-process ES256 sign measurement
 #   PORT=18080 ADMIN_PORT=19090     loopback ports
 #   PROFILE_SECONDS=0               >0: CPU profile of keygate under issuance
-#   OUT=DIR                         keep results, wrk output, logs and the profile
+#   OUT=DIR                         keep results, generator output, logs and the profile
 #   MAX_SECONDS=600                 refuse a configuration estimated to run longer
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -41,7 +41,6 @@ DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-50}
-THREADS=${THREADS:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
@@ -59,7 +58,6 @@ SIGN_S=$(secs "$SIGN_DURATION")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 [[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
 ((DUR_S > 0 && SIGN_S > 0)) || die "DURATION and SIGN_DURATION must be at least 1s"
-((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
 estimate=$((30 + RUNS * (2 * SIGN_S + 8 + 4 * (WARM_S + DUR_S + 1) + 2 * DUR_S + 5)))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
@@ -144,21 +142,31 @@ fetch_token() {
 	sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p' <<<"$body"
 }
 
-# run_wrk out path body_file duration [script]: wrk with form.lua (the same
-# form body every request), or with script: unique-form.lua (body_file is
-# then a token file, one distinct token per request) or capture.lua (its
-# tokens are written to $WORK/tokens.txt).
-run_wrk() {
-	local out=$1 path=$2 body=$3 duration=$4 script=${5:-form.lua} threads=$THREADS extra=()
-	if [[ $script != form.lua ]]; then
-		threads=1 # these scripts keep one token file per run
-	fi
-	[[ $script == capture.lua ]] && extra=("$WORK/tokens.txt")
-	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
-		taskset -c "$CLIENT_CPU" wrk -t"$threads" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
-		-s "$ROOT/scripts/wrk/$script" "$BASE$path" -- "$WORK/auth.txt" "$body" "${extra[@]}" >"$out" 2>&1 &
-	WRK_PID=$!
-	wait_wrk "$out"
+# run_step out path body_file duration [script]: keygate bench load
+# (run_load) POSTing the form body_file with the client's Basic credentials
+# (script form, the default), or one distinct token of the token file
+# body_file per request as token=... (script unique-form); or wrk with
+# scripts/wrk/capture.lua, which writes the issued tokens to
+# $WORK/tokens.txt (script capture: keygate bench load does not keep
+# answers, so collecting issued tokens is wrk's last job here).
+run_step() {
+	local out=$1 path=$2 body=$3 duration=$4 script=${5:-form}
+	local hdr=(-H "Authorization: $(cat "$WORK/auth.txt")" -H 'Content-Type: application/x-www-form-urlencoded')
+	case $script in
+	form) run_load "$out" "$CONNS" "$duration" --url "$BASE$path" --method POST --body-file "$body" "${hdr[@]}" ;;
+	unique-form)
+		POOL_N=$(wc -l <"$body") run_load "$out" "$CONNS" "$duration" --url "$BASE$path" --method POST \
+			--body 'token={{value}}' --values "$body" "${hdr[@]}"
+		;;
+	capture)
+		timeout --kill-after=5 $(($(secs "$duration") + 60)) \
+			taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
+			-s "$ROOT/scripts/wrk/capture.lua" "$BASE$path" -- "$WORK/auth.txt" "$body" "$WORK/tokens.txt" >"$out" 2>&1 &
+		WRK_PID=$!
+		wait_wrk "$out"
+		;;
+	*) die "unknown script $script" ;;
+	esac
 }
 
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
@@ -167,18 +175,18 @@ RESULTS=$WORK/results.tsv
 printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"$RESULTS"
 
 measure() { # round name path body_file [script]
-	local round=$1 name=$2 path=$3 body=$4 script=${5:-form.lua}
+	local round=$1 name=$2 path=$3 body=$4 script=${5:-form}
 	# Distinct tokens are used once: a warm-up would turn the run's first
 	# requests into cache hits.
-	((WARM_S > 0)) && [[ $script == form.lua ]] && run_wrk "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
+	((WARM_S > 0)) && [[ $script == form ]] && run_step "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
 	local p0 c0 p1 c1
 	p0=$(proc_ticks "$SERVER_PID") c0=$(cpu_ticks "$SERVER_CPU")
-	run_wrk "$WORK/$name-$round.wrk.txt" "$path" "$body" "$DURATION" "$script"
-	if grep -q 'wraps=[1-9]' "$WORK/$name-$round.wrk.txt"; then
+	run_step "$WORK/$name-$round.load.txt" "$path" "$body" "$DURATION" "$script"
+	if grep -q 'wraps=[1-9]' "$WORK/$name-$round.load.txt"; then
 		die "$name run $round ran out of distinct tokens (wraps > 0): its requests were cache hits"
 	fi
 	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
-	sed -n 's/^RESULT //p' "$WORK/$name-$round.wrk.txt" | awk -v name="$name" -v run="$round" \
+	sed -n 's/^RESULT //p' "$WORK/$name-$round.load.txt" | awk -v name="$name" -v run="$round" \
 		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
@@ -189,7 +197,7 @@ measure() { # round name path body_file [script]
 
 # --- measure ---------------------------------------------------------------
 
-printf 'grant_type=client_credentials\n' >"$WORK/issue.body"
+printf 'grant_type=client_credentials' >"$WORK/issue.body"
 UPTIME_BEFORE=$(uptime)
 log "load before: $UPTIME_BEFORE"
 log "$RUNS rounds: ${SIGN_DURATION} sign rate, then issuance and introspection, ${WARMUP} warm-up + ${DURATION} each (at most ~${estimate}s)"
@@ -215,9 +223,9 @@ for round in $(seq 1 "$RUNS"); do
 	measure "$round" introspect /oauth2/introspect "$WORK/introspect.body"
 	# Distinct tokens: issue them (not measured) for as long as the run
 	# lasts plus a margin, since verifying costs more than signing.
-	run_wrk "$WORK/capture-$round.wrk.txt" /oauth2/token "$WORK/issue.body" "$((DUR_S + 3))s" capture.lua
+	run_step "$WORK/capture-$round.load.txt" /oauth2/token "$WORK/issue.body" "$((DUR_S + 3))s" capture
 	log "issued $(wc -l <"$WORK/tokens.txt") distinct tokens for the next run"
-	measure "$round" introspect-unique /oauth2/introspect "$WORK/tokens.txt" unique-form.lua
+	measure "$round" introspect-unique /oauth2/introspect "$WORK/tokens.txt" unique-form
 	stop_server
 	for mode in noop es256-sign; do
 		start_reference "$mode" "$WORK/ref-$mode-$round.log"
@@ -233,15 +241,14 @@ log "load after: $UPTIME_AFTER"
 if ((PROFILE_SECONDS > 0)); then
 	log "profiling keygate under issuance for ${PROFILE_SECONDS}s"
 	start_server "$WORK/profile.log"
-	timeout $((PROFILE_SECONDS + 60)) taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" \
-		--timeout "$WRK_TIMEOUT" -s "$ROOT/scripts/wrk/form.lua" "$BASE/oauth2/token" -- "$WORK/auth.txt" "$WORK/issue.body" \
-		>"$WORK/profile.wrk.txt" 2>&1 &
-	WRK_PID=$!
-	sleep 2
-	curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
-		"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS" || die "could not fetch the CPU profile"
-	wait "$WRK_PID" || true
-	WRK_PID=""
+	(
+		sleep 2
+		curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
+			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+	) &
+	prof_pid=$!
+	run_step "$WORK/profile.load.txt" /oauth2/token "$WORK/issue.body" "$((PROFILE_SECONDS + 4))s"
+	wait "$prof_pid" || die "could not fetch the CPU profile"
 	stop_server
 	(cd "$ROOT" && go tool pprof -top -nodecount=25 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-top.txt" 2>&1 || true
 	(cd "$ROOT" && go tool pprof -top -cum -nodecount=30 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-cum.txt" 2>&1 || true
@@ -258,8 +265,8 @@ TABLE=$WORK/table.md
 	dirty=$(cd "$ROOT" && git status --porcelain 2>/dev/null | grep -q . && echo "+changes" || true)
 	echo "### keygate token endpoints load test ($(date -u +%Y-%m-%d), keygate $commit$dirty)"
 	echo
-	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
-	echo "keygate serve --dev on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t$THREADS -c$CONNS on CPU $CLIENT_CPU, loopback; fresh server and data directory per round,"
+	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), keygate bench load; $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2) only collects the tokens introspect-unique sends."
+	echo "keygate serve --dev on CPU $SERVER_CPU (GOMAXPROCS=1), keygate bench load -c$CONNS (GOMAXPROCS=1) on CPU $CLIENT_CPU, loopback; fresh server and data directory per round,"
 	echo "${WARMUP} warm-up + ${DURATION} measured; median of $RUNS rounds; spread = (max - min) / median. Load average at each round's start: ${LOADS[*]}."
 	echo
 	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU |"
@@ -304,7 +311,7 @@ TABLE=$WORK/table.md
 	echo "| introspections/s, one token / distinct tokens | $(fmt_n "$(med introspect)") / $(fmt_n "$(med introspect-unique)") | - | info |"
 	echo "| distinct-token introspection / one core's raw ES256 verify rate ($(fmt_n "$(med introspect-unique)") / $(fmt_n "$(med verify)")) | $(calc "$(med introspect-unique) / $(med verify)") | - | info |"
 	echo
-	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS THREADS=$THREADS scripts/loadtest-tokens.sh"
+	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS scripts/loadtest-tokens.sh"
 } >"$TABLE"
 
 echo
@@ -314,7 +321,7 @@ echo "load before: $UPTIME_BEFORE"
 echo "load after:  $UPTIME_AFTER"
 if ((PROFILE_SECONDS > 0)); then
 	echo
-	echo "CPU profile of keygate under issuance, ${PROFILE_SECONDS}s ($(sed -n 's/^RESULT requests=\([0-9]*\) duration_us=\([0-9]*\).*/\1 \2/p' "$WORK/profile.wrk.txt" | awk '{ printf "%.0f req/s", $1 / ($2 / 1e6) }')):"
+	echo "CPU profile of keygate under issuance, ${PROFILE_SECONDS}s ($(sed -n 's/^RESULT requests=\([0-9]*\) duration_us=\([0-9]*\).*/\1 \2/p' "$WORK/profile.load.txt" | awk '{ printf "%.0f req/s", $1 / ($2 / 1e6) }')):"
 	sed -n '1,35p' "$WORK/profile-top.txt"
 	echo
 	sed -n '1,40p' "$WORK/profile-cum.txt"

@@ -17,7 +17,7 @@
 # audit log off (--no-audit), so that its cost is measured in the same round.
 #
 # Same pinning as scripts/loadtest.sh: the server on CPU SERVER_CPU with
-# GOMAXPROCS=1, wrk on CPU CLIENT_CPU, loopback only. Each round starts a
+# GOMAXPROCS=1, keygate bench load on CPU CLIENT_CPU, loopback only. Each round starts a
 # fresh `keygate serve --dev` on a fresh data directory (a client with transit
 # scopes, its token, the key "bench"), measures its three scenarios, then the
 # reference server, each after a warm-up. The table gives the median of RUNS
@@ -29,12 +29,12 @@
 #
 # Settings (environment):
 #   DURATION=10s WARMUP=2s RUNS=3   measured run, warm-up and rounds
-#   CONNS=50 THREADS=1              wrk connections and threads
+#   CONNS=50                        connections
 #   SERVER_CPU=0 CLIENT_CPU=1       taskset CPUs
-#   WRK_TIMEOUT=2s                  wrk's per-request timeout
+#   WRK_TIMEOUT=2s                  the generator's per-request timeout
 #   PORT=18080 ADMIN_PORT=19090     loopback ports
 #   PROFILE_SECONDS=0               >0: CPU profile of keygate under encrypt
-#   OUT=DIR                         keep results, wrk output, logs and the profile
+#   OUT=DIR                         keep results, generator output, logs and the profile
 #   MAX_SECONDS=600                 refuse a configuration estimated to run longer
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -45,7 +45,6 @@ DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-50}
-THREADS=${THREADS:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
@@ -60,12 +59,11 @@ WARM_S=$(secs "$WARMUP")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 [[ $PROFILE_SECONDS =~ ^[0-9]+$ ]] || die "PROFILE_SECONDS must be a whole number"
 ((DUR_S > 0)) || die "DURATION must be at least 1s"
-((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
 estimate=$((30 + RUNS * (20 + 6 * (WARM_S + DUR_S + 2))))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + PROFILE_SECONDS + WARM_S + 15))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
 
-check_host go wrk taskset curl awk sort timeout base64 head
+check_host go taskset curl awk sort timeout base64 head
 check_ports PORT ADMIN_PORT
 
 # --- clean-up --------------------------------------------------------------
@@ -143,14 +141,12 @@ start_reference() {
 	die "bench server --mode aes-gcm did not answer within 10s"
 }
 
-# run_wrk out path body_file duration
-run_wrk() {
+# run_step out path body_file duration: keygate bench load (run_load) POSTing
+# the JSON body with the node's token in X-Vault-Token, as Vault's clients do.
+run_step() {
 	local out=$1 path=$2 body=$3 duration=$4
-	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
-		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$duration" --timeout "$WRK_TIMEOUT" \
-		-s "$ROOT/scripts/wrk/json.lua" "$BASE$path" -- "$WORK/token.txt" "$body" >"$out" 2>&1 &
-	WRK_PID=$!
-	wait_wrk "$out"
+	run_load "$out" "$CONNS" "$duration" --url "$BASE$path" --method POST --body-file "$body" \
+		-H "X-Vault-Token: $(cat "$WORK/token.txt")" -H 'Content-Type: application/json'
 }
 
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
@@ -160,12 +156,12 @@ printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"
 
 measure() { # round name path body_file
 	local round=$1 name=$2 path=$3 body=$4
-	((WARM_S > 0)) && run_wrk "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
+	((WARM_S > 0)) && run_step "$WORK/$name-$round.warmup.txt" "$path" "$body" "$WARMUP"
 	local p0 c0 p1 c1
 	p0=$(proc_ticks "$SERVER_PID") c0=$(cpu_ticks "$SERVER_CPU")
-	run_wrk "$WORK/$name-$round.wrk.txt" "$path" "$body" "$DURATION"
+	run_step "$WORK/$name-$round.load.txt" "$path" "$body" "$DURATION"
 	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
-	sed -n 's/^RESULT //p' "$WORK/$name-$round.wrk.txt" | awk -v name="$name" -v run="$round" \
+	sed -n 's/^RESULT //p' "$WORK/$name-$round.load.txt" | awk -v name="$name" -v run="$round" \
 		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
@@ -208,15 +204,14 @@ log "load after: $UPTIME_AFTER"
 if ((PROFILE_SECONDS > 0)); then
 	log "profiling keygate under encrypt for ${PROFILE_SECONDS}s"
 	start_server "$WORK/profile.log" --pprof
-	timeout $((PROFILE_SECONDS + 60)) taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" \
-		--timeout "$WRK_TIMEOUT" -s "$ROOT/scripts/wrk/json.lua" "$BASE/v1/transit/encrypt/bench" -- "$WORK/token.txt" \
-		"$WORK/encrypt.body" >"$WORK/profile.wrk.txt" 2>&1 &
-	WRK_PID=$!
-	sleep 2
-	curl -sf --max-time $((PROFILE_SECONDS + 20)) -H "Authorization: Bearer $ADMIN_TOKEN" -o "$WORK/cpu.pprof" \
-		"$ADMIN/debug/pprof/profile?seconds=$PROFILE_SECONDS" || die "could not fetch the CPU profile"
-	wait "$WRK_PID" || true
-	WRK_PID=""
+	(
+		sleep 2
+		curl -sf --max-time $((PROFILE_SECONDS + 20)) -H "Authorization: Bearer $ADMIN_TOKEN" -o "$WORK/cpu.pprof" \
+			"$ADMIN/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+	) &
+	prof_pid=$!
+	run_step "$WORK/profile.load.txt" /v1/transit/encrypt/bench "$WORK/encrypt.body" "$((PROFILE_SECONDS + 4))s"
+	wait "$prof_pid" || die "could not fetch the CPU profile"
 	stop_server
 	(cd "$ROOT" && go tool pprof -top -nodecount=25 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-top.txt" 2>&1 || true
 	(cd "$ROOT" && go tool pprof -top -cum -nodecount=40 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-cum.txt" 2>&1 || true
@@ -244,8 +239,8 @@ TABLE=$WORK/table.md
 	dirty=$(cd "$ROOT" && git status --porcelain 2>/dev/null | grep -q . && echo "+changes" || true)
 	echo "### keygate transit load test ($(date -u +%Y-%m-%d), keygate $commit$dirty)"
 	echo
-	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
-	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t$THREADS -c$CONNS on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured;"
+	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), keygate bench load."
+	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), keygate bench load -c$CONNS (GOMAXPROCS=1) on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured;"
 	echo "median of $RUNS interleaved rounds; spread = (max - min) / median. Load average at the start of each round: ${LOADS[*]}."
 	echo
 	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency (median) | errors + non-2xx | server CPU (median) |"
@@ -276,7 +271,7 @@ TABLE=$WORK/table.md
 	echo "| decrypt 64 B / reference ($(fmt_n "$dec") / $(fmt_n "$ref")) | **$d** | >= 0.80 | $(verdict "$d >= 0.80 && $(errs decrypt) == 0") |"
 	echo "| batch-100 encrypt items/s ($(fmt_n "$b100") requests/s x 100) | $(fmt_n "$(calc "$b100 * 100" 0)") | - | info |"
 	echo
-	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS THREADS=$THREADS scripts/loadtest-transit.sh"
+	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS scripts/loadtest-transit.sh"
 } >"$TABLE"
 
 echo

@@ -12,7 +12,8 @@
 #       high-to-CONNS throughput ratio the no-op server keeps, with no socket
 #       errors and no non-2xx responses.
 #
-# The server runs on CPU SERVER_CPU with GOMAXPROCS=1, wrk on CPU CLIENT_CPU;
+# The server runs on CPU SERVER_CPU with GOMAXPROCS=1, the load generator
+# (keygate bench load, GOMAXPROCS=1) on CPU CLIENT_CPU;
 # every server is a fresh process per run (so keygate's cache starts empty),
 # gets a warm-up, then a measured run; scenarios are interleaved round by
 # round so that drift on a shared machine hits them alike. The table gives
@@ -25,13 +26,12 @@
 # Settings (environment):
 #   DURATION=10s WARMUP=2s RUNS=3     measured run, warm-up and rounds
 #   CONNS=100 HIGH_CONNS=10000        connections; HIGH_CONNS=0 skips (c)
-#   THREADS=1                         wrk threads (-t)
 #   SERVER_CPU=0 CLIENT_CPU=1         taskset CPUs
-#   WRK_TIMEOUT=2s                    wrk's per-request timeout (a timeout is an error)
+#   WRK_TIMEOUT=2s                    the generator's per-request timeout (a timeout is an error)
 #   RAW_DURATION=3s                   each in-process raw ES256 measurement
 #   PORT=18080 ADMIN_PORT=19090       loopback ports the servers use
 #   PROFILE_SECONDS=0                 >0: CPU profile of keygate under unique tokens
-#   OUT=DIR                           keep results, wrk output, logs and the profile
+#   OUT=DIR                           keep results, generator output, logs and the profile
 #   MAX_SECONDS=720                   refuse a configuration estimated to run longer
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -43,7 +43,6 @@ WARMUP=${WARMUP:-2s}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-100}
 HIGH_CONNS=${HIGH_CONNS:-10000}
-THREADS=${THREADS:-1}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 WRK_TIMEOUT=${WRK_TIMEOUT:-2s}
@@ -61,9 +60,8 @@ WARM_S=$(secs "$WARMUP")
 RAW_S=$(secs "$RAW_DURATION")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 ((DUR_S > 0 && RAW_S > 0)) || die "DURATION and RAW_DURATION must be at least 1s"
-((CONNS >= THREADS)) || die "CONNS must be at least THREADS"
 
-# Scenarios: name, server (keygate, noop, es256), wrk script (fixed, unique), connections.
+# Scenarios: name, server (keygate, noop, es256), tokens (fixed: one; unique: one per request), connections.
 SCENARIOS=(
 	"noop noop fixed $CONNS"
 	"noop-unique noop unique $CONNS"
@@ -81,17 +79,9 @@ estimate=$((60 + RUNS * (RAW_S + 1 + ${#SCENARIOS[@]} * (WARM_S + DUR_S + 2))))
 
 # --- tools -----------------------------------------------------------------
 
-if ! command -v wrk >/dev/null 2>&1; then
-	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-		log "installing wrk"
-		apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends wrk >&2
-	else
-		die "wrk is not installed (apt-get install wrk)"
-	fi
-fi
 check_host go taskset curl awk sort timeout
 
-# Every connection is a file descriptor in wrk and in the server.
+# Every connection is a file descriptor in the load generator and in the server.
 want_fds=$((HIGH_CONNS > CONNS ? HIGH_CONNS + 4096 : CONNS + 4096))
 hard=$(ulimit -Hn)
 if [[ $hard != unlimited ]] && ((hard < want_fds)); then
@@ -185,14 +175,17 @@ expect_200() {
 	[[ $code == 200 ]] || die "GET /auth answered $code, not 200, to a valid token"
 }
 
-# run_wrk output conns duration script tokens
-run_wrk() {
+# run_step output conns duration script tokens: keygate bench load (run_load)
+# with the token file's one token in a fixed header (script fixed), or each
+# of its tokens in turn (script unique).
+run_step() {
 	local out=$1 conns=$2 duration=$3 script=$4 tokens=$5
-	timeout --kill-after=5 $(($(secs "$duration") + 60)) \
-		taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$conns" -d"$duration" --timeout "$WRK_TIMEOUT" \
-		-s "$ROOT/scripts/wrk/$script.lua" "$URL" -- "$tokens" "$THREADS" >"$out" 2>&1 &
-	WRK_PID=$!
-	wait_wrk "$out"
+	if [[ $script == unique ]]; then
+		POOL_N=$(wc -l <"$tokens") run_load "$out" "$conns" "$duration" --url "$URL" \
+			-H 'Authorization: Bearer {{value}}' --values "$tokens"
+	else
+		run_load "$out" "$conns" "$duration" --url "$URL" -H "Authorization: Bearer $(head -n 1 "$tokens")"
+	fi
 }
 
 RESULTS=$WORK/results.tsv
@@ -207,14 +200,14 @@ run_scenario() { # round name kind script conns
 	start_server "$kind" "$WORK/$name-$round.log"
 	expect_200 "$(head -n 1 "$warm_tokens")"
 	if ((WARM_S > 0)); then
-		run_wrk "$WORK/$name-$round.warmup.txt" "$conns" "$WARMUP" "$script" "$warm_tokens"
+		run_step "$WORK/$name-$round.warmup.txt" "$conns" "$WARMUP" "$script" "$warm_tokens"
 	fi
 	local before after
 	before="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU")"
-	run_wrk "$WORK/$name-$round.wrk.txt" "$conns" "$DURATION" "$script" "$run_tokens"
+	run_step "$WORK/$name-$round.load.txt" "$conns" "$DURATION" "$script" "$run_tokens"
 	after="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU")"
 	stop_server
-	sed -n 's/^RESULT //p' "$WORK/$name-$round.wrk.txt" | awk -v name="$name" -v run="$round" -v conns="$conns" \
+	sed -n 's/^RESULT //p' "$WORK/$name-$round.load.txt" | awk -v name="$name" -v run="$round" -v conns="$conns" \
 		-v before="$before" -v after="$after" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		split(before, b, " "); split(after, a, " ")
@@ -261,15 +254,15 @@ if ((PROFILE_SECONDS > 0)); then
 	log "profiling keygate under unique tokens for ${PROFILE_SECONDS}s"
 	start_server keygate "$WORK/profile.log"
 	expect_200 "$(head -n 1 "$WORK/tokens-warm.txt")"
-	((WARM_S > 0)) && run_wrk "$WORK/profile.warmup.txt" "$CONNS" "$WARMUP" unique "$WORK/tokens-warm.txt"
-	timeout $((PROFILE_SECONDS + 60)) taskset -c "$CLIENT_CPU" wrk -t"$THREADS" -c"$CONNS" -d"$((PROFILE_SECONDS + 4))s" --timeout "$WRK_TIMEOUT" \
-		-s "$ROOT/scripts/wrk/unique.lua" "$URL" -- "$WORK/tokens-run.txt" "$THREADS" >"$WORK/profile.wrk.txt" 2>&1 &
-	WRK_PID=$!
-	sleep 2
-	curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
-		"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS" || die "could not fetch the CPU profile"
-	wait "$WRK_PID" || true
-	WRK_PID=""
+	((WARM_S > 0)) && run_step "$WORK/profile.warmup.txt" "$CONNS" "$WARMUP" unique "$WORK/tokens-warm.txt"
+	(
+		sleep 2
+		curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
+			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+	) &
+	prof_pid=$!
+	run_step "$WORK/profile.load.txt" "$CONNS" "$((PROFILE_SECONDS + 4))s" unique "$WORK/tokens-run.txt"
+	wait "$prof_pid" || die "could not fetch the CPU profile"
 	stop_server
 	(cd "$ROOT" && go tool pprof -top -nodecount=30 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-top.txt" 2>&1 || true
 	(cd "$ROOT" && go tool pprof -top -cum -nodecount=30 "$KG" "$WORK/cpu.pprof") >"$WORK/profile-cum.txt" 2>&1 || true
@@ -304,8 +297,8 @@ TABLE=$WORK/table.md
 	dirty=$(cd "$ROOT" && git status --porcelain 2>/dev/null | grep -q . && echo "+changes" || true)
 	echo "### keygate forward-auth load test ($(date -u +%Y-%m-%d), keygate $commit$dirty)"
 	echo
-	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)."
-	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), wrk -t$THREADS on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured on a fresh server process;"
+	echo "$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $ncpu CPUs, Linux $(uname -r), $(go version | cut -d' ' -f3), keygate bench load."
+	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), keygate bench load (GOMAXPROCS=1) on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured on a fresh server process;"
 	echo "median of $RUNS interleaved runs; spread = (max - min) / median. Load average at the start of each round: ${LOADS[*]}."
 	echo
 	echo "| scenario | connections | requests/s (median) | spread | runs (min - max) | p50 / p99 latency (median) | errors + non-2xx | server CPU / others on its core (median) |"
@@ -360,8 +353,8 @@ TABLE=$WORK/table.md
 	fi
 	echo
 	echo "(b)'s bound takes the no-op server's rate with one fixed header ($(fmt_n "$noop")/s). With a distinct token per request the no-op server reached"
-	echo "$(fmt_n "$noop_u")/s at $(calc "$(stat noop-unique 10 | cut -d' ' -f1)" 0)% server CPU (wrk's Lua builds each request): the client sends distinct tokens far faster than keygate verifies them."
-	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS HIGH_CONNS=$HIGH_CONNS THREADS=$THREADS scripts/loadtest.sh"
+	echo "$(fmt_n "$noop_u")/s at $(calc "$(stat noop-unique 10 | cut -d' ' -f1)" 0)% server CPU: the generator sends distinct tokens far faster than keygate verifies them."
+	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS HIGH_CONNS=$HIGH_CONNS scripts/loadtest.sh"
 } >"$TABLE"
 
 echo
@@ -371,6 +364,6 @@ echo "load before: $UPTIME_BEFORE"
 echo "load after:  $UPTIME_AFTER"
 if ((PROFILE_SECONDS > 0)); then
 	echo
-	echo "CPU profile of keygate, distinct tokens, ${PROFILE_SECONDS}s ($(sed -n 's/^RESULT requests=\([0-9]*\) duration_us=\([0-9]*\).*/\1 \2/p' "$WORK/profile.wrk.txt" | awk '{ printf "%.0f req/s", $1 / ($2 / 1e6) }')):"
+	echo "CPU profile of keygate, distinct tokens, ${PROFILE_SECONDS}s ($(sed -n 's/^RESULT requests=\([0-9]*\) duration_us=\([0-9]*\).*/\1 \2/p' "$WORK/profile.load.txt" | awk '{ printf "%.0f req/s", $1 / ($2 / 1e6) }')):"
 	sed -n '1,40p' "$WORK/profile-top.txt"
 fi
