@@ -29,6 +29,7 @@ type Plan struct {
 	Rate        float64 // open loop when above 0
 	Warmup      time.Duration
 	Duration    time.Duration
+	Requests    int64 // also bounds each step when above 0
 	Timeout     time.Duration
 	Notes       []string
 }
@@ -78,7 +79,8 @@ func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Docum
 		if err != nil {
 			return doc, fmt.Errorf("%s: %w", s.Name, err)
 		}
-		cfgs[i] = loadgen.Config{Pool: pool, Rate: plan.Rate, Warmup: plan.Warmup, Duration: plan.Duration, Timeout: plan.Timeout}
+		cfgs[i] = loadgen.Config{Pool: pool, Rate: plan.Rate, Warmup: plan.Warmup, Duration: plan.Duration,
+			Requests: plan.Requests, Timeout: plan.Timeout}
 		rep := loadgen.NewReport(cfgs[i], nil)
 		rep.Name = s.Name
 		doc.Series = append(doc.Series, rep)

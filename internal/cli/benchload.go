@@ -272,7 +272,7 @@ func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, 
 	}
 	plan := &benchrun.Plan{Title: "bench load: " + pool[0].URL + " compared with " + moved[0].URL,
 		Series:      []benchrun.Series{fixed(a1, pool), fixed(a2, moved)},
-		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Timeout: cfg.Timeout}
+		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Requests: cfg.Requests, Timeout: cfg.Timeout}
 	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,5 +112,73 @@ func TestBenchLoadProgress(t *testing.T) {
 	// Not a terminal (a buffer here, a pipe or file in use): no progress at all.
 	if (&app{stderr: &b}).progressLine() != nil {
 		t.Error("progress on a non-terminal")
+	}
+}
+
+// --values sends one request per line, each line in place of {{value}};
+// --format line prints one key=value line; --compare-url loads a second
+// target with the same requests and prints the ratios.
+func TestBenchLoadValuesCompareLine(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path+" "+r.Header.Get("Authorization")]++
+		mu.Unlock()
+	}
+	a := httptest.NewServer(http.HandlerFunc(handler))
+	defer a.Close()
+	var bHits atomic.Int64
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bHits.Add(1)
+		if r.Header.Get("Authorization") == "Bearer t2" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer b.Close()
+	h := newHarness(t)
+	vals := h.write("values.txt", []byte("t1\nt2\r\n\nt3\n"))
+	out := h.must("bench", "load", "--url", a.URL+"/u/{{value}}", "-H", "Authorization: Bearer {{value}}", "--values", vals,
+		"--connections", "1", "--requests", "30", "--duration", "0s", "--warmup", "0s", "--format", "line")
+	if !strings.HasPrefix(out, "connections=1 mode=closed requests=30 ") || !strings.Contains(out, " 2xx=30 ") || strings.Count(out, "\n") != 1 {
+		t.Errorf("line output %q", out)
+	}
+	mu.Lock()
+	for _, v := range []string{"t1", "t2", "t3"} {
+		if n := seen["/u/"+v+" Bearer "+v]; n != 10 {
+			t.Errorf("value %s sent %d times, want 10 (%v)", v, n, seen)
+		}
+	}
+	mu.Unlock()
+
+	out = h.must("bench", "load", "--url", a.URL+"/x", "-H", "Authorization: Bearer {{value}}", "--values", vals,
+		"--compare-url", b.URL, "--connections", "1,2", "--requests", "30", "--duration", "0s", "--warmup", "0s", "--json")
+	var doc loadgen.Document
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if doc.Schema != loadgen.DocumentSchema || len(doc.Series) != 2 || len(doc.Series[1].Steps) != 2 {
+		t.Fatalf("document %+v", doc)
+	}
+	for i, st := range doc.Series[1].Steps {
+		if st.Status.S4xx != 10 || st.Status.S2xx != 20 {
+			t.Errorf("compared target, step %d: %+v (one value in three is refused there)", i, st.Status)
+		}
+	}
+	if bHits.Load() < 60 {
+		t.Errorf("the compared target got %d requests", bHits.Load())
+	}
+	for _, tt := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--url", a.URL, "--values", vals}, "no {{value}}"},
+		{[]string{"--url", a.URL + "/{{value}}", "--values", h.write("empty", []byte("\n\n"))}, "holds no value"},
+		{[]string{"--url", a.URL, "--compare-url", a.URL}, "same host and port"},
+		{[]string{"--url", a.URL, "--compare-url", "https://x"}, "is not http://host"},
+		{[]string{"--url", a.URL, "--compare-url", b.URL, "--format", "line"}, "one target"},
+		{[]string{"--url", a.URL, "--format", "xml"}, "--format must be"},
+	} {
+		expect(t, h.run(append([]string{"bench", "load", "--requests", "1", "--duration", "0s"}, tt.args...)...), ExitUsage, "", tt.err)
 	}
 }
