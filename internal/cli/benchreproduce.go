@@ -34,13 +34,8 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 			strings.Join(names, "\n  ")+"\nSee docs/bench-load.md.")
 	var conns intsFlag
 	fs.Var(&conns, "connections", "`N[,N...]` connection counts (default: the reproduction's own)")
-	duration := fs.Duration("duration", 5*time.Second, "measured time per step and series")
-	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before each step")
 	tokens := fs.Int("tokens", benchrun.DefaultTokens, "distinct tokens, sent in turn (token reproductions)")
-	out := fs.String("out", "", "directory for report.json, profiles and logs (default ./keygate-bench-NAME-TIME)")
-	profile := fs.Bool("profile", false, "save CPU and allocation profiles of each target over the last step, and summarise them")
-	pin := a.pinFlags(fs)
-	asJSON := fs.Bool("json", false, "print the report's JSON instead of the table")
+	pf := a.planFlags(fs, 5*time.Second)
 	rest, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -49,36 +44,65 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 	switch {
 	case !ok:
 		return usageErrorf(fs.Name(), "no reproduction %q (one of %s)", rest[0], strings.Join(names, ", "))
-	case *duration < time.Second:
+	case *pf.duration < time.Second:
 		return usageErrorf(fs.Name(), "--duration must be at least 1s")
-	case *warmup < 0:
+	case *pf.warmup < 0:
 		return usageErrorf(fs.Name(), "--warmup must not be negative")
 	case *tokens <= 0:
 		return usageErrorf(fs.Name(), "--tokens must be positive")
 	}
-	dir, err := a.benchOutDir(*out, rep.Name)
+	return a.runPlan(ctx, fs, pf, rep.Name, "keygate bench reproduce "+strings.Join(args, " "),
+		func(env *benchrun.Env) (*benchrun.Plan, error) {
+			return rep.Plan(env, benchrun.ReproduceOptions{Connections: conns, Warmup: *pf.warmup, Duration: *pf.duration, Tokens: *tokens})
+		})
+}
+
+// planFlags are the flags bench reproduce and bench scenario share.
+type planFlags struct {
+	duration, warmup *time.Duration
+	out              *string
+	profile, asJSON  *bool
+	pin              pinning
+}
+
+func (a *app) planFlags(fs *flagSet, duration time.Duration) *planFlags {
+	return &planFlags{
+		duration: fs.Duration("duration", duration, "measured time per step and series"),
+		warmup:   fs.Duration("warmup", 2*time.Second, "unmeasured time before each step"),
+		out:      fs.String("out", "", "directory for report.json, report.html, profiles and logs (default ./keygate-bench-NAME-TIME)"),
+		profile:  fs.Bool("profile", false, "save CPU and allocation profiles of each target over the last step, and summarise them"),
+		pin:      a.pinFlags(fs),
+		asJSON:   fs.Bool("json", false, "print the report's JSON instead of the table"),
+	}
+}
+
+// runPlan makes the output directory, sets the CPUs, has build make the
+// plan in that environment, runs it and writes the report.
+func (a *app) runPlan(ctx context.Context, fs *flagSet, pf *planFlags, name, command string,
+	build func(*benchrun.Env) (*benchrun.Plan, error)) error {
+	dir, err := a.benchOutDir(*pf.out, name)
 	if err != nil {
 		return err
 	}
-	env, restore, err := a.benchEnv(fs, pin, dir)
+	env, restore, err := a.benchEnv(fs, pf.pin, dir)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	plan, err := rep.Plan(env, benchrun.ReproduceOptions{Connections: conns, Warmup: *warmup, Duration: *duration, Tokens: *tokens})
+	plan, err := build(env)
 	if err != nil {
 		return err
 	}
 	if err := a.raiseFileLimit(slices.Max(plan.Connections)); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "bench reproduce %s: %d steps × %d series of %s + %s warm-up; %s; writing to %s\n",
-		rep.Name, len(plan.Connections), len(plan.Series), *duration, *warmup, env.Describe(), dir)
-	doc, runErr := benchrun.Run(ctx, env, plan, benchrun.Options{Profile: *profile, OutDir: dir,
+	fmt.Fprintf(a.stderr, "%s: %d steps × %d series of %s + %s warm-up; %s; writing to %s\n",
+		command, len(plan.Connections), len(plan.Series), *pf.duration, *pf.warmup, env.Describe(), dir)
+	doc, runErr := benchrun.Run(ctx, env, plan, benchrun.Options{Profile: *pf.profile, OutDir: dir,
 		Progress: a.seriesProgress(), Log: a.stderr})
-	doc.Command = "keygate bench reproduce " + strings.Join(args, " ")
+	doc.Command = command
 	doc.Notes = append(doc.Notes, env.Describe())
-	return errors.Join(runErr, a.writeDocument(doc, dir, *asJSON))
+	return errors.Join(runErr, a.writeDocument(doc, dir, *pf.asJSON))
 }
 
 // pinning is the --target-cpus and --no-pin flags.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,13 +48,8 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	conns := intsFlag{50}
 	fs.Var(&conns, "connections", "`N[,N...]` keep-alive connections, one step each")
 	rate := fs.Float64("rate", 0, "open loop at `R` requests/s (0: closed loop)")
-	duration := fs.Duration("duration", 10*time.Second, "measured time per step and series")
-	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before each step")
 	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect")
-	out := fs.String("out", "", "directory for report.json, profiles and logs (default ./keygate-bench-NAME-TIME)")
-	profile := fs.Bool("profile", false, "save CPU and allocation profiles of each target over the last step, and summarise them")
-	pin := a.pinFlags(fs)
-	asJSON := fs.Bool("json", false, "print the report's JSON instead of the table")
+	pf := a.planFlags(fs, 10*time.Second)
 	rest, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -65,7 +59,7 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	switch {
 	case !ok:
 		return usageErrorf(fs.Name(), "no scenario %q (one of %s)", rest[0], strings.Join(scenarioNames(), ", "))
-	case *duration < time.Second || *warmup < 0 || *timeout <= 0 || *rate < 0:
+	case *pf.duration < time.Second || *pf.warmup < 0 || *timeout <= 0 || *rate < 0:
 		return usageErrorf(fs.Name(), "--duration must be at least 1s; --warmup, --rate not negative; --timeout positive")
 	case o.Tokens <= 0 || o.Batch <= 0:
 		return usageErrorf(fs.Name(), "--tokens and --batch must be positive")
@@ -85,53 +79,36 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	if o.ExtraConfig, err = readOptional(*extra); err != nil {
 		return err
 	}
-	dir, err := a.benchOutDir(*out, sc.Name)
-	if err != nil {
-		return err
-	}
-	env, restore, err := a.benchEnv(fs, pin, dir)
-	if err != nil {
-		return err
-	}
-	defer restore()
-	plan := &benchrun.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
-		Connections: conns, Rate: *rate, Warmup: *warmup, Duration: *duration, Timeout: *timeout}
-	if err := a.addSeries(plan, env, sc, o); err != nil {
-		return err
-	}
-	if *compareConfig != "" || *compareTarget != "" {
-		o2 := o
-		o2.SeriesName = "compare"
-		if *compareTarget != "" {
-			o2.Target, o2.Admin = *compareTarget, *compareAdmin
-		} else {
-			more, err := readOptional(*compareConfig)
-			if err != nil {
-				return err
+	return a.runPlan(ctx, fs, pf, sc.Name, "keygate bench scenario "+strings.Join(args, " "),
+		func(env *benchrun.Env) (*benchrun.Plan, error) {
+			plan := &benchrun.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
+				Connections: conns, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
+			if err := addSeries(plan, env, sc, o); err != nil {
+				return nil, err
 			}
-			o2.ExtraConfig += more
-			o2.SeriesName = strings.TrimSuffix(filepath.Base(*compareConfig), filepath.Ext(*compareConfig))
-		}
-		if o2.SeriesName == plan.Series[0].Name {
-			o2.SeriesName += "-2"
-		}
-		if err := a.addSeries(plan, env, sc, o2); err != nil {
-			return err
-		}
-	}
-	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stderr, "bench scenario %s: %d steps × %d series of %s + %s warm-up; %s; writing to %s\n",
-		sc.Name, len(conns), len(plan.Series), *duration, *warmup, env.Describe(), dir)
-	doc, runErr := benchrun.Run(ctx, env, plan, benchrun.Options{Profile: *profile, OutDir: dir,
-		Progress: a.seriesProgress(), Log: a.stderr})
-	doc.Command = "keygate bench scenario " + strings.Join(args, " ")
-	doc.Notes = append(doc.Notes, env.Describe())
-	return errors.Join(runErr, a.writeDocument(doc, dir, *asJSON))
+			if *compareConfig == "" && *compareTarget == "" {
+				return plan, nil
+			}
+			o2 := o
+			o2.SeriesName = "compare"
+			if *compareTarget != "" {
+				o2.Target, o2.Admin = *compareTarget, *compareAdmin
+			} else {
+				more, err := readOptional(*compareConfig)
+				if err != nil {
+					return nil, err
+				}
+				o2.ExtraConfig += more
+				o2.SeriesName = strings.TrimSuffix(filepath.Base(*compareConfig), filepath.Ext(*compareConfig))
+			}
+			if o2.SeriesName == plan.Series[0].Name {
+				o2.SeriesName += "-2"
+			}
+			return plan, addSeries(plan, env, sc, o2)
+		})
 }
 
-func (a *app) addSeries(plan *benchrun.Plan, env *benchrun.Env, sc benchrun.Scenario, o benchrun.ScenarioOptions) error {
+func addSeries(plan *benchrun.Plan, env *benchrun.Env, sc benchrun.Scenario, o benchrun.ScenarioOptions) error {
 	s, notes, err := sc.Series(env, o)
 	if err != nil {
 		return err
