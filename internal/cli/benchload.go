@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -59,7 +60,7 @@ func (l *intsFlag) Set(v string) error {
 // benchLoad is 'keygate bench load': an HTTP load generator.
 func (a *app) benchLoad(ctx context.Context, args []string) error {
 	fs := a.flags("keygate bench load", "--url URL [--method M] [-H 'Name: value']... [--body S | --body-file F]\n"+
-		"    [--connections N[,N...]] [--rate R] [--duration D] [--warmup D] [--requests N] [--timeout D] [--json]",
+		"    [--connections N[,N...]] [--rate R[,R...]] [--duration D] [--warmup D] [--requests N] [--timeout D] [--json]",
 		"Sends one request, over and over, on N keep-alive HTTP/1.1 connections and reports\n"+
 			"requests/s, latency percentiles, errors by kind (connect, read, write, timeout, parse),\n"+
 			"non-2xx answers and the generator's own CPU use. Without --rate it runs closed loop, like\n"+
@@ -75,7 +76,9 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	bodyFile := fs.String("body-file", "", "read the request body from `FILE`")
 	conns := intsFlag{50}
 	fs.Var(&conns, "connections", "`N[,N...]` keep-alive connections; each count is a step, run in turn")
-	rate := fs.Float64("rate", 0, "open loop: `requests/s` over all connections (0: closed loop)")
+	rates := floatsFlag{0}
+	fs.Var(&rates, "rate", "open loop: `R[,R...]` requests/s over all connections (0: closed loop); several rates are\n"+
+		"steps, each run at every connection count")
 	duration := fs.Duration("duration", 10*time.Second, "measured time per step (0: --requests alone bounds it)")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured time before each step's measurement")
 	requests := fs.Int64("requests", 0, "stop each step after `N` measured requests (0: no bound)")
@@ -97,8 +100,8 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--url is required")
 	case fs.isSet("body") && fs.isSet("body-file"):
 		return usageErrorf(fs.Name(), "--body and --body-file exclude each other")
-	case *rate < 0:
-		return usageErrorf(fs.Name(), "--rate must not be negative")
+	case *compareURL != "" && len(rates) > 1:
+		return usageErrorf(fs.Name(), "--compare-url takes one --rate")
 	case *duration < 0 || *warmup < 0 || *requests < 0:
 		return usageErrorf(fs.Name(), "--duration, --warmup and --requests must not be negative")
 	case *duration == 0 && *requests == 0:
@@ -112,7 +115,7 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	}
 	cfg := loadgen.Config{
 		Request: loadgen.Request{Method: *method, URL: *url, Header: headers, Body: []byte(*body)},
-		Rate:    *rate, Warmup: *warmup, Duration: *duration, Requests: *requests, Timeout: *timeout,
+		Rate:    rates[0], Warmup: *warmup, Duration: *duration, Requests: *requests, Timeout: *timeout,
 	}
 	if err := cfg.Request.Validate(); err != nil {
 		return usageErrorf(fs.Name(), "%v", err)
@@ -133,34 +136,54 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	if *compareURL != "" {
 		return a.compareLoad(ctx, fs, cfg, conns, *compareURL, *format == "json")
 	}
-	raised, before, after, err := loadgen.EnsureFileLimit(slices.Max(conns))
-	if err != nil {
+	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
-	}
-	if raised {
-		fmt.Fprintf(a.stderr, "bench load: raised the open-file limit (RLIMIT_NOFILE) from %d to %d for %d connections\n",
-			before, after, slices.Max(conns))
 	}
 	progress := a.progressLine()
 	var steps []*loadgen.Result
 	for _, n := range conns {
-		step := cfg
-		step.Connections = n
-		if progress != nil {
-			step.Progress = func(p loadgen.Progress) { progress(n, p) }
-		}
-		res, err := loadgen.Run(ctx, step)
-		if progress != nil {
-			fmt.Fprint(a.stderr, "\r\033[K")
-		}
-		if res != nil {
-			steps = append(steps, res)
-		}
-		if err != nil {
-			return errors.Join(a.writeLoad(cfg, steps, *format), err)
+		for _, r := range rates {
+			step := cfg
+			step.Connections, step.Rate = n, r
+			if progress != nil {
+				step.Progress = func(p loadgen.Progress) { progress(n, p) }
+			}
+			res, err := loadgen.Run(ctx, step)
+			if progress != nil {
+				fmt.Fprint(a.stderr, "\r\033[K")
+			}
+			if res != nil {
+				steps = append(steps, res)
+			}
+			if err != nil {
+				return errors.Join(a.writeLoad(cfg, steps, *format), err)
+			}
 		}
 	}
 	return a.writeLoad(cfg, steps, *format)
+}
+
+// floatsFlag is a comma-separated list of numbers, none negative.
+type floatsFlag []float64
+
+func (l *floatsFlag) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *floatsFlag) Set(v string) error {
+	*l = nil
+	for f := range strings.SplitSeq(v, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return fmt.Errorf("%q is not a rate (a number, 0 or more)", f)
+		}
+		*l = append(*l, x)
+	}
+	return nil
 }
 
 func (a *app) writeLoad(cfg loadgen.Config, steps []*loadgen.Result, format string) error {

@@ -70,6 +70,17 @@ func TestBenchLoad(t *testing.T) {
 	if posts.Load() != 20 || bad.Load() != 0 {
 		t.Errorf("%d posts, %d not as sent", posts.Load(), bad.Load())
 	}
+
+	// A sweep over rates: one step per rate at each connection count.
+	out = h.must("bench", "load", "--url", ts.URL+"/", "--connections", "2", "--rate", "100,200", "--requests", "10",
+		"--duration", "0s", "--warmup", "0s", "--json")
+	rep = loadgen.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Steps) != 2 || rep.Steps[0].TargetRate != 100 || rep.Steps[1].TargetRate != 200 || rep.Steps[1].Mode != loadgen.ModeOpen {
+		t.Errorf("rate sweep: %d steps %+v", len(rep.Steps), rep.Steps)
+	}
 }
 
 func TestBenchLoadUsage(t *testing.T) {
@@ -86,7 +97,8 @@ func TestBenchLoadUsage(t *testing.T) {
 		{[]string{"--url", "http://x/", "-H", "NoColon"}, "is not \"Name: value\""},
 		{[]string{"--url", "http://x/", "-H", "Content-Length: 3"}, "set by the generator"},
 		{[]string{"--url", "http://x/", "--body", "a", "--body-file", "f"}, "exclude each other"},
-		{[]string{"--url", "http://x/", "--rate", "-1"}, "--rate"},
+		{[]string{"--url", "http://x/", "--rate", "-1"}, `"-1" is not a rate`},
+		{[]string{"--url", "http://x/", "--rate", "1,2", "--compare-url", "http://y/"}, "takes one --rate"},
 		{[]string{"--url", "http://x/", "--duration", "0s"}, "--duration, --requests or both"},
 		{[]string{"--url", "http://x/", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"--url", "http://x/", "extra"}, "unexpected argument"},
