@@ -230,6 +230,9 @@ func EndSpan(span trace.Span, frontend, method string, dec *Decision) {
 }
 
 func setDecision(span trace.Span, frontend, method string, dec *Decision) {
+	if !span.IsRecording() {
+		return // an unsampled trace: no attributes to build
+	}
 	decision := "deny"
 	if dec.Allowed() {
 		decision = "allow"

@@ -76,12 +76,14 @@ func (s *Service) observed(endpoint, grant string, h http.HandlerFunc) http.Hand
 				result = http.StatusText(o.status) // not reached by the handlers, which answer OAuth errors
 			}
 		}
-		if span != nil {
+		if span != nil && span.IsRecording() {
 			span.SetAttributes(telemetry.AttrGrant.String(o.grant), telemetry.AttrResult.String(result),
 				telemetry.AttrStatus.Int(o.status), telemetry.AttrMethod.String(r.Method))
 			if o.status >= http.StatusInternalServerError {
 				telemetry.Fail(span, result)
 			}
+		}
+		if span != nil {
 			span.End()
 		}
 		if s.cfg.Observe != nil {

@@ -59,8 +59,9 @@ const (
 
 // Tracer starts keygate's root spans. A nil *Tracer is tracing off.
 type Tracer struct {
-	tr   trace.Tracer
-	prop propagation.TraceContext
+	tr     trace.Tracer
+	prop   propagation.TraceContext
+	server []trace.SpanStartOption // built once: an option per call would allocate
 }
 
 // NewTracer returns a Tracer on tp; nil for a nil tp.
@@ -68,7 +69,7 @@ func NewTracer(tp trace.TracerProvider) *Tracer {
 	if tp == nil {
 		return nil
 	}
-	return &Tracer{tr: tp.Tracer(TracerName)}
+	return &Tracer{tr: tp.Tracer(TracerName), server: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}}
 }
 
 // On reports whether t starts spans.
@@ -79,10 +80,10 @@ func (t *Tracer) On() bool { return t != nil }
 // malformed or missing traceparent is ignored, and the span begins a trace
 // of its own.
 func (t *Tracer) StartServer(ctx context.Context, name string, h http.Header) (context.Context, trace.Span) {
-	if h != nil {
+	if len(h["Traceparent"]) > 0 {
 		ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
 	}
-	return t.tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	return t.tr.Start(ctx, name, t.server...)
 }
 
 // Start starts an internal span named name, a child of ctx's span if any:
