@@ -61,8 +61,8 @@ func BenchmarkForwardAuthTracing(b *testing.B) {
 		{PathPrefix: "/admin", Scopes: []string{"admin"}},
 		{PathPrefix: "/"},
 	}
-	f := newFixture(b, routes, "")
-	tok := sign(b, f.signerA, nil)
+	signer := newSigner(b, "a1")
+	tok := sign(b, signer, nil)
 	for _, tc := range []struct {
 		name    string
 		sampler sdktrace.Sampler // nil: tracing off
@@ -78,7 +78,7 @@ func BenchmarkForwardAuthTracing(b *testing.B) {
 				b.Cleanup(func() { tp.Shutdown(context.Background()) })
 				tracer = telemetry.NewTracer(tp)
 			}
-			h, err := NewForwardAuth(ForwardAuthConfig{Verifier: f.handler.verifier, Routes: routes,
+			h, err := NewForwardAuth(ForwardAuthConfig{Verifier: tracedPipeline(b, signer, tracer != nil), Routes: routes,
 				Headers: []string{"X-Auth-Subject", "X-Auth-Scopes", "X-Auth-Tenant", "X-Auth-Roles"}, Tracer: tracer})
 			if err != nil {
 				b.Fatal(err)

@@ -61,15 +61,8 @@ func newTraced(t testing.TB, sampler sdktrace.Sampler) *traced {
 		t.Cleanup(func() { tp.Shutdown(context.Background()) })
 		tracer = telemetry.NewTracer(tp)
 	}
-	p, err := verify.New(verify.Config{
-		Policies: []verify.Policy{{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(f.signer.Key())),
-			Algorithms: []jose.Alg{jose.ES256}, Audiences: []string{"api"},
-			Headers: []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}}}},
-		Now: func() time.Time { return testNow },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := tracedPipeline(t, f.signer, sampler != nil)
+	var err error
 	if f.auth, err = NewForwardAuth(ForwardAuthConfig{Verifier: p, Headers: []string{"X-Auth-Subject"}, Tracer: tracer}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +73,23 @@ func newTraced(t testing.TB, sampler sdktrace.Sampler) *traced {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// tracedPipeline is a pipeline trusting signer's key for issuer A, mapping
+// X-Auth-Subject, traced when traced is set.
+func tracedPipeline(t testing.TB, signer *jose.Signer, traced bool) *verify.Pipeline {
+	t.Helper()
+	p, err := verify.New(verify.Config{
+		Policies: []verify.Policy{{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(signer.Key())),
+			Algorithms: []jose.Alg{jose.ES256}, Audiences: []string{"api"},
+			Headers: []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}}}},
+		Now:    func() time.Time { return testNow },
+		Traced: traced,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // span is what a test asserts of an exported span.

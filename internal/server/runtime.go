@@ -87,6 +87,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		MaxTokenSize: cfg.MaxTokenSize,
 		Now:          s.cfg.Now,
 		Observe:      s.observe,
+		Traced:       s.tracer != nil,
 	})
 	if err != nil {
 		return nil, err

@@ -45,6 +45,10 @@ type Config struct {
 	// accepted; for latency metrics. ctx is the request's, for a trace id
 	// as exemplar. It must not block.
 	Observe func(ctx context.Context, alg jose.Alg, d time.Duration, accepted bool)
+	// Traced gives the cache lookup and each full verification of a
+	// request under a recording span a child span (keygate.cache,
+	// keygate.verify). Off, Verify does not even look for a span.
+	Traced bool
 }
 
 // Result is an accepted token. It is immutable and shared between all the
@@ -76,6 +80,7 @@ type Pipeline struct {
 	parser   *jose.Parser
 	now      func() time.Time
 	observe  func(context.Context, jose.Alg, time.Duration, bool)
+	traced   bool
 
 	onVerify func() // test hook: called once per full verification
 }
@@ -91,6 +96,7 @@ func New(cfg Config) (*Pipeline, error) {
 		maxSize:  cfg.MaxTokenSize,
 		now:      cfg.Now,
 		observe:  cfg.Observe,
+		traced:   cfg.Traced,
 	}
 	for i := range cfg.Policies {
 		c, err := compile(&cfg.Policies[i])
@@ -134,8 +140,8 @@ func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	}
 	s, h := p.cache.locate(token)
 	now := p.now().UnixNano()
-	if trace.SpanFromContext(ctx).IsRecording() {
-		return p.traced(ctx, s, h, token, now)
+	if p.traced && trace.SpanFromContext(ctx).IsRecording() {
+		return p.verifyTraced(ctx, s, h, token, now)
 	}
 	if e := s.get(h, token); e != nil {
 		if res, err := p.hit(s, e, now); res != nil || err != nil {
@@ -145,11 +151,11 @@ func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	return p.miss(ctx, s, h, token, now)
 }
 
-// traced is Verify under a recording span: the cache lookup and, on a
+// verifyTraced is Verify under a recording span: the cache lookup and, on a
 // miss, the verification each get a child span (see telemetry's Tracing),
 // with the cache hit, the reason of a refusal, and the issuer, kid and alg
 // of an accepted token; never the token or a claim value.
-func (p *Pipeline) traced(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
+func (p *Pipeline) verifyTraced(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
 	_, span := telemetry.StartChild(ctx, telemetry.SpanCache, trace.SpanKindInternal)
 	var res *Result
 	var err error
@@ -336,9 +342,13 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	set := pol.keys.Current()
 	key, err := resolve(set, kid, alg)
 	if errors.Is(err, jose.ErrUnknownKID) {
-		rctx, span := telemetry.StartChild(ctx, telemetry.SpanKeyRefetch, trace.SpanKindInternal)
-		set = pol.keys.Refetch(rctx)
-		span.End()
+		if p.traced {
+			rctx, span := telemetry.StartChild(ctx, telemetry.SpanKeyRefetch, trace.SpanKindInternal)
+			set = pol.keys.Refetch(rctx)
+			span.End()
+		} else {
+			set = pol.keys.Refetch(ctx)
+		}
 		key, err = resolve(set, kid, alg)
 		if errors.Is(err, jose.ErrUnknownKID) && pol.keys.Status().LastError != nil {
 			return ErrKeysUnavailable
