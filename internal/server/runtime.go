@@ -307,6 +307,9 @@ func (s *Server) reload(ctx context.Context) error {
 	if cfg.TLS != prev.cfg.TLS || cfg.AdminTLS != prev.cfg.AdminTLS {
 		s.log.Warn("tls or admin_tls changed in the configuration file; it takes effect on restart (the files they name are read again whenever their content changes)")
 	}
+	if !reflect.DeepEqual(cfg.Tracing, prev.cfg.Tracing) {
+		s.log.Warn("tracing changed in the configuration file; it takes effect on restart")
+	}
 	if cfg.EnvoyGRPCListen != prev.cfg.EnvoyGRPCListen || cfg.EnvoyGRPCReflection != prev.cfg.EnvoyGRPCReflection {
 		s.log.Warn("envoy_grpc_listen or envoy_grpc_reflection changed in the configuration file; it takes effect on restart")
 		cfg.EnvoyGRPCListen, cfg.EnvoyGRPCReflection = prev.cfg.EnvoyGRPCListen, prev.cfg.EnvoyGRPCReflection

@@ -10,22 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Tracing
-//
-// keygate's spans are started through a *Tracer held by each front end and
-// background job that begins a trace (forward-auth, the proxy, ext_authz,
-// the token service, JWKS refreshes); a nil *Tracer starts nothing and
-// costs nothing, so that the request path allocates nothing with tracing
-// off. Code below them (verification, the cache, key refetches, Redis)
-// starts child spans with StartChild, which uses the parent span's own
-// provider and does nothing unless that span is recording: it needs no
-// tracer of its own, and costs one context lookup when tracing is off.
-//
-// Attributes name what was decided and by which key, never what a token
-// says: front end, decision, reason, issuer, kid, alg, cache hit. No
-// token, claim value other than the issuer, key or secret is ever set on
-// a span, an event or a status.
-
 // TracerName is the instrumentation scope of keygate's spans.
 const TracerName = "github.com/keygate/keygate"
 
@@ -58,6 +42,22 @@ const (
 )
 
 // Tracer starts keygate's root spans. A nil *Tracer is tracing off.
+//
+// keygate's spans are started through a *Tracer held by each front end and
+// background job that begins a trace (forward-auth, the proxy, ext_authz,
+// the token service, JWKS refreshes); a nil *Tracer starts nothing and
+// costs nothing, so that the request path allocates nothing with tracing
+// off. Code below them (verification, the cache, key refetches, store
+// calls, Redis) starts child spans with StartChild, which uses the parent
+// span's own provider and does nothing unless that span is recording: it
+// needs no tracer of its own. It is told to trace, or wrapped, only when
+// tracing is on (verify.Config.Traced, node.Config.Traced), so that off it
+// does not even look for a span.
+//
+// Attributes name what was decided and by which key, never what a token
+// says: front end, decision, reason, issuer, kid, alg, cache hit. No
+// token, claim value other than the issuer, key or secret is ever set on
+// a span, an event or a status.
 type Tracer struct {
 	tr     trace.Tracer
 	prop   propagation.TraceContext
