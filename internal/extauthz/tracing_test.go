@@ -10,6 +10,7 @@ import (
 
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/verify"
 )
 
 // TestCheckTracing: over forward-auth's case table, each Check is a
@@ -19,12 +20,13 @@ import (
 // span, attribute, event or status holds 16 characters of any token the
 // table sends.
 func TestCheckTracing(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, func(c *verify.Config) { c.Traced = true })
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	svc := New(Config{Decider: func() *gateway.Decider { return f.decider }, Tracer: telemetry.NewTracer(tp)})
 	const trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	seen := map[string]bool{}
 	for _, tc := range f.cases(t) {
 		for _, tp := range []struct {
 			name, value string
@@ -59,6 +61,9 @@ func TestCheckTracing(t *testing.T) {
 				if len(spans) == 0 {
 					t.Fatal("no span")
 				}
+				for _, s := range spans {
+					seen[s.Name] = true
+				}
 				root := spans[len(spans)-1]
 				if root.Name != telemetry.SpanExtAuthz {
 					t.Fatalf("last span %s, want %s", root.Name, telemetry.SpanExtAuthz)
@@ -84,9 +89,13 @@ func TestCheckTracing(t *testing.T) {
 						t.Errorf("%s = %q, want %q", k, attrs[k], v)
 					}
 				}
+				ids := map[string]bool{root.SpanContext.SpanID().String(): true}
 				for _, s := range spans[:len(spans)-1] {
-					if s.SpanContext.TraceID() != root.SpanContext.TraceID() || !s.Parent.IsValid() {
-						t.Errorf("%s is not in %s's trace", s.Name, root.Name)
+					ids[s.SpanContext.SpanID().String()] = true
+				}
+				for _, s := range spans[:len(spans)-1] {
+					if s.SpanContext.TraceID() != root.SpanContext.TraceID() || !ids[s.Parent.SpanID().String()] {
+						t.Errorf("%s is not under %s", s.Name, root.Name)
 					}
 				}
 				leaks := func(where, v string) {
@@ -111,6 +120,13 @@ func TestCheckTracing(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+	// The table's valid tokens are verified, then found in the cache; a
+	// kid no key has makes the pipeline refetch the keys.
+	for _, name := range []string{telemetry.SpanCache, telemetry.SpanVerify, telemetry.SpanKeyRefetch} {
+		if !seen[name] {
+			t.Errorf("no %s span under any check", name)
 		}
 	}
 }
