@@ -106,6 +106,40 @@ type Config struct {
 	// AccessLog writes one JSON line per gateway decision (forward-auth,
 	// the proxy, Envoy's ext_authz). Read at start, like TokenService.
 	AccessLog AccessLog `yaml:"access_log"`
+	// Tracing exports OpenTelemetry traces over OTLP; off by default. The
+	// standard OTEL_* environment variables apply too, and win over this
+	// section. Read at start, like TokenService.
+	Tracing Tracing `yaml:"tracing"`
+}
+
+// Tracing is the tracing section: OpenTelemetry spans for forward-auth,
+// the proxy, ext_authz, the token service and JWKS fetches, exported over
+// OTLP. Spans never carry a token, a claim value other than the issuer, a
+// key or a secret. The exporter's headers (an API key, for one) come only
+// from OTEL_EXPORTER_OTLP_HEADERS or OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+// never from this file.
+type Tracing struct {
+	// Enabled turns tracing on; so do OTEL_TRACES_EXPORTER=otlp and an
+	// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT in
+	// the environment, and OTEL_SDK_DISABLED=true or
+	// OTEL_TRACES_EXPORTER=none turns it off whatever this says.
+	Enabled bool `yaml:"enabled"`
+	// Endpoint is the collector's URL: http:// for plaintext, https:// for
+	// TLS (default: the OTLP default for the protocol,
+	// http://localhost:4318 or localhost:4317).
+	Endpoint string `yaml:"endpoint"`
+	// Protocol is grpc or http/protobuf (the default, as OTLP's).
+	Protocol string `yaml:"protocol"`
+	// SampleRatio is the share of traces started here that are sampled, 0
+	// to 1 (default 1); a request with a traceparent follows its parent's
+	// decision. OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG win over it.
+	SampleRatio *float64 `yaml:"sample_ratio"`
+	// CAFile holds the CA certificates (PEM) an https Endpoint is checked
+	// against, instead of the system's.
+	CAFile string `yaml:"ca_file"`
+	// ServiceName is the service.name of the spans (default keygate);
+	// OTEL_SERVICE_NAME wins over it.
+	ServiceName string `yaml:"service_name"`
 }
 
 // AccessLog is the access_log section: a line per decision with time,
@@ -589,10 +623,29 @@ func (c *Config) Validate() error {
 	if c.AdminTLS.ClientCAFile != "" && !c.AdminTLS.TLS.Enabled() {
 		bad("admin_tls.client_ca_file", "needs admin_tls.cert_file and admin_tls.key_file: client certificates are asked for in the TLS handshake")
 	}
+	c.Tracing.validate("tracing", bad)
 	if c.AdminTLS.Enabled() && c.AdminListen == "off" {
 		bad("admin_tls", "is set but the admin listener is off (admin_listen: off)")
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the tracing section's values; whether the collector
+// answers is not checked: a dead collector never stops keygate.
+func (t Tracing) validate(field string, bad func(field, format string, args ...any)) {
+	switch t.Protocol {
+	case "", "grpc", "http/protobuf":
+	default:
+		bad(field+".protocol", "must be grpc or http/protobuf, not %q", t.Protocol)
+	}
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(field+".endpoint", "must be an http:// or https:// URL")
+		}
+	}
+	if r := t.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+		bad(field+".sample_ratio", "must be between 0 and 1, not %v", *r)
+	}
 }
 
 // validate checks that a certificate comes with its key and a key with its

@@ -43,6 +43,8 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/telemetry"
 )
@@ -80,6 +82,9 @@ type Config struct {
 	// Service makes itself (the Decider counts its own decisions).
 	Metrics *telemetry.Decisions
 	Logger  *slog.Logger // nil discards logs
+	// Tracer, if set, traces each check (keygate.ext_authz) as a child of
+	// the traceparent among the CheckRequest's headers.
+	Tracer *telemetry.Tracer
 }
 
 // Service implements envoy.service.auth.v3.Authorization.
@@ -88,6 +93,7 @@ type Service struct {
 	decider func() *gateway.Decider
 	metrics *telemetry.Decisions
 	log     *slog.Logger
+	tracer  *telemetry.Tracer
 	names   atomic.Pointer[claimNames] // of the last decider seen
 }
 
@@ -95,7 +101,7 @@ var _ authv3.AuthorizationServer = (*Service)(nil)
 
 // New returns a Service.
 func New(cfg Config) *Service {
-	s := &Service{decider: cfg.Decider, metrics: cfg.Metrics, log: cfg.Logger}
+	s := &Service{decider: cfg.Decider, metrics: cfg.Metrics, log: cfg.Logger, tracer: cfg.Tracer}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +150,12 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		path = path[:i]
 	}
 	start := d.AccessStart()
+	var span trace.Span // nil: tracing off
+	if s.tracer != nil {
+		// The trace context of the request Envoy asks about, not of
+		// the gRPC call: Envoy's own span, when it traces, is in both.
+		ctx, span = s.tracer.StartServer(ctx, telemetry.SpanExtAuthz, h)
+	}
 	dec := d.Decide(ctx, hr.GetMethod(), hr.GetHost(), path, h)
 	if dec.Reason == "ambiguous_path" {
 		// Forward-auth answers 403 because nginx turns a 400 from
@@ -151,14 +163,17 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		dec.Status = http.StatusBadRequest
 	}
 	d.LogAccess(FrontEnd, hr.GetMethod(), hr.GetHost(), path, h, &dec, start)
+	if span != nil {
+		gateway.EndSpan(span, FrontEnd, hr.GetMethod(), &dec)
+	}
 	if dec.Allowed() {
 		return s.allow(d, &dec), nil
 	}
 	return denied(&dec), nil
 }
 
-// credentialHeaders returns the request's Authorization, Cookie and
-// traceparent headers (Envoy sends header names in lower case, and joins
+// credentialHeaders returns the request's Authorization, Cookie,
+// traceparent and tracestate headers (Envoy sends header names in lower case, and joins
 // repeated headers with ","; or, with encode_raw_headers, lists each in
 // header_map).
 func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
@@ -169,8 +184,10 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 			h["Authorization"] = append(h["Authorization"], v)
 		case strings.EqualFold(k, "cookie"):
 			h["Cookie"] = append(h["Cookie"], v)
-		case strings.EqualFold(k, "traceparent"): // for the access log's trace id
+		case strings.EqualFold(k, "traceparent"): // for the access log's trace id and the span's parent
 			h["Traceparent"] = append(h["Traceparent"], v)
+		case strings.EqualFold(k, "tracestate"):
+			h["Tracestate"] = append(h["Tracestate"], v)
 		}
 	}
 	if hm := hr.GetHeaderMap(); hm != nil {

@@ -70,7 +70,7 @@ type fixture struct {
 	forward *gateway.ForwardAuth // the same pipeline behind nginx's forward-auth
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB, opts ...func(*verify.Config)) *fixture {
 	t.Helper()
 	f := &fixture{signers: map[string]*jose.Signer{}, revoked: revoke.NewMemory(), metrics: telemetry.New()}
 	rsa1, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -104,7 +104,7 @@ func newFixture(t testing.TB) *fixture {
 	for _, n := range []string{"RS256", "PS256", "ES256", "ES384", "EdDSA"} {
 		aKeys = append(aKeys, f.signers[n].Key())
 	}
-	f.pipe, err = verify.New(verify.Config{
+	vcfg := verify.Config{
 		Policies: []verify.Policy{
 			{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(aKeys...)),
 				Algorithms: []jose.Alg{jose.RS256, jose.PS256, jose.ES256, jose.ES384, jose.EdDSA}, Audiences: []string{"api"}, Headers: claimHeaders},
@@ -115,7 +115,11 @@ func newFixture(t testing.TB) *fixture {
 		},
 		Revocation: f.revoked,
 		Now:        func() time.Time { return testNow },
-	})
+	}
+	for _, o := range opts {
+		o(&vcfg)
+	}
+	f.pipe, err = verify.New(vcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
 )
@@ -56,6 +58,7 @@ type ForwardAuthConfig struct {
 	Metrics   *telemetry.Decisions // optional
 	Logger    *slog.Logger         // optional
 	AccessLog *AccessLog           // optional: a line per decision
+	Tracer    *telemetry.Tracer    // optional: a span per decision
 }
 
 // NewForwardAuth builds the handler. Under the auto preset, rules that
@@ -79,7 +82,7 @@ func NewForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 // which matches on the request's own Host.
 func newForwardAuth(cfg ForwardAuthConfig) (*ForwardAuth, error) {
 	d, err := NewDecider(DeciderConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie, Headers: cfg.Headers,
-		Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog})
+		Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +108,11 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	start := f.access.start()
+	ctx := r.Context()
+	var span trace.Span // nil: tracing off
+	if f.tracer != nil {
+		ctx, span = f.tracer.StartServer(ctx, telemetry.SpanAuth, r.Header)
+	}
 	method, host, path, problem := f.fwd.target(r)
 	var dec Decision
 	if problem != "" {
@@ -112,9 +120,12 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// 401 and 403 into a 500 for the client.
 		dec = f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
 	} else {
-		dec = f.Decide(r.Context(), method, host, path, r.Header)
+		dec = f.Decide(ctx, method, host, path, r.Header)
 	}
 	f.write(w, dec)
+	if span != nil {
+		EndSpan(span, telemetry.FrontForwardAuth, method, &dec)
+	}
 	f.access.write(telemetry.FrontForwardAuth, method, host, path, r.Header, &dec, start)
 }
 
@@ -134,6 +145,7 @@ type Decider struct {
 	metrics  *telemetry.Decisions
 	log      *slog.Logger
 	access   *AccessLog
+	tracer   *telemetry.Tracer
 }
 
 // DeciderConfig configures a Decider; the fields are ForwardAuthConfig's.
@@ -145,6 +157,7 @@ type DeciderConfig struct {
 	Metrics   *telemetry.Decisions // optional
 	Logger    *slog.Logger         // optional
 	AccessLog *AccessLog           // optional
+	Tracer    *telemetry.Tracer    // optional
 }
 
 // NewDecider builds a Decider.
@@ -157,7 +170,7 @@ func NewDecider(cfg DeciderConfig) (*Decider, error) {
 		return nil, err
 	}
 	d := &Decider{verifier: cfg.Verifier, routes: rt, cookie: cfg.Cookie, headers: canonical(cfg.Headers),
-		metrics: cfg.Metrics, log: cfg.Logger, access: cfg.AccessLog}
+		metrics: cfg.Metrics, log: cfg.Logger, access: cfg.AccessLog, tracer: cfg.Tracer}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -203,6 +216,42 @@ func (d *Decider) LogAccess(frontend, method, host, path string, h http.Header, 
 // AccessStart is when a decision begins, for LogAccess: the zero time,
 // without a clock read, when there is no access log.
 func (d *Decider) AccessStart() time.Time { return d.access.start() }
+
+// Tracer is the Decider's tracer; nil when tracing is off.
+func (d *Decider) Tracer() *telemetry.Tracer { return d.tracer }
+
+// EndSpan sets a decision's attributes on span and ends it: the front end,
+// the method, the decision and its reason, the status, and for a verified
+// token its issuer, kid and alg; never the token or another claim. A 503
+// (no verdict: verification itself failed) marks the span failed.
+func EndSpan(span trace.Span, frontend, method string, dec *Decision) {
+	setDecision(span, frontend, method, dec)
+	span.End()
+}
+
+func setDecision(span trace.Span, frontend, method string, dec *Decision) {
+	if !span.IsRecording() {
+		return // an unsampled trace: no attributes to build
+	}
+	decision := "deny"
+	if dec.Allowed() {
+		decision = "allow"
+	}
+	span.SetAttributes(telemetry.AttrFrontend.String(frontend), telemetry.AttrMethod.String(method),
+		telemetry.AttrDecision.String(decision), telemetry.AttrStatus.Int(dec.Status))
+	if dec.Reason != "" {
+		span.SetAttributes(telemetry.AttrReason.String(dec.Reason))
+	}
+	if r := dec.Result; r != nil {
+		span.SetAttributes(telemetry.AttrIssuer.String(r.Issuer), telemetry.AttrKeyID.String(r.KeyID))
+		if r.Token != nil {
+			span.SetAttributes(telemetry.AttrAlg.String(r.Token.Header.Alg.String()))
+		}
+	}
+	if dec.Status >= http.StatusInternalServerError {
+		telemetry.Fail(span, dec.Reason)
+	}
+}
 
 // ClaimHeaders lists every claim header the Decider's issuers may set,
 // canonical; an allowed request's values come from HeaderValue.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
 )
@@ -41,6 +43,10 @@ type ProxyConfig struct {
 	Metrics   *telemetry.Decisions
 	Logger    *slog.Logger
 	AccessLog *AccessLog // optional: a line per decision
+	// Tracer, if set, traces each request (keygate.proxy, and
+	// keygate.upstream around the upstream's answer) and sends the
+	// upstream a traceparent naming keygate's span.
+	Tracer *telemetry.Tracer
 }
 
 // NewTransport returns the upstream transport: keep-alive pools sized for a
@@ -65,7 +71,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		return nil, errors.New("gateway: the proxy needs at least one route")
 	}
 	auth, err := newForwardAuth(ForwardAuthConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie,
-		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog})
+		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +92,8 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 }
 
 func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i int) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
+	tracing := p.auth.tracer != nil
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d, _ := pr.In.Context().Value(decisionKey{}).(*decision)
 			if d != nil {
@@ -110,17 +117,35 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 			// the incoming one, a client could have them removed by
 			// naming them in Connection.
 			p.setClaims(pr.Out.Header, d)
+			if tracing {
+				// The upstream's spans become children of keygate's;
+				// with tracing off, the client's trace context passes
+				// through as any other header.
+				telemetry.Inject(pr.In.Context(), pr.Out.Header)
+			}
 		},
 		Transport:     tr,
 		FlushInterval: -1, // stream: flush every write (server-sent events, long polls)
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("upstream failed", "route", i, "upstream", u.Host, "err", err)
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				telemetry.Fail(span, "upstream_failed")
+			}
 			if errors.Is(err, context.Canceled) {
 				return // the client went away
 			}
 			writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream service did not answer")
 		},
 	}
+	if tracing {
+		rp.ModifyResponse = func(resp *http.Response) error {
+			if span := trace.SpanFromContext(resp.Request.Context()); span.IsRecording() {
+				span.SetAttributes(telemetry.AttrStatus.Int(resp.StatusCode))
+			}
+			return nil
+		}
+	}
+	return rp
 }
 
 // splitTransport sends protocol upgrades on their own transport. ReverseProxy
@@ -186,9 +211,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer a.metrics.Begin()()
 	}
 	start, sent := a.access.start(), requestPath(r)
+	ctx := r.Context()
+	var span trace.Span // nil: tracing off
+	if a.tracer != nil {
+		ctx, span = a.tracer.StartServer(ctx, telemetry.SpanProxy, r.Header)
+		defer span.End()
+	}
 	refuse := func(dec Decision) {
 		a.write(w, dec)
 		a.access.write(telemetry.FrontProxy, r.Method, r.Host, sent, r.Header, &dec, start)
+		if span != nil {
+			setDecision(span, telemetry.FrontProxy, r.Method, &dec)
+		}
 	}
 	route, i, path, err := p.routes.match(r.Host, r.Method, sent)
 	switch {
@@ -201,7 +235,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := &decision{}
 	if !route.Anonymous {
-		dec := a.authorize(r.Context(), r.Header, route)
+		dec := a.authorize(ctx, r.Header, route)
 		if !dec.Allowed() {
 			refuse(dec)
 			return
@@ -215,7 +249,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The line is the decision's: its latency is keygate's, before the
 	// upstream is asked.
 	a.access.write(telemetry.FrontProxy, r.Method, r.Host, sent, r.Header, &Decision{Status: http.StatusOK, Result: d.res}, start)
-	p.backends[i].ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), decisionKey{}, d)))
+	if span != nil {
+		// The proxy span's attributes are the decision's; the status
+		// the upstream answered is on keygate.upstream.
+		allowed := Decision{Status: http.StatusOK, Result: d.res}
+		setDecision(span, telemetry.FrontProxy, r.Method, &allowed)
+		var up trace.Span
+		ctx, up = telemetry.StartChild(ctx, telemetry.SpanUpstream, trace.SpanKindClient)
+		defer up.End()
+	}
+	p.backends[i].ServeHTTP(w, r.WithContext(context.WithValue(ctx, decisionKey{}, d)))
 }
 
 // decision is what ServeHTTP decided about a request, for the backend's

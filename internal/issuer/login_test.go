@@ -409,7 +409,7 @@ func TestObserver(t *testing.T) {
 		got []event
 	)
 	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow },
-		Observe: func(endpoint, grant, result string, elapsed time.Duration) {
+		Observe: func(_ context.Context, endpoint, grant, result string, elapsed time.Duration) {
 			if elapsed <= 0 {
 				t.Errorf("%s: elapsed %v", endpoint, elapsed)
 			}

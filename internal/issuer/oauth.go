@@ -22,6 +22,7 @@ import (
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -82,9 +83,12 @@ type Config struct {
 	// Observe, if set, is told the outcome of every request to the token
 	// endpoints (see Observer).
 	Observe Observer
-	Now     func() time.Time
-	Rand    io.Reader
-	Logger  *slog.Logger
+	// Tracer, if set, traces each request to the token endpoints
+	// (keygate.token.<endpoint>), a child of its traceparent.
+	Tracer *telemetry.Tracer
+	Now    func() time.Time
+	Rand   io.Reader
+	Logger *slog.Logger
 }
 
 // Publisher is told what the token service changed that the node's memory,

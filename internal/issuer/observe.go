@@ -1,11 +1,15 @@
 package issuer
 
 import (
+	"context"
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/telemetry"
 )
 
 // Observer is told the outcome of every request to the token endpoints,
@@ -17,7 +21,8 @@ import (
 // "ok", "inactive"
 // for an introspected token that is not active, or the OAuth error code
 // answered ("invalid_client", "invalid_grant", "slow_down", ...).
-type Observer func(endpoint, grant, result string, elapsed time.Duration)
+// ctx is the request's, for a trace id as exemplar.
+type Observer func(ctx context.Context, endpoint, grant, result string, elapsed time.Duration)
 
 // outcome records what a handler answered, for the Observer.
 type outcome struct {
@@ -45,13 +50,23 @@ func (o *outcome) Write(b []byte) (int, error) {
 	return o.ResponseWriter.Write(b)
 }
 
-// observed reports h's outcomes to the Observer, if there is one.
+// observed reports h's outcomes to the Observer, if there is one, and
+// traces each request with the Tracer, if there is one: a span named for
+// the endpoint with the grant type, the result (an OAuth error code, never
+// its description) and the status; store calls below it are its children.
 func (s *Service) observed(endpoint, grant string, h http.HandlerFunc) http.HandlerFunc {
-	if s.cfg.Observe == nil {
+	if s.cfg.Observe == nil && s.cfg.Tracer == nil {
 		return h
 	}
+	name := telemetry.SpanTokenPref + endpoint
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		var span trace.Span
+		if s.cfg.Tracer != nil {
+			var ctx context.Context
+			ctx, span = s.cfg.Tracer.StartServer(r.Context(), name, r.Header)
+			r = r.WithContext(ctx)
+		}
 		o := &outcome{ResponseWriter: w, grant: grant}
 		h(o, r)
 		result := o.result
@@ -61,7 +76,19 @@ func (s *Service) observed(endpoint, grant string, h http.HandlerFunc) http.Hand
 				result = http.StatusText(o.status) // not reached by the handlers, which answer OAuth errors
 			}
 		}
-		s.cfg.Observe(endpoint, o.grant, result, time.Since(start))
+		if span != nil && span.IsRecording() {
+			span.SetAttributes(telemetry.AttrGrant.String(o.grant), telemetry.AttrResult.String(result),
+				telemetry.AttrStatus.Int(o.status), telemetry.AttrMethod.String(r.Method))
+			if o.status >= http.StatusInternalServerError {
+				telemetry.Fail(span, result)
+			}
+		}
+		if span != nil {
+			span.End()
+		}
+		if s.cfg.Observe != nil {
+			s.cfg.Observe(r.Context(), endpoint, o.grant, result, time.Since(start))
+		}
 	}
 }
 

@@ -107,6 +107,7 @@ func Open(ctx context.Context, issuer string, discovery bool, cfg RemoteConfig) 
 	if err != nil {
 		return nil, err
 	}
+	r.spanIss = issuer
 	if err := r.Start(ctx); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return nil, err

@@ -14,6 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -62,6 +66,9 @@ type RemoteConfig struct {
 	// OnFetch, if set, is called after every fetch, from the fetching
 	// goroutine; it must not block.
 	OnFetch func(FetchEvent)
+	// Tracer, if set, traces each fetch (keygate.jwks.fetch) with its
+	// result and key count.
+	Tracer *telemetry.Tracer
 }
 
 // Defaults of RemoteConfig.
@@ -99,6 +106,7 @@ type Remote struct {
 	cfg       RemoteConfig
 	log       *slog.Logger
 	issuer    string // for a discovered source
+	spanIss   string // the issuer the fetch spans name (Open sets it)
 	ownClient bool   // cfg.Client was made here, and is closed with r
 
 	snap atomic.Pointer[snapshot]
@@ -401,7 +409,23 @@ func (r *Remote) attempt() (fetched bool, err error) {
 		var set *jose.KeySet
 		var interval time.Duration
 		var skipped []jose.SkippedKey
-		set, interval, skipped, err = r.fetch(ctx, u)
+		fctx, span := ctx, trace.Span(nil)
+		if r.cfg.Tracer != nil {
+			fctx, span = r.cfg.Tracer.Start(ctx, telemetry.SpanJWKSFetch)
+		}
+		set, interval, skipped, err = r.fetch(fctx, u)
+		if span != nil {
+			if r.spanIss != "" {
+				span.SetAttributes(telemetry.AttrIssuer.String(r.spanIss))
+			}
+			span.SetAttributes(telemetry.AttrResult.String(resultOf(err)))
+			if err == nil {
+				span.SetAttributes(attribute.Int("keygate.jwks.keys", set.Len()))
+			} else {
+				telemetry.Fail(span, resultOf(err))
+			}
+			span.End()
+		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}

@@ -89,6 +89,9 @@ func (n *Node) openFleet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: redis URL: %w", err)
 	}
+	if n.cfg.Traced {
+		client.AddHook(redisTrace{})
+	}
 	prefix := n.ts.RedisPrefix
 	// On a cluster, sharded pub/sub keeps revocation events on the shard
 	// that holds the set instead of broadcasting them over the bus.

@@ -88,6 +88,10 @@ type Config struct {
 	Now        func() time.Time   // nil means time.Now
 	Rand       io.Reader          // nil means crypto/rand
 	Metrics    *telemetry.Metrics // nil: none
+	// Traced gives store calls and Redis commands made under a recording
+	// span child spans of their own (keygate.store.<method>,
+	// keygate.redis.<command>); off, nothing is wrapped.
+	Traced bool
 	// LookupEnv reads RootKeyEnv; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// RedisStartWait bounds how long Open waits for the first revocation
@@ -225,6 +229,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if n.store, err = openStore(ctx, n.ts, cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if cfg.Traced {
+		n.store = tracedStore{n.store}
 	}
 	if err := n.loadSigningKeys(ctx); err != nil {
 		return nil, err

@@ -35,13 +35,13 @@ var envoyReasons = slices.DeleteFunc(slices.Clone(decisionReasons), func(r strin
 func (s *Server) envoyDecider(rt *runtime) (*gateway.Decider, error) {
 	cfg := rt.cfg
 	return gateway.NewDecider(gateway.DeciderConfig{Verifier: rt.pipeline, Routes: gatewayRoutes(cfg.ForwardAuth.Rules),
-		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.envoyMetrics, Logger: s.log, AccessLog: s.access})
+		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.envoyMetrics, Logger: s.log, AccessLog: s.access, Tracer: s.tracer})
 }
 
 // envoyServer builds the gRPC server of the Envoy listener.
 func (s *Server) envoyServer() *extauthz.Server {
 	svc := extauthz.New(extauthz.Config{Decider: func() *gateway.Decider { return s.rt.Load().envoy },
-		Metrics: s.envoyMetrics, Logger: s.log})
+		Metrics: s.envoyMetrics, Logger: s.log, Tracer: s.tracer})
 	var tc *tls.Config
 	if s.trafficTLS != nil {
 		tc = s.trafficTLS.ServerConfig()

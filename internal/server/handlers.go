@@ -106,7 +106,9 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("/v1/sys/seal", s.audited("sys.seal", methodNotAllowed(http.MethodPost)))
 	}
 	if s.metrics != nil {
-		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})
+		// OpenMetrics when the scraper asks for it: the one format that
+		// carries the latency histograms' exemplars (trace ids).
+		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 		if s.scraper.Set() {
 			metrics = s.scraper.Require("keygate-metrics", metrics)
 		}

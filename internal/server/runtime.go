@@ -87,6 +87,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		MaxTokenSize: cfg.MaxTokenSize,
 		Now:          s.cfg.Now,
 		Observe:      s.observe,
+		Traced:       s.tracer != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	rt.authTree = cfg.ForwardAuth.Forwarding().MountPrefix != ""
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
 		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
-		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log, AccessLog: s.access}); err != nil {
+		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log, AccessLog: s.access, Tracer: s.tracer}); err != nil {
 		return nil, err
 	}
 	if rt.envoy, err = s.envoyDecider(rt); err != nil {
@@ -105,7 +106,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	if len(cfg.Routes) > 0 {
 		if rt.proxy, err = gateway.NewProxy(gateway.ProxyConfig{Verifier: pipe, Routes: gatewayRoutes(cfg.Routes),
 			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.transport, Metrics: s.proxyMetrics, Logger: s.log,
-			AccessLog: s.access}); err != nil {
+			AccessLog: s.access, Tracer: s.tracer}); err != nil {
 			return nil, err
 		}
 	}
@@ -184,7 +185,7 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
 		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
 		Timeout: is.JWKS.Timeout, MaxBody: is.JWKS.MaxBody, RefetchInterval: is.JWKS.RefetchInterval,
-		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer)}
+		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer), Tracer: s.tracer}
 	// The first fetch is bounded by the source's own timeout; on failure the
 	// source keeps trying in the background and /readyz reports it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -305,6 +306,9 @@ func (s *Server) reload(ctx context.Context) error {
 	}
 	if cfg.TLS != prev.cfg.TLS || cfg.AdminTLS != prev.cfg.AdminTLS {
 		s.log.Warn("tls or admin_tls changed in the configuration file; it takes effect on restart (the files they name are read again whenever their content changes)")
+	}
+	if !reflect.DeepEqual(cfg.Tracing, prev.cfg.Tracing) {
+		s.log.Warn("tracing changed in the configuration file; it takes effect on restart")
 	}
 	if cfg.EnvoyGRPCListen != prev.cfg.EnvoyGRPCListen || cfg.EnvoyGRPCReflection != prev.cfg.EnvoyGRPCReflection {
 		s.log.Warn("envoy_grpc_listen or envoy_grpc_reflection changed in the configuration file; it takes effect on restart")

@@ -33,6 +33,7 @@ import (
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/tlscert"
+	"github.com/keygate/keygate/internal/tracing"
 	"github.com/keygate/keygate/internal/transitapi"
 	"github.com/keygate/keygate/internal/transitkeys"
 	"github.com/keygate/keygate/internal/verify"
@@ -97,6 +98,9 @@ type Config struct {
 	// AccessLogWriter, if set, receives the access log (when the
 	// configuration enables it) instead of its output: for tests.
 	AccessLogWriter io.Writer
+	// Tracing are the tracer provider's options besides the configuration
+	// file's tracing section (tests give an exporter of their own).
+	Tracing tracing.Options
 }
 
 // MinTokenLen is the length the admin and metrics tokens must reach.
@@ -129,10 +133,12 @@ type Server struct {
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
-	access       *gateway.AccessLog                  // nil: no access log
-	accessFile   *os.File                            // the access log's file, closed by Close
-	envoyMetrics *telemetry.Decisions                // nil without envoy_grpc_listen
-	observe      func(jose.Alg, time.Duration, bool) // verification latency, nil without metrics
+	access       *gateway.AccessLog                                   // nil: no access log
+	tracing      *tracing.Provider                                    // nil: tracing off
+	tracer       *telemetry.Tracer                                    // the provider's; nil: off
+	accessFile   *os.File                                             // the access log's file, closed by Close
+	envoyMetrics *telemetry.Decisions                                 // nil without envoy_grpc_listen
+	observe      func(context.Context, jose.Alg, time.Duration, bool) // verification latency, nil without metrics
 	transport    *http.Transport
 	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
 	cacheMisses  atomic.Uint64
@@ -182,6 +188,17 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.openAccessLog(cfg.Gateway.AccessLog); err != nil {
 		return nil, fmt.Errorf("server: access_log: %w", err)
 	}
+	topts := cfg.Tracing
+	if topts.Logger == nil {
+		topts.Logger = s.log
+	}
+	if s.tracing, err = tracing.New(ctx, cfg.Gateway.Tracing, topts); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.tracer = s.tracing.Tracer()
+	if s.tracer != nil {
+		s.log.Info("tracing on", "protocol", tracing.Protocol(cfg.Gateway.Tracing, getenvOr(topts.Getenv)))
+	}
 	// Certificates first: a listener that cannot serve is reported before
 	// anything is written to disk.
 	if err := s.openTLS(cfg.Gateway); err != nil {
@@ -223,12 +240,14 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 	if ncfg.Metrics == nil {
 		ncfg.Metrics = s.metrics
 	}
+	ncfg.Traced = s.tracer != nil
 	if s.node, err = node.Open(ctx, ncfg); err != nil {
 		return err
 	}
 	s.operator = s.node.AdminToken() // the dev one, if the node made it
 	icfg := s.node.IssuerConfig()
 	icfg.Trusts = s.trusts
+	icfg.Tracer = s.tracer
 	if s.tokens, err = issuer.New(icfg); err != nil {
 		return fmt.Errorf("server: token service: %w", err)
 	}
@@ -335,6 +354,26 @@ func (s *Server) Close() {
 	if s.node != nil {
 		s.node.Close()
 	}
+	if s.tracing != nil {
+		// The spans still queued are sent, for as long as a stop can
+		// wait: a dead collector must not hold the process.
+		ctx, cancel := context.WithTimeout(context.Background(), TracingFlushTimeout)
+		if err := s.tracing.Shutdown(ctx); err != nil {
+			s.log.Warn("tracing: flushing spans at stop failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// TracingFlushTimeout bounds how long Close waits for queued spans to be
+// exported.
+const TracingFlushTimeout = 5 * time.Second
+
+func getenvOr(f func(string) string) func(string) string {
+	if f == nil {
+		return os.Getenv
+	}
+	return f
 }
 
 // openAccessLog opens the access log the section describes, if enabled.

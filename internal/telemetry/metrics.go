@@ -4,6 +4,7 @@
 package telemetry
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"os"
@@ -223,24 +224,39 @@ func (d *Decisions) Begin() func() {
 	return d.inFlight.Dec
 }
 
-// TokenRequest counts a token service request (issuer.Observer).
-func (m *Metrics) TokenRequest(endpoint, grant, result string, elapsed time.Duration) {
+// TokenRequest counts a token service request (issuer.Observer), with the
+// trace id of ctx's span as exemplar when it is sampled.
+func (m *Metrics) TokenRequest(ctx context.Context, endpoint, grant, result string, elapsed time.Duration) {
 	m.tokenRequests.WithLabelValues(endpoint, grant, result).Inc()
-	m.tokenSeconds.WithLabelValues(endpoint).Observe(elapsed.Seconds())
+	observe(ctx, m.tokenSeconds.WithLabelValues(endpoint), elapsed.Seconds())
 }
 
 // VerifyObserver returns a function for verify.Config.Observe with every
-// algorithm's histogram resolved in advance.
-func (m *Metrics) VerifyObserver() func(jose.Alg, time.Duration, bool) {
+// algorithm's histogram resolved in advance. A verification under a
+// sampled span is observed with its trace id as exemplar.
+func (m *Metrics) VerifyObserver() func(context.Context, jose.Alg, time.Duration, bool) {
 	var obs [32]prometheus.Observer
 	for _, a := range jose.Algorithms() {
 		obs[a] = m.verifySeconds.WithLabelValues(a.String())
 	}
-	return func(a jose.Alg, d time.Duration, _ bool) {
+	return func(ctx context.Context, a jose.Alg, d time.Duration, _ bool) {
 		if int(a) < len(obs) && obs[a] != nil {
-			obs[a].Observe(d.Seconds())
+			observe(ctx, obs[a], d.Seconds())
 		}
 	}
+}
+
+// observe observes v on o, with the trace id of ctx's span as exemplar
+// when that span is sampled: from a latency bucket on a dashboard to the
+// trace of a request that fell in it.
+func observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if id := TraceID(ctx); id != "" {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": id})
+			return
+		}
+	}
+	o.Observe(v)
 }
 
 // CacheStats reads the verified-token cache's figures at scrape time, so

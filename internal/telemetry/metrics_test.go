@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -18,10 +19,10 @@ func TestMetrics(t *testing.T) {
 	d.Deny("novel_reason")
 	done := d.Begin()
 	m.Cache(func() (int, uint64, uint64) { return 7, 5, 2 })
-	m.VerifyObserver()(jose.ES256, 40*time.Microsecond, true)
+	m.VerifyObserver()(context.Background(), jose.ES256, 40*time.Microsecond, true)
 	m.JWKSFetch("https://idp", "ok", 3, time.Unix(1700000000, 0))
 	m.JWKSFetch("https://idp", "timeout", 0, time.Time{})
-	m.VerifyObserver()(jose.ES256, 50*time.Microsecond, true)
+	m.VerifyObserver()(context.Background(), jose.ES256, 50*time.Microsecond, true)
 	m.Reload(false)
 
 	want := map[string]float64{
@@ -58,9 +59,9 @@ func TestTokenRequests(t *testing.T) {
 	if v, ok := before[`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`]; !ok || v != 0 {
 		t.Errorf("the ok series does not start at zero: %v %v", v, ok)
 	}
-	m.TokenRequest("token", "client_credentials", "ok", 40*time.Microsecond)
-	m.TokenRequest("token", "client_credentials", "ok", 60*time.Microsecond)
-	m.TokenRequest("token", "", "invalid_client", 10*time.Microsecond)
+	m.TokenRequest(context.Background(), "token", "client_credentials", "ok", 40*time.Microsecond)
+	m.TokenRequest(context.Background(), "token", "client_credentials", "ok", 60*time.Microsecond)
+	m.TokenRequest(context.Background(), "token", "", "invalid_client", 10*time.Microsecond)
 	got := gather(t, m)
 	for k, v := range map[string]float64{
 		`keygate_token_requests_total{endpoint="token",grant="client_credentials",result="ok"}`: 2,

@@ -19,7 +19,10 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -39,8 +42,13 @@ type Config struct {
 	Now func() time.Time
 	// Observe, if set, is told how long each full verification (a cache
 	// miss that got as far as the token's alg) took, and whether it
-	// accepted; for latency metrics. It must not block.
-	Observe func(alg jose.Alg, d time.Duration, accepted bool)
+	// accepted; for latency metrics. ctx is the request's, for a trace id
+	// as exemplar. It must not block.
+	Observe func(ctx context.Context, alg jose.Alg, d time.Duration, accepted bool)
+	// Traced gives the cache lookup and each full verification of a
+	// request under a recording span a child span (keygate.cache,
+	// keygate.verify). Off, Verify does not even look for a span.
+	Traced bool
 }
 
 // Result is an accepted token. It is immutable and shared between all the
@@ -71,7 +79,8 @@ type Pipeline struct {
 	maxSize  int
 	parser   *jose.Parser
 	now      func() time.Time
-	observe  func(jose.Alg, time.Duration, bool)
+	observe  func(context.Context, jose.Alg, time.Duration, bool)
+	traced   bool
 
 	onVerify func() // test hook: called once per full verification
 }
@@ -87,6 +96,7 @@ func New(cfg Config) (*Pipeline, error) {
 		maxSize:  cfg.MaxTokenSize,
 		now:      cfg.Now,
 		observe:  cfg.Observe,
+		traced:   cfg.Traced,
 	}
 	for i := range cfg.Policies {
 		c, err := compile(&cfg.Policies[i])
@@ -130,12 +140,55 @@ func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	}
 	s, h := p.cache.locate(token)
 	now := p.now().UnixNano()
+	if p.traced && trace.SpanFromContext(ctx).IsRecording() {
+		return p.verifyTraced(ctx, s, h, token, now)
+	}
 	if e := s.get(h, token); e != nil {
 		if res, err := p.hit(s, e, now); res != nil || err != nil {
 			return res, err
 		}
 	}
 	return p.miss(ctx, s, h, token, now)
+}
+
+// verifyTraced is Verify under a recording span: the cache lookup and, on a
+// miss, the verification each get a child span (see telemetry's Tracing),
+// with the cache hit, the reason of a refusal, and the issuer, kid and alg
+// of an accepted token; never the token or a claim value.
+func (p *Pipeline) verifyTraced(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
+	_, span := telemetry.StartChild(ctx, telemetry.SpanCache, trace.SpanKindInternal)
+	var res *Result
+	var err error
+	if e := s.get(h, token); e != nil {
+		res, err = p.hit(s, e, now)
+	}
+	hit := res != nil || err != nil
+	span.SetAttributes(telemetry.AttrCacheHit.Bool(hit))
+	endVerifySpan(span, res, err)
+	if hit {
+		return res, err
+	}
+	ctx, span = telemetry.StartChild(ctx, telemetry.SpanVerify, trace.SpanKindInternal)
+	res, err = p.miss(ctx, s, h, token, now)
+	endVerifySpan(span, res, err)
+	return res, err
+}
+
+func endVerifySpan(span trace.Span, res *Result, err error) {
+	switch {
+	case res != nil:
+		span.SetAttributes(telemetry.AttrIssuer.String(res.Issuer), telemetry.AttrKeyID.String(res.KeyID))
+		if res.Token != nil {
+			span.SetAttributes(telemetry.AttrAlg.String(res.Token.Header.Alg.String()))
+		}
+	case err != nil:
+		if reason := ReasonOf(err); reason != "" {
+			span.SetAttributes(telemetry.AttrReason.String(reason))
+		} else {
+			telemetry.Fail(span, "internal") // no verdict: the error's text may quote the token's fields
+		}
+	}
+	span.End()
 }
 
 // hit answers from a cached entry. It returns neither a result nor an
@@ -272,7 +325,7 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	}
 	if p.observe != nil {
 		start := time.Now()
-		defer func() { p.observe(t.Header.Alg, time.Since(start), err == nil) }()
+		defer func() { p.observe(ctx, t.Header.Alg, time.Since(start), err == nil) }()
 	}
 	iss := t.Claims.Issuer
 	if iss == "" {
@@ -289,7 +342,13 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	set := pol.keys.Current()
 	key, err := resolve(set, kid, alg)
 	if errors.Is(err, jose.ErrUnknownKID) {
-		set = pol.keys.Refetch(ctx)
+		if p.traced {
+			rctx, span := telemetry.StartChild(ctx, telemetry.SpanKeyRefetch, trace.SpanKindInternal)
+			set = pol.keys.Refetch(rctx)
+			span.End()
+		} else {
+			set = pol.keys.Refetch(ctx)
+		}
 		key, err = resolve(set, kid, alg)
 		if errors.Is(err, jose.ErrUnknownKID) && pol.keys.Status().LastError != nil {
 			return ErrKeysUnavailable
