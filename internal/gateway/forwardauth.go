@@ -360,7 +360,7 @@ func (d *Decider) write(w http.ResponseWriter, dec Decision) {
 	case http.StatusOK:
 		h := w.Header()
 		for _, name := range d.headers {
-			h[name] = []string{headerValue(dec.Result, name)}
+			h[name] = headerValues(dec.Result, name)
 		}
 		w.WriteHeader(http.StatusOK)
 		return
@@ -383,16 +383,24 @@ func (d *Decider) Authorize(ctx context.Context, h http.Header, scopes []string)
 	return d.authorize(ctx, h, &Route{Scopes: scopes})
 }
 
-func headerValue(res *verify.Result, name string) string {
+func headerValue(res *verify.Result, name string) string { return headerValues(res, name)[0] }
+
+// emptyValue is the header value of a claim the token lacks.
+var emptyValue = []string{""}
+
+// headerValues returns the claim header name's value as the verification
+// rendered it, shared by every request with the token ("" when the
+// token's issuer maps no such header).
+func headerValues(res *verify.Result, name string) []string {
 	if res == nil {
-		return ""
+		return emptyValue
 	}
-	for _, hv := range res.Headers {
-		if hv.Name == name {
-			return hv.Value
+	for i := range res.Headers {
+		if res.Headers[i].Name == name {
+			return res.Headers[i].Values()
 		}
 	}
-	return ""
+	return emptyValue
 }
 
 func writeError(w http.ResponseWriter, status int, code, description string) {

@@ -131,9 +131,10 @@ type entry struct {
 	err      error
 	waiters  atomic.Int32 // for tests
 
-	// hdrBuf holds the header values of policies that map a few headers,
-	// saving an allocation.
+	// hdrBuf and valBuf hold the header values of policies that map a
+	// few headers, saving two allocations.
 	hdrBuf [4]HeaderValue
+	valBuf [4]string
 }
 
 func newCache(cfg CacheConfig) (*cache, error) {

@@ -13,26 +13,42 @@ import (
 type HeaderValue struct {
 	Name  string // canonical form, as textproto.CanonicalMIMEHeaderKey gives
 	Value string
+	// vals is Value as an http.Header value, made once per verification
+	// so that a cached decision sets its headers without allocating.
+	vals []string
+}
+
+// Values returns the value as an http.Header value: a one-element slice
+// shared by every request that presents the same token, to be assigned
+// (h[name] = hv.Values()), never modified.
+func (hv *HeaderValue) Values() []string {
+	if hv.vals == nil {
+		return []string{hv.Value}
+	}
+	return hv.vals
 }
 
 // headerValues renders the policy's header mappings from verified claims
-// into buf, or a new slice if buf is too small. It runs once per
-// verification; cache hits reuse the result.
-func headerValues(c *jose.Claims, maps []HeaderMapping, buf []HeaderValue) []HeaderValue {
+// into buf (and their http.Header forms into vals), or new slices if they
+// are too small. It runs once per verification; cache hits reuse the
+// result.
+func headerValues(c *jose.Claims, maps []HeaderMapping, buf []HeaderValue, vals []string) []HeaderValue {
 	if len(maps) == 0 {
 		return nil
 	}
 	var out []HeaderValue
-	if len(maps) <= len(buf) {
+	if len(maps) <= len(buf) && len(maps) <= len(vals) {
 		out = buf[:len(maps):len(maps)]
 	} else {
-		out = make([]HeaderValue, len(maps))
+		out, vals = make([]HeaderValue, len(maps)), make([]string, len(maps))
 	}
 	for i, m := range maps {
 		out[i].Name = m.Header
 		if raw, ok := claimPath(c, m.Claim); ok {
 			out[i].Value = sanitize(render(raw))
 		}
+		vals[i] = out[i].Value
+		out[i].vals = vals[i : i+1 : i+1]
 	}
 	return out
 }

@@ -45,7 +45,7 @@ func TestHeaderMapping(t *testing.T) {
 		"esc":                        "caf\u00e9 \"q\"",
 		"inject":                     "v\r\nX-Admin: true\x00",
 	}
-	want := []HeaderValue{
+	want := []struct{ Name, Value string }{
 		{"X-User", "alice"},
 		{"X-Roles", "admin,user"},
 		{"X-Client-Roles", "read"},
@@ -78,8 +78,11 @@ func TestHeaderMapping(t *testing.T) {
 		t.Fatalf("%d headers, want %d", len(res.Headers), len(want))
 	}
 	for i, w := range want {
-		if got := res.Headers[i]; got != w {
+		if got := res.Headers[i]; got.Name != w.Name || got.Value != w.Value {
 			t.Errorf("header %d: got %q: %q, want %q: %q", i, got.Name, got.Value, w.Name, w.Value)
+		}
+		if v := res.Headers[i].Values(); len(v) != 1 || v[0] != w.Value || cap(v) != 1 {
+			t.Errorf("header %d: Values() %q (cap %d)", i, v, cap(v))
 		}
 	}
 }

@@ -385,7 +385,7 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 		Subject:       c.Subject,
 		ID:            c.ID,
 		Scope:         c.Scope,
-		Headers:       headerValues(c, pol.headers, e.hdrBuf[:]),
+		Headers:       headerValues(c, pol.headers, e.hdrBuf[:], e.valBuf[:]),
 		Token:         t,
 		KeyID:         key.KeyID(),
 		KeyThumbprint: key.Thumbprint(),
