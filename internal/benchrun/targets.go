@@ -76,7 +76,8 @@ func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: name, Base: "http://" + addr, Proc: p, Probe: MetricsProbe{URL: "http://" + addr + "/metrics"},
+	t := &Target{Name: name, Base: "http://" + addr, Proc: p,
+		Probe:     ChildProbe{Pid: p.Pid(), Metrics: &MetricsProbe{URL: "http://" + addr + "/metrics"}},
 		pprofBase: "http://" + addr + "/debug/pprof/"}
 	if err := p.WaitHTTP(ctx, t.Base+"/healthz", startTimeout); err != nil {
 		p.Stop()
@@ -147,7 +148,7 @@ func StartKeygate(ctx context.Context, env *Env, spec KeygateSpec) (*Target, err
 		token = strings.TrimSpace(string(b))
 	}
 	t.AdminToken, t.pprofBase, t.pprofToken = token, t.Admin+"/debug/pprof/", token
-	t.Probe = MetricsProbe{URL: t.Admin + "/metrics"}
+	t.Probe = ChildProbe{Pid: p.Pid(), Metrics: &MetricsProbe{URL: t.Admin + "/metrics"}}
 	return t, nil
 }
 

@@ -26,8 +26,9 @@ type Probe interface {
 type Sample struct {
 	At         time.Time
 	CPU        float64 // seconds, user + system, since the target started
-	Mallocs    float64 // heap allocations since it started (metrics only)
-	AllocBytes float64 // bytes allocated since it started (metrics only)
+	Mallocs    float64 // heap allocations since it started (when HasAllocs)
+	AllocBytes float64 // bytes allocated since it started (when HasAllocs)
+	HasAllocs  bool
 	RSS        int64
 }
 
@@ -77,6 +78,7 @@ type MetricsProbe struct {
 func (m MetricsProbe) Source() string { return "metrics" }
 
 func (m MetricsProbe) Read(ctx context.Context) (Sample, error) {
+	sent := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.URL, nil)
 	if err != nil {
 		return Sample{}, err
@@ -96,7 +98,37 @@ func (m MetricsProbe) Read(ctx context.Context) (Sample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return Sample{}, fmt.Errorf("metrics: %s answered %s", m.URL, resp.Status)
 	}
-	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	smp, err := parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	// The target read its counters while the scrape was in flight, which
+	// on an overloaded target can be long: stamp the sample halfway.
+	smp.At = sent.Add(time.Since(sent) / 2)
+	return smp, err
+}
+
+// ChildProbe reads a target this package started: CPU and RSS from /proc,
+// exact and cheap however loaded the target is, and allocations from its
+// /metrics when that answers within MetricsWait.
+type ChildProbe struct {
+	Pid     int
+	Metrics *MetricsProbe // nil: no allocation figures
+}
+
+// MetricsWait bounds a ChildProbe's scrape.
+const MetricsWait = time.Second
+
+func (c ChildProbe) Source() string { return "proc" }
+
+func (c ChildProbe) Read(ctx context.Context) (Sample, error) {
+	smp, err := ProcProbe{Pid: c.Pid}.Read(ctx)
+	if err != nil || c.Metrics == nil {
+		return smp, err
+	}
+	mctx, cancel := context.WithTimeout(ctx, MetricsWait)
+	defer cancel()
+	if m, err := c.Metrics.Read(mctx); err == nil && m.HasAllocs {
+		smp.Mallocs, smp.AllocBytes, smp.HasAllocs = m.Mallocs, m.AllocBytes, true
+	}
+	return smp, nil
 }
 
 // parseMetrics reads the four series it needs from Prometheus text.
@@ -117,6 +149,7 @@ func parseMetrics(r io.Reader) (Sample, error) {
 			dst = &s.CPU
 		case "go_memstats_mallocs_total":
 			dst = &s.Mallocs
+			s.HasAllocs = true
 		case "go_memstats_alloc_bytes_total":
 			dst = &s.AllocBytes
 		case "process_resident_memory_bytes":
@@ -208,7 +241,7 @@ func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUs
 	}
 	u := &loadgen.ServerUsage{Source: s.probe.Source(), CPUSeconds: last.CPU - first.CPU, RSSBytes: last.RSS}
 	u.CPUPercent = 100 * u.CPUSeconds / wall
-	if s.probe.Source() == "metrics" {
+	if first.HasAllocs && last.HasAllocs {
 		u.AllocsPerSec = (last.Mallocs - first.Mallocs) / wall
 		u.AllocBytesPerSec = (last.AllocBytes - first.AllocBytes) / wall
 		if requests > 0 {
@@ -222,7 +255,7 @@ func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUs
 			continue
 		}
 		smp := loadgen.UsageSample{At: b.At.Sub(first.At).Seconds(), CPUPercent: 100 * (b.CPU - a.CPU) / dt}
-		if s.probe.Source() == "metrics" {
+		if a.HasAllocs && b.HasAllocs {
 			smp.AllocsPerSec = (b.Mallocs - a.Mallocs) / dt
 		}
 		u.Timeline = append(u.Timeline, smp)

@@ -27,7 +27,7 @@ func (f *fakeProbe) Read(context.Context) (Sample, error) {
 		return Sample{}, errors.New("unreachable")
 	}
 	n := float64(f.n.Add(1))
-	return Sample{At: time.Now(), CPU: 0.5 * n, Mallocs: 1000 * n, AllocBytes: 64000 * n, RSS: 1 << 20}, nil
+	return Sample{At: time.Now(), CPU: 0.5 * n, Mallocs: 1000 * n, AllocBytes: 64000 * n, HasAllocs: f.metrics, RSS: 1 << 20}, nil
 }
 
 func TestSampler(t *testing.T) {

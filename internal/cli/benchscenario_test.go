@@ -67,8 +67,8 @@ func TestBenchScenario(t *testing.T) {
 			if got := float64(st.Status.S4xx) / total; got < c.invalid-0.03 || got > c.invalid+0.03 {
 				t.Errorf("4xx share %.3f, want %.2f (%+v)", got, c.invalid, st.Status)
 			}
-			if st.Server == nil || st.Server.Source != "metrics" {
-				t.Errorf("no target usage from /metrics: %+v", st.Server)
+			if st.Server == nil || st.Server.Source != "proc" || st.Server.AllocsPerRequest <= 0 {
+				t.Errorf("no target usage (CPU from /proc, allocations from /metrics): %+v", st.Server)
 			}
 		})
 	}

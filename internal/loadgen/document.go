@@ -66,16 +66,16 @@ type ProfileFunc struct {
 }
 
 // ServerUsage is what the target process used during a step's measured
-// window, when the generator could see it: from the target's Prometheus
-// /metrics (keygate's admin listener: process_cpu_seconds_total,
-// go_memstats_mallocs_total, go_memstats_alloc_bytes_total,
-// process_resident_memory_bytes) or from /proc for a target the generator
-// started itself.
+// window, when the generator could see it: for a target it started, CPU
+// and RSS from /proc and allocations from the target's Prometheus /metrics
+// (go_memstats_mallocs_total, go_memstats_alloc_bytes_total) when that
+// answers in time; for a running target, all of it from /metrics
+// (process_cpu_seconds_total and process_resident_memory_bytes too).
 type ServerUsage struct {
-	Source     string  `json:"source"`      // "metrics" or "proc"
+	Source     string  `json:"source"`      // "proc" or "metrics", as above
 	CPUSeconds float64 `json:"cpu_s"`       // user + system over the window
 	CPUPercent float64 `json:"cpu_percent"` // 100 is one core busy the whole window
-	// Allocation rates are known from /metrics only (0 otherwise).
+	// Allocation rates come from /metrics only (absent when it did not answer in time).
 	AllocsPerSec     float64 `json:"allocs_per_s,omitempty"`
 	AllocBytesPerSec float64 `json:"alloc_bytes_per_s,omitempty"`
 	AllocsPerRequest float64 `json:"allocs_per_request,omitempty"`

@@ -20,7 +20,7 @@ func TestReport(t *testing.T) {
 	}
 	step := &Result{Mode: ModeOpen, Connections: 50, TargetRate: 1000, Seconds: 10, Hist: &h,
 		Status: StatusCounts{S2xx: 990, S5xx: 10}, Errors: ErrorCounts{Timeout: 2}, Reconnects: 3}
-	step.fill(cpuTimes{user: 5 * time.Second, sys: 4 * time.Second}, 1)
+	step.fill(cpuTimes{user: 5 * time.Second, sys: 4 * time.Second}, 10*time.Second, 1)
 	rep := NewReport(cfg, []*Result{step})
 
 	var js bytes.Buffer

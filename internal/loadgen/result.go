@@ -129,7 +129,7 @@ type CPU struct {
 	Saturated bool `json:"saturated"`
 }
 
-func (r *Result) fill(cpu cpuTimes, procs int) {
+func (r *Result) fill(cpu cpuTimes, cpuWall time.Duration, procs int) {
 	h := r.Hist
 	r.Requests = int64(h.Count())
 	if r.Seconds > 0 {
@@ -142,7 +142,7 @@ func (r *Result) fill(cpu cpuTimes, procs int) {
 	}
 	r.Histogram = h.Buckets(3)
 	r.CPU = CPU{UserSeconds: cpu.user.Seconds(), SystemSeconds: cpu.sys.Seconds(), GOMAXPROCS: procs}
-	if wall := r.Seconds * float64(procs); wall > 0 {
+	if wall := cpuWall.Seconds() * float64(procs); wall > 0 {
 		r.CPU.Percent = 100 * (cpu.user + cpu.sys).Seconds() / wall
 		r.CPU.Saturated = r.CPU.Percent >= SaturatedPercent
 	}

@@ -77,6 +77,13 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// rampPerConnection paces the opening of a closed-loop run's connections
+// (at most 20,000 a second, over half the warm-up at most): thousands of
+// connects at once overflow the target's accept queue (somaxconn, often
+// 4096), and the dropped SYNs come back a second or more later, in the
+// measured window.
+const rampPerConnection = 50 * time.Microsecond
+
 // readBufferSize is each connection's read buffer: an answer's status line
 // and each header line must fit in it.
 const readBufferSize = 4096
@@ -95,6 +102,7 @@ type run struct {
 	start    time.Time // warm-up begins
 	measure  time.Time // measured window begins
 	interval time.Duration
+	ramp     time.Duration   // closed loop: connection i of N starts at start + ramp×i/N
 	ctx      context.Context // done when the run must stop
 	stopped  atomic.Bool     // set before the connections' deadlines are forced
 	bounded  bool            // Requests bounds the run
@@ -138,6 +146,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Rate > 0 {
 		r.interval = time.Duration(float64(cfg.Connections) / cfg.Rate * float64(time.Second))
 		r.interval = max(r.interval, 1)
+	} else {
+		r.ramp = min(cfg.Warmup/2, time.Duration(cfg.Connections)*rampPerConnection)
 	}
 	r.remain.Store(cfg.Requests)
 	r.start = time.Now()
@@ -171,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// wakes), or when the connections are done if that comes first; it ends
 	// when they are done, at the end of the duration at the latest.
 	var cpu0 cpuTimes
-	var t0 time.Time
+	var t0, cpuAt0 time.Time // cpuAt0: when cpu0 was read, which may be late on a busy generator
 	workersDone := make(chan struct{})
 	began := make(chan struct{})
 	go func() {
@@ -184,6 +194,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		case <-workersDone:
 			cpu0, t0 = readCPU(), time.Now()
 		}
+		cpuAt0 = time.Now()
 	}()
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
@@ -198,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	wg.Wait()
 	cpu1, t1 := readCPU(), time.Now()
+	cpuAt1 := t1
 	if cfg.Duration > 0 {
 		t1 = minTime(t1, r.measure.Add(cfg.Duration))
 	}
@@ -222,7 +234,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Errors.add(&w.errs)
 		res.Reconnects += w.reconnects
 	}
-	res.fill(cpu1.sub(cpu0), runtime.GOMAXPROCS(0))
+	// The CPU share is over the span between the two readings, not the
+	// window: with thousands of connections on one CPU either reading can
+	// come late, and a share over the window would then pass 100%.
+	res.fill(cpu1.sub(cpu0), max(cpuAt1.Sub(cpuAt0), 0), runtime.GOMAXPROCS(0))
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -291,10 +306,14 @@ func (w *worker) loop(i int) {
 	r := w.r
 	var next time.Time // open loop: when the next request is meant to be sent
 	var timer *time.Timer
-	if r.interval > 0 {
-		next = r.start.Add(r.interval * time.Duration(i) / time.Duration(r.cfg.Connections))
+	if r.interval > 0 || r.ramp > 0 {
 		timer = time.NewTimer(time.Hour)
 		defer timer.Stop()
+	}
+	if r.interval > 0 {
+		next = r.start.Add(r.interval * time.Duration(i) / time.Duration(r.cfg.Connections))
+	} else if r.ramp > 0 && !w.sleepUntil(timer, r.start.Add(r.ramp*time.Duration(i)/time.Duration(r.cfg.Connections))) {
+		return
 	}
 	for !r.stopped.Load() {
 		var sent time.Time // latency runs from here
