@@ -84,6 +84,11 @@ func (c *Config) validate() error {
 // measured window.
 const rampPerConnection = 50 * time.Microsecond
 
+// connectRamp is how long a closed-loop run takes to open its connections.
+func connectRamp(cfg Config) time.Duration {
+	return min(cfg.Warmup/2, time.Duration(cfg.Connections)*rampPerConnection)
+}
+
 // readBufferSize is each connection's read buffer: an answer's status line
 // and each header line must fit in it.
 const readBufferSize = 4096
@@ -147,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.interval = time.Duration(float64(cfg.Connections) / cfg.Rate * float64(time.Second))
 		r.interval = max(r.interval, 1)
 	} else {
-		r.ramp = min(cfg.Warmup/2, time.Duration(cfg.Connections)*rampPerConnection)
+		r.ramp = connectRamp(cfg)
 	}
 	r.remain.Store(cfg.Requests)
 	r.start = time.Now()

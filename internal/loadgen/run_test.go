@@ -347,3 +347,27 @@ func TestRunPoolOneHost(t *testing.T) {
 		t.Fatalf("a pool over two hosts: %v, want ErrRequest", err)
 	}
 }
+
+func TestConnectRamp(t *testing.T) {
+	for _, c := range []struct {
+		conns  int
+		warmup time.Duration
+		want   time.Duration
+	}{
+		{50, 2 * time.Second, 2500 * time.Microsecond},
+		{15000, 2 * time.Second, 750 * time.Millisecond},
+		{100000, 2 * time.Second, time.Second}, // half the warm-up at most
+		{15000, 0, 0},                          // no warm-up: every connection at once
+	} {
+		if got := connectRamp(Config{Connections: c.conns, Warmup: c.warmup}); got != c.want {
+			t.Errorf("%d connections, %s warm-up: ramp %s, want %s", c.conns, c.warmup, got, c.want)
+		}
+	}
+	// A run whose warm-up is shorter than the ramp would be still measures
+	// every connection: none is left unopened.
+	url, _ := server(t, func(http.ResponseWriter, *http.Request) {})
+	res := runOK(t, Config{Request: Request{URL: url}, Connections: 200, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond})
+	if res.Requests == 0 || res.Errors.Total() != 0 {
+		t.Errorf("%d requests, errors %+v", res.Requests, res.Errors)
+	}
+}
