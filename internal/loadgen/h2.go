@@ -62,8 +62,10 @@ func RunHTTP2(ctx context.Context, cfg Config, streams int) (*Result, error) {
 	r.start = time.Now()
 	r.measure = r.start.Add(cfg.Warmup)
 	var cancel context.CancelFunc
+	var end time.Time
 	if cfg.Duration > 0 {
-		r.ctx, cancel = context.WithDeadline(ctx, r.measure.Add(cfg.Duration))
+		end = r.measure.Add(cfg.Duration)
+		r.ctx, cancel = context.WithDeadline(ctx, end)
 	} else {
 		r.ctx, cancel = context.WithCancel(ctx)
 	}
@@ -90,7 +92,7 @@ func RunHTTP2(ctx context.Context, cfg Config, streams int) (*Result, error) {
 
 	workers := make([]*h2Worker, senders)
 	for i := range workers {
-		workers[i] = &h2Worker{r: r, t: transports[i%cfg.Connections], reqs: h2reqs}
+		workers[i] = &h2Worker{r: r, end: end, t: transports[i%cfg.Connections], reqs: h2reqs}
 	}
 	var cpu0 CPUTime
 	var t0 time.Time
@@ -178,6 +180,7 @@ func newH2Request(r *Request) (*h2Request, error) {
 // h2Worker is one sender: a stream at a time on its connection.
 type h2Worker struct {
 	r    *run
+	end  time.Time // the measured window's end; zero: none
 	t    *http2.Transport
 	reqs []*h2Request
 
@@ -203,7 +206,7 @@ func (w *h2Worker) loop(i, senders int) {
 		timer = time.NewTimer(time.Hour)
 		defer timer.Stop()
 	}
-	for !r.stopped.Load() {
+	for !w.over() {
 		var sent time.Time
 		if r.interval > 0 {
 			sent, next = next, next.Add(r.interval)
@@ -219,7 +222,7 @@ func (w *h2Worker) loop(i, senders int) {
 		}
 		status, err := w.send(w.pick())
 		if err != nil {
-			if measured && !r.stopped.Load() && r.ctx.Err() == nil {
+			if measured && !w.over() {
 				w.countError(err)
 			}
 			continue
@@ -230,6 +233,12 @@ func (w *h2Worker) loop(i, senders int) {
 			w.done.Add(1)
 		}
 	}
+}
+
+// over reports whether the run is over: stopped, or past its end even if
+// its context's timer has not fired yet.
+func (w *h2Worker) over() bool {
+	return w.r.stopped.Load() || w.r.ctx.Err() != nil || !w.end.IsZero() && !time.Now().Before(w.end)
 }
 
 // send sends one request and reads its whole answer.
