@@ -98,13 +98,17 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"keygate's /oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads\n"+
 			"the body and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as\n"+
 			"base64 in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh).")
-	mode := fs.String("mode", "", "`MODE`: "+strings.Join(bench.Modes, " or ")+" (required)")
+	mode := fs.String("mode", "", "`MODE`: "+strings.Join(slices.Concat(bench.Modes, bench.GRPCModes), " or ")+
+		" (required; grpc-noop and grpc-es256 serve Envoy's ext_authz Check over h2c, see 'keygate bench extauthz')")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
+	if slices.Contains(bench.GRPCModes, *mode) {
+		return a.benchServerGRPC(ctx, *mode, *listen) // benchextauthz.go
+	}
 	if !slices.Contains(bench.Modes, *mode) {
-		return usageErrorf(fs.Name(), "--mode must be one of %s", strings.Join(bench.Modes, ", "))
+		return usageErrorf(fs.Name(), "--mode must be one of %s", strings.Join(slices.Concat(bench.Modes, bench.GRPCModes), ", "))
 	}
 	h, err := bench.Handler(*mode)
 	if err != nil {

@@ -78,6 +78,7 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	requests := fs.Int64("requests", 0, "stop each step after `N` measured requests (0: no bound)")
 	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect; a request that takes longer is an error")
 	asJSON := fs.Bool("json", false, "print the result as JSON ("+loadgen.Schema+") instead of a table")
+	x := loadExtraFlags(fs) // --http2, --streams, --token-file: benchload_h2.go
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -109,6 +110,9 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		}
 		cfg.Request.Body = b
 	}
+	if err := x.apply(fs, &cfg); err != nil {
+		return err
+	}
 	raised, before, after, err := loadgen.EnsureFileLimit(slices.Max(conns))
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		if progress != nil {
 			step.Progress = func(p loadgen.Progress) { progress(n, p) }
 		}
-		res, err := loadgen.Run(ctx, step)
+		res, err := x.run(ctx, step)
 		if progress != nil {
 			fmt.Fprint(a.stderr, "\r\033[K")
 		}

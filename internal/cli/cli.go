@@ -149,6 +149,7 @@ func commands() []*command {
 			{name: "server", summary: "reference server (no-op, raw ES256 verify or sign) to load-test keygate against", run: (*app).benchServer},
 			{name: "tokens", summary: "mint N distinct tokens, one per line, for load tests", run: (*app).benchTokens},
 			{name: "load", summary: "HTTP load generator: requests/s and latency percentiles of a URL (like wrk/wrk2)", run: (*app).benchLoad},
+			{name: "extauthz", summary: "gRPC load generator for Envoy's ext_authz Check (like ghz)", run: (*app).benchExtauthz},
 		}},
 	}
 }
