@@ -29,7 +29,7 @@
 #   PORT=18080 GRPC_PORT=18082 ADMIN_PORT=19090   loopback ports
 #   PROFILE_SECONDS=5                >0: CPU profiles of keygate under distinct tokens
 #                                    (HTTP/1.1, h2c, gRPC); 0 skips
-#   NOISY=15 RETRIES=6               a run in which other processes took over NOISY% of the
+#   NOISY=15 RETRIES=3               a run in which other processes took over NOISY% of the
 #                                    server's core is run again, RETRIES times at most in all
 #   OUT=DIR                          keep results, outputs, logs and profiles
 #   MAX_SECONDS=360                  refuse a configuration estimated to run longer (retries
@@ -51,7 +51,7 @@ GRPC_PORT=${GRPC_PORT:-18082}
 ADMIN_PORT=${ADMIN_PORT:-19090}
 PROFILE_SECONDS=${PROFILE_SECONDS:-5}
 NOISY=${NOISY:-15}
-RETRIES=${RETRIES:-6}
+RETRIES=${RETRIES:-3}
 OUT=${OUT:-}
 MAX_SECONDS=${MAX_SECONDS:-360}
 
