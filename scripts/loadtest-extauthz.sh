@@ -188,7 +188,7 @@ step_field() {
 }
 
 RESULTS=$WORK/results.tsv
-printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tgen_cpu_pct\tserver_cpu_pct\tother_cpu_pct\n' >"$RESULTS"
+printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tgen_cpu_pct\tserver_cpu_pct\tother_cpu_pct\tper_cpu_s\n' >"$RESULTS"
 NOISY_RUNS=$WORK/noisy.tsv # the runs done again, for the record
 : >"$NOISY_RUNS"
 
@@ -224,7 +224,11 @@ run_scenario() { # round name server kind tokens
 		srv = total > 0 ? (a[1] - b[1]) / total * 100 : 0
 		other = total > 0 ? ((a[2] - b[2]) - (a[1] - b[1])) / total * 100 : 0
 		if (other < 0) other = 0
-		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\n", name, run, rps, errs, non2xx, p50 / 1000, p99 / 1000, gen, srv, other }' >>"$RESULTS"
+		# Requests per second of CPU time of the server process: what a request
+		# costs the server, less sensitive than requests/s to other
+		# processes taking turns on its core.
+		per = srv > 0 ? rps / (srv / 100) : 0
+		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\n", name, run, rps, errs, non2xx, p50 / 1000, p99 / 1000, gen, srv, other, per }' >>"$RESULTS"
 	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-16s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  generator CPU %.0f%%  server CPU %.0f%%  others on its core %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }')"
 	local others
 	others=$(tail -n 1 "$RESULTS" | cut -f10)
@@ -301,13 +305,13 @@ TABLE=$WORK/table.md
 	echo "Load average at the start of each round: ${LOADS[*]}. Runs done again because other processes took over"
 	echo "${NOISY}% of the server's core: $(wc -l <"$NOISY_RUNS"); the medians are over the last attempts."
 	echo
-	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 (median) | errors + non-2xx | generator CPU | server CPU / others on its core |"
-	echo "| --- | ---: | ---: | --- | --- | ---: | ---: | --- |"
+	echo "| scenario | requests/s (median) | spread | runs (min - max) | per server CPU-second (median) | p50 / p99 (median) | errors + non-2xx | generator CPU | server CPU / others on its core |"
+	echo "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |"
 	for s in "${SCENARIOS[@]}"; do
 		name=${s%% *}
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
-		echo "| $(describe "$name") | $(fmt_n "$m") | $(calc "($hi - $lo) / $m * 100" 1)% | $(fmt_n "$lo") - $(fmt_n "$hi") |" \
+		echo "| $(describe "$name") | $(fmt_n "$m") | $(calc "($hi - $lo) / $m * 100" 1)% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(fmt_n "$(stat "$name" 11 | cut -d' ' -f1)") |" \
 			"$(calc "$(stat "$name" 6 | cut -d' ' -f1) / 1000") / $(calc "$(stat "$name" 7 | cut -d' ' -f1) / 1000") ms | $(errs "$name") |" \
 			"$(calc "$(stat "$name" 8 | cut -d' ' -f1)" 0)% | $(calc "$(stat "$name" 9 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 10 | cut -d' ' -f1)" 0)% |"
 	done
@@ -324,7 +328,11 @@ TABLE=$WORK/table.md
 	echo "| --- | ---: | ---: | --- |"
 	echo "| (a) ext_authz distinct tokens / grpc-es256 ($(fmt_n "$eu") / $(fmt_n "$es")) | **$a** | >= 0.90 | $(verdict "$a >= 0.90 && $(errs extauthz-unique) == 0") |"
 	echo "| (b) ext_authz cache hits / grpc-noop ($(fmt_n "$eh") / $(fmt_n "$no")) | **$b** | >= 0.70 | $(verdict "$b >= 0.70 && $(errs extauthz-hit) == 0") |"
+	pc() { stat "$1" 11 | cut -d' ' -f1; }
+	echo "| (a) the same per server CPU-second ($(fmt_n "$(pc extauthz-unique)") / $(fmt_n "$(pc grpc-es256)")) | $(calc "$(pc extauthz-unique) / $(pc grpc-es256)") | - | info |"
+	echo "| (b) the same per server CPU-second ($(fmt_n "$(pc extauthz-hit)") / $(fmt_n "$(pc grpc-noop)")) | $(calc "$(pc extauthz-hit) / $(pc grpc-noop)") | - | info |"
 	echo "| (c) /auth distinct tokens, h2c / HTTP/1.1 ($(fmt_n "$h2") / $(fmt_n "$h1")) | $(calc "$h2 / $h1") | - | info |"
+	echo "| (c) the same per server CPU-second ($(fmt_n "$(pc h2c-unique)") / $(fmt_n "$(pc http1-unique)")) | $(calc "$(pc h2c-unique) / $(pc http1-unique)") | - | info |"
 	echo "| (c) ext_authz distinct tokens / /auth over HTTP/1.1 ($(fmt_n "$eu") / $(fmt_n "$h1")) | $(calc "$eu / $h1") | - | info |"
 	echo
 	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS GRPC_CONNS=$GRPC_CONNS STREAMS=$STREAMS scripts/loadtest-extauthz.sh"
