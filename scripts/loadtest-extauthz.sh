@@ -188,7 +188,7 @@ step_field() {
 }
 
 RESULTS=$WORK/results.tsv
-printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tgen_cpu_pct\tserver_cpu_pct\tother_cpu_pct\tper_cpu_s\n' >"$RESULTS"
+printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tgen_cpu_pct\tserver_cpu_pct\tother_cpu_pct\tper_cpu_s\tgen_core_others_pct\n' >"$RESULTS"
 NOISY_RUNS=$WORK/noisy.tsv # the runs done again, for the record
 : >"$NOISY_RUNS"
 
@@ -201,9 +201,9 @@ run_scenario() { # round name server kind tokens
 	load "$out" "$kind" "$tokens" "$DURATION" "$WARMUP"
 	sleep "$WARM_S"
 	local before after
-	before="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU")"
+	before="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU") $(cpu_ticks "$CLIENT_CPU")"
 	wait_load "$out"
-	after="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU")"
+	after="$(proc_ticks "$SERVER_PID") $(cpu_ticks "$SERVER_CPU") $(cpu_ticks "$CLIENT_CPU")"
 	stop_server
 	local rps req errs non2xx p50 p99 gen
 	rps=$(step_field "$out" requests_per_s)
@@ -228,8 +228,13 @@ run_scenario() { # round name server kind tokens
 		# costs the server, less sensitive than requests/s to other
 		# processes taking turns on its core.
 		per = srv > 0 ? rps / (srv / 100) : 0
-		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\n", name, run, rps, errs, non2xx, p50 / 1000, p99 / 1000, gen, srv, other, per }' >>"$RESULTS"
-	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-16s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  generator CPU %.0f%%  server CPU %.0f%%  others on its core %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 }')"
+		# The busy share of the generator core less the generator own share
+		# (from its report): what other processes took from it.
+		gtotal = (a[5] - b[5]) + (a[6] - b[6]) + (a[7] - b[7])
+		gothers = gtotal > 0 ? (a[5] - b[5]) / gtotal * 100 - gen : 0
+		if (gothers < 0) gothers = 0
+		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\n", name, run, rps, errs, non2xx, p50 / 1000, p99 / 1000, gen, srv, other, per, gothers }' >>"$RESULTS"
+	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-16s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  generator CPU %.0f%% (others on its core %.0f%%)  server CPU %.0f%%  others on its core %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8, $12, $9, $10 }')"
 	local others
 	others=$(tail -n 1 "$RESULTS" | cut -f10)
 	if ((RETRIES > 0)) && awk -v o="$others" -v n="$NOISY" 'BEGIN { exit !(o > n) }'; then
@@ -305,15 +310,15 @@ TABLE=$WORK/table.md
 	echo "Load average at the start of each round: ${LOADS[*]}. Runs done again because other processes took over"
 	echo "${NOISY}% of the server's core: $(wc -l <"$NOISY_RUNS"); the medians are over the last attempts."
 	echo
-	echo "| scenario | requests/s (median) | spread | runs (min - max) | per server CPU-second (median) | p50 / p99 (median) | errors + non-2xx | generator CPU | server CPU / others on its core |"
-	echo "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |"
+	echo "| scenario | requests/s (median) | spread | runs (min - max) | per server CPU-second (median) | p50 / p99 (median) | errors + non-2xx | generator CPU / others on its core | server CPU / others on its core |"
+	echo "| --- | ---: | ---: | --- | ---: | --- | ---: | --- | --- |"
 	for s in "${SCENARIOS[@]}"; do
 		name=${s%% *}
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		echo "| $(describe "$name") | $(fmt_n "$m") | $(calc "($hi - $lo) / $m * 100" 1)% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(fmt_n "$(stat "$name" 11 | cut -d' ' -f1)") |" \
 			"$(calc "$(stat "$name" 6 | cut -d' ' -f1) / 1000") / $(calc "$(stat "$name" 7 | cut -d' ' -f1) / 1000") ms | $(errs "$name") |" \
-			"$(calc "$(stat "$name" 8 | cut -d' ' -f1)" 0)% | $(calc "$(stat "$name" 9 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 10 | cut -d' ' -f1)" 0)% |"
+			"$(calc "$(stat "$name" 8 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 12 | cut -d' ' -f1)" 0)% | $(calc "$(stat "$name" 9 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 10 | cut -d' ' -f1)" 0)% |"
 	done
 	echo
 	es=$(med grpc-es256)
