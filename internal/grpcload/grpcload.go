@@ -33,6 +33,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -95,8 +96,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: target %q is not host:port", ErrConfig, c.Target)
 	}
 	for i, t := range c.Tokens {
-		if t == "" || strings.ContainsAny(t, "\r\n\x00") {
-			return fmt.Errorf("%w: token %d is empty or holds a line break or NUL", ErrConfig, i)
+		if t == "" || strings.ContainsAny(t, "\r\n\x00") || !utf8.ValidString(t) {
+			return fmt.Errorf("%w: token %d is empty, not UTF-8 or holds a line break or NUL", ErrConfig, i)
 		}
 	}
 	return nil

@@ -190,6 +190,7 @@ func TestConfigRefused(t *testing.T) {
 		{Config{Target: "127.0.0.1:1", Connections: 1}, "duration"},
 		{Config{Target: "127.0.0.1:1", Connections: 1, Requests: 1, Streams: -1}, "streams"},
 		{Config{Target: "127.0.0.1:1", Connections: 1, Requests: 1, Tokens: []string{"a\nb"}}, "token 0"},
+		{Config{Target: "127.0.0.1:1", Connections: 1, Requests: 1, Tokens: []string{"ok", "\xff"}}, "token 1"},
 	} {
 		if _, err := Run(context.Background(), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Run(%+v) = %v, want an error about %s", tt.cfg, err, tt.want)
