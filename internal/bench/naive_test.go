@@ -26,7 +26,7 @@ func writeFile(t *testing.T, b []byte) string {
 	return p
 }
 
-func status(t *testing.T, h http.Handler, token string) int {
+func statusOf(t *testing.T, h http.Handler, token string) int {
 	t.Helper()
 	r := httptest.NewRequest("GET", "/", nil)
 	if token != "" {
@@ -113,7 +113,7 @@ func TestNaiveTokenModes(t *testing.T) {
 			t.Fatalf("%s: %v", m.mode, err)
 		}
 		for _, c := range m.cases {
-			if got := status(t, h, c.token); got != c.want {
+			if got := statusOf(t, h, c.token); got != c.want {
 				t.Errorf("%s: %s: status %d, want %d", m.mode, c.name, got, c.want)
 			}
 		}

@@ -99,8 +99,9 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"keygate's /oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads\n"+
 			"the body and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as\n"+
 			"base64 in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh).")
-	allModes := slices.Concat(bench.Modes, bench.NaiveModes)
-	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+" (required)")
+	allModes := slices.Concat(bench.Modes, bench.NaiveModes, bench.GRPCModes)
+	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+
+		" (required; grpc-noop and grpc-es256 serve Envoy's ext_authz Check over h2c, see 'keygate bench extauthz')")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
 	key := fs.String("key", "", "the naive modes' key `FILE`: ES256 public key PEM (naive-es256), HMAC secret\n"+
 		"(naive-hs256, middleware-hs256) or passphrase (naive-aes-gcm-decrypt)")
@@ -117,6 +118,8 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--mode %s needs --key", *mode)
 	case !naive && *key != "":
 		return usageErrorf(fs.Name(), "--mode %s takes no --key", *mode)
+	case slices.Contains(bench.GRPCModes, *mode):
+		return a.benchServerGRPC(ctx, *mode, *listen) // benchextauthz.go
 	}
 	var h http.Handler
 	var err error

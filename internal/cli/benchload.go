@@ -89,6 +89,7 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		"step, and the result is a side-by-side table with ratios (a "+loadgen.DocumentSchema+" document)")
 	asJSON := fs.Bool("json", false, "print the result as JSON ("+loadgen.Schema+") instead of a table")
 	format := fs.String("format", "table", "output `format`: table, json (as --json) or line (one key=value line per step, for scripts)")
+	x := loadExtraFlags(fs) // --http2, --streams, --token-file: benchload_h2.go
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -127,6 +128,12 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		}
 		cfg.Request.Body = b
 	}
+	if *values != "" && x.tokenFile != "" {
+		return usageErrorf(fs.Name(), "--values and --token-file exclude each other")
+	}
+	if err := x.apply(fs, &cfg); err != nil {
+		return err
+	}
 	if *values != "" {
 		var err error
 		if cfg.Pool, err = valuePool(cfg.Request, *values); err != nil {
@@ -148,7 +155,7 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 			if progress != nil {
 				step.Progress = func(p loadgen.Progress) { progress(n, p) }
 			}
-			res, err := loadgen.Run(ctx, step)
+			res, err := x.run(ctx, step)
 			if progress != nil {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}

@@ -152,6 +152,7 @@ func commands() []*command {
 			{name: "scenario", summary: "load keygate with one of its workloads (auth, proxy, token, transit, ...), or compare two", run: (*app).benchScenario},
 			{name: "reproduce", summary: "redraw a user's before/after load-test table: naive set-up vs keygate", run: (*app).benchReproduce},
 			{name: "report", summary: "draw a bench JSON document as a self-contained offline HTML report with charts", run: (*app).benchReport},
+			{name: "extauthz", summary: "gRPC load generator for Envoy's ext_authz Check (like ghz)", run: (*app).benchExtauthz},
 		}},
 	}
 }

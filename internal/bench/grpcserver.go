@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/keygate/keygate/internal/extauthz"
+)
+
+// Modes of the reference gRPC servers an ext_authz load test compares
+// keygate's --envoy-grpc-listen with: envoy.service.auth.v3.Authorization
+// on the same grpc-go settings as keygate's (GRPCServerOptions).
+const (
+	// ModeGRPCNoop answers every Check with OK (an empty
+	// OkHttpResponse) without looking at the request: the ceiling of the
+	// gRPC stack alone (which still decodes each CheckRequest).
+	ModeGRPCNoop = "grpc-noop"
+	// ModeGRPCES256 does one raw ES256 verification (see RawES256) per
+	// Check, then answers like ModeGRPCNoop: the ceiling of an
+	// authoriser whose only work per request is the signature check.
+	ModeGRPCES256 = "grpc-es256"
+)
+
+// GRPCModes lists the reference gRPC server modes.
+var GRPCModes = []string{ModeGRPCNoop, ModeGRPCES256}
+
+// GRPCServerOptions are the grpc-go settings of keygate's ext_authz
+// listener (extauthz.NewServer, plaintext): the message and header limits,
+// the connection timeout and the keepalive policy.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(extauthz.MaxRecvMsgSize),
+		grpc.MaxHeaderListSize(extauthz.MaxHeaderBytes),
+		grpc.ConnectionTimeout(extauthz.ConnectionTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: extauthz.MaxConnectionIdle}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: extauthz.MinPingInterval, PermitWithoutStream: true}),
+	}
+}
+
+// referenceAuthz is the Authorization service of a reference server.
+type referenceAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+	raw *RawES256 // nil: no verification
+	ok  *authv3.CheckResponse
+}
+
+func (a *referenceAuthz) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	if a.raw != nil && !a.raw.Verify() {
+		return nil, status.Error(codes.Internal, "raw ES256 verification failed")
+	}
+	return a.ok, nil // never changed: safe to marshal from every call
+}
+
+// NewGRPCServer returns the reference gRPC server of mode: the
+// Authorization service and grpc.health.v1 (serving), as keygate's
+// ext_authz listener has them, on its settings.
+func NewGRPCServer(mode string) (*grpc.Server, error) {
+	a := &referenceAuthz{ok: &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}}}}
+	switch mode {
+	case ModeGRPCNoop:
+	case ModeGRPCES256:
+		raw, err := NewRawES256()
+		if err != nil {
+			return nil, err
+		}
+		a.raw = raw
+	default:
+		return nil, fmt.Errorf("bench: unknown gRPC server mode %q (one of %s)", mode, strings.Join(GRPCModes, ", "))
+	}
+	s := grpc.NewServer(GRPCServerOptions()...)
+	authv3.RegisterAuthorizationServer(s, a)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.SetServingStatus(extauthz.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s, h)
+	return s, nil
+}
+
+// ServeGRPC serves s on ln until ctx is done, then stops it gracefully
+// (at once after ShutdownTimeout).
+func ServeGRPC(ctx context.Context, ln net.Listener, s *grpc.Server) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("bench: serve gRPC: %w", err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		s.Stop()
+		<-stopped
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
