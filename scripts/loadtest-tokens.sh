@@ -101,7 +101,8 @@ start_server() {
 	local out=$1 data
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
-	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+	ADMIN_TOKEN_FILE=$data/admin.token # dev mode writes it; /debug/pprof/ requires it
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --pprof --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 		--token-rate-limit 1e6 \
 		>"$out" 2>&1 &
 	SERVER_PID=$!
@@ -243,7 +244,7 @@ if ((PROFILE_SECONDS > 0)); then
 	start_server "$WORK/profile.log"
 	(
 		sleep 2
-		curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
+		curl -sf --max-time $((PROFILE_SECONDS + 20)) -H "Authorization: Bearer $(cat "$ADMIN_TOKEN_FILE")" -o "$WORK/cpu.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS"
 	) &
 	prof_pid=$!

@@ -147,13 +147,15 @@ mint "$n_warm" "$WORK/tokens-warm.txt"
 mint "$n_run" "$WORK/tokens-run.txt"
 
 URL=http://127.0.0.1:$PORT/auth
+# The admin token /debug/pprof/ requires (PROFILE_SECONDS).
+ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 # --- one run ---------------------------------------------------------------
 
 start_server() { # kind log
 	# taskset and env exec, so $! is the server itself.
 	case $1 in
-	keygate) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --config "$WORK/config.yaml" >"$2" 2>&1 & ;;
+	keygate) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_ADMIN_TOKEN="$ADMIN_TOKEN" "$KG" serve --config "$WORK/config.yaml" --pprof >"$2" 2>&1 & ;;
 	noop | es256) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" bench server --mode "$1" --listen "127.0.0.1:$PORT" >"$2" 2>&1 & ;;
 	*) die "unknown server $1" ;;
 	esac
@@ -257,7 +259,7 @@ if ((PROFILE_SECONDS > 0)); then
 	((WARM_S > 0)) && run_step "$WORK/profile.warmup.txt" "$CONNS" "$WARMUP" unique "$WORK/tokens-warm.txt"
 	(
 		sleep 2
-		curl -sf --max-time $((PROFILE_SECONDS + 20)) -o "$WORK/cpu.pprof" \
+		curl -sf --max-time $((PROFILE_SECONDS + 20)) -H "Authorization: Bearer $ADMIN_TOKEN" -o "$WORK/cpu.pprof" \
 			"http://127.0.0.1:$ADMIN_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS"
 	) &
 	prof_pid=$!
