@@ -35,7 +35,8 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 	var conns intsFlag
 	fs.Var(&conns, "connections", "`N[,N...]` connection counts (default: the reproduction's own)")
 	tokens := fs.Int("tokens", benchrun.DefaultTokens, "distinct tokens, sent in turn (token reproductions)")
-	pf := a.planFlags(fs, 5*time.Second)
+	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect: an answer later than this is a timeout error")
+	pf := a.planFlags(fs, 8*time.Second)
 	rest, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -50,10 +51,13 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--warmup must not be negative")
 	case *tokens <= 0:
 		return usageErrorf(fs.Name(), "--tokens must be positive")
+	case *timeout <= 0 || *timeout >= *pf.duration:
+		return usageErrorf(fs.Name(), "--timeout must be positive and shorter than --duration (or no request could time out within a step)")
 	}
 	return a.runPlan(ctx, fs, pf, rep.Name, "keygate bench reproduce "+strings.Join(args, " "),
 		func(env *benchrun.Env) (*benchrun.Plan, error) {
-			return rep.Plan(env, benchrun.ReproduceOptions{Connections: conns, Warmup: *pf.warmup, Duration: *pf.duration, Tokens: *tokens})
+			return rep.Plan(env, benchrun.ReproduceOptions{Connections: conns, Warmup: *pf.warmup, Duration: *pf.duration, Tokens: *tokens,
+				Timeout: *timeout})
 		})
 }
 

@@ -27,11 +27,11 @@ func TestBenchReproduce(t *testing.T) {
 				"--tokens", "40", "--out", dir, "--no-pin"}
 			switch name {
 			case "gateway-es256": // a CPU profile lasts the step's duration less a second
-				args = append(args, "--profile", "--duration", "2s")
+				args = append(args, "--profile", "--duration", "2s", "--timeout", "1s")
 			case "aes-gcm-decrypt": // scrypt per request, slower still under the race detector
-				args = append(args, "--duration", "3s")
+				args = append(args, "--duration", "3s", "--timeout", "2s")
 			default:
-				args = append(args, "--duration", "1s")
+				args = append(args, "--duration", "1s", "--timeout", "900ms")
 			}
 			out := h.must(args...)
 			if !strings.Contains(out, "keygate÷naive req/s") || !strings.Contains(out, filepath.Join(dir, "report.html")) {
@@ -100,6 +100,7 @@ func TestBenchReproduceUsage(t *testing.T) {
 		{[]string{"nonesuch"}, `no reproduction "nonesuch"`},
 		{[]string{"gateway-es256", "--duration", "10ms"}, "--duration must be at least 1s"},
 		{[]string{"gateway-es256", "--tokens", "0"}, "--tokens must be positive"},
+		{[]string{"gateway-es256", "--duration", "2s", "--timeout", "2s"}, "shorter than --duration"},
 		{[]string{"gateway-es256", "--target-cpus", "0-999"}, "--target-cpus"},
 	} {
 		r := h.run(append([]string{"bench", "reproduce"}, c.args...)...)
