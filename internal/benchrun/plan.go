@@ -2,7 +2,6 @@ package benchrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -93,7 +92,11 @@ func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Docum
 			if opt.Progress != nil {
 				cfg.Progress = func(p loadgen.Progress) { opt.Progress(s.Name, n, p) }
 			}
-			res, prof, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
+			res, prof, perr, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
+			if perr != nil { // a target too loaded to answer its profile is a finding, not a failed run
+				doc.Notes = append(doc.Notes, fmt.Sprintf("No profile of %s at %d connections: %v.", s.Name, n, perr))
+				logf("%s, %d connections: no profile: %v", s.Name, n, perr)
+			}
 			if res != nil {
 				doc.Series[i].Steps = append(doc.Series[i].Steps, res)
 				logf("%s, %d connections: %.0f requests/s, p99 %s", s.Name, n, res.RequestsPerSec,
@@ -115,14 +118,13 @@ func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Docum
 }
 
 // measure runs one step against t, sampling its usage over the measured
-// window, and profiles it when asked.
-func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, dir string) (*loadgen.Result, []loadgen.Profile, error) {
+// window, and profiles it when asked; perr is why a profile is missing.
+func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, dir string) (
+	res *loadgen.Result, profs []loadgen.Profile, perr, err error) {
 	var smp *Sampler
 	if t.Probe != nil {
 		smp = StartSampler(ctx, t.Probe, cfg.Warmup)
 	}
-	var profs []loadgen.Profile
-	var perr error
 	var wg sync.WaitGroup
 	if secs := int(cfg.Duration/time.Second) - 1; profile && secs >= 1 && t.ProfileURL("profile", 1) != "" {
 		wg.Go(func() {
@@ -140,7 +142,7 @@ func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, d
 			profs = append(profs, loadgen.Profile{Kind: "cpu", File: file, Top: top})
 		})
 	}
-	res, err := loadgen.Run(ctx, cfg)
+	res, err = loadgen.Run(ctx, cfg)
 	wg.Wait()
 	if profile && perr == nil && t.ProfileURL("allocs", 0) != "" {
 		file := t.Name + "-allocs.pprof"
@@ -156,8 +158,5 @@ func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, d
 			res.Server = u
 		}
 	}
-	if perr != nil {
-		err = errors.Join(err, fmt.Errorf("profile: %w", perr))
-	}
-	return res, profs, err
+	return res, profs, perr, err
 }
