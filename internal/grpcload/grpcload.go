@@ -210,7 +210,12 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 	}()
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
-		go r.progress(senders, sendersDone, progressDone)
+		go loadgen.ReportProgress(r.cfg.Progress, r.start, r.measure, func() (n int64) {
+			for _, s := range senders {
+				n += s.done.Load()
+			}
+			return n
+		}, sendersDone, progressDone)
 	} else {
 		close(progressDone)
 	}
@@ -259,24 +264,6 @@ func (r *run) pick() int {
 	return int((r.next.Add(1) - 1) % uint64(r.msgs.n))
 }
 
-func (r *run) progress(senders []*sender, done <-chan struct{}, exit chan<- struct{}) {
-	defer close(exit)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-tick.C:
-			var n int64
-			for _, s := range senders {
-				n += s.done.Load()
-			}
-			r.cfg.Progress(loadgen.Progress{Elapsed: now.Sub(r.start), Measuring: !now.Before(r.measure), Requests: n})
-		}
-	}
-}
-
 // loop is sender i's life: send, record, until the run stops.
 func (s *sender) loop(i int) {
 	r := s.r
@@ -292,7 +279,7 @@ func (s *sender) loop(i int) {
 		var sent time.Time
 		if r.interval > 0 {
 			sent, next = next, next.Add(r.interval)
-			if !sleepUntil(r.ctx, timer, sent) {
+			if !loadgen.SleepUntil(r.ctx, timer, sent) {
 				return
 			}
 		} else {
@@ -338,19 +325,5 @@ func (s *sender) countError(err error) {
 		s.errs.Parse++
 	default:
 		s.errs.Read++
-	}
-}
-
-func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return true
-	}
-	timer.Reset(d)
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

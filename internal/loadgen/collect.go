@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"runtime"
 	"time"
 )
@@ -36,3 +37,37 @@ func (s *StatusCounts) Add(o *StatusCounts) { s.add(o) }
 
 // Add adds o's counts to e.
 func (e *ErrorCounts) Add(o *ErrorCounts) { e.add(o) }
+
+// SleepUntil waits on timer until t; false means ctx ended first. It is
+// how an open-loop sender waits for its next request's time.
+func SleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ReportProgress calls progress about once a second with the answers
+// measured so far (measured: the sum of each sender's count), until done
+// is closed; then it closes exit. start and measure are the run's start
+// and the end of its warm-up.
+func ReportProgress(progress func(Progress), start, measure time.Time, measured func() int64, done <-chan struct{}, exit chan<- struct{}) {
+	defer close(exit)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			progress(Progress{Elapsed: now.Sub(start), Measuring: !now.Before(measure), Requests: measured()})
+		}
+	}
+}

@@ -111,7 +111,12 @@ func RunHTTP2(ctx context.Context, cfg Config, streams int) (*Result, error) {
 	}()
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
-		go h2Progress(r, workers, workersDone, progressDone)
+		go ReportProgress(cfg.Progress, r.start, r.measure, func() (n int64) {
+			for _, w := range workers {
+				n += w.done.Load()
+			}
+			return n
+		}, workersDone, progressDone)
 	} else {
 		close(progressDone)
 	}
@@ -210,7 +215,7 @@ func (w *h2Worker) loop(i, senders int) {
 		var sent time.Time
 		if r.interval > 0 {
 			sent, next = next, next.Add(r.interval)
-			if !sleepUntil(r.ctx, timer, sent) {
+			if !SleepUntil(r.ctx, timer, sent) {
 				return
 			}
 		} else {
@@ -277,37 +282,5 @@ func (w *h2Worker) countError(err error) {
 		w.errs.Connect++
 	default:
 		w.errs.Read++
-	}
-}
-
-func sleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return true
-	}
-	timer.Reset(d)
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func h2Progress(r *run, workers []*h2Worker, done <-chan struct{}, exit chan<- struct{}) {
-	defer close(exit)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-tick.C:
-			var n int64
-			for _, w := range workers {
-				n += w.done.Load()
-			}
-			r.cfg.Progress(Progress{Elapsed: now.Sub(r.start), Measuring: !now.Before(r.measure), Requests: n})
-		}
 	}
 }

@@ -203,7 +203,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
-		go r.progress(workers, workersDone, progressDone)
+		go ReportProgress(cfg.Progress, r.start, r.measure, func() (n int64) {
+			for _, w := range workers {
+				n += w.done.Load()
+			}
+			return n
+		}, workersDone, progressDone)
 	} else {
 		close(progressDone)
 	}
@@ -287,24 +292,6 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-func (r *run) progress(workers []*worker, done <-chan struct{}, exit chan<- struct{}) {
-	defer close(exit)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-tick.C:
-			var n int64
-			for _, w := range workers {
-				n += w.done.Load()
-			}
-			r.cfg.Progress(Progress{Elapsed: now.Sub(r.start), Measuring: !now.Before(r.measure), Requests: n})
-		}
-	}
-}
-
 // loop is connection i's life: connect, send, read, record, until the run
 // stops.
 func (w *worker) loop(i int) {
@@ -317,14 +304,14 @@ func (w *worker) loop(i int) {
 	}
 	if r.interval > 0 {
 		next = r.start.Add(r.interval * time.Duration(i) / time.Duration(r.cfg.Connections))
-	} else if r.ramp > 0 && !w.sleepUntil(timer, r.start.Add(r.ramp*time.Duration(i)/time.Duration(r.cfg.Connections))) {
+	} else if r.ramp > 0 && !SleepUntil(r.ctx, timer, r.start.Add(r.ramp*time.Duration(i)/time.Duration(r.cfg.Connections))) {
 		return
 	}
 	for !r.stopped.Load() {
 		var sent time.Time // latency runs from here
 		if r.interval > 0 {
 			sent, next = next, next.Add(r.interval)
-			if !w.sleepUntil(timer, sent) {
+			if !SleepUntil(r.ctx, timer, sent) {
 				return
 			}
 		}
@@ -364,21 +351,6 @@ func (w *worker) loop(i int) {
 			}
 			w.close()
 		}
-	}
-}
-
-// sleepUntil waits until t (open loop); false means the run stopped.
-func (w *worker) sleepUntil(timer *time.Timer, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return true
-	}
-	timer.Reset(d)
-	select {
-	case <-timer.C:
-		return true
-	case <-w.r.ctx.Done():
-		return false
 	}
 }
 
