@@ -152,6 +152,9 @@ keygate_decisions_total{front="auth",reason="ok"} 17
 	if _, err := parseMetrics(strings.NewReader("up 1\n")); err == nil {
 		t.Error("a page without the process metrics: no error")
 	}
+	if _, err := parseMetrics(strings.NewReader("process_cpu_seconds_total \n")); err == nil {
+		t.Error("a series with no value: no error")
+	}
 	if _, err := parseMetrics(strings.NewReader("process_cpu_seconds_total x\n")); err == nil {
 		t.Error("a bad value: no error")
 	}

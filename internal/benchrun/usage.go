@@ -157,7 +157,11 @@ func parseMetrics(r io.Reader) (Sample, error) {
 		default:
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.Fields(val)[0], 64)
+		f := strings.Fields(val) // the value, then an optional timestamp
+		if len(f) == 0 {
+			return s, fmt.Errorf("metrics: %s has no value", name)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
 			return s, fmt.Errorf("metrics: %s: %w", name, err)
 		}
