@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/keygate/keygate/internal/loadgen"
 )
@@ -125,7 +126,9 @@ func wellFormed(page string) error {
 			}
 			stack = stack[:len(stack)-1]
 		case name == "script" || name == "style":
-			end := strings.Index(strings.ToLower(page[i:]), "</"+name)
+			// ASCII-only folding keeps byte offsets (strings.ToLower would
+			// turn each invalid byte into three).
+			end := strings.Index(asciiLower(page[i:]), "</"+name)
 			if end < 0 {
 				return fmt.Errorf("<%s> never ends", name)
 			}
@@ -361,6 +364,19 @@ func FuzzWriteHTML(f *testing.F) {
 		d.Profiles[0].Series, d.Profiles[0].Top[0].Function = name, fn
 		page := render(t, d)
 		checkPage(t, page)
+		if !utf8.ValidString(page) {
+			t.Error("the page is not valid UTF-8")
+		}
 		sameJSON(t, embedded(t, page), d)
 	})
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

@@ -25,7 +25,11 @@ func (w *pageWriter) m(ms ...markup) {
 }
 
 // t writes text, escaped for an element's content or a quoted attribute.
-func (w *pageWriter) t(text string) { w.WriteString(html.EscapeString(text)) }
+// t writes text escaped, and as valid UTF-8 (the page declares UTF-8; a
+// document's text may hold any bytes).
+func (w *pageWriter) t(text string) {
+	w.WriteString(html.EscapeString(strings.ToValidUTF8(text, "\uFFFD")))
+}
 
 // f writes fmt.Sprintf(format, args...) as text.
 func (w *pageWriter) f(format string, args ...any) { w.t(fmt.Sprintf(format, args...)) }
