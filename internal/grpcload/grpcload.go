@@ -30,7 +30,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -193,56 +192,20 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 	for i := range senders {
 		senders[i] = &sender{r: r, conn: conns[i%cfg.Connections]}
 	}
-	var cpu0 loadgen.CPUTime
-	var t0 time.Time
-	sendersDone := make(chan struct{})
-	began := make(chan struct{})
-	go func() {
-		defer close(began)
-		t := time.NewTimer(time.Until(r.measure))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cpu0, t0 = loadgen.ReadCPUTime(), r.measure
-		case <-sendersDone:
-			cpu0, t0 = loadgen.ReadCPUTime(), time.Now()
+	lcfg := loadgen.Config{Connections: cfg.Connections, Rate: cfg.Rate, Duration: cfg.Duration, Progress: cfg.Progress}
+	win := loadgen.Drive(lcfg, r.start, r.measure, len(senders), func() (n int64) {
+		for _, s := range senders {
+			n += s.done.Load()
 		}
-	}()
-	progressDone := make(chan struct{})
-	if cfg.Progress != nil {
-		go loadgen.ReportProgress(r.cfg.Progress, r.start, r.measure, func() (n int64) {
-			for _, s := range senders {
-				n += s.done.Load()
-			}
-			return n
-		}, sendersDone, progressDone)
-	} else {
-		close(progressDone)
-	}
-	var wg sync.WaitGroup
-	for i, s := range senders {
-		wg.Go(func() { s.loop(i) })
-	}
-	wg.Wait()
-	cpu1, t1 := loadgen.ReadCPUTime(), time.Now()
-	if cfg.Duration > 0 && t1.After(r.measure.Add(cfg.Duration)) {
-		t1 = r.measure.Add(cfg.Duration)
-	}
-	close(sendersDone)
-	<-began
-	<-progressDone
-
-	res := &loadgen.Result{Mode: loadgen.ModeClosed, Connections: cfg.Connections, TargetRate: cfg.Rate,
-		Seconds: max(t1.Sub(t0), 0).Seconds(), Hist: new(loadgen.Histogram)}
-	if cfg.Rate > 0 {
-		res.Mode = loadgen.ModeOpen
-	}
+		return n
+	}, func(i int) { senders[i].loop(i) })
+	res := win.NewResult(lcfg)
 	for _, s := range senders {
 		res.Hist.Merge(&s.hist)
 		res.Status.Add(&s.status)
 		res.Errors.Add(&s.errs)
 	}
-	res.Summarize(cpu0, cpu1)
+	res.Summarize(win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

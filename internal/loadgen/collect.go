@@ -3,30 +3,96 @@ package loadgen
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 )
 
 // This file lets other generators (HTTP/2 here, gRPC in internal/grpcload)
 // report in the same Result, counted and summarised the same way.
 
-// CPUTime is the process's CPU time so far (getrusage RUSAGE_SELF), for
-// Result.Summarize.
-type CPUTime struct {
+// cpuReading is the process's CPU time (getrusage RUSAGE_SELF) and when
+// it was read, which on a busy generator may be late.
+type cpuReading struct {
 	t  cpuTimes
-	at time.Time // when it was read
+	at time.Time
 }
 
-// ReadCPUTime returns the process's CPU time so far.
-func ReadCPUTime() CPUTime { return CPUTime{readCPU(), time.Now()} }
+func readCPUNow() cpuReading { return cpuReading{readCPU(), time.Now()} }
+
+// Window is what Drive measured of a run: the measured window's length and
+// the generator's CPU time over it.
+type Window struct {
+	seconds  float64
+	from, to cpuReading
+}
+
+// Drive runs send(i) for each of n senders, each until the run stops, and
+// measures the window: it begins at measure, the end of the warm-up (the
+// requests measured are those sent from then on, however late the timer
+// fires), or when the senders are done if that comes first; it ends when
+// they are done, at measure+cfg.Duration at the latest. With
+// cfg.Progress, measured (the answers counted so far) is reported about
+// once a second. Run, RunHTTP2 and internal/grpcload all run this way.
+func Drive(cfg Config, start, measure time.Time, n int, measured func() int64, send func(i int)) Window {
+	var w Window
+	var t0 time.Time
+	done := make(chan struct{})
+	began := make(chan struct{})
+	go func() {
+		defer close(began)
+		t := time.NewTimer(time.Until(measure))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			w.from, t0 = readCPUNow(), measure
+		case <-done:
+			w.from = readCPUNow()
+			t0 = w.from.at
+		}
+	}()
+	progressDone := make(chan struct{})
+	if cfg.Progress != nil {
+		go reportProgress(cfg.Progress, start, measure, measured, done, progressDone)
+	} else {
+		close(progressDone)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { send(i) })
+	}
+	wg.Wait()
+	w.to = readCPUNow()
+	t1 := w.to.at
+	if cfg.Duration > 0 {
+		t1 = minTime(t1, measure.Add(cfg.Duration))
+	}
+	close(done)
+	<-began
+	<-progressDone
+	w.seconds = max(t1.Sub(t0), 0).Seconds()
+	return w
+}
+
+// NewResult returns the Result of a run of cfg over window w, for the
+// caller to add its senders' counts to and then Summarize.
+func (w Window) NewResult(cfg Config) *Result {
+	r := &Result{Mode: ModeClosed, Connections: cfg.Connections, TargetRate: cfg.Rate, Seconds: w.seconds, Hist: new(Histogram)}
+	if cfg.Rate > 0 {
+		r.Mode = ModeOpen
+	}
+	return r
+}
 
 // Summarize fills what r derives from r.Hist and r.Seconds (Requests,
-// RequestsPerSec, Latency, Histogram) and the generator's CPU use between
-// from and to, as a share of the time between those readings, as Run does.
-func (r *Result) Summarize(from, to CPUTime) {
+// RequestsPerSec, Latency, Histogram) and the generator's CPU use over w,
+// as a share of the time between its two readings (not the window's: with
+// thousands of connections on one CPU either reading can come late, and a
+// share over the window would then pass 100%).
+func (r *Result) Summarize(w Window) {
 	if r.Hist == nil {
 		r.Hist = new(Histogram)
 	}
-	r.fill(to.t.sub(from.t), max(to.at.Sub(from.at), 0), runtime.GOMAXPROCS(0))
+	r.fill(w.to.t.sub(w.from.t), max(w.to.at.Sub(w.from.at), 0), runtime.GOMAXPROCS(0))
 }
 
 // Count counts one answer of the given status.
@@ -54,11 +120,11 @@ func SleepUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
 	}
 }
 
-// ReportProgress calls progress about once a second with the answers
+// reportProgress calls progress about once a second with the answers
 // measured so far (measured: the sum of each sender's count), until done
 // is closed; then it closes exit. start and measure are the run's start
 // and the end of its warm-up.
-func ReportProgress(progress func(Progress), start, measure time.Time, measured func() int64, done <-chan struct{}, exit chan<- struct{}) {
+func reportProgress(progress func(Progress), start, measure time.Time, measured func() int64, done <-chan struct{}, exit chan<- struct{}) {
 	defer close(exit)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,50 +93,13 @@ func RunHTTP2(ctx context.Context, cfg Config, streams int) (*Result, error) {
 	for i := range workers {
 		workers[i] = &h2Worker{r: r, end: end, t: transports[i%cfg.Connections], reqs: h2reqs}
 	}
-	var cpu0 CPUTime
-	var t0 time.Time
-	workersDone := make(chan struct{})
-	began := make(chan struct{})
-	go func() {
-		defer close(began)
-		t := time.NewTimer(time.Until(r.measure))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cpu0, t0 = ReadCPUTime(), r.measure
-		case <-workersDone:
-			cpu0, t0 = ReadCPUTime(), time.Now()
+	win := Drive(cfg, r.start, r.measure, len(workers), func() (n int64) {
+		for _, w := range workers {
+			n += w.done.Load()
 		}
-	}()
-	progressDone := make(chan struct{})
-	if cfg.Progress != nil {
-		go ReportProgress(cfg.Progress, r.start, r.measure, func() (n int64) {
-			for _, w := range workers {
-				n += w.done.Load()
-			}
-			return n
-		}, workersDone, progressDone)
-	} else {
-		close(progressDone)
-	}
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Go(func() { w.loop(i, senders) })
-	}
-	wg.Wait()
-	cpu1, t1 := ReadCPUTime(), time.Now()
-	if cfg.Duration > 0 {
-		t1 = minTime(t1, r.measure.Add(cfg.Duration))
-	}
-	close(workersDone)
-	<-began
-	<-progressDone
-
-	res := &Result{Mode: ModeClosed, Connections: cfg.Connections, TargetRate: cfg.Rate,
-		Seconds: max(t1.Sub(t0), 0).Seconds(), Hist: new(Histogram)}
-	if cfg.Rate > 0 {
-		res.Mode = ModeOpen
-	}
+		return n
+	}, func(i int) { workers[i].loop(i, senders) })
+	res := win.NewResult(cfg)
 	for _, w := range workers {
 		res.Hist.Merge(&w.hist)
 		res.Status.add(&w.status)
@@ -146,7 +108,7 @@ func RunHTTP2(ctx context.Context, cfg Config, streams int) (*Result, error) {
 	// Dials beyond the first of each connection are the transports'
 	// reconnects (after an error, or a server that closed the connection).
 	res.Reconnects = max(dials.Load()-int64(cfg.Connections), 0)
-	res.Summarize(cpu0, cpu1)
+	res.Summarize(win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

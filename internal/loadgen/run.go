@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,62 +180,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	})
 	defer stopAll()
 
-	// The measured window begins at the end of the warm-up (the requests
-	// measured are those sent from then on, however late this goroutine
-	// wakes), or when the connections are done if that comes first; it ends
-	// when they are done, at the end of the duration at the latest.
-	var cpu0 cpuTimes
-	var t0, cpuAt0 time.Time // cpuAt0: when cpu0 was read, which may be late on a busy generator
-	workersDone := make(chan struct{})
-	began := make(chan struct{})
-	go func() {
-		defer close(began)
-		t := time.NewTimer(time.Until(r.measure))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cpu0, t0 = readCPU(), r.measure
-		case <-workersDone:
-			cpu0, t0 = readCPU(), time.Now()
+	win := Drive(cfg, r.start, r.measure, len(workers), func() (n int64) {
+		for _, w := range workers {
+			n += w.done.Load()
 		}
-		cpuAt0 = time.Now()
-	}()
-	progressDone := make(chan struct{})
-	if cfg.Progress != nil {
-		go ReportProgress(cfg.Progress, r.start, r.measure, func() (n int64) {
-			for _, w := range workers {
-				n += w.done.Load()
-			}
-			return n
-		}, workersDone, progressDone)
-	} else {
-		close(progressDone)
-	}
-
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Go(func() { w.loop(i) })
-	}
-	wg.Wait()
-	cpu1, t1 := readCPU(), time.Now()
-	cpuAt1 := t1
-	if cfg.Duration > 0 {
-		t1 = minTime(t1, r.measure.Add(cfg.Duration))
-	}
-	close(workersDone)
-	<-began
-	<-progressDone
-
-	res := &Result{
-		Mode:        ModeClosed,
-		Connections: cfg.Connections,
-		TargetRate:  cfg.Rate,
-		Seconds:     max(t1.Sub(t0), 0).Seconds(),
-		Hist:        new(Histogram),
-	}
-	if cfg.Rate > 0 {
-		res.Mode = ModeOpen
-	}
+		return n
+	}, func(i int) { workers[i].loop(i) })
+	res := win.NewResult(cfg)
 	for _, w := range workers {
 		w.close()
 		res.Hist.Merge(&w.hist)
@@ -244,10 +194,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Errors.add(&w.errs)
 		res.Reconnects += w.reconnects
 	}
-	// The CPU share is over the span between the two readings, not the
-	// window: with thousands of connections on one CPU either reading can
-	// come late, and a share over the window would then pass 100%.
-	res.fill(cpu1.sub(cpu0), max(cpuAt1.Sub(cpuAt0), 0), runtime.GOMAXPROCS(0))
+	res.Summarize(win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
