@@ -1,13 +1,12 @@
 package benchrun
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/keygate/keygate/internal/bench"
@@ -122,36 +121,14 @@ func sizedClaims(size string) (mint.Claims, error) {
 	return c, nil
 }
 
-// mintN signs n tokens with the claims (each its own jti) on all CPUs.
+// mintN signs n distinct tokens with the claims on all CPUs
+// (bench.WriteTokens, as 'keygate bench tokens' mints them).
 func mintN(ctx context.Context, s *jose.Signer, c mint.Claims, n int) ([]string, error) {
-	out := make([]string, n)
-	workers := runtime.GOMAXPROCS(0)
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	now := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if i%256 == 0 && ctx.Err() != nil {
-					errs[w] = ctx.Err()
-					return
-				}
-				tok, err := mint.Sign(s, c, now, rand.Reader)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				out[i] = tok
-			}
-		})
+	var buf bytes.Buffer
+	if err := bench.WriteTokens(ctx, &buf, bench.TokensConfig{Signer: s, Claims: c, N: n}); err != nil {
+		return nil, fmt.Errorf("benchrun: mint: %w", err)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("benchrun: mint: %w", err)
-		}
-	}
-	return out, nil
+	return strings.Fields(buf.String()), nil
 }
 
 // spread returns n kinds: hot 'h' and invalid 'x' entries spread evenly
