@@ -34,21 +34,25 @@ func (a *app) benchServerGRPC(ctx context.Context, mode, listen string) error {
 
 // readTokens reads a token file as 'keygate bench tokens' writes it: one
 // token per line (blank lines and surrounding spaces ignored).
-func readTokens(path string) ([]string, error) {
+func readTokens(path string) ([]string, error) { return readLines(path, "token") }
+
+// readLines returns the file's lines, white space trimmed, empty ones left
+// out; a file without any is an error naming what it should hold.
+func readLines(path, what string) ([]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var tokens []string
+	var lines []string
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			tokens = append(tokens, line)
+			lines = append(lines, line)
 		}
 	}
-	if len(tokens) == 0 {
-		return nil, fmt.Errorf("%s holds no token", path)
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("%s holds no %s", path, what)
 	}
-	return tokens, nil
+	return lines, nil
 }
 
 // benchExtauthz is 'keygate bench extauthz': a gRPC load generator for

@@ -239,16 +239,12 @@ func valuePool(tpl loadgen.Request, file string) ([]loadgen.Request, error) {
 	if !has {
 		return nil, fmt.Errorf("no %s in --url, -H or the body", valuePlaceholder)
 	}
-	b, err := os.ReadFile(file)
+	values, err := readLines(file, "value")
 	if err != nil {
 		return nil, err
 	}
-	var pool []loadgen.Request
-	for line := range strings.SplitSeq(string(b), "\n") {
-		v := strings.TrimRight(line, "\r")
-		if v == "" {
-			continue
-		}
+	pool := make([]loadgen.Request, 0, len(values))
+	for _, v := range values {
 		r := tpl
 		r.URL = strings.ReplaceAll(tpl.URL, valuePlaceholder, v)
 		r.Body = bytes.ReplaceAll(tpl.Body, []byte(valuePlaceholder), []byte(v))
@@ -257,12 +253,9 @@ func valuePool(tpl loadgen.Request, file string) ([]loadgen.Request, error) {
 			r.Header[i].Value = strings.ReplaceAll(r.Header[i].Value, valuePlaceholder, v)
 		}
 		if err := r.Validate(); err != nil {
-			return nil, fmt.Errorf("line %d: %w", len(pool)+1, err)
+			return nil, fmt.Errorf("value %d: %w", len(pool)+1, err)
 		}
 		pool = append(pool, r)
-	}
-	if len(pool) == 0 {
-		return nil, fmt.Errorf("%s holds no value", file)
 	}
 	return pool, nil
 }

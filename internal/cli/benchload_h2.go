@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/keygate/keygate/internal/loadgen"
@@ -43,17 +44,14 @@ func (x *loadExtras) apply(fs *flagSet, cfg *loadgen.Config) error {
 			return usageErrorf(fs.Name(), "--token-file sets the Authorization header: do not give one with -H")
 		}
 	}
-	tokens, err := readTokens(x.tokenFile)
+	// A token per request is --values with the token in Authorization.
+	tpl := cfg.Request
+	tpl.Header = append(slices.Clone(tpl.Header), loadgen.Header{Name: "Authorization", Value: "Bearer " + valuePlaceholder})
+	pool, err := valuePool(tpl, x.tokenFile)
 	if err != nil {
 		return fmt.Errorf("bench load: tokens: %w", err)
 	}
-	cfg.Pool = make([]loadgen.Request, len(tokens))
-	for i, t := range tokens {
-		r := cfg.Request
-		r.Header = append(append(make([]loadgen.Header, 0, len(r.Header)+1), r.Header...),
-			loadgen.Header{Name: "Authorization", Value: "Bearer " + t})
-		cfg.Pool[i] = r
-	}
+	cfg.Pool = pool
 	return nil
 }
 
