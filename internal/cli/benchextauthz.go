@@ -130,35 +130,24 @@ func (a *app) benchExtauthz(ctx context.Context, args []string) error {
 	case *token != "":
 		cfg.Tokens = []string{*token}
 	}
-	if raised, before, after, err := loadgen.EnsureFileLimit(slices.Max(conns)); err != nil {
+	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
-	} else if raised {
-		fmt.Fprintf(a.stderr, "bench extauthz: raised the open-file limit (RLIMIT_NOFILE) from %d to %d for %d connections\n",
-			before, after, slices.Max(conns))
 	}
-	progress := a.progressLine()
-	var steps []*loadgen.Result
+	var steps []grpcload.Config
 	for _, n := range conns {
 		step := cfg
 		step.Connections = n
-		if progress != nil {
-			step.Progress = func(p loadgen.Progress) { progress(n, p) }
-		}
-		res, err := grpcload.Run(ctx, step)
-		if progress != nil {
-			fmt.Fprint(a.stderr, "\r\033[K")
-		}
-		if res != nil {
-			steps = append(steps, res)
-		}
-		if err != nil {
-			if errors.Is(err, grpcload.ErrConfig) {
-				return usageErrorf(fs.Name(), "%v", err)
-			}
-			return errors.Join(a.writeExtauthz(cfg, steps, *asJSON), err)
-		}
+		steps = append(steps, step)
 	}
-	return a.writeExtauthz(cfg, steps, *asJSON)
+	results, err := runSteps(a, steps, func(c grpcload.Config) int { return c.Connections },
+		func(c grpcload.Config, p func(loadgen.Progress)) (*loadgen.Result, error) {
+			c.Progress = p
+			return grpcload.Run(ctx, c)
+		})
+	if errors.Is(err, grpcload.ErrConfig) {
+		return usageErrorf(fs.Name(), "%v", err)
+	}
+	return errors.Join(a.writeExtauthz(cfg, results, *asJSON), err)
 }
 
 // writeExtauthz prints the steps with loadgen's printers: the target is

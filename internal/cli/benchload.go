@@ -146,28 +146,47 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
 	}
-	progress := a.progressLine()
-	var steps []*loadgen.Result
+	var steps []loadgen.Config
 	for _, n := range conns {
 		for _, r := range rates {
 			step := cfg
 			step.Connections, step.Rate = n, r
-			if progress != nil {
-				step.Progress = func(p loadgen.Progress) { progress(n, p) }
-			}
-			res, err := x.run(ctx, step)
-			if progress != nil {
-				fmt.Fprint(a.stderr, "\r\033[K")
-			}
-			if res != nil {
-				steps = append(steps, res)
-			}
-			if err != nil {
-				return errors.Join(a.writeLoad(cfg, steps, *format), err)
-			}
+			steps = append(steps, step)
 		}
 	}
-	return a.writeLoad(cfg, steps, *format)
+	results, err := runSteps(a, steps, func(c loadgen.Config) int { return c.Connections },
+		func(c loadgen.Config, p func(loadgen.Progress)) (*loadgen.Result, error) {
+			c.Progress = p
+			return x.run(ctx, c)
+		})
+	return errors.Join(a.writeLoad(cfg, results, *format), err)
+}
+
+// runSteps runs each step in turn with the live progress line (conns names
+// a step's connection count in it) and returns the results measured,
+// the interrupted step's included, with the first error.
+func runSteps[T any](a *app, steps []T, conns func(T) int,
+	run func(T, func(loadgen.Progress)) (*loadgen.Result, error)) ([]*loadgen.Result, error) {
+	line := a.progressLine()
+	var results []*loadgen.Result
+	for _, step := range steps {
+		var progress func(loadgen.Progress)
+		if line != nil {
+			n := conns(step)
+			progress = func(p loadgen.Progress) { line(n, p) }
+		}
+		res, err := run(step, progress)
+		if line != nil {
+			fmt.Fprint(a.stderr, "\r\033[K")
+		}
+		if res != nil {
+			results = append(results, res)
+		}
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
 }
 
 // floatsFlag is a comma-separated list of numbers, none negative.
