@@ -343,7 +343,7 @@ func (f *Forward) Forwarding() gateway.Forwarding {
 type Route struct {
 	Host       string   `yaml:"host"`        // the request's host, exactly; none: any host
 	PathPrefix string   `yaml:"path_prefix"` // the canonical path's prefix, on segment boundaries ("/api" covers /api and /api/x, not /apix)
-	Methods    []string `yaml:"methods"`     // none: any method
+	Methods    []string `yaml:"methods"`     // upper case; none: any method; GET covers HEAD; a request's method is matched in any case
 	Upstream   string   `yaml:"upstream"`    // reverse proxy only
 	Anonymous  bool     `yaml:"anonymous"`   // let requests through without a token (a token given is still checked)
 	Issuers    []string `yaml:"issuers"`     // empty: any configured issuer
@@ -789,7 +789,9 @@ func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad 
 		bad(field, "an anonymous route cannot require issuers or scopes")
 	}
 	for _, m := range r.Methods {
-		if m == "" || strings.ToUpper(m) != m {
+		if err := gateway.CheckMethod(m); err != nil {
+			bad(field+".methods", "%v", err)
+		} else if strings.ToUpper(m) != m {
 			bad(field+".methods", "methods are upper case, not %q", m)
 		}
 	}

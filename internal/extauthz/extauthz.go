@@ -145,10 +145,7 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		return s.refuse(http.StatusBadRequest, "invalid_request", "invalid_request", "the check request carries no HTTP request attributes"), nil
 	}
 	h := credentialHeaders(hr)
-	path := hr.GetPath()
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
+	path, query := gateway.SplitURI(hr.GetPath())
 	start := d.AccessStart()
 	var span trace.Span // nil: tracing off
 	if s.tracer != nil {
@@ -156,8 +153,9 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		// the gRPC call: Envoy's own span, when it traces, is in both.
 		ctx, span = s.tracer.StartServer(ctx, telemetry.SpanExtAuthz, h)
 	}
-	dec := d.Decide(ctx, hr.GetMethod(), hr.GetHost(), path, h)
-	if dec.Reason == "ambiguous_path" {
+	dec := d.Decide(ctx, hr.GetMethod(), hr.GetHost(), path, query, h)
+	switch dec.Reason {
+	case gateway.ReasonAmbiguousPath, gateway.ReasonAmbiguousMethod, gateway.ReasonInvalidMethod:
 		// Forward-auth answers 403 because nginx turns a 400 from
 		// auth_request into a 500; Envoy sends the client what it gets.
 		dec.Status = http.StatusBadRequest
@@ -173,7 +171,7 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 }
 
 // credentialHeaders returns the request's Authorization, Cookie,
-// traceparent and tracestate headers (Envoy sends header names in lower case, and joins
+// traceparent, tracestate and method override headers (Envoy sends header names in lower case, and joins
 // repeated headers with ","; or, with encode_raw_headers, lists each in
 // header_map).
 func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
@@ -188,6 +186,13 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 			h["Traceparent"] = append(h["Traceparent"], v)
 		case strings.EqualFold(k, "tracestate"):
 			h["Tracestate"] = append(h["Tracestate"], v)
+		case len(k) > 2 && (k[0] == 'x' || k[0] == 'X'):
+			// The method an upstream may run a POST as.
+			for _, name := range gateway.MethodOverrideHeaders {
+				if strings.EqualFold(k, name) {
+					h[name] = append(h[name], v)
+				}
+			}
 		}
 	}
 	if hm := hr.GetHeaderMap(); hm != nil {

@@ -113,14 +113,14 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.tracer != nil {
 		ctx, span = f.tracer.StartServer(ctx, telemetry.SpanAuth, r.Header)
 	}
-	method, host, path, problem := f.fwd.target(r)
+	method, host, path, query, problem := f.fwd.target(r)
 	var dec Decision
 	if problem != "" {
 		// 401, not 400: nginx turns any status from auth_request but 2xx,
 		// 401 and 403 into a 500 for the client.
 		dec = f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
 	} else {
-		dec = f.Decide(ctx, method, host, path, r.Header)
+		dec = f.Decide(ctx, method, host, path, query, r.Header)
 	}
 	f.write(w, dec)
 	if span != nil {
@@ -261,20 +261,18 @@ func (d *Decider) ClaimHeaders() []string { return d.headers }
 // "" when res is nil (an anonymous route) or the token lacks the claim.
 func HeaderValue(res *verify.Result, name string) string { return headerValue(res, name) }
 
-// Decide decides on a request to host with method and path (percent-encoded
-// as sent; a query is not part of it), the token taken from h: its one
-// Authorization header with the Bearer scheme, or else the configured
-// cookie. A path upstreams read in different ways is refused with 403
-// invalid_request ambiguous_path (Router.Match). It counts the decision.
-func (d *Decider) Decide(ctx context.Context, method, host, path string, h http.Header) Decision {
-	route, err := d.routes.Match(host, method, path)
-	switch {
-	case errors.Is(err, ErrAmbiguousPath):
+// Decide decides on a request to host with method, path (percent-encoded
+// as sent) and raw query, the token taken from h: its one Authorization
+// header with the Bearer scheme, or else the configured cookie. A path or
+// a method upstreams read in different ways, and a method that is not a
+// token, are refused with 403 invalid_request (Router.Match; see
+// RequestRefusal). It counts the decision.
+func (d *Decider) Decide(ctx context.Context, method, host, path, query string, h http.Header) Decision {
+	route, err := d.routes.Match(host, method, path, h, query)
+	if err != nil {
 		// 403, not 400: nginx turns any status from auth_request but 2xx,
 		// 401 and 403 into a 500 for the client.
-		return d.refusal(http.StatusForbidden, "invalid_request", "ambiguous_path", "ambiguous_path")
-	case err != nil:
-		return d.refusal(http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
+		return d.matchRefusal(err, http.StatusForbidden)
 	}
 	var dec Decision
 	if !route.Anonymous {
@@ -288,6 +286,38 @@ func (d *Decider) Decide(ctx context.Context, method, host, path string, h http.
 	dec.Status = http.StatusOK
 	return dec
 }
+
+// matchRefusal is the refusal of a request Router.Match found no route
+// for: the request-reading errors with status (each front end answers
+// them as its proxy needs), no route with 403.
+func (d *Decider) matchRefusal(err error, status int) Decision {
+	if reason := RequestRefusal(err); reason != "" {
+		return d.refusal(status, "invalid_request", reason, reason)
+	}
+	return d.refusal(http.StatusForbidden, "access_denied", "no_route", "no route rule matches the request")
+}
+
+// RequestRefusal is the reason for refusing a request whose path or method
+// upstreams read in different ways, or whose method is not a token;
+// "" for any other error.
+func RequestRefusal(err error) string {
+	switch {
+	case errors.Is(err, ErrAmbiguousPath):
+		return ReasonAmbiguousPath
+	case errors.Is(err, ErrAmbiguousMethod):
+		return ReasonAmbiguousMethod
+	case errors.Is(err, ErrInvalidMethod):
+		return ReasonInvalidMethod
+	}
+	return ""
+}
+
+// Reasons for refusing a request keygate reads in more than one way.
+const (
+	ReasonAmbiguousPath   = "ambiguous_path"
+	ReasonAmbiguousMethod = "ambiguous_method"
+	ReasonInvalidMethod   = "invalid_method"
+)
 
 // authorize takes the bearer token from h, verifies it and checks it
 // against the route. An allowed decision is not counted: the caller counts

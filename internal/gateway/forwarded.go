@@ -119,25 +119,33 @@ var forwardedText = map[string]string{
 }
 
 // target is the request the proxy is asking about, or the reason to refuse
-// it. The query and fragment are dropped from the URI.
-func (f *Forwarding) target(r *http.Request) (method, host, path, problem string) {
+// it: its method, host, path and raw query (the fragment dropped).
+func (f *Forwarding) target(r *http.Request) (method, host, path, query, problem string) {
 	if method, _, problem = f.pick(r.Header, f.Method, r.Method); problem != "" {
-		return "", "", "", problem
+		return "", "", "", "", problem
 	}
 	if host, _, problem = f.pick(r.Header, f.Host, r.Host); problem != "" {
-		return "", "", "", problem
+		return "", "", "", "", problem
 	}
 	uri, forwarded, problem := f.pick(r.Header, f.URI, "")
 	if problem != "" {
-		return "", "", "", problem
+		return "", "", "", "", problem
 	}
 	if !forwarded || uri == "" {
-		return method, host, f.ownPath(r), ""
+		return method, host, f.ownPath(r), r.URL.RawQuery, ""
 	}
-	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+	path, query = SplitURI(uri)
+	return method, host, path, query, ""
+}
+
+// SplitURI splits a request target into its path and raw query, dropping
+// any fragment.
+func SplitURI(uri string) (path, query string) {
+	if i := strings.IndexByte(uri, '#'); i >= 0 {
 		uri = uri[:i]
 	}
-	return method, host, uri, ""
+	path, query, _ = strings.Cut(uri, "?")
+	return path, query
 }
 
 // pick reads one part of the target from the trusted headers names: the one

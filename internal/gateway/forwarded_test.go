@@ -66,7 +66,7 @@ func TestForwardingTarget(t *testing.T) {
 				r.Header.Add(h[0], h[1])
 			}
 			var got want
-			got.method, got.host, got.path, got.problem = fw.target(r)
+			got.method, got.host, got.path, _, got.problem = fw.target(r)
 			if got != tc.want {
 				t.Errorf("target = %+v, want %+v", got, tc.want)
 			}

@@ -189,12 +189,12 @@ func FuzzCanonicalPath(f *testing.F) {
 				t.Fatalf("%q is matched as %q, its canonical form %q as %q", raw, a, out, b)
 			}
 		}
-		r, i, p, err := rt.match("h", "GET", raw)
+		r, i, p, _, err := rt.match("h", "GET", raw, nil, "")
 		if err != nil {
 			return
 		}
 		out := p.canonical(r.AllowPathParams)
-		r2, i2, _, err := rt.match("h", "GET", out)
+		r2, i2, _, _, err := rt.match("h", "GET", out, nil, "")
 		if err != nil || r2 != r {
 			t.Fatalf("%q goes to route %d, but its forwarded form %q to %d (%v)", raw, i, out, i2, err)
 		}
@@ -269,7 +269,7 @@ func TestRouterReadings(t *testing.T) {
 		{"/FILES/a%2Fb", ambiguous, ""},
 	}
 	for _, tc := range cases {
-		r, got, p, err := rt.match("h", "GET", tc.path)
+		r, got, p, _, err := rt.match("h", "GET", tc.path, nil, "")
 		switch {
 		case errors.Is(err, ErrAmbiguousPath):
 			got = ambiguous
@@ -292,16 +292,16 @@ func TestRouterReadings(t *testing.T) {
 	// No route at all, and the implicit route without rules, which lets
 	// through parameters and encoded slashes but nothing else refused.
 	rt, _ = NewRouter([]Route{{PathPrefix: "/only"}})
-	if _, err := rt.Match("h", "GET", "/elsewhere;x"); !errors.Is(err, ErrNoRoute) {
+	if _, err := rt.Match("h", "GET", "/elsewhere;x", nil, ""); !errors.Is(err, ErrNoRoute) {
 		t.Errorf("no route: %v", err)
 	}
 	rt, _ = NewRouter(nil)
 	for _, path := range []string{"/a;x", "/a%2Fb", "/"} {
-		if r, err := rt.Match("h", "GET", path); err != nil || r != implicitRoute {
+		if r, err := rt.Match("h", "GET", path, nil, ""); err != nil || r != implicitRoute {
 			t.Errorf("no rules, %s: %v", path, err)
 		}
 	}
-	if _, err := rt.Match("h", "GET", "/%2e%2e"); !errors.Is(err, ErrAmbiguousPath) {
+	if _, err := rt.Match("h", "GET", "/%2e%2e", nil, ""); !errors.Is(err, ErrAmbiguousPath) {
 		t.Errorf("no rules, /%%2e%%2e: %v", err)
 	}
 }
@@ -328,7 +328,7 @@ func TestRouterCaseInsensitiveOrder(t *testing.T) {
 		"/OPEN/x":      2,
 		"/\u212Aey":    3, // KELVIN SIGN: folds to k, but no rule has /key
 	} {
-		_, got, _, err := rt.match("h", "GET", path)
+		_, got, _, _, err := rt.match("h", "GET", path, nil, "")
 		if err != nil || got != want {
 			t.Errorf("%s: route %d (%v), want %d", path, got, err, want)
 		}
@@ -357,7 +357,7 @@ func TestMatchAllocs(t *testing.T) {
 	rt, _ := NewRouter(readingRoutes)
 	for _, path := range []string{"/admin/users/42", "/public/a/b/", "/ADMIN/x"} {
 		for _, host := range []string{"api.example.com", "api.example.com:443", "[::1]:80"} {
-			if n := testing.AllocsPerRun(100, func() { rt.Match(host, "GET", path) }); n != 0 {
+			if n := testing.AllocsPerRun(100, func() { rt.Match(host, "GET", path, nil, "") }); n != 0 {
 				t.Errorf("%s %s: %v allocations", host, path, n)
 			}
 		}
@@ -374,7 +374,7 @@ func BenchmarkMatch(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				rt.Match("api.example.com", "GET", bc.path)
+				rt.Match("api.example.com", "GET", bc.path, nil, "")
 			}
 		})
 	}
@@ -481,10 +481,10 @@ func TestRouterSegmentReadings(t *testing.T) {
 			t.Fatalf("%s: route not in the router", tc.path)
 			return 0
 		}
-		if got := result(rt.Match("h", "GET", tc.path)); got != tc.auth {
+		if got := result(rt.Match("h", "GET", tc.path, nil, "")); got != tc.auth {
 			t.Errorf("forward-auth %s (rules %d): %d, want %d", tc.path, len(tc.routes), got, tc.auth)
 		}
-		r, _, _, err := rt.match("h", "GET", tc.path)
+		r, _, _, _, err := rt.match("h", "GET", tc.path, nil, "")
 		if got := result(r, err); got != tc.proxy {
 			t.Errorf("proxy %s (rules %d): %d, want %d", tc.path, len(tc.routes), got, tc.proxy)
 		}

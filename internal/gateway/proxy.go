@@ -101,6 +101,9 @@ func (p *Proxy) backend(u *url.URL, tr http.RoundTripper, log *slog.Logger, i in
 				// upstream could read another way. Every character in it
 				// may appear raw, so EscapedPath gives it back as it is.
 				pr.Out.URL.Path, pr.Out.URL.RawPath = unescape(d.path), d.path
+				// Upper case, as the route was chosen by: an upstream
+				// that compares methods byte for byte reads it so too.
+				pr.Out.Method = d.method
 			}
 			pr.SetURL(u)
 			pr.SetXForwarded()
@@ -224,16 +227,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setDecision(span, telemetry.FrontProxy, r.Method, &dec)
 		}
 	}
-	route, i, path, err := p.routes.match(r.Host, r.Method, sent)
-	switch {
-	case errors.Is(err, ErrAmbiguousPath):
-		refuse(a.refusal(http.StatusBadRequest, "invalid_request", "ambiguous_path", "ambiguous_path"))
+	route, i, path, method, err := p.routes.match(r.Host, r.Method, sent, r.Header, r.URL.RawQuery)
+	switch reason := RequestRefusal(err); {
+	case reason != "":
+		refuse(a.refusal(http.StatusBadRequest, "invalid_request", reason, reason))
 		return
 	case err != nil:
 		refuse(a.refusal(http.StatusNotFound, "not_found", "no_route", "no route matches the request"))
 		return
 	}
-	d := &decision{}
+	d := &decision{method: method}
 	if !route.Anonymous {
 		dec := a.authorize(ctx, r.Header, route)
 		if !dec.Allowed() {
@@ -264,8 +267,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decision is what ServeHTTP decided about a request, for the backend's
 // Rewrite to apply to the outgoing request.
 type decision struct {
-	res  *verify.Result // nil on an anonymous route
-	path string         // canonical, percent-encoded: what the route was chosen by
+	res    *verify.Result // nil on an anonymous route
+	path   string         // canonical, percent-encoded: what the route was chosen by
+	method string         // upper case: what the route was chosen by
 }
 
 // requestPath is the path of the request target as the client sent it

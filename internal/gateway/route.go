@@ -59,6 +59,13 @@ func NewRouter(routes []Route) (*Router, error) {
 	for i := range rt.routes {
 		r := &rt.routes[i]
 		r.host, r.prefix = hostOnly(r.Host), strings.TrimSuffix(r.PathPrefix, "/")
+		r.Methods = slices.Clone(r.Methods)
+		for j, m := range r.Methods {
+			if err := CheckMethod(m); err != nil {
+				return nil, fmt.Errorf("gateway: route %d: %w", i, err)
+			}
+			r.Methods[j], _ = upperToken(m)
+		}
 	}
 	return rt, nil
 }
@@ -68,9 +75,12 @@ var implicitRoute = &Route{}
 
 // Match returns the route covering a request to host with method and
 // rawPath (as sent: percent-encoded, no query), or ErrNoRoute, or
-// ErrAmbiguousPath for a path that upstreams read in different ways. It is
-// forward-auth's: the proxy in front forwards the path as the client sent
-// it, and the upstream reads it in its own way.
+// ErrAmbiguousPath for a path that upstreams read in different ways, or
+// ErrInvalidMethod or ErrAmbiguousMethod for a method they read in
+// different ways (see "Request methods"; h and query, the request's
+// headers and raw query, may be nil and empty). It is forward-auth's: the
+// proxy in front forwards the path as the client sent it, and the upstream
+// reads it in its own way.
 //
 // The path is matched as Tomcat reads it: ";" parameters stripped from
 // each segment, percent-decoded, empty segments dropped, dot segments
@@ -89,25 +99,37 @@ var implicitRoute = &Route{}
 //     (new URL(path, base) in Node.js, the WHATWG URL standard);
 //   - nothing resolved (Express, Flask and gin route the path as sent);
 //
-// and every combination of these. So a route that opts in is never reached
-// by a path that some upstream resolves elsewhere, and no route is decided
-// on for a path that some upstream resolves to a stricter one.
-func (rt *Router) Match(host, method, rawPath string) (*Route, error) {
-	r, _, _, err := rt.matchAs(host, method, rawPath, true)
+// and every combination of these, with every reading of the method. So a
+// route that opts in is never reached by a request that some upstream
+// resolves elsewhere, and no route is decided on for a request that some
+// upstream resolves to a stricter one.
+func (rt *Router) Match(host, method, rawPath string, h http.Header, query string) (*Route, error) {
+	r, _, _, err := rt.matchAs(host, method, rawPath, h, query, true)
 	return r, err
 }
 
 // match is Match for the proxy, which forwards the path it decided on
-// (canonical): its dot and empty segments are gone, so only the readings
-// of parameters, encoded slashes and trailing dots are checked. It also
-// returns the route's index (-1 for the implicit route) and the parsed path.
-func (rt *Router) match(host, method, rawPath string) (*Route, int, parsedPath, error) {
-	return rt.matchAs(host, method, rawPath, false)
+// (canonical) and the method upper-cased: the path's dot and empty
+// segments are gone, so only the readings of parameters, encoded slashes
+// and trailing dots are checked, and the method as sent is not. It also
+// returns the route's index (-1 for the implicit route), the parsed path
+// and the method to forward.
+func (rt *Router) match(host, method, rawPath string, h http.Header, query string) (*Route, int, parsedPath, string, error) {
+	r, i, p, err := rt.matchAs(host, method, rawPath, h, query, false)
+	if err != nil {
+		return r, i, p, "", err
+	}
+	up, _ := upperToken(method)
+	return r, i, p, up, nil
 }
 
 // matchAs matches rawPath under the readings of an upstream that gets it as
 // sent, or as canonical forwards it.
-func (rt *Router) matchAs(host, method, rawPath string, asSent bool) (*Route, int, parsedPath, error) {
+func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query string, asSent bool) (*Route, int, parsedPath, error) {
+	ms, err := readMethod(method, h, query, asSent)
+	if err != nil {
+		return nil, -1, parsedPath{}, err
+	}
 	p, err := parsePath(rawPath)
 	if err != nil {
 		return nil, -1, p, err
@@ -119,7 +141,25 @@ func (rt *Router) matchAs(host, method, rawPath string, asSent bool) (*Route, in
 		return implicitRoute, -1, p, nil
 	}
 	host = hostOnly(host)
-	i := rt.find(host, method, p.read(reading{}))
+	i := rt.find(host, ms.canonical, p.read(reading{}))
+	if err := rt.sameRoute(i, host, &ms, &p, asSent); err != nil {
+		return nil, -1, p, err
+	}
+	if i < 0 {
+		return nil, -1, p, ErrNoRoute
+	}
+	r := &rt.routes[i]
+	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes,
+		AllowDotsAfterEmpty: r.AllowDotsAfterEmpty}) {
+		return nil, -1, p, ErrAmbiguousPath
+	}
+	return r, i, p, nil
+}
+
+// sameRoute checks that every other reading of the request reaches route
+// i, or an anonymous route: ErrAmbiguousPath when a reading of the path
+// does not, ErrAmbiguousMethod when a reading of the method does not.
+func (rt *Router) sameRoute(i int, host string, ms *methods, p *parsedPath, asSent bool) error {
 	var forms [5]segmentForm
 	n := 1 // tomcatForm
 	if p.trailingDots {
@@ -134,42 +174,44 @@ func (rt *Router) matchAs(host, method, rawPath string, asSent bool) (*Route, in
 		forms[n] = netPathForm
 		n++
 	}
-	for _, keep := range [2]bool{false, true} {
-		for _, split := range [2]bool{false, true} {
-			if keep && !p.params || split && !p.encSlash {
-				continue
+	same := func(m, path string) bool {
+		j := rt.find(host, m, path)
+		return j == i || j >= 0 && rt.routes[j].Anonymous
+	}
+	for k := -1; k < ms.n; k++ {
+		m, fail := ms.canonical, ErrAmbiguousPath
+		if k >= 0 {
+			m, fail = ms.other[k], ErrAmbiguousMethod
+			if !same(m, p.read(reading{})) {
+				return fail
 			}
-			for _, form := range forms[:n] {
-				rd := reading{keepParams: keep, splitSlashes: split, segments: form}
-				if rd == (reading{}) {
+		}
+		for _, keep := range [2]bool{false, true} {
+			for _, split := range [2]bool{false, true} {
+				if keep && !p.params || split && !p.encSlash {
 					continue
 				}
-				if j := rt.find(host, method, p.read(rd)); j != i && (j < 0 || !rt.routes[j].Anonymous) {
-					return nil, -1, p, ErrAmbiguousPath
+				for _, form := range forms[:n] {
+					rd := reading{keepParams: keep, splitSlashes: split, segments: form}
+					if rd != (reading{}) && !same(m, p.read(rd)) {
+						return fail
+					}
 				}
 			}
 		}
 	}
-	if i < 0 {
-		return nil, -1, p, ErrNoRoute
-	}
-	r := &rt.routes[i]
-	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes,
-		AllowDotsAfterEmpty: r.AllowDotsAfterEmpty}) {
-		return nil, -1, p, ErrAmbiguousPath
-	}
-	return r, i, p, nil
+	return nil
 }
 
-// find returns the index of the first route covering host, method and the
-// decoded path p, or -1.
+// find returns the index of the first route covering host, method (upper
+// case, or as sent for that reading) and the decoded path p, or -1.
 func (rt *Router) find(host, method, p string) int {
 	for i := range rt.routes {
 		r := &rt.routes[i]
 		if r.host != "" && !strings.EqualFold(r.host, host) {
 			continue
 		}
-		if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
+		if !r.allows(method) {
 			continue
 		}
 		if r.covers(p) {

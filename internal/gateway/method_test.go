@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// methodRoutes are the shape: writes need a scope, the rest of
+// /api is open, and /docs takes GET only.
+var methodRoutes = []Route{
+	{PathPrefix: "/api", Methods: []string{"POST", "PUT", "PATCH", "DELETE"}, Scopes: []string{"write"}},
+	{PathPrefix: "/api", Anonymous: true},
+	{PathPrefix: "/docs", Methods: []string{"GET"}, Scopes: []string{"read"}},
+	{PathPrefix: "/docs", Scopes: []string{"admin"}},
+}
+
+func TestRouterMethods(t *testing.T) {
+	rt, err := NewRouter(methodRoutes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const refused = -2
+	cases := []struct {
+		name    string
+		method  string
+		path    string
+		query   string
+		headers [][2]string
+		want    int   // route index, or refused
+		err     error // with refused
+	}{
+		{"DELETE", "DELETE", "/api/orders/7", "", nil, 0, nil},
+		{"delete is DELETE", "delete", "/api/orders/7", "", nil, 0, nil},
+		{"Delete is DELETE", "Delete", "/api/orders/7", "", nil, 0, nil},
+		{"post is POST", "post", "/api/orders", "", nil, 0, nil},
+		{"pAtCh is PATCH", "pAtCh", "/api/orders/7", "", nil, 0, nil},
+		{"GET is open", "GET", "/api/orders/7", "", nil, 1, nil},
+		{"get is open", "get", "/api/orders/7", "", nil, 1, nil},
+		{"HEAD under a GET rule", "HEAD", "/docs/a", "", nil, 2, nil},
+		{"head under a GET rule", "head", "/docs/a", "", nil, refused, ErrAmbiguousMethod},
+		{"OPTIONS is not GET", "OPTIONS", "/docs/a", "", nil, 3, nil},
+		{"custom method", "PURGE", "/api/x", "", nil, 1, nil},
+		{"method with a space", "DELETE /api", "/api/x", "", nil, refused, ErrInvalidMethod},
+		{"empty method", "", "/api/x", "", nil, refused, ErrInvalidMethod},
+		{"method with NUL", "DEL\x00", "/api/x", "", nil, refused, ErrInvalidMethod},
+		{"method with UTF-8", "DELETÉ", "/api/x", "", nil, refused, ErrInvalidMethod},
+		{"lower case reaches another protected rule", "get", "/docs/a", "", nil, refused, ErrAmbiguousMethod},
+		{"override: POST as DELETE, same rule", "POST", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "DELETE"}}, 0, nil},
+		{"override: GET is not overridden", "GET", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "DELETE"}}, 1, nil},
+		{"override on a POST to /docs as GET", "POST", "/docs/a", "", [][2]string{{"X-Http-Method", "get"}}, refused, ErrAmbiguousMethod},
+		{"override: X-Method-Override", "POST", "/docs/a", "", [][2]string{{"X-Method-Override", "GET"}}, refused, ErrAmbiguousMethod},
+		{"override: a list, first differs", "POST", "/docs/a", "", [][2]string{{"X-Http-Method-Override", "GET, POST"}}, refused, ErrAmbiguousMethod},
+		{"override: not a token", "POST", "/api/x", "", [][2]string{{"X-Http-Method-Override", "DEL ETE"}}, refused, ErrInvalidMethod},
+		{"override: _method in the query", "POST", "/docs/a", "_method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: _method encoded", "POST", "/docs/a", "%5Fmethod=get", nil, refused, ErrAmbiguousMethod},
+		{"override: .method is PHP's _method", "POST", "/docs/a", "a=1&.method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: after a semicolon", "POST", "/docs/a", "a=1;_method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: another parameter", "POST", "/docs/a", "methods=GET&x_method=GET", nil, 3, nil},
+		{"override: empty header", "POST", "/docs/a", "", [][2]string{{"X-Http-Method-Override", ""}}, 3, nil},
+		{"override: _method same rule", "POST", "/api/a", "x=1&_method=delete", nil, 0, nil},
+		{"override: bad escape", "POST", "/api/a", "_method=%zz", nil, refused, ErrAmbiguousMethod},
+		{"override: bad escape elsewhere", "POST", "/api/a", "q=%zz", nil, 0, nil},
+		{"override: too many", "POST", "/api/a", "", [][2]string{{"X-Http-Method-Override", "A,B,C,D,E"}}, refused, ErrAmbiguousMethod},
+		{"override: lower case post on open path", "post", "/api/a", "", [][2]string{{"X-Http-Method-Override", "PUT"}}, 0, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, kv := range tc.headers {
+				h.Add(kv[0], kv[1])
+			}
+			r, i, _, err := rt.matchAs("h", tc.method, tc.path, h, tc.query, true)
+			if tc.want == refused {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("route %d, err %v; want %v", i, err, tc.err)
+				}
+				return
+			}
+			if err != nil || i != tc.want || r != &rt.routes[i] {
+				t.Fatalf("route %d, err %v; want route %d", i, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestProxyMatchMethod: the proxy forwards the method upper-cased, so the
+// reading as sent does not count, and the method to forward is returned.
+func TestProxyMatchMethod(t *testing.T) {
+	rt, err := NewRouter(methodRoutes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, i, _, m, err := rt.match("h", "get", "/docs/a", nil, "")
+	if err != nil || i != 2 || m != "GET" {
+		t.Fatalf("route %d, method %q, err %v; want route 2, GET", i, m, err)
+	}
+}
+
+func TestRouterRuleMethods(t *testing.T) {
+	rt, err := NewRouter([]Route{{PathPrefix: "/a", Methods: []string{"delete"}, Scopes: []string{"w"}}, {Anonymous: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := rt.Match("h", "DELETE", "/a", nil, ""); r == nil || r.Anonymous {
+		t.Fatalf("a rule's lower case method does not cover DELETE")
+	}
+	for _, bad := range []string{"", "GET POST", "GÉT", "a/b"} {
+		if _, err := NewRouter([]Route{{Methods: []string{bad}}}); err == nil {
+			t.Errorf("rule method %q accepted", bad)
+		}
+	}
+}
+
+func TestReadMethodAllocs(t *testing.T) {
+	h := http.Header{"Authorization": {"Bearer x"}}
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		if n := testing.AllocsPerRun(100, func() { readMethod(m, h, "a=1", true) }); n != 0 {
+			t.Errorf("%s: %v allocations, want 0", m, n)
+		}
+	}
+}
+
+// FuzzReadMethod: any method, override header and query is read without a
+// panic; an accepted request's readings are tokens, the canonical one upper
+// case, with no duplicate.
+func FuzzReadMethod(f *testing.F) {
+	f.Add("GET", "", "")
+	f.Add("delete", "", "")
+	f.Add("POST", "DELETE", "_method=get")
+	f.Add("post", "get, put", "_method=%zz")
+	f.Add("PO ST", "", "")
+	f.Fuzz(func(t *testing.T, method, override, query string) {
+		h := http.Header{"X-Http-Method-Override": {override}}
+		m, err := readMethod(method, h, query, true)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidMethod) && !errors.Is(err, ErrAmbiguousMethod) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if m.canonical != strings.ToUpper(method) {
+			t.Fatalf("canonical %q for %q", m.canonical, method)
+		}
+		seen := map[string]bool{m.canonical: true}
+		for _, o := range m.other[:m.n] {
+			if _, ok := upperToken(o); !ok || seen[o] {
+				t.Fatalf("reading %q: not a token or repeated (%+v)", o, m)
+			}
+			seen[o] = true
+		}
+	})
+}
