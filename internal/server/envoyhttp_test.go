@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/node"
 )
 
@@ -64,6 +65,11 @@ func TestREADMEEnvoyHTTPBlock(t *testing.T) {
 	allowedReq := map[string]bool{}
 	for _, p := range hs.GetAuthorizationRequest().GetAllowedHeaders().GetPatterns() {
 		allowedReq[strings.ToLower(p.GetExact())] = true
+	}
+	for _, h := range append([]string{"Authorization"}, gateway.MethodOverrideHeaders[:]...) {
+		if !allowedReq[strings.ToLower(h)] {
+			t.Errorf("allowed_headers lacks %s: keygate would not see it", h)
+		}
 	}
 	upstream := map[string]bool{}
 	for _, p := range hs.GetAuthorizationResponse().GetAllowedUpstreamHeaders().GetPatterns() {
