@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/internal/verify"
 )
 
@@ -165,18 +166,18 @@ type realProxy struct {
 }
 
 var realProxies = []realProxy{
-	{name: ProxyNginx, binary: nginxBinary, snippet: Snippet.Nginx, start: startNginx,
+	{name: ProxyNginx, binary: testnet.NginxBinary, snippet: Snippet.Nginx, start: testnet.StartNginx,
 		fence: "```nginx\n# keygate forward-auth for nginx", conflicts: []string{
 			"X-Forwarded-Uri to an anonymous path", "X-Forwarded-Uri lower case", "X-Forwarded-Uri repeated",
 			"X-Forwarded-Uri with a token lacking the scope", "X-Forwarded-Method to the anonymous GET route",
 			"every forwarding header at once", "every forwarding header in every spelling with a token lacking the scope",
 			"every forwarding and claim header in every spelling with a token"}},
-	{name: ProxyCaddy, binary: caddyBinary, snippet: Snippet.Caddy, start: startCaddy,
+	{name: ProxyCaddy, binary: testnet.CaddyBinary, snippet: Snippet.Caddy, start: testnet.StartCaddy,
 		fence: "```caddyfile\n# keygate forward-auth for Caddy", conflicts: []string{
 			"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once",
 			"every forwarding header in every spelling with a token lacking the scope",
 			"every forwarding and claim header in every spelling with a token"}},
-	{name: ProxyTraefik, binary: traefikBinary, snippet: Snippet.Traefik, start: startTraefik,
+	{name: ProxyTraefik, binary: testnet.TraefikBinary, snippet: Snippet.Traefik, start: testnet.StartTraefik,
 		fence: "```yaml\n# keygate forward-auth for Traefik", conflicts: []string{
 			"X-Original-URI to an anonymous path", "X-Original-Method to the anonymous GET route", "every forwarding header at once",
 			"every forwarding header in every spelling with a token lacking the scope",
@@ -399,14 +400,14 @@ func rawRequest(t *testing.T, addr string, c forgery) (int, string) {
 // 401, and that an oversized token (up to the header limit nginx and keygate
 // allow) gets keygate's 401 rather than nginx's 500.
 func TestNginxAuthRequest(t *testing.T) {
-	bin := nginxBinary(t)
+	bin := testnet.NginxBinary(t)
 	nginxPreset, _ := Preset(ProxyNginx)
 	f := newREADMEFixture(t, proxyRoutes, nginxPreset)
 	keygate := httptest.NewServer(f.handler)
 	defer keygate.Close()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") }))
 	defer app.Close()
-	addr := startNginx(t, bin, realProxies[0].readmeBlock(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://")))
+	addr := testnet.StartNginx(t, bin, realProxies[0].readmeBlock(t, strings.TrimPrefix(keygate.URL, "http://"), strings.TrimPrefix(app.URL, "http://")))
 	good := sign(t, f.signerA, nil)
 	cases := []struct {
 		name, path, auth string

@@ -1,4 +1,4 @@
-package gateway
+package testnet
 
 import (
 	"fmt"
@@ -11,14 +11,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/keygate/keygate/internal/testnet"
 )
 
-// proxyBinary finds a proxy's binary on PATH or at fallback, or skips the
+// Real proxies
+//
+// The forward-auth tests put the real nginx, Caddy and Traefik in front of
+// keygate. Each binary is found on PATH (Traefik also at
+// $KEYGATE_TRAEFIK_BIN), or the test skips; with KEYGATE_REQUIRE_NGINX,
+// KEYGATE_REQUIRE_CADDY or KEYGATE_REQUIRE_TRAEFIK set (as CI sets the
+// first two) it fails instead.
+
+// ProxyBinary finds a proxy's binary on PATH or at fallback, or skips the
 // test; with requireEnv set in the environment (as .ci/run sets it) it
 // fails instead, so that CI cannot skip a real-proxy test.
-func proxyBinary(t *testing.T, name, fallback, requireEnv, pkg string) string {
+func ProxyBinary(t *testing.T, name, fallback, requireEnv, pkg string) string {
 	t.Helper()
 	if bin, err := exec.LookPath(name); err == nil {
 		return bin
@@ -35,27 +41,27 @@ func proxyBinary(t *testing.T, name, fallback, requireEnv, pkg string) string {
 	return ""
 }
 
-func nginxBinary(t *testing.T) string {
-	return proxyBinary(t, "nginx", "/usr/sbin/nginx", "KEYGATE_REQUIRE_NGINX", "nginx-light")
+func NginxBinary(t *testing.T) string {
+	return ProxyBinary(t, "nginx", "/usr/sbin/nginx", "KEYGATE_REQUIRE_NGINX", "nginx-light")
 }
 
-func caddyBinary(t *testing.T) string {
-	return proxyBinary(t, "caddy", "", "KEYGATE_REQUIRE_CADDY", "caddy")
+func CaddyBinary(t *testing.T) string {
+	return ProxyBinary(t, "caddy", "", "KEYGATE_REQUIRE_CADDY", "caddy")
 }
 
-// traefikBinary is Traefik from PATH or $KEYGATE_TRAEFIK_BIN. Debian has no
+// TraefikBinary is Traefik from PATH or $KEYGATE_TRAEFIK_BIN. Debian has no
 // package of it; scripts/integration-traefik.sh builds it from its Go
 // module and runs the real-proxy tests with it.
-func traefikBinary(t *testing.T) string {
-	return proxyBinary(t, "traefik", os.Getenv("KEYGATE_TRAEFIK_BIN"), "KEYGATE_REQUIRE_TRAEFIK", "traefik (scripts/integration-traefik.sh builds one)")
+func TraefikBinary(t *testing.T) string {
+	return ProxyBinary(t, "traefik", os.Getenv("KEYGATE_TRAEFIK_BIN"), "KEYGATE_REQUIRE_TRAEFIK", "traefik (scripts/integration-traefik.sh builds one)")
 }
 
-// runProxy writes conf into dir/confName, starts the proxy from args (in
+// RunProxy writes conf into dir/confName, starts the proxy from args (in
 // which %CONF% stands for that file) in the foreground with its output in
 // dir/proxy.log, and waits for addr. When the test ends the proxy gets
 // SIGTERM, which lets nginx's master stop its workers (SIGKILL would orphan
 // them), and on failure its configuration and log are shown.
-func runProxy(t *testing.T, bin, dir, confName, conf, addr string, args ...string) {
+func RunProxy(t *testing.T, bin, dir, confName, conf, addr string, args ...string) {
 	t.Helper()
 	confPath := filepath.Join(dir, confName)
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
@@ -101,11 +107,11 @@ func runProxy(t *testing.T, bin, dir, confName, conf, addr string, args ...strin
 	t.Fatalf("%s did not start listening on %s within 10s", filepath.Base(bin), addr)
 }
 
-// startNginx runs nginx with snippet as the locations of its one server,
+// StartNginx runs nginx with snippet as the locations of its one server,
 // on a free loopback port, and returns that address.
-func startNginx(t *testing.T, bin, snippet string) string {
+func StartNginx(t *testing.T, bin, snippet string) string {
 	t.Helper()
-	dir, addr := t.TempDir(), testnet.ClosedAddr(t)
+	dir, addr := t.TempDir(), ClosedAddr(t)
 	conf := fmt.Sprintf(`
 pid %[1]s/nginx.pid;
 error_log stderr warn;
@@ -128,17 +134,17 @@ http {
   }
 }
 `, dir, addr, snippet)
-	runProxy(t, bin, dir, "nginx.conf", conf, addr, "-p", dir, "-c", "%CONF%", "-e", "stderr", "-g", "daemon off;")
+	RunProxy(t, bin, dir, "nginx.conf", conf, addr, "-p", dir, "-c", "%CONF%", "-e", "stderr", "-g", "daemon off;")
 	return addr
 }
 
-// startTraefik runs Traefik with snippet as its dynamic configuration (the
+// StartTraefik runs Traefik with snippet as its dynamic configuration (the
 // file provider), one plain HTTP entry point on a free loopback port, no
 // API, dashboard or telemetry, and returns that address.
-func startTraefik(t *testing.T, bin, snippet string) string {
+func StartTraefik(t *testing.T, bin, snippet string) string {
 	t.Helper()
-	dir, addr := t.TempDir(), testnet.ClosedAddr(t)
-	runProxy(t, bin, dir, "dynamic.yaml", snippet, addr, "--entrypoints.web.address="+addr, "--providers.file.filename=%CONF%",
+	dir, addr := t.TempDir(), ClosedAddr(t)
+	RunProxy(t, bin, dir, "dynamic.yaml", snippet, addr, "--entrypoints.web.address="+addr, "--providers.file.filename=%CONF%",
 		"--log.level=ERROR", "--global.checknewversion=false", "--global.sendanonymoususage=false")
 	// The entry point listens before the file provider's routers are in:
 	// until then Traefik answers 404 itself.
@@ -157,12 +163,12 @@ func startTraefik(t *testing.T, bin, snippet string) string {
 	return addr
 }
 
-// startCaddy runs Caddy with snippet as the directives of its one site,
+// StartCaddy runs Caddy with snippet as the directives of its one site,
 // plain HTTP for any host name on a free loopback port, with no admin
 // endpoint and its state in a temporary directory, and returns that address.
-func startCaddy(t *testing.T, bin, snippet string) string {
+func StartCaddy(t *testing.T, bin, snippet string) string {
 	t.Helper()
-	dir, addr := t.TempDir(), testnet.ClosedAddr(t)
+	dir, addr := t.TempDir(), ClosedAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	conf := fmt.Sprintf(`{
 	admin off
@@ -174,6 +180,6 @@ http://:%[2]s {
 %[3]s
 }
 `, dir, port, snippet)
-	runProxy(t, bin, dir, "Caddyfile", conf, addr, "run", "--config", "%CONF%", "--adapter", "caddyfile")
+	RunProxy(t, bin, dir, "Caddyfile", conf, addr, "run", "--config", "%CONF%", "--adapter", "caddyfile")
 	return addr
 }
