@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The real-proxy tests (internal/gateway: TestRealProxyForgedHeaders,
-# TestRealProxyAmbiguousPaths) against a real Traefik, which Debian does not
-# package: this builds Traefik from its Go module (source from the Go module
-# proxy, built with this machine's Go), then runs those tests with it, so
-# that the README's Traefik block meets a client forging every forwarding
-# and claim header, as the nginx and Caddy blocks do in .ci/run.
+# TestRealProxyAmbiguousPaths; internal/server: TestFrontEndEquivalence)
+# against a real Traefik, which Debian does not package: this builds Traefik
+# from its Go module (source from the Go module proxy, built with this
+# machine's Go), then runs those tests with it, so that the README's Traefik
+# block meets a client forging every forwarding and claim header, and every
+# spelling of a request the other front ends decide, as the nginx and Caddy
+# blocks do in .ci/run.
 #
 #   scripts/integration-traefik.sh                   # build (cached) and test
 #   TRAEFIK_VERSION=v3.6.12 scripts/integration-traefik.sh
@@ -52,5 +54,6 @@ fi
 log "running the real-proxy tests with Traefik"
 cd "$ROOT"
 # pipefail: the test's exit status is the script's.
-KEYGATE_TRAEFIK_BIN=$BIN KEYGATE_REQUIRE_TRAEFIK=1 go test -count=1 -v -run 'TestRealProxy' ./internal/gateway |
+KEYGATE_TRAEFIK_BIN=$BIN KEYGATE_REQUIRE_TRAEFIK=1 go test -count=1 -v -run 'TestRealProxy|TestFrontEndEquivalence' \
+	./internal/gateway ./internal/server |
 	grep -E '^(--- |    --- |    [a-z_]+_test\.go:|FAIL|ok)'

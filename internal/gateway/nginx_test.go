@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -365,35 +363,20 @@ func runForgeries(t *testing.T, routes []Route, fwd Forwarding, start func(t *te
 // underscored header names reach the proxy exactly as a client sent them.
 func rawRequest(t *testing.T, addr string, c forgery) (int, string) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	host := c.host
 	if host == "" {
 		host = "localhost"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", c.method, c.path, host)
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", c.method, c.path, host)
 	if c.token != "" {
 		fmt.Fprintf(&b, "Authorization: Bearer %s\r\n", c.token)
 	}
 	for _, h := range c.headers {
 		b.WriteString(h + "\r\n")
 	}
-	b.WriteString("\r\n")
-	if _, err := io.WriteString(conn, b.String()); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	status, _, body := testnet.Exchange(t, addr, b.String())
+	return status, body
 }
 
 // TestNginxAuthRequest checks the answers nginx passes on: the challenge on

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/textproto"
+	"path"
 	"reflect"
 	"slices"
 	"sort"
@@ -405,6 +406,7 @@ func (s *Server) traffic() http.Handler {
 			route{"POST", "/oauth2/introspect", tokens, "oauth2.introspect"},
 			route{"POST", "/v1/login", tokens, "login.password"})
 	}
+	ownPaths := map[string]bool{gateway.AuthPath: true}
 	for _, e := range own {
 		// keygate's paths are its own whatever the method: another method
 		// is refused here, never handed to the catch-all proxy below, and
@@ -415,38 +417,58 @@ func (s *Server) traffic() http.Handler {
 		}
 		mux.Handle(e.method+" "+e.path, h)
 		mux.Handle(e.path, refuse)
+		ownPaths[e.path] = true
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
-	mux.Handle("/auth", forward)
-	rest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle(gateway.AuthPath, forward)
+	rest := func(w http.ResponseWriter, r *http.Request) {
 		if p := s.rt.Load().proxy; p != nil {
 			p.ServeHTTP(w, r)
 			return
 		}
 		http.NotFound(w, r)
-	})
-	mux.Handle("/", rest)
-	mux.Handle("/auth/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt := s.rt.Load(); rt.authTree {
-			rt.forward.ServeHTTP(w, r)
-			return
-		}
-		rest.ServeHTTP(w, r)
-	}))
-	if s.transit == nil {
-		return mux
 	}
-	// Vault's transit API takes every method (LIST too), routes its paths
-	// itself and answers those it does not know; it goes first, so that
-	// its requests skip the mux's pattern matching (seven allocations of a
-	// request that otherwise makes two).
+	// The mux serves keygate's own paths, and redirects a spelling of one
+	// with dot or empty segments to it. Every other path goes as sent to
+	// the reverse proxy, or under envoy to forward-auth below /auth/: each
+	// reads it itself (refusing what upstreams read in different ways), so
+	// the mux's cleaning must not answer for them with a redirect.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, transitapi.Prefix) {
+		p := r.URL.Path
+		switch {
+		case s.transit != nil && strings.HasPrefix(p, transitapi.Prefix):
+			// Vault's transit API takes every method (LIST too), routes
+			// its paths itself and answers those it does not know; it
+			// skips the mux's pattern matching (seven allocations of a
+			// request that otherwise makes two).
 			s.transit.ServeHTTP(w, r)
-			return
+		case ownPaths[cleanPath(p)]:
+			mux.ServeHTTP(w, r)
+		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
+			forward(w, r)
+		default:
+			rest(w, r)
 		}
-		mux.ServeHTTP(w, r)
 	})
+}
+
+// cleanPath is the path ServeMux redirects p to: dot and empty segments
+// resolved, a trailing slash kept. It allocates only when p is not clean.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		np += "/"
+	}
+	return np
 }
 
 // methodNotAllowed answers 405 naming the one method a path takes (GET

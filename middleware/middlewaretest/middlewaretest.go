@@ -213,6 +213,19 @@ func cases(t *testing.T) []testCase {
 		return testCase{name: name, scopes: scopes, auth: bearer(sign(t, s, c)), status: 200,
 			body: "sub=alice iss=" + iss + " scope=" + c["scope"].(string)}
 	}
+	// Other spellings of the header, each decided as forward-auth, the
+	// proxy and ext_authz decide it: the scheme in any case, spaces
+	// before the token; a tab is no separator, and two tokens joined in
+	// one header (as proxies join repeated headers) are one malformed
+	// token, never the first of them.
+	token := sign(t, k.es, claims(IssuerES256))
+	spelled := func(name, auth string) testCase {
+		c := ok(name, k.es, IssuerES256, nil)
+		c.auth = []string{auth}
+		return c
+	}
+	tab := missing
+	tab.name, tab.auth = "a tab after the scheme", []string{"Bearer\t" + token}
 	forged := ok("forged claim headers", k.es, IssuerES256, nil)
 	forged.extra = http.Header{"X-Auth-Subject": {"mallory"}, "X-Forwarded-User": {"mallory"},
 		"X-Keygate-Subject": {"mallory"}, "X-Auth-Scope": {"orders:write"}}
@@ -228,6 +241,11 @@ func cases(t *testing.T) []testCase {
 		bare,
 		refused("two Authorization headers", append(bearer(sign(t, k.es, claims(IssuerES256))), "Bearer x"), 401,
 			"invalid_request", "more than one Authorization header"),
+		spelled("the scheme in lower case", "bearer "+token),
+		spelled("the scheme in upper case", "BEARER "+token),
+		spelled("two spaces after the scheme", "Bearer  "+token),
+		tab,
+		refused("two tokens in one header", []string{"Bearer " + token + ", Bearer " + token}, 401, "invalid_token", "malformed"),
 		refused("malformed token", bearer("not-a-jwt"), 401, "invalid_token", "malformed"),
 		refused("expired", bearer(sign(t, k.es, claims(IssuerES256, "exp", time.Now().Add(-time.Hour).Unix()))), 401,
 			"invalid_token", "expired"),
