@@ -341,7 +341,7 @@ func (v *Version) encodeMaterial() (priv, pub []byte, err error) {
 		return bytes.Clone(v.key), nil, nil
 	case v.typ == Ed25519:
 		if len(v.key) > 0 {
-			return bytes.Clone(ed25519.PrivateKey(v.key).Seed()), nil, nil
+			return bytes.Clone(v.key[:ed25519.SeedSize]), nil, nil
 		}
 		return nil, bytes.Clone(v.edPub), nil
 	case v.typ.isECDSA():
@@ -416,7 +416,9 @@ func UnmarshalVersion(b []byte) (*Version, error) {
 		return nil, errCorruptVersion
 	}
 	again, err := MarshalVersion(v)
-	if err != nil || !bytes.Equal(again, b) {
+	same := err == nil && bytes.Equal(again, b)
+	clear(again)
+	if !same {
 		return nil, errCorruptVersion
 	}
 	return v, nil
