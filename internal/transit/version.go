@@ -559,7 +559,7 @@ func (v *Version) setKey(k any) error {
 		if t != Ed25519 {
 			return mismatch
 		}
-		v.key = bytes.Clone(k)
+		v.key = k // parsed for this version alone: finish moves it and overwrites it
 	case ed25519.PublicKey:
 		if t != Ed25519 {
 			return mismatch
