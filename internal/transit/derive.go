@@ -7,7 +7,6 @@ import (
 	"crypto/hkdf"
 	"crypto/sha256"
 	"hash/maphash"
-	"runtime"
 	"sync"
 )
 
@@ -21,48 +20,54 @@ import (
 // both read the same encryption key. For ed25519 the first 32 bytes are the
 // seed of the derived signing key (the secret being the 64-byte private key
 // seed‖public, as Vault stores it).
+//
+// nonceKey and ed wipe themselves once nothing refers to them (wipe.go),
+// not when the derived key is evicted: an operation that took them from an
+// entry the cache has since dropped still holds them intact.
 type derived struct {
-	ctx      []byte // the context itself, to tell hash collisions apart
-	aead     cipher.AEAD
+	ctx      []byte      // the context itself, to tell hash collisions apart
+	aead     cipher.AEAD // holds its own copy of the encryption key
 	nonceKey []byte
 	ed       ed25519.PrivateKey
 }
 
 func deriveKey(v *Version, ctx []byte, convergent bool) (*derived, error) {
 	d := &derived{ctx: bytes.Clone(ctx)}
+	key := v.key
+	if beforeKeyUse != nil && len(key) > 0 {
+		beforeKeyUse(key)
+	}
 	switch {
 	case v.typ.symmetricAEAD():
-		n := v.typ.symmetricKeySize()
+		size := v.typ.symmetricKeySize()
+		n := size
 		if convergent {
 			n += 32
 		}
-		okm, err := hkdf.Key(sha256.New, v.key, nil, string(ctx), n)
+		okm, err := hkdf.Key(sha256.New, key, nil, string(ctx), n)
 		if err != nil {
 			return nil, wrapError(ReasonInternal, "deriving a key", err)
 		}
-		encKey := okm[:v.typ.symmetricKeySize()]
-		if d.aead, err = newAEAD(v.typ, encKey); err != nil {
+		defer clear(okm)
+		if d.aead, err = newAEAD(v.typ, okm[:size]); err != nil {
 			return nil, err
 		}
 		if convergent {
-			d.nonceKey = okm[len(encKey):]
+			d.nonceKey = takeKeyBytes(okm[size:])
 		}
-		clear(encKey)
 	case v.typ == Ed25519:
-		if len(v.key) == 0 {
+		if len(key) == 0 {
 			return nil, versionError(ReasonNoPrivateKey, "derivation needs the private key", v.num)
 		}
-		seed, err := hkdf.Key(sha256.New, v.key, nil, string(ctx), ed25519.SeedSize)
+		seed, err := hkdf.Key(sha256.New, key, nil, string(ctx), ed25519.SeedSize)
 		if err != nil {
 			return nil, wrapError(ReasonInternal, "deriving a key", err)
 		}
-		d.ed = ed25519.NewKeyFromSeed(seed)
+		d.ed = takeKeyBytes(ed25519.NewKeyFromSeed(seed))
 		clear(seed)
 	default:
 		return nil, newError(ReasonUnsupported, "key derivation is not supported by the key type")
 	}
-	// Overwritten once evicted from the cache and no longer in use.
-	runtime.AddCleanup(d, zeroize, secretParts{bytes: [][]byte{d.nonceKey, d.ed}})
 	return d, nil
 }
 

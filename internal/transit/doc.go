@@ -34,10 +34,18 @@
 //   - HMAC verification compares in constant time; key import unwrapping
 //     (RSA-OAEP, then AES-KWP, package kwp) fails with one error whatever
 //     failed.
-//   - Key material is unexported, prints as its type and number, and is
-//     overwritten (the raw bytes and the private scalars) once a version is
-//     unreachable, such as after a trim. Data keys and exports come back as
-//     [Secret], which prints "[redacted]".
+//   - Key material is unexported and prints as its type and number. Data
+//     keys and exports come back as [Secret], which prints "[redacted]".
+//   - Key material (a version's raw bytes and HMAC key, the words of its
+//     private integers, a derived key's signing and nonce keys) lives only
+//     in buffers that overwrite themselves once nothing refers to any part
+//     of them: the finalizer is on the buffer's own allocation, never on a
+//     struct that holds it. An operation holding a slice of the bytes keeps
+//     them intact, so a trim, a deletion or a derived key's eviction during
+//     the operation cannot zero them under it (which would give away a
+//     private key, or make convergent nonces HMAC(0, plaintext)). New key
+//     material goes through newKeyBytes, takeKeyBytes or ownWords (wipe.go);
+//     nothing else overwrites key material that an operation may hold.
 //   - Derived keys are HKDF-SHA256 of the version's key with the context
 //     (Vault's kdf hkdf_sha256), cached by (version, context) in a cache
 //     bounded by entries; long contexts are never cached. Trim drops the

@@ -184,6 +184,9 @@ func (e *Engine) seal(dst []byte, k *Key, v *Version, plaintext []byte, o *Encry
 		// Vault's convergent version 3: the nonce is the start of
 		// HMAC-SHA256 of the plaintext, under the second part of the
 		// derived key.
+		if beforeKeyUse != nil {
+			beforeKeyUse(nonceKey)
+		}
 		m := hmac.New(sha256.New, nonceKey)
 		m.Write(plaintext)
 		var sum [sha256.Size]byte

@@ -152,6 +152,9 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 			}
 			priv = d.ed
 			pub = slices.Clone(priv[32:])
+			if beforeKeyUse != nil {
+				beforeKeyUse(priv)
+			}
 		}
 		sig = ed25519.Sign(priv, msg)
 	case v.typ.isRSA():

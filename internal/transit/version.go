@@ -17,8 +17,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"math/big"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,9 +32,10 @@ import (
 // snapshots share it and any number of goroutines use it at once.
 //
 // Nothing exported reveals the material: String, GoString and Format print
-// the type and number only. When the last reference to a Version is dropped
-// (it was trimmed, or its key deleted), the raw key bytes, the HMAC key and
-// the private scalars are overwritten.
+// the type and number only. The raw key bytes, the HMAC key and the words of
+// the private integers live in buffers that overwrite themselves once
+// nothing refers to them (wipe.go): after the Version is dropped (trimmed,
+// or its key deleted) and no operation still holds them.
 type Version struct {
 	_       noCompare
 	id      uint64 // process-unique, names the version in the derived-key cache
@@ -178,13 +177,17 @@ func curveOf(t KeyType) elliptic.Curve {
 func curveBytes(t KeyType) int { return (curveOf(t).Params().BitSize + 7) / 8 }
 
 // finish derives everything a version needs at use from its material: the
-// AEAD, the public key and its text, the RSA precomputation; and arranges
-// for the secret bytes to be overwritten once the version is unreachable.
-// Versions of a derived key still get their AEAD; it is simply unused.
+// AEAD, the public key and its text, the RSA precomputation; and moves the
+// secret bytes and private integers into buffers that overwrite themselves
+// once unreachable (wipe.go). Versions of a derived key still get their
+// AEAD; it is simply unused.
 func (v *Version) finish() error {
 	v.id = versionIDs.Add(1)
+	v.key = takeKeyBytes(v.key)
 	if v.typ == HMAC {
 		v.hmacKey = v.key
+	} else {
+		v.hmacKey = takeKeyBytes(v.hmacKey)
 	}
 	switch {
 	case v.typ.symmetricAEAD():
@@ -201,6 +204,7 @@ func (v *Version) finish() error {
 	case v.typ.isECDSA():
 		if v.ec != nil {
 			v.ecPub = &v.ec.PublicKey
+			ownWords(v.ec.D)
 		}
 		der, err := x509.MarshalPKIXPublicKey(v.ecPub)
 		if err != nil {
@@ -211,6 +215,7 @@ func (v *Version) finish() error {
 		if v.rsa != nil {
 			v.rsa.Precompute()
 			v.rsaPub = &v.rsa.PublicKey
+			ownRSAWords(v.rsa)
 		}
 		der, err := x509.MarshalPKIXPublicKey(v.rsaPub)
 		if err != nil {
@@ -222,49 +227,24 @@ func (v *Version) finish() error {
 		newHash, key := h.newHash(), v.hmacKey
 		v.macs[h].New = func() any { return newMAC(newHash, key) }
 	}
-	runtime.AddCleanup(v, zeroize, v.secrets())
 	return nil
 }
 
-// secretParts is what zeroize overwrites: the byte slices, and the words of
-// the private big integers (crypto/ecdsa and crypto/rsa keep internal copies
-// of their own that no caller can reach; those go when the GC frees them).
-type secretParts struct {
-	bytes [][]byte
-	words [][]big.Word
-}
-
-func (v *Version) secrets() secretParts {
-	s := secretParts{bytes: [][]byte{v.key}}
-	if v.typ != HMAC {
-		s.bytes = append(s.bytes, v.hmacKey)
+// ownRSAWords moves every private integer of k into self-wiping buffers
+// (crypto/rsa keeps a precomputed copy of its own that no caller can
+// reach; it goes when the GC frees it).
+func ownRSAWords(k *rsa.PrivateKey) {
+	ownWords(k.D)
+	for _, p := range k.Primes {
+		ownWords(p)
 	}
-	words := func(n *big.Int) {
-		if n != nil {
-			s.words = append(s.words, n.Bits()) // shares n's array
-		}
-	}
-	if v.ec != nil {
-		words(v.ec.D)
-	}
-	if v.rsa != nil {
-		words(v.rsa.D)
-		for _, p := range v.rsa.Primes {
-			words(p)
-		}
-		words(v.rsa.Precomputed.Dp)
-		words(v.rsa.Precomputed.Dq)
-		words(v.rsa.Precomputed.Qinv)
-	}
-	return s
-}
-
-func zeroize(s secretParts) {
-	for _, b := range s.bytes {
-		clear(b)
-	}
-	for _, w := range s.words {
-		clear(w)
+	ownWords(k.Precomputed.Dp)
+	ownWords(k.Precomputed.Dq)
+	ownWords(k.Precomputed.Qinv)
+	for _, c := range k.Precomputed.CRTValues {
+		ownWords(c.Exp)
+		ownWords(c.Coeff)
+		ownWords(c.R)
 	}
 }
 
@@ -361,7 +341,7 @@ func (v *Version) encodeMaterial() (priv, pub []byte, err error) {
 		return bytes.Clone(v.key), nil, nil
 	case v.typ == Ed25519:
 		if len(v.key) > 0 {
-			return bytes.Clone(ed25519.PrivateKey(v.key).Seed()), nil, nil
+			return bytes.Clone(v.key[:ed25519.SeedSize]), nil, nil
 		}
 		return nil, bytes.Clone(v.edPub), nil
 	case v.typ.isECDSA():
@@ -436,7 +416,9 @@ func UnmarshalVersion(b []byte) (*Version, error) {
 		return nil, errCorruptVersion
 	}
 	again, err := MarshalVersion(v)
-	if err != nil || !bytes.Equal(again, b) {
+	same := err == nil && bytes.Equal(again, b)
+	clear(again)
+	if !same {
 		return nil, errCorruptVersion
 	}
 	return v, nil
@@ -577,7 +559,7 @@ func (v *Version) setKey(k any) error {
 		if t != Ed25519 {
 			return mismatch
 		}
-		v.key = bytes.Clone(k)
+		v.key = k // parsed for this version alone: finish moves it and overwrites it
 	case ed25519.PublicKey:
 		if t != Ed25519 {
 			return mismatch
