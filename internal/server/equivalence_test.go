@@ -144,7 +144,7 @@ func proxyCanonical(want outcome) map[string]exception {
 
 func equivSpellings() []spelling {
 	hdr := func(lines ...string) []string { return lines }
-	big := strings.Repeat("A", 9<<10)
+	big, huge := strings.Repeat("A", 9<<10), strings.Repeat("A", 65<<10)
 	return []spelling{
 		// Method: case, HEAD, override, syntax.
 		{name: "DELETE without a token", dim: dimMethod, method: "DELETE", target: "/api/orders/7", want: unauthorized},
@@ -217,6 +217,12 @@ func equivSpellings() []spelling {
 		{name: "the public host with a port", dim: dimHost, method: "GET", host: "public.example:8443", target: "/admin/users", want: allow},
 		{name: "the public host with a trailing dot", dim: dimHost, method: "GET", host: "public.example.", target: "/admin/users", want: allow},
 		{name: "another host", dim: dimHost, method: "GET", host: "api.example", target: "/admin/users", want: unauthorized},
+		// An absolute-form target names the host in place of Host (RFC
+		// 9112 §3.2.2), for keygate and the application alike.
+		{name: "an absolute-form target naming the public host", dim: dimHost, method: "GET", target: "http://public.example/admin/users",
+			want: allow},
+		{name: "an absolute-form target naming another host", dim: dimHost, method: "GET", host: "public.example",
+			target: "http://api.example/admin/users", want: unauthorized},
 
 		// Authorization.
 		{name: "a token", dim: dimAuthz, method: "GET", target: "/orders", token: "read", want: allow},
@@ -229,6 +235,9 @@ func equivSpellings() []spelling {
 		{name: "two tokens in one header", dim: dimAuthz, method: "GET", target: "/orders",
 			raw: []string{"Bearer {read}, Bearer {admin}"}, want: unauthorized},
 		{name: "an oversized token", dim: dimAuthz, method: "GET", target: "/orders", raw: []string{"Bearer " + big}, want: unauthorized},
+		{name: "an Authorization header over 64 KiB", dim: dimAuthz, method: "GET", target: "/orders", raw: []string{"Bearer " + huge},
+			want: unauthorized, except: map[string]exception{feNginx: {refused,
+				"nginx answers 400 itself to a header line over its buffers (large_client_header_buffers 4 64k)"}}},
 		{name: "the scheme in lower case", dim: dimAuthz, method: "GET", target: "/orders", raw: []string{"bearer {read}"}, want: allow},
 		{name: "the scheme in upper case", dim: dimAuthz, method: "GET", target: "/orders", raw: []string{"BEARER {read}"}, want: allow},
 		{name: "two spaces after the scheme", dim: dimAuthz, method: "GET", target: "/orders", raw: []string{"Bearer  {read}"}, want: allow},
@@ -267,6 +276,19 @@ func (s spelling) request(tokens map[string]string) request {
 		r.headers = append(r.headers, fill(h))
 	}
 	return r
+}
+
+// origin is the request's host and origin-form target, as Envoy makes
+// :authority and :path of them: an absolute-form target names both.
+func (r request) origin() (host, target string) {
+	rest, ok := strings.CutPrefix(r.target, "http://")
+	if !ok {
+		return r.host, r.target
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return rest[:i], rest[i:]
+	}
+	return rest, "/"
 }
 
 // head is the request as HTTP/1.1 lines, to path instead of its target
@@ -427,6 +449,7 @@ func viaEnvoyHTTP(addr string, allowed []string) func(t *testing.T, r request) a
 			return answer{status: http.StatusBadRequest}
 		}
 		kept := r
+		kept.host, kept.target = r.origin()
 		kept.headers = nil
 		for _, h := range r.headers {
 			name, _, _ := strings.Cut(h, ":")
@@ -434,7 +457,7 @@ func viaEnvoyHTTP(addr string, allowed []string) func(t *testing.T, r request) a
 				kept.headers = append(kept.headers, h)
 			}
 		}
-		status, _, body := testnet.Exchange(t, addr, kept.head(gateway.AuthPath+r.target))
+		status, _, body := testnet.Exchange(t, addr, kept.head(gateway.AuthPath+kept.target))
 		a := answerOf(status, body)
 		a.app = "" // keygate's 200 carries the claim headers, not the application's body
 		return a
@@ -454,7 +477,8 @@ func viaGRPC(t *testing.T, addr string) func(t *testing.T, r request) answer {
 		if !isToken(r.method) {
 			return answer{status: http.StatusBadRequest}
 		}
-		hs := map[string]string{":method": r.method, ":path": r.target, ":authority": r.host}
+		host, target := r.origin()
+		hs := map[string]string{":method": r.method, ":path": target, ":authority": host}
 		for _, h := range r.headers {
 			name, value, _ := strings.Cut(h, ":")
 			name, value = strings.ToLower(name), strings.TrimSpace(value)
@@ -465,7 +489,7 @@ func viaGRPC(t *testing.T, addr string) func(t *testing.T, r request) answer {
 		}
 		resp, err := client.Check(t.Context(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-				Method: r.method, Path: r.target, Host: r.host, Scheme: "http", Protocol: "HTTP/1.1", Headers: hs}}}})
+				Method: r.method, Path: target, Host: host, Scheme: "http", Protocol: "HTTP/1.1", Headers: hs}}}})
 		if err != nil {
 			t.Fatalf("Check: %v", err)
 		}
@@ -631,7 +655,8 @@ func (fe frontEnd) outcome(a answer) outcome {
 		return allow
 	case a.status == http.StatusUnauthorized:
 		return unauthorized
-	case a.status == http.StatusBadRequest, a.status == fe.refusal && reading:
+	case a.status == http.StatusBadRequest, a.status == http.StatusRequestHeaderFieldsTooLarge,
+		a.status == fe.refusal && reading:
 		return refused
 	case a.status == http.StatusForbidden:
 		return forbidden
