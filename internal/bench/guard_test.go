@@ -176,3 +176,56 @@ func startGRPC(t *testing.T, mode string) *grpc.ClientConn {
 	})
 	return conn
 }
+
+// discardWriter is a ResponseWriter that keeps nothing but its header map,
+// cleared between requests, so that the benchmark measures the handler.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkGuard: the noop handler bare and behind Guard (with the
+// marker), and a reference gRPC Check bare and behind the marker's check:
+// what the guard adds to the ceiling a reference server measures.
+func BenchmarkGuard(b *testing.B) {
+	bare, err := handler(ModeNoop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	guarded, err := Handler(ModeNoop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := benchRequest("GET", "/auth", nil)
+	for name, h := range map[string]http.Handler{"http-bare": bare, "http-guarded": guarded} {
+		b.Run(name, func(b *testing.B) {
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			}
+		})
+	}
+	a := &referenceAuthz{}
+	a.ok, a.denied = referenceAnswers(ModeGRPCNoop)
+	marked := metadata.NewIncomingContext(context.Background(), metadata.Pairs(grpcload.MarkerKey, loadgen.MarkerValue,
+		"content-type", "application/grpc", "user-agent", "grpc-go"))
+	b.Run("grpc-marker-check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !markedCall(marked) {
+				b.Fatal("not marked")
+			}
+		}
+	})
+	b.Run("grpc-check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if resp, _ := a.Check(marked, nil); resp != a.ok {
+				b.Fatal("denied")
+			}
+		}
+	})
+}
