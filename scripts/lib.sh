@@ -11,6 +11,12 @@ die() {
 	exit 1
 }
 
+# BENCH_MARKER is the header keygate's load generators send on every request
+# ('keygate bench load', 'bench extauthz'): 'keygate bench server' answers only
+# requests that carry it (403 otherwise), so curl and wrk send it too when they
+# talk to one.
+BENCH_MARKER='Keygate-Bench: 1'
+
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 stop_server() {

@@ -74,10 +74,10 @@ taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" bench server --mode noop --liste
 SERVER_PID=$!
 for _ in $(seq 1 100); do
 	kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited at start: $(tail -5 "$WORK/server.log")"
-	[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL") == 200 ]] && break
+	[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "$BENCH_MARKER" "$URL") == 200 ]] && break
 	sleep 0.1
 done
-[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$URL") == 200 ]] || die "the server did not answer 200 within 10s"
+[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "$BENCH_MARKER" "$URL") == 200 ]] || die "the server did not answer 200 within 10s"
 
 client() { timeout --kill-after=5 $((WARM_S + DUR_S + 60)) taskset -c "$CLIENT_CPU" "$@"; }
 
@@ -105,10 +105,10 @@ measured() {
 wrk_rps() {
 	local out=wrk-$1.txt
 	if ((WARM_S > 0)); then
-		client wrk -t1 -c"$CONNS" -d"$WARMUP" --timeout "$TIMEOUT" "$URL" >"$WORK/$out.warmup" 2>&1 ||
+		client wrk -t1 -c"$CONNS" -d"$WARMUP" --timeout "$TIMEOUT" -H "$BENCH_MARKER" "$URL" >"$WORK/$out.warmup" 2>&1 ||
 			die "wrk failed: $(tail -3 "$WORK/$out.warmup")"
 	fi
-	measured "$out" wrk -t1 -c"$CONNS" -d"$DURATION" --timeout "$TIMEOUT" "$URL"
+	measured "$out" wrk -t1 -c"$CONNS" -d"$DURATION" --timeout "$TIMEOUT" -H "$BENCH_MARKER" "$URL"
 	! grep -qE 'Socket errors|Non-2xx' "$WORK/$out" || log "wrk reported errors: $(grep -E 'Socket errors|Non-2xx' "$WORK/$out" | tr '\n' ' ')"
 	RPS=$(awk '/^Requests\/sec:/ { print $2 }' "$WORK/$out")
 	[[ -n $RPS ]] || die "wrk printed no Requests/sec"

@@ -135,7 +135,7 @@ start_reference() {
 	SERVER_PID=$!
 	for _ in $(seq 1 100); do
 		kill -0 "$SERVER_PID" 2>/dev/null || die "bench server exited at start: $(tail -5 "$1")"
-		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$BASE/healthz") == 200 ]] && return 0
+		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "$BENCH_MARKER" "$BASE/healthz") == 200 ]] && return 0
 		sleep 0.1
 	done
 	die "bench server --mode aes-gcm did not answer within 10s"

@@ -173,7 +173,7 @@ start_server() { # kind log
 # expect_200 token: the server must accept the token before it is loaded.
 expect_200() {
 	local code
-	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "Authorization: Bearer $1" "$URL")
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "$BENCH_MARKER" -H "Authorization: Bearer $1" "$URL")
 	[[ $code == 200 ]] || die "GET /auth answered $code, not 200, to a valid token"
 }
 

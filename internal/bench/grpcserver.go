@@ -7,7 +7,9 @@ import (
 	"net"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,9 +25,11 @@ import (
 // keygate's --envoy-grpc-listen with: envoy.service.auth.v3.Authorization
 // on the same grpc-go settings as keygate's (GRPCServerOptions).
 const (
-	// ModeGRPCNoop answers every Check with OK (an empty
-	// OkHttpResponse) without looking at the request: the ceiling of the
-	// gRPC stack alone (which still decodes each CheckRequest).
+	// ModeGRPCNoop answers every Check of keygate's load generator with
+	// OK (an OkHttpResponse naming the mode) without looking at the
+	// request: the ceiling of the gRPC stack alone (which still decodes
+	// each CheckRequest). A Check without the generator's marker is
+	// denied (see Guard).
 	ModeGRPCNoop = "grpc-noop"
 	// ModeGRPCES256 does one raw ES256 verification (see RawES256) per
 	// Check, then answers like ModeGRPCNoop: the ceiling of an
@@ -52,23 +56,40 @@ func GRPCServerOptions() []grpc.ServerOption {
 // referenceAuthz is the Authorization service of a reference server.
 type referenceAuthz struct {
 	authv3.UnimplementedAuthorizationServer
-	raw *RawES256 // nil: no verification
-	ok  *authv3.CheckResponse
+	raw        *RawES256 // nil: no verification
+	ok, denied *authv3.CheckResponse
 }
 
-func (a *referenceAuthz) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+// Check allows a Check that carries grpcload's marker (see Guard) and
+// denies every other.
+func (a *referenceAuthz) Check(ctx context.Context, _ *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	if !markedCall(ctx) {
+		return a.denied, nil
+	}
 	if a.raw != nil && !a.raw.Verify() {
 		return nil, status.Error(codes.Internal, "raw ES256 verification failed")
 	}
 	return a.ok, nil // never changed: safe to marshal from every call
 }
 
+// referenceAnswers are a reference server's two answers, each naming the
+// mode in ServerHeader for the client.
+func referenceAnswers(mode string) (ok, denied *authv3.CheckResponse) {
+	named := []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: strings.ToLower(ServerHeader), Value: mode}}}
+	ok = &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(codes.OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{ResponseHeadersToAdd: named}}}
+	denied = &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied)},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden}, Headers: named, Body: refusal(mode)}}}
+	return ok, denied
+}
+
 // NewGRPCServer returns the reference gRPC server of mode: the
-// Authorization service and grpc.health.v1 (serving), as keygate's
-// ext_authz listener has them, on its settings.
+// Authorization service, on the settings of keygate's ext_authz listener,
+// and grpc.health.v1 reporting ReadinessService alone as serving.
 func NewGRPCServer(mode string) (*grpc.Server, error) {
-	a := &referenceAuthz{ok: &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(codes.OK)},
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{}}}}
+	a := &referenceAuthz{}
+	a.ok, a.denied = referenceAnswers(mode)
 	switch mode {
 	case ModeGRPCNoop:
 	case ModeGRPCES256:
@@ -83,8 +104,8 @@ func NewGRPCServer(mode string) (*grpc.Server, error) {
 	s := grpc.NewServer(GRPCServerOptions()...)
 	authv3.RegisterAuthorizationServer(s, a)
 	h := health.NewServer()
-	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	h.SetServingStatus(extauthz.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	h.SetServingStatus(ReadinessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s, h)
 	return s, nil
 }

@@ -84,7 +84,16 @@ var NaiveScrypt = struct {
 // ModeMiddlewareHS256). keyFile holds the ES256 public key as PEM
 // (ModeNaiveES256), the raw HMAC secret (the HS256 modes, as 'keygate keys
 // generate --alg HS256' writes it) or the passphrase (ModeNaiveDecrypt).
+// It is served behind Guard, as Handler's modes are.
 func NaiveHandler(mode, keyFile string) (http.Handler, error) {
+	h, err := naiveHandler(mode, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return Guard(mode, h), nil
+}
+
+func naiveHandler(mode, keyFile string) (http.Handler, error) {
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s key: %w", mode, err)

@@ -28,7 +28,7 @@ func writeFile(t *testing.T, b []byte) string {
 
 func statusOf(t *testing.T, h http.Handler, token string) int {
 	t.Helper()
-	r := httptest.NewRequest("GET", "/", nil)
+	r := benchRequest("GET", "/", nil)
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -148,7 +148,7 @@ func TestNaiveDecrypt(t *testing.T) {
 		{"short", `{"ciphertext":"AAAA"}`, 400},
 	} {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("POST", "/", strings.NewReader(c.body)))
+		h.ServeHTTP(w, benchRequest("POST", "/", strings.NewReader(c.body)))
 		if w.Code != c.want {
 			t.Errorf("%s: status %d, want %d (%s)", c.name, w.Code, c.want, w.Body)
 			continue

@@ -46,10 +46,18 @@ const (
 // Modes lists the reference server modes.
 var Modes = []string{ModeNoop, ModeES256, ModeSign, ModeAESGCM}
 
-// Handler returns the handler of a reference server in mode. Both modes
-// ignore the request (method, path, headers) beyond what net/http itself
-// parses.
+// Handler returns the handler of a reference server in mode, behind
+// Guard. Past Guard, the modes ignore the request (method, path, headers)
+// beyond what net/http itself parses.
 func Handler(mode string) (http.Handler, error) {
+	h, err := handler(mode)
+	if err != nil {
+		return nil, err
+	}
+	return Guard(mode, h), nil
+}
+
+func handler(mode string) (http.Handler, error) {
 	switch mode {
 	case ModeNoop:
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

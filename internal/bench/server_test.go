@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -30,7 +31,7 @@ func TestHandlerModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := httptest.NewRequest(http.MethodGet, "/auth", nil)
+			req := benchRequest(http.MethodGet, "/auth", nil)
 			req.Header.Set("Authorization", "Bearer whatever")
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
@@ -57,7 +58,7 @@ func TestSignMode(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 3 {
-		req := httptest.NewRequest(http.MethodPost, "/oauth2/token", strings.NewReader("grant_type=client_credentials"))
+		req := benchRequest(http.MethodPost, "/oauth2/token", strings.NewReader("grant_type=client_credentials"))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		var tr struct {
@@ -96,7 +97,9 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, h) }()
 	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + ln.Addr().String() + "/auth")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/auth", nil)
+	req.Header.Set(loadgen.MarkerHeader, loadgen.MarkerValue)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +206,7 @@ func TestAESGCMMode(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for range 3 {
-		req := httptest.NewRequest(http.MethodPost, "/v1/transit/encrypt/k", strings.NewReader(`{"plaintext":"aGk="}`))
+		req := benchRequest(http.MethodPost, "/v1/transit/encrypt/k", strings.NewReader(`{"plaintext":"aGk="}`))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		var v struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keygate/keygate/internal/bench"
 	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -90,15 +91,21 @@ func (a *app) runBench(ctx context.Context, args []string, op string,
 func (a *app) benchServer(ctx context.Context, args []string) error {
 	fs := a.flags("keygate bench server", "--mode MODE [--listen ADDR]",
 		"Runs a reference HTTP server to load-test keygate against, on the same net/http\n"+
-			"settings as keygate's traffic listener, until interrupted. Every request, whatever\n"+
-			"its method, path and headers, gets 200 with an empty body; mode es256 first does\n"+
-			"one raw ES256 verification (crypto/ecdsa.VerifyASN1 over a fixed signing input\n"+
-			"with a pre-parsed key; see 'keygate bench verify --raw'). It is a measuring tool,\n"+
-			"not a service: it checks no token. Mode es256-sign reads the body, makes one raw\n"+
-			"ES256 signature (crypto/ecdsa.SignASN1) and answers a token response of the size\n"+
-			"keygate's /oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads\n"+
-			"the body and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as\n"+
-			"base64 in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh).")
+			"settings as keygate's traffic listener, until interrupted. Every request of keygate's\n"+
+			"load generators ('keygate bench load', 'bench extauthz', 'bench reproduce' and\n"+
+			"'bench scenario', which send the header Keygate-Bench), whatever its method, path and\n"+
+			"other headers, gets 200 with an empty body; mode es256 first does one raw ES256\n"+
+			"verification (crypto/ecdsa.VerifyASN1 over a fixed signing input with a pre-parsed\n"+
+			"key; see 'keygate bench verify --raw'). It is a measuring tool, not a service: it\n"+
+			"checks no token, so it refuses (403) every request without Keygate-Bench, names its\n"+
+			"mode in the header Keygate-Bench-Server on every answer, and listens on loopback only\n"+
+			"unless --allow-remote. Mode es256-sign reads the body, makes one raw ES256 signature\n"+
+			"(crypto/ecdsa.SignASN1) and answers a token response of the size keygate's\n"+
+			"/oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads the body\n"+
+			"and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as base64\n"+
+			"in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh). The gRPC modes\n"+
+			"allow only Checks whose call metadata carries keygate-bench, and their health service\n"+
+			"reports only "+bench.ReadinessService+" as serving.")
 	allModes := slices.Concat(bench.Modes, bench.NaiveModes, bench.GRPCModes)
 	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+
 		" (required; grpc-noop and grpc-es256 serve Envoy's ext_authz Check over h2c, see 'keygate bench extauthz')")
@@ -106,7 +113,9 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	key := fs.String("key", "", "the naive modes' key `FILE`: ES256 public key PEM (naive-es256), HMAC secret\n"+
 		"(naive-hs256, middleware-hs256) or passphrase (naive-aes-gcm-decrypt)")
 	profiling := fs.Bool("profiling", false, "also serve /debug/pprof/ and the Go runtime's Prometheus /metrics on the same listener,\n"+
-		"unguarded (for 'bench reproduce' on loopback)")
+		"unguarded (for 'bench reproduce' on loopback; not with --allow-remote)")
+	remote := fs.Bool("allow-remote", false, "listen on an address other than loopback: the server checks no token, and anything\n"+
+		"that reaches it and sends Keygate-Bench is answered as if allowed")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -118,8 +127,10 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--mode %s needs --key", *mode)
 	case !naive && *key != "":
 		return usageErrorf(fs.Name(), "--mode %s takes no --key", *mode)
+	case *profiling && *remote:
+		return usageErrorf(fs.Name(), "--profiling serves pprof and /metrics unguarded: it is for loopback, not with --allow-remote")
 	case slices.Contains(bench.GRPCModes, *mode):
-		return a.benchServerGRPC(ctx, *mode, *listen) // benchextauthz.go
+		return a.benchServerGRPC(ctx, *mode, *listen, *remote) // benchextauthz.go
 	}
 	var h http.Handler
 	var err error
@@ -134,15 +145,39 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	if *profiling {
 		h = bench.WithProfiling(h)
 	}
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", *listen)
+	ln, err := a.benchListen(ctx, *mode, *listen, *remote)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	fmt.Fprintf(a.stdout, "bench server (mode %s) listening on http://%s\n", *mode, ln.Addr())
 	if a.ready != nil {
 		a.ready(ln.Addr().String())
 	}
 	return bench.Serve(ctx, ln, h)
+}
+
+// benchListen opens a reference server's listener, refusing an address
+// other than loopback unless remote, and says on stderr what the server
+// is: an authorizer's port is where one is most easily mistaken for one.
+func (a *app) benchListen(ctx context.Context, mode, listen string, remote bool) (net.Listener, error) {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	loopback := loopbackAddr(ln.Addr())
+	if !loopback && !remote {
+		ln.Close()
+		return nil, fmt.Errorf("refusing to serve the bench server on %s (%s), off loopback: it checks no token, and "+
+			"anything that reaches it could take it for an authorizer; keep it on 127.0.0.1, or pass --allow-remote", listen, ln.Addr())
+	}
+	fmt.Fprintf(a.stderr, "*** keygate bench server (mode %s) on %s: a BENCHMARK REFERENCE, NOT AN AUTHORIZER. It checks no token;\n"+
+		"*** it answers only requests carrying %s (keygate's load generators send it), refuses all others, and\n"+
+		"*** names itself in %s on every answer.\n", mode, ln.Addr(), loadgen.MarkerHeader, bench.ServerHeader)
+	if !loopback {
+		fmt.Fprintf(a.stderr, "*** WARNING: --allow-remote: it listens off loopback, where any client that sends %s is answered as if allowed.\n",
+			loadgen.MarkerHeader)
+	}
+	return ln, nil
 }
 
 // benchTokens mints distinct tokens for load tests.

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/bench"
+	"github.com/keygate/keygate/internal/loadgen"
 )
 
 func TestBench(t *testing.T) {
@@ -98,22 +102,50 @@ func (h *harness) background(args ...string) (addr string, stop func() result) {
 	}
 }
 
+// TestBenchServer: a reference server answers 200 to the requests of
+// keygate's load generator (bench load), refuses 403 a request without its
+// marker as a proxy's auth subrequest would arrive, names its mode on every
+// answer, says on stderr what it is, and listens on loopback only unless
+// --allow-remote.
 func TestBenchServer(t *testing.T) {
 	for _, mode := range []string{"noop", "es256"} {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarness(t)
 			addr, stop := h.background("bench", "server", "--mode", mode, "--listen", "127.0.0.1:0")
-			for range 3 {
-				if resp := get(t, "http://"+addr+"/auth", "not-checked"); resp.StatusCode != http.StatusOK || resp.ContentLength != 0 {
-					t.Errorf("status %d, length %d", resp.StatusCode, resp.ContentLength)
+			for _, marked := range []bool{false, true} {
+				req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/auth", nil)
+				req.Header.Set("Authorization", "Bearer not-checked")
+				want := http.StatusForbidden
+				if marked {
+					req.Header.Set(loadgen.MarkerHeader, loadgen.MarkerValue)
+					want = http.StatusOK
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want || resp.Header.Get(bench.ServerHeader) != mode {
+					t.Errorf("marker %v: status %d, %s %q; want %d naming the mode", marked, resp.StatusCode, bench.ServerHeader, resp.Header.Get(bench.ServerHeader), want)
 				}
 			}
-			expect(t, stop(), ExitOK, "listening on http://"+addr, "")
+			out := h.must("bench", "load", "--url", "http://"+addr+"/auth", "--connections", "2", "--requests", "50", "--duration", "0s", "--json")
+			var rep loadgen.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Steps) != 1 || rep.Steps[0].Status.S2xx != 50 {
+				t.Errorf("bench load against the reference: %v\n%s", err, out)
+			}
+			expect(t, stop(), ExitOK, "listening on http://"+addr, "NOT AN AUTHORIZER")
 		})
 	}
 	h := newHarness(t)
 	expect(t, h.run("bench", "server", "--mode", "nope"), ExitUsage, "", "--mode must be one of noop, es256")
 	expect(t, h.run("bench", "server"), ExitUsage, "", "--mode must be one of")
+	for _, mode := range []string{"noop", "grpc-noop"} {
+		expect(t, h.run("bench", "server", "--mode", mode, "--listen", "0.0.0.0:0"), ExitFail, "", "refusing to serve the bench server on 0.0.0.0:0")
+		expect(t, h.run("bench", "server", "--mode", mode, "--listen", "[::]:0", "--allow-remote", "--profiling"), ExitUsage, "", "not with --allow-remote")
+		_, stop := h.background("bench", "server", "--mode", mode, "--listen", "0.0.0.0:0", "--allow-remote")
+		expect(t, stop(), ExitOK, "", "WARNING: --allow-remote")
+	}
 }
 
 func TestBenchTokens(t *testing.T) {

@@ -16,14 +16,14 @@ import (
 )
 
 // benchServerGRPC runs 'keygate bench server --mode grpc-noop|grpc-es256'.
-func (a *app) benchServerGRPC(ctx context.Context, mode, listen string) error {
+func (a *app) benchServerGRPC(ctx context.Context, mode, listen string, remote bool) error {
 	srv, err := bench.NewGRPCServer(mode)
 	if err != nil {
 		return err
 	}
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", listen)
+	ln, err := a.benchListen(ctx, mode, listen, remote)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	fmt.Fprintf(a.stdout, "bench server (mode %s) listening on h2c://%s (gRPC, envoy.service.auth.v3.Authorization)\n", mode, ln.Addr())
 	if a.ready != nil {

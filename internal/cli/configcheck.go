@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -18,7 +19,8 @@ func (a *app) configCheck(_ context.Context, args []string) error {
 		"Validates a configuration file as keygate serve --config FILE would, with the KEYGATE_*\n"+
 			"environment applied and the defaults filled in, without opening a listener or connecting to\n"+
 			"anything, and prints the configuration in effect as YAML with the passwords of URLs\n"+
-			"redacted. FILE defaults to $KEYGATE_CONFIG. Files the configuration names (keys,\n"+
+			"redacted, with the names of the KEYGATE_ variables that set a field and of those ignored\n"+
+			"for being empty. FILE defaults to $KEYGATE_CONFIG. Files the configuration names (keys,\n"+
 			"certificates, tokens) are read when serve starts, not here.")
 	pos, err := fs.parse(args, 0, 1)
 	if err != nil {
@@ -44,8 +46,19 @@ func (a *app) configCheck(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "# %s: valid; in effect with the environment and defaults:\n%s", path, out)
+	fmt.Fprintf(a.stdout, "# %s: valid; in effect with the environment and defaults:\n", path)
+	if r := config.ReadEnvReport(a.env); len(r.Set)+len(r.Ignored) > 0 {
+		fmt.Fprintf(a.stdout, "# set by the environment: %s\n# empty in the environment, ignored: %s\n", namesOrNone(r.Set), namesOrNone(r.Ignored))
+	}
+	fmt.Fprintf(a.stdout, "%s", out)
 	return nil
+}
+
+func namesOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // redactURL replaces a URL's password, and a password query parameter,

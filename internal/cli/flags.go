@@ -107,6 +107,30 @@ func (fs *flagSet) isSet(name string) bool {
 	return set
 }
 
+// visitGiven calls fn for each flag given on the command line with a
+// value. A flag given empty ("--admin-client-ca=", as a script writes
+// --admin-client-ca="$CA" with CA unset) counts as not given, like an
+// empty KEYGATE_ variable: it must not clear what the file sets.
+func (fs *flagSet) visitGiven(fn func(*flag.Flag)) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Value.String() != "" {
+			fn(f)
+		}
+	})
+}
+
+// givenEmpty names the flags given on the command line with an empty
+// value, which visitGiven leaves out.
+func (fs *flagSet) givenEmpty() []string {
+	var names []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Value.String() == "" {
+			names = append(names, f.Name)
+		}
+	})
+	return names
+}
+
 // stringsFlag is a repeatable string flag.
 type stringsFlag []string
 

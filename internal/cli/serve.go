@@ -94,9 +94,14 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
+	if fs.isSet("config") && f.configPath == "" {
+		// Left out, it would start a node without its file, and so
+		// without every protection the file sets.
+		return usageErrorf("keygate serve", "--config is empty: name the configuration file, or leave the flag out")
+	}
 	f.ts.parsed(fs)
 	f.audit.parsed(fs)
-	f.audienceOwn = fs.isSet("audience") && f.jwksURL == ""
+	f.audienceOwn = f.audience != "" && f.jwksURL == ""
 	if _, err := gateway.Preset(f.proxy); err != nil {
 		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
 	}
@@ -124,6 +129,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	logSources(log, a.env, !fs.isSet("config"), fs.givenEmpty())
 	for _, name := range []string{"database-url", "redis-url"} {
 		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
 			log.Warn("--"+name+" holds a password, which every local user can read in the process list; give it in --"+name+"-file or KEYGATE_"+
@@ -221,6 +227,44 @@ func (f *serveFlags) logger(fs *flagSet, cfg *config.Config, w io.Writer) (*slog
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageErrorf("keygate serve", "--log-format %q: want text or json", format)
+}
+
+// serveEnv are the variables serve reads besides the fields'
+// (config.EnvVars): secrets, which have no field.
+var serveEnv = []string{node.RootKeyEnv, "KEYGATE_ADMIN_TOKEN", "KEYGATE_METRICS_TOKEN"}
+
+// logSources logs, by name only (a value may be a secret), the KEYGATE_
+// variables that configure the node, those ignored for being empty, and
+// the flags ignored for being empty: the operator sees what the
+// environment changed, and that an empty variable cleared nothing.
+// withConfig adds KEYGATE_CONFIG, which --config overrides.
+func logSources(log *slog.Logger, env []string, withConfig bool, emptyFlags []string) {
+	r := config.ReadEnvReport(env)
+	names := serveEnv
+	if withConfig {
+		names = append(slices.Clip(names), "KEYGATE_CONFIG")
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case !slices.Contains(names, k):
+		case v == "": // as their readers take it (a blank one is refused)
+			r.Ignored = append(r.Ignored, k)
+		default:
+			r.Set = append(r.Set, k)
+		}
+	}
+	slices.Sort(r.Set)
+	slices.Sort(r.Ignored)
+	if len(r.Set) > 0 {
+		log.Info("configuration from the environment", "variables", strings.Join(slices.Compact(r.Set), ","))
+	}
+	if len(r.Ignored) > 0 {
+		log.Warn("empty environment variables ignored: the file's values and the defaults stay in force", "variables", strings.Join(slices.Compact(r.Ignored), ","))
+	}
+	if len(emptyFlags) > 0 {
+		log.Warn("flags given an empty value ignored: the file's values and the defaults stay in force", "flags", "--"+strings.Join(emptyFlags, ",--"))
+	}
 }
 
 // closeAll closes the listeners that are not nil.

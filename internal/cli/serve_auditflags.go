@@ -24,10 +24,10 @@ func (f *auditFlags) register(fs *flagSet) {
 	fs.BoolVar(&f.noLog, "no-audit", false, "turn the audit log off: no request is recorded (or audit.disabled)")
 }
 
-// parsed records which of the flags were given.
+// parsed records which of the flags were given (with a value).
 func (f *auditFlags) parsed(fs *flagSet) {
 	f.given = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	fs.visitGiven(func(fl *flag.Flag) { f.given[fl.Name] = true })
 }
 
 // check validates the flags' own values, as usage errors naming them.

@@ -519,13 +519,17 @@ func TestServeConfigFromEnvironmentAndLogs(t *testing.T) {
 }
 
 // TestConfigCheck: config check validates as serve does, connects to
-// nothing, and prints the configuration in effect without passwords.
+// nothing, and prints the configuration in effect without passwords, with
+// the variables that set it and those ignored as empty named.
 func TestConfigCheck(t *testing.T) {
 	h := newHarness(t)
 	good := h.write("good.yaml", []byte("token_service:\n  issuer: https://a.example\n  database_url: postgres://kg:s3cret@unreachable.invalid/keygate\n"))
-	h.env = []string{"KEYGATE_TOKEN_SERVICE_REDIS_URL=redis://:hunter2@unreachable.invalid:6379", "KEYGATE_LISTEN=127.0.0.1:7777"}
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_REDIS_URL=redis://:hunter2@unreachable.invalid:6379", "KEYGATE_LISTEN=127.0.0.1:7777",
+		"KEYGATE_TOKEN_SERVICE_ISSUER=", "KEYGATE_DATABASE_URL="}
 	out := h.must("config", "check", good)
-	for _, want := range []string{"valid", "listen: 127.0.0.1:7777", "postgres://kg:redacted@unreachable.invalid/keygate", "redis://:redacted@unreachable.invalid:6379"} {
+	for _, want := range []string{"valid", "listen: 127.0.0.1:7777", "postgres://kg:redacted@unreachable.invalid/keygate", "redis://:redacted@unreachable.invalid:6379",
+		"issuer: https://a.example", "# set by the environment: KEYGATE_LISTEN, KEYGATE_TOKEN_SERVICE_REDIS_URL\n",
+		"# empty in the environment, ignored: KEYGATE_DATABASE_URL, KEYGATE_TOKEN_SERVICE_ISSUER\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check lacks %q:\n%s", want, out)
 		}

@@ -40,11 +40,7 @@ func (f *tlsFlags) overrides() (config.TLS, config.AdminTLS) {
 // warning, as it does for TLS that any client may connect to.
 func checkAdminListener(log *slog.Logger, ln net.Listener, cfg *config.Config, insecure bool) error {
 	ta, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return nil
-	}
-	ip, ok := netip.AddrFromSlice(ta.IP)
-	if ok && ip.Unmap().IsLoopback() {
+	if !ok || loopbackAddr(ta) {
 		return nil
 	}
 	switch {
@@ -56,6 +52,17 @@ func checkAdminListener(log *slog.Logger, ln net.Listener, cfg *config.Config, i
 		log.Warn("the admin listener accepts any TLS client off loopback: give it --admin-client-ca (admin_tls.client_ca_file) so that only holders of a client certificate reach unseal, metrics and pprof", "admin", ln.Addr().String())
 	}
 	return nil
+}
+
+// loopbackAddr reports whether a is a TCP address on loopback (an
+// IPv4-mapped one included).
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	return ok && ip.Unmap().IsLoopback()
 }
 
 func adminExposed(listen string, ip net.IP) error {

@@ -69,9 +69,9 @@ func (f *tokenFlags) register(fs *flagSet) {
 	bind("redis-key", func(ts *config.TokenService) { ts.RedisKeyFile = v.RedisKeyFile })
 }
 
-// parsed records which of the flags were given.
+// parsed records which of the flags were given (with a value).
 func (f *tokenFlags) parsed(fs *flagSet) {
-	fs.Visit(func(fl *flag.Flag) {
+	fs.visitGiven(func(fl *flag.Flag) {
 		if _, ok := f.setters[fl.Name]; ok {
 			f.given = append(f.given, fl.Name)
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,25 +104,64 @@ func yamlTypeName(t reflect.Type) string {
 
 // ApplyEnv sets the fields the environment names (EnvVars), over the
 // file's values; a variable that does not parse as its field's type is an
-// error naming the variable. Variables that name no field are left to
-// their users (KEYGATE_ROOT_KEY, KEYGATE_ADMIN_TOKEN, ...).
+// error naming the variable. An empty variable (nothing but spaces, or for
+// a list nothing but commas) is unset: Compose's ${VAR:-} and Helm's
+// templates write one for every value left out, and it must not clear
+// what the file sets (an admin client CA, a metrics token file). Variables
+// that name no field are left to their users (KEYGATE_ROOT_KEY,
+// KEYGATE_ADMIN_TOKEN, ...).
 func (c *Config) ApplyEnv(env []string) error {
-	fields := map[string][]int{}
-	envWalk(reflect.TypeFor[Config](), "", func(path string, _ reflect.StructField, index []int) {
-		fields[envName(path)] = index
-	}, nil)
 	root := reflect.ValueOf(c).Elem()
-	set := func(given, k, v string) error {
-		index, known := fields[k]
-		if !known {
-			return nil
+	set, _ := readEnv(env)
+	for _, s := range set {
+		if err := setFromEnv(fieldByIndexAlloc(root, s.index), s.value); err != nil {
+			return fmt.Errorf("config: %s=%q: %v", s.given, s.value, err)
 		}
-		if err := setFromEnv(fieldByIndexAlloc(root, index), v); err != nil {
-			return fmt.Errorf("config: %s=%q: %v", given, v, err)
-		}
-		return nil
 	}
-	// Aliases first, so that the rule's own name, applied after, wins.
+	return nil
+}
+
+// EnvReport names the variables of an environment that ApplyEnv reads.
+type EnvReport struct {
+	Set     []string // variables that set a field, as given (an alias or the rule's name)
+	Ignored []string // variables that name a field but are empty: the file's value or the default stays
+}
+
+// ReadEnvReport reports which variables of env ApplyEnv applies and which
+// it ignores as empty, sorted, by name only: a value may be a secret.
+func ReadEnvReport(env []string) EnvReport {
+	set, ignored := readEnv(env)
+	var r EnvReport
+	for _, s := range set {
+		r.Set = append(r.Set, s.given)
+	}
+	r.Set, r.Ignored = sortedSet(r.Set), sortedSet(ignored)
+	return r
+}
+
+func sortedSet(names []string) []string {
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// envSetting is a variable that sets a field.
+type envSetting struct {
+	given, value string
+	index        []int
+}
+
+// readEnv returns the variables of env (os.Environ form) that set a field,
+// in the order they apply: aliases first, so that the rule's own name,
+// applied after, wins. ignored names those that are empty.
+func readEnv(env []string) (set []envSetting, ignored []string) {
+	type field struct {
+		index []int
+		list  bool
+	}
+	fields := map[string]field{}
+	envWalk(reflect.TypeFor[Config](), "", func(path string, f reflect.StructField, index []int) {
+		fields[envName(path)] = field{index, f.Type.Kind() == reflect.Slice}
+	}, nil)
 	for _, pass := range []bool{true, false} {
 		for _, kv := range env {
 			k, v, ok := strings.Cut(kv, "=")
@@ -134,12 +174,27 @@ func (c *Config) ApplyEnv(env []string) error {
 			} else if alias {
 				name = envName(path)
 			}
-			if err := set(k, name, v); err != nil {
-				return err
+			f, known := fields[name]
+			switch {
+			case !known:
+			case envEmpty(v, f.list):
+				ignored = append(ignored, k)
+			default:
+				set = append(set, envSetting{given: k, value: v, index: f.index})
 			}
 		}
 	}
-	return nil
+	return set, ignored
+}
+
+// envEmpty reports whether a variable's value gives nothing: only spaces,
+// and for a list only commas besides.
+func envEmpty(v string, list bool) bool {
+	cut := " \t\r\n"
+	if list {
+		cut += ","
+	}
+	return strings.Trim(v, cut) == ""
 }
 
 // fieldByIndexAlloc is Value.FieldByIndex, allocating nil pointers on the

@@ -157,6 +157,13 @@ names for the two URLs (the rule's name wins when both are set); ` + "`KEYGATE_C
 The lists of sections (issuers, rules, routes) are the file's alone. Secrets have variables of their own
 that are not fields: ` + "`KEYGATE_ROOT_KEY`, `KEYGATE_ADMIN_TOKEN`, `KEYGATE_METRICS_TOKEN`" + `.
 
+An empty variable is not set: ` + "`KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=`" + ` (as Compose's ` + "`${CA:-}`" + ` and Helm templates write
+a value left out) leaves the file's ` + "`admin_tls.client_ca_file`" + ` in force, as an empty flag
+(` + "`--admin-client-ca=`" + `) does; so does a value of spaces, or for a list of commas. To turn a setting off,
+write it in the file (` + "`client_ca_file: \"\"`" + `), or give its variable the value that means off (` + "`KEYGATE_AUDIT_DISABLED=true`" + `).
+At start, ` + "`keygate serve`" + ` logs the names (never the values) of the variables that set the configuration
+(` + "`configuration from the environment`" + `) and of those it ignored as empty; ` + "`keygate config check`" + ` prints them too.
+
 | field | type | environment | meaning |
 | --- | --- | --- | --- |
 `

@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/keygate/keygate/internal/loadgen"
@@ -44,6 +45,10 @@ import (
 
 // CheckMethod is the gRPC method every request calls.
 const CheckMethod = "/envoy.service.auth.v3.Authorization/Check"
+
+// MarkerKey is the gRPC metadata key of the benchmark marker every Check
+// carries (loadgen.MarkerHeader in lower case, as gRPC wants it).
+const MarkerKey = "keygate-bench"
 
 // Config is one run.
 type Config struct {
@@ -185,6 +190,10 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 		r.ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
+	// Every Check carries the benchmark marker as gRPC metadata, which a
+	// proxy's ext_authz client never forwards from the request it asks
+	// about: 'keygate bench server' allows only Checks that carry it.
+	r.ctx = metadata.AppendToOutgoingContext(r.ctx, MarkerKey, loadgen.MarkerValue)
 	stop := context.AfterFunc(r.ctx, func() { r.stopped.Store(true) })
 	defer stop()
 

@@ -13,6 +13,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +24,8 @@ import (
 // authz is an in-test ext_authz server: a token starting "ok" is allowed,
 // "deny" gets 401, "forbid" a denial without an HTTP status (403), "fail"
 // a gRPC error; a token starting "slow" is allowed after 50 ms. It records
-// every request it got.
+// every request it got, and those not as Envoy builds them or without the
+// benchmark marker's metadata.
 type authz struct {
 	authv3.UnimplementedAuthorizationServer
 	mu     sync.Mutex
@@ -31,13 +33,14 @@ type authz struct {
 	bad    []string // requests not as Envoy builds them
 }
 
-func (a *authz) Check(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+func (a *authz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	hr := req.GetAttributes().GetRequest().GetHttp()
 	h := hr.GetHeaders()
 	auth := h["authorization"]
 	a.mu.Lock()
 	a.tokens[auth]++
-	if hr.GetMethod() != "POST" || hr.GetPath() != "/orders/42?x=1" || hr.GetHost() != "api.example.com" ||
+	if marker := metadata.ValueFromIncomingContext(ctx, MarkerKey); len(marker) != 1 || marker[0] != loadgen.MarkerValue ||
+		hr.GetMethod() != "POST" || hr.GetPath() != "/orders/42?x=1" || hr.GetHost() != "api.example.com" ||
 		h[":method"] != "POST" || h[":path"] != "/orders/42?x=1" || h[":authority"] != "api.example.com" ||
 		h["x-tenant"] != "acme,beta" || req.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress() == "" {
 		a.bad = append(a.bad, prototext.Format(req))

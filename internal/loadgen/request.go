@@ -22,6 +22,26 @@ type Request struct {
 // Header is one request header line.
 type Header struct{ Name, Value string }
 
+// MarkerHeader and MarkerValue mark every request the generator sends (a
+// Request that gives MarkerHeader itself keeps its own). 'keygate bench
+// server', which checks no token, answers only requests that carry it and
+// refuses the others: started where an authorizer was meant to be, it
+// allows nothing outside a benchmark.
+const (
+	MarkerHeader = "Keygate-Bench"
+	MarkerValue  = "1"
+)
+
+// marked reports whether hs gives MarkerHeader.
+func marked(hs []Header) bool {
+	for _, h := range hs {
+		if strings.EqualFold(h.Name, MarkerHeader) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseHeader reads a header given as "Name: value" (curl's and wrk's -H).
 func ParseHeader(s string) (Header, error) {
 	name, value, ok := strings.Cut(s, ":")
@@ -82,8 +102,9 @@ func requestErrorf(format string, args ...any) error {
 }
 
 // build checks r and serialises it. The Host header is the URL's unless
-// one is given; Content-Length and Transfer-Encoding are the generator's
-// own and refused in Header.
+// one is given; MarkerHeader follows r's headers unless one of them is it;
+// Content-Length and Transfer-Encoding are the generator's own and
+// refused in Header.
 func (r *Request) build() (*template, error) {
 	method := r.Method
 	if method == "" {
@@ -139,6 +160,9 @@ func (r *Request) build() (*template, error) {
 		b = append(b, ": "...)
 		b = append(b, h.Value...)
 		b = append(b, "\r\n"...)
+	}
+	if !marked(r.Header) {
+		b = append(b, MarkerHeader+": "+MarkerValue+"\r\n"...)
 	}
 	if len(r.Body) > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
 		b = append(b, "Content-Length: "...)
