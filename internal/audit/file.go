@@ -210,6 +210,7 @@ func verifyTail(path, node string, keys []ed25519.PublicKey) (*Summary, int64, e
 	if err != nil {
 		return nil, 0, err
 	}
+	v.anyCrash = true // the writer's own history: Verify judges it
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
