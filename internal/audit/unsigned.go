@@ -122,14 +122,14 @@ func (v *Verifier) runEnd() Position {
 	return v.last
 }
 
-// mayEndCrashTail says whether a torn last line of file may be accepted
-// if a new segment follows.
-func (v *Verifier) mayEndCrashTail(file string) bool {
-	return v.started && v.crashTailOK(file)
+// mayDeferTorn says whether a torn last line of file may be accepted,
+// at the end of the chain or before a new segment.
+func (v *Verifier) mayDeferTorn(file string) bool {
+	return v.started && (v.opts.AllowUnsignedTail || v.crashTailOK(file))
 }
 
 func (v *Verifier) crashTailOK(file string) bool {
-	if v.anyCrash {
+	if v.ownTail {
 		return true
 	}
 	base := filepath.Base(file)

@@ -94,8 +94,9 @@ type VerifyOptions struct {
 	// elsewhere) that must be in the files with that hash. It implies
 	// MinSeq >= Anchor.Seq.
 	Anchor *Anchor
-	// AllowUnsignedTail accepts lines after the last checkpoint, for a
-	// file still being written; Summary.Unsigned counts them. They are
+	// AllowUnsignedTail accepts lines after the last checkpoint, and a
+	// last line without its newline, for a file still being written;
+	// Summary.Unsigned counts them and Summary.Runs lists them. They are
 	// chained but not signed, so not authenticated.
 	AllowUnsignedTail bool
 	// CrashTails names files, by base name, in which a crash tail is
@@ -173,7 +174,7 @@ type Verifier struct {
 	anchored bool
 	run      run       // the lines not yet signed, nor accepted unsigned
 	torn     *tornLine // a torn last line, accepted if a new segment follows
-	anyCrash bool      // accept every crash tail (a Log reading back its own)
+	ownTail  bool      // a Log reading back its own tail: any crash tail, never a torn line
 }
 
 // NewVerifier returns a Verifier; it fails without keys.
@@ -250,8 +251,8 @@ func (v *Verifier) File(name string, r io.Reader) error {
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
 			return v.fail(ProblemMalformed, pos, fmt.Sprintf("longer than %d bytes", MaxLineLen))
-		case err == io.EOF && v.mayEndCrashTail(name):
-			// Judged by the file that follows: only a new segment accepts it.
+		case err == io.EOF && v.mayDeferTorn(name):
+			// Judged by what follows: the end, or a new segment.
 			v.torn = &tornLine{pos: pos, seq: lenientSeq(raw)}
 			v.prevFile = name
 			return nil
@@ -509,7 +510,7 @@ func (v *Verifier) Finish() (*Summary, error) {
 	switch {
 	case v.err != nil:
 		return v.Summary(), v.err
-	case v.torn != nil:
+	case v.torn != nil && (!v.opts.AllowUnsignedTail || v.ownTail):
 		return v.Summary(), v.failTorn(v.torn.pos)
 	case !v.started:
 		return v.Summary(), v.fail(ProblemEmpty, Position{File: v.prevFile}, "no lines")
@@ -518,8 +519,8 @@ func (v *Verifier) Finish() (*Summary, error) {
 	if v.unsigned > 0 && !v.opts.AllowUnsignedTail {
 		return v.Summary(), v.failSince(ProblemUnsignedTail, v.last, fmt.Sprintf("the chain ends with %d line(s) after its last checkpoint: it was truncated at a line boundary, or its writer is still running or stopped without closing", v.unsigned))
 	}
-	if v.run.lines > 0 {
-		v.acceptRun(ProblemUnsignedTail, v.last)
+	if v.run.lines > 0 || v.torn != nil {
+		v.acceptRun(ProblemUnsignedTail, v.runEnd())
 	}
 	if v.sum.LastSeq < v.opts.MinSeq {
 		return v.Summary(), v.fail(ProblemShort, v.last, fmt.Sprintf("the chain ends at seq %d, but seq %d was written: it was truncated", v.sum.LastSeq, v.opts.MinSeq))

@@ -160,6 +160,14 @@ func TestVerifyRefusesUnsignedRuns(t *testing.T) {
 				s.edit(0, func(ls [][]byte) [][]byte { return appendPartial(ls[:len(ls)-1]) })
 				s.run(1, nil)
 			}},
+		{name: "a torn line before a file that is no new segment, with AllowUnsignedTail",
+			kind: ProblemTorn, at: "f1:28",
+			story: func(s *story) {
+				s.run(20, nil)
+				s.run(2, func(c *Config) { c.Sinks = []Sink{fileSink(s.t, s.dir, func(f *FileConfig) { f.MaxSize = 1 })} })
+				s.edit(0, appendPartial)
+			},
+			opts: func(o *VerifyOptions) { o.AllowUnsignedTail, o.CrashTails = true, []string{"f1"} }},
 		{name: "every checkpoint stripped and 13 principals changed, then a restart that signs them as it reads them",
 			kind: ProblemUnsignedRestart, at: "f1:21 (seq 21)", since: "f1:1 (seq 1)",
 			story: func(s *story) {
@@ -350,6 +358,14 @@ func TestVerifyAcceptsCrashTailsAsUnsigned(t *testing.T) {
 			opts:    VerifyOptions{AllowUnsignedTail: true},
 			records: 8, signed: []int{5},
 			runs: []UnsignedRun{{Kind: ProblemUnsignedTail, From: Position{"f1", 8, 8}, To: Position{"f1", 10, 10}, Lines: 3, Records: 3}}},
+		{name: "a file still being written, read in the middle of a write",
+			story: func(s *story) {
+				s.run(5, nil)
+				s.edit(0, appendPartial)
+			},
+			opts:    VerifyOptions{AllowUnsignedTail: true},
+			records: 5, signed: []int{5},
+			runs: []UnsignedRun{{Kind: ProblemUnsignedTail, From: Position{"f1", 8, 0}, To: Position{"f1", 8, 0}, Lines: 1, Torn: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
