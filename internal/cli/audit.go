@@ -202,7 +202,11 @@ func printAuditSummary(w io.Writer, s *audit.Summary, live bool) {
 	}
 	fmt.Fprintf(w, "\nlast checkpoint: seq %d hash %s\n", s.LastCheckpoint.Seq, s.LastCheckpoint.Hash)
 	for _, f := range s.ByFile {
-		fmt.Fprintf(w, "%s: seq %d to %d, %d records, %d signed\n", f.Name, f.FirstSeq, f.LastSeq, f.Records, f.Signed)
+		fmt.Fprintf(w, "%s: seq %d to %d, %d records, %d signed", f.Name, f.FirstSeq, f.LastSeq, f.Records, f.Signed)
+		if n := f.Records - f.Signed; n > 0 {
+			fmt.Fprintf(w, ", %d unsigned (accepted, listed below)", n)
+		}
+		fmt.Fprintln(w)
 	}
 	for _, r := range s.Runs {
 		fmt.Fprintf(w, "unsigned, accepted: %s to %s: %d line(s), %d record(s), %s\n", r.From, r.To, r.Lines, r.Records, runWhy(r, live))

@@ -190,6 +190,8 @@ func TestAuditVerifyForgedFiles(t *testing.T) {
 			r = h.run(append([]string{"audit", "verify", "--key", key, "--allow-crash-tail", filepath.Base(first)}, files...)...)
 			expect(t, r, ExitOK, "unsigned, accepted: "+first, "")
 			expect(t, r, ExitOK, tt.unsigned, "")
+			expect(t, r, ExitOK, filepath.Base(first)+": seq 1 to ", "")
+			expect(t, r, ExitOK, " unsigned (accepted, listed below)", "")
 			if strings.Contains(r.stdout, "signed: all") {
 				t.Errorf("the forged records were counted as signed:\n%s", r.stdout)
 			}
