@@ -453,16 +453,12 @@ func (l *Log) signsAfter(op Operation) bool {
 // with ErrNoSigner while the Log has no signer, and as Write does when no
 // sink takes the checkpoint or ctx is done first.
 func (l *Log) Checkpoint(ctx context.Context) (Anchor, error) {
-	if !l.running.Load() {
-		if l.closing.Load() {
-			return Anchor{}, ErrClosed
-		}
-		return Anchor{}, ErrNotStarted
-	}
-	if l.closing.Load() {
+	switch {
+	case l.closing.Load():
 		return Anchor{}, ErrClosed
-	}
-	if l.signer.Load() == nil {
+	case !l.running.Load():
+		return Anchor{}, ErrNotStarted
+	case l.signer.Load() == nil:
 		return Anchor{}, ErrNoSigner
 	}
 	req := requestPool.Get().(*request)

@@ -82,6 +82,13 @@ func TestCheckpointOnRequest(t *testing.T) {
 	if _, err := l.Checkpoint(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Checkpoint after Close: %v, want ErrClosed", err)
 	}
+	unstarted, err := New(Config{Node: "n1", Signer: testSigner(t, 1), Sinks: []Sink{&memSink{name: "mem"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unstarted.Checkpoint(context.Background()); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Checkpoint before Start: %v, want ErrNotStarted", err)
+	}
 }
 
 // TestSignAfter: a record of an operation in Config.SignAfter is followed
