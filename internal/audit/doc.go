@@ -69,12 +69,15 @@
 // hash and names the old file in prevfile. A Log that starts again reads
 // back the newest file, verifies it and continues it with an open line
 // with start "restart", whose unsigned member counts the lines a crash
-// left after the last checkpoint (the next checkpoint signs them, and
-// [Verify] reports them as adopted). A file whose tail does not verify
+// left after the last checkpoint (the next checkpoint signs them, as read
+// back: [Verify] does not count them as signed). A file whose tail does not verify
 // (a torn last line, an edit) stops Start with [ErrBadTail], unless
 // [Config].NewSegment is set: then a new chain begins, in a new file,
 // with an open line with start "segment" (prev zeros, seq continuing,
 // prevfile naming the damaged file, which is left as it is).
+// [Log.Checkpoint] signs every line written so far on request, and
+// [Config].SignAfter follows the records of some operations with a
+// checkpoint at once.
 //
 // # Keys, and a sealed node
 //
@@ -98,7 +101,18 @@
 // prev), a removed line (a seq gap), an inserted, repeated or reordered
 // line (seq), a torn last line, files swapped or missing (a file that does
 // not continue the chain), a checkpoint whose signature does not verify or
-// whose key is not trusted, and lines after the last checkpoint.
+// whose key is not trusted, and lines no checkpoint signs as written: after
+// the last checkpoint, before a restart, before a new segment.
+//
+// A record is signed (Summary.Signed, and per file Summary.ByFile) when a
+// checkpoint that its writer wrote later in the same run verifies: that
+// checkpoint's prev is the hash the writer computed as it wrote, so it
+// vouches for the record as written. A checkpoint written after a restart
+// signs the lines before the restart only as the writer read them back,
+// and a new segment's checkpoints sign nothing before it; such lines, and
+// lines at the end, are a Problem unless VerifyOptions accepts them
+// (AllowUnsignedTail, CrashTails), and then Summary.Runs lists them and
+// they are never counted as signed.
 //
 // Its limits, stated plainly:
 //   - The hashes alone prove nothing: anyone can recompute them. Only
@@ -112,7 +126,8 @@
 //     that ends with them fails with ProblemUnsignedTail (a truncation at a
 //     line boundary), unless VerifyOptions.AllowUnsignedTail accepts them
 //     for a file still being written; checkpoints every
-//     Config.CheckpointInterval bound that window.
+//     Config.CheckpointInterval bound that window, and Log.Checkpoint
+//     closes it on request.
 //   - A truncation right after a checkpoint leaves a file that verifies.
 //     Only an anchor kept elsewhere can show it: VerifyOptions.MinSeq (a
 //     seq known to have been written) or VerifyOptions.Anchor (a line's seq
@@ -121,10 +136,18 @@
 //     files.
 //   - Someone holding the signing key can forge anything; keep it sealed,
 //     apart from the files.
-//   - Lines a crash left unsigned are signed by the next checkpoint after
-//     a restart, so whoever could write them while the node was down gets
-//     them signed; Verify counts them (Summary.Adopted) and names them in
-//     a warning.
+//   - Lines a crash (or a stop while sealed) left unsigned are signed by
+//     the next checkpoint after a restart, as the writer read them back, so
+//     whoever could write them while the node was down, or strip the
+//     checkpoints before them, gets them signed; before a new segment they
+//     are never signed. Verify refuses both (ProblemUnsignedRestart,
+//     ProblemUnsignedSegment) unless VerifyOptions.CrashTails names the
+//     file they end in; accepted, they are listed, not counted as signed,
+//     and a crash tail accepted for a file is as long as the file's
+//     unsigned end, however it came to be.
+//   - A segment's chain starts from zero: two nodes that write under the
+//     same node id, with the same key, have segments that can stand in
+//     for each other's at the same seq. Give each node its own id.
 //
 // # Durability and failure
 //

@@ -210,6 +210,7 @@ func verifyTail(path, node string, keys []ed25519.PublicKey) (*Summary, int64, e
 	if err != nil {
 		return nil, 0, err
 	}
+	v.ownTail = true // its crash tails are Verify's to judge; a torn line is the writer's
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err

@@ -104,11 +104,17 @@ func TestRestartAfterACrashAdoptsTheUnsignedTail(t *testing.T) {
 	l, _ = newLog(t, nil, fileSink(t, crashed, nil))
 	writeN(t, l, 8, 2)
 	closeLog(t, l)
-	sum, err := Verify(VerifyOptions{Keys: keysOf(testSigner(t, 1))}, dirFiles(t, crashed)...)
+	files := dirFiles(t, crashed)
+	var p *Problem
+	_, err := Verify(VerifyOptions{Keys: keysOf(testSigner(t, 1))}, files...)
+	if !errors.As(err, &p) || p.Kind != ProblemUnsignedRestart || p.Seq != 10 || p.Since == nil || p.Since.Seq != 8 {
+		t.Fatalf("Verify without CrashTails: %v, want %s at seq 10 since seq 8", err, ProblemUnsignedRestart)
+	}
+	sum, err := Verify(VerifyOptions{Keys: keysOf(testSigner(t, 1)), CrashTails: []string{filepath.Base(files[0])}}, files...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Records != 10 || sum.Restarts != 1 || sum.Adopted != 3 || len(sum.Warnings) != 1 {
+	if sum.Records != 10 || sum.Signed != 7 || sum.Restarts != 1 || sum.Adopted != 3 || len(sum.Runs) != 1 || sum.ByFile[0].Signed != 7 {
 		t.Errorf("summary %+v", sum)
 	}
 }

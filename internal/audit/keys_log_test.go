@@ -84,12 +84,22 @@ func TestLogForgetKeysAndRestartSealed(t *testing.T) {
 	writeN(t, l, 10, 2)
 	l.SetKeys(signer, nil)
 	closeLog(t, l) // the final checkpoint signs everything since seq 7's
-	sum, err := Verify(VerifyOptions{Keys: keysOf(signer), Node: "n1"}, dirFiles(t, dir)...)
+	// The lines written sealed before the stop were signed only after
+	// the restart read them back: accepted only when asked.
+	files = dirFiles(t, dir)
+	var p *Problem
+	if _, err := Verify(VerifyOptions{Keys: keysOf(signer), Node: "n1"}, files...); !errors.As(err, &p) || p.Kind != ProblemUnsignedRestart {
+		t.Fatalf("Verify without CrashTails: %v, want %s", err, ProblemUnsignedRestart)
+	}
+	sum, err := Verify(VerifyOptions{Keys: keysOf(signer), Node: "n1", CrashTails: files[:1]}, files...)
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	if sum.Records != 12 || sum.Restarts != 1 || sum.Adopted == 0 {
-		t.Errorf("summary %+v: want 12 records, a restart and adopted lines", sum)
+	// Records 0-4, before the first checkpoint, are signed as written;
+	// 5-6, after it, and 7-9, written sealed, were unsigned at the stop;
+	// 10-11, after the restart, are signed by the final checkpoint.
+	if sum.Records != 12 || sum.Signed != 7 || sum.Restarts != 1 || sum.Adopted != 5 || len(sum.Runs) != 1 || sum.Runs[0].Records != 5 {
+		t.Errorf("summary %+v: want 12 records, 7 signed, a restart and 5 adopted", sum)
 	}
 }
 
@@ -127,8 +137,9 @@ func TestLogStartWithoutKeys(t *testing.T) {
 		writeN(t, l, 2*i, 2)
 		closeLog(t, l)
 	}
-	sum, err := Verify(VerifyOptions{Keys: []ed25519.PublicKey{testSigner(t, 1).Public()}, AllowUnsignedTail: true}, dirFiles(t, unsigned)...)
-	if err != nil || sum.Records != 4 || sum.Unsigned != sum.Lines {
+	files := dirFiles(t, unsigned)
+	sum, err := Verify(VerifyOptions{Keys: []ed25519.PublicKey{testSigner(t, 1).Public()}, AllowUnsignedTail: true, CrashTails: files}, files...)
+	if err != nil || sum.Records != 4 || sum.Signed != 0 || sum.Unsigned != sum.Lines || len(sum.Runs) != 2 {
 		t.Errorf("unsigned chain: %+v %v", sum, err)
 	}
 }

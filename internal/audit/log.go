@@ -55,6 +55,11 @@ type Config struct {
 	// before a rotation and at Close.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
+	// SignAfter lists operations whose records are followed at once by a
+	// checkpoint, in the same batch (while there is a signer): a request
+	// that reads the audit log's state leaves the files signed up to its
+	// own record by the time it is answered.
+	SignAfter []Operation
 	// QueueSize bounds the records waiting for the writer; a Write to a
 	// full queue waits until its context is done.
 	QueueSize int
@@ -98,6 +103,7 @@ var (
 	ErrNotStarted    = errors.New("audit: log is not started")
 	ErrNoSink        = errors.New("audit: no sink accepted the record")
 	ErrChainMismatch = errors.New("audit: sinks disagree on where the chain ends")
+	ErrNoSigner      = errors.New("audit: no signing key (sealed): no checkpoint can be written")
 )
 
 // A WriteError is a batch no sink accepted: every record in it failed. It
@@ -206,8 +212,11 @@ type sinkState struct {
 	err      error // this batch's
 }
 
+// request is a record to write, or, with no content, a checkpoint asked
+// for (Log.Checkpoint).
 type request struct {
 	content []byte
+	sign    bool // a checkpoint follows it in its batch
 	done    chan error
 }
 
@@ -426,6 +435,43 @@ func (l *Log) Write(ctx context.Context, r Record) error {
 	}
 	req := requestPool.Get().(*request)
 	req.content = appendRecord(req.content[:0], &r)
+	req.sign = l.signsAfter(r.Operation)
+	return l.submit(ctx, req)
+}
+
+func (l *Log) signsAfter(op Operation) bool {
+	for _, o := range l.cfg.SignAfter {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// Checkpoint writes a checkpoint now, unless every line is signed already,
+// and returns the last checkpoint: every line up to it is signed. It fails
+// with ErrNoSigner while the Log has no signer, and as Write does when no
+// sink takes the checkpoint or ctx is done first.
+func (l *Log) Checkpoint(ctx context.Context) (Anchor, error) {
+	switch {
+	case l.closing.Load():
+		return Anchor{}, ErrClosed
+	case !l.running.Load():
+		return Anchor{}, ErrNotStarted
+	case l.signer.Load() == nil:
+		return Anchor{}, ErrNoSigner
+	}
+	req := requestPool.Get().(*request)
+	req.content, req.sign = req.content[:0], true
+	if err := l.submit(ctx, req); err != nil {
+		return Anchor{}, err
+	}
+	cp, _ := l.LastCheckpoint()
+	return cp, nil
+}
+
+// submit hands req to the writer and waits for its answer.
+func (l *Log) submit(ctx context.Context, req *request) error {
 	if err := l.enqueue(ctx, req); err != nil {
 		requestPool.Put(req)
 		return err
@@ -640,6 +686,10 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 		l.addOpen(began, openPlan{start: StartRotate, prevFile: FileName(l.st.fileSeq)})
 	}
 	for _, r := range reqs {
+		checkpoint = checkpoint || r.sign
+		if len(r.content) == 0 {
+			continue // a checkpoint asked for
+		}
 		start := l.begin()
 		l.buf = append(l.buf, r.content...)
 		l.end(start, TypeRecord, false)
@@ -648,7 +698,10 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 		l.addCheckpoint(began, sg)
 	}
 	if len(l.lines) == 0 {
-		return nil // a checkpoint was due, but the signer has just been forgotten
+		// Nothing to write: every line is signed, or a checkpoint was due
+		// but the signer has just been forgotten.
+		answer(reqs, nil, sg)
+		return nil
 	}
 	l.offs = append(l.offs, len(l.buf))
 	for i := range l.lines {
@@ -668,10 +721,20 @@ func (l *Log) commit(ctx context.Context, reqs []*request, open *openPlan, check
 			Failed: len(l.sinks) - accepted, Elapsed: l.clock.Now().Sub(began),
 		})
 	}
+	answer(reqs, err, sg)
+	return err
+}
+
+// answer wakes the callers of a batch: a checkpoint asked for without a
+// signer to write it fails.
+func answer(reqs []*request, err error, sg *SigningKey) {
 	for _, r := range reqs {
+		if err == nil && sg == nil && len(r.content) == 0 {
+			r.done <- ErrNoSigner
+			continue
+		}
 		r.done <- err
 	}
-	return err
 }
 
 func (l *Log) rotateDue() bool {

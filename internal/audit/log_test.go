@@ -51,6 +51,74 @@ func TestCheckpointOnTick(t *testing.T) {
 	}
 }
 
+// TestCheckpointOnRequest: Log.Checkpoint signs every line written so far
+// before it returns, while the Log runs, and returns the checkpoint; with
+// nothing unsigned it writes nothing; without a signer it fails.
+func TestCheckpointOnRequest(t *testing.T) {
+	mem := &memSink{name: "mem"}
+	l, _ := newLog(t, func(c *Config) { c.CheckpointEvery = 1000 }, mem)
+	writeN(t, l, 0, 3)
+	keys := keysOf(testSigner(t, 1))
+	if _, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes()); !isProblem(err, ProblemUnsignedTail) {
+		t.Fatalf("before Checkpoint: %v, want %s", err, ProblemUnsignedTail)
+	}
+	cp, err := l.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := verifyBytes(VerifyOptions{Keys: keys, Anchor: &cp}, mem.bytes())
+	if err != nil || sum.LastCheckpoint != cp || sum.LastSeq != cp.Seq || sum.Signed != 3 {
+		t.Fatalf("after Checkpoint %+v: %v %+v", cp, err, sum)
+	}
+	before := mem.bytes()
+	if again, err := l.Checkpoint(context.Background()); err != nil || again != cp || !bytes.Equal(mem.bytes(), before) {
+		t.Errorf("Checkpoint with nothing unsigned: %+v %v, wrote %d bytes", again, err, len(mem.bytes())-len(before))
+	}
+	l.SetKeys(nil, nil)
+	if _, err := l.Checkpoint(context.Background()); !errors.Is(err, ErrNoSigner) {
+		t.Errorf("Checkpoint without a signer: %v, want ErrNoSigner", err)
+	}
+	closeLog(t, l)
+	if _, err := l.Checkpoint(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("Checkpoint after Close: %v, want ErrClosed", err)
+	}
+	unstarted, err := New(Config{Node: "n1", Signer: testSigner(t, 1), Sinks: []Sink{&memSink{name: "mem"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unstarted.Checkpoint(context.Background()); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Checkpoint before Start: %v, want ErrNotStarted", err)
+	}
+}
+
+// TestSignAfter: a record of an operation in Config.SignAfter is followed
+// by a checkpoint in its own batch, so that the files are signed up to it
+// when its Write returns; another operation's is not.
+func TestSignAfter(t *testing.T) {
+	mem := &memSink{name: "mem"}
+	l, _ := newLog(t, func(c *Config) { c.CheckpointEvery, c.SignAfter = 1000, []Operation{"admin.audit.read"} }, mem)
+	defer closeLog(t, l)
+	keys := keysOf(testSigner(t, 1))
+	writeN(t, l, 0, 2)
+	if _, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes()); !isProblem(err, ProblemUnsignedTail) {
+		t.Fatalf("after records of another operation: %v, want %s", err, ProblemUnsignedTail)
+	}
+	r := testRecord(2)
+	r.Operation = "admin.audit.read"
+	if err := l.Write(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes())
+	if err != nil || sum.Signed != 3 || sum.Checkpoints != 1 {
+		t.Errorf("after a SignAfter record: %v %+v", err, sum)
+	}
+}
+
+func isProblem(err error, kind ProblemKind) bool {
+	var p *Problem
+	return errors.As(err, &p) && p.Kind == kind
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

@@ -71,8 +71,17 @@ func TestGoldenLines(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("encoding changed (go test -update if on purpose):\n%s\nwant:\n%s", got, want)
 	}
-	sum, err := verifyBytes(VerifyOptions{Keys: keysOf(testSigner(t, 1)), Node: "node-1"}, want)
-	if err != nil || sum.Records != 3 || sum.Checkpoints != 1 || sum.Restarts != 1 || len(sum.Warnings) != 1 {
+	// Its restart follows lines no checkpoint signed: accepted only when
+	// asked, and not counted as signed.
+	opts := VerifyOptions{Keys: keysOf(testSigner(t, 1)), Node: "node-1"}
+	var p *Problem
+	if _, err := verifyBytes(opts, want); !errors.As(err, &p) || p.Kind != ProblemUnsignedRestart || p.Position.String() != "f1:3 (seq 3)" {
+		t.Errorf("golden chain without CrashTails: %v", err)
+	}
+	opts.CrashTails = []string{"f1"}
+	sum, err := verifyBytes(opts, want)
+	run := UnsignedRun{Kind: ProblemUnsignedRestart, From: Position{"f1", 1, 1}, To: Position{"f1", 3, 3}, Lines: 3, Records: 2}
+	if err != nil || sum.Records != 3 || sum.Signed != 1 || sum.Checkpoints != 1 || sum.Restarts != 1 || len(sum.Runs) != 1 || sum.Runs[0] != run {
 		t.Errorf("golden chain: %v %+v", err, sum)
 	}
 }

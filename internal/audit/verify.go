@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -34,6 +35,14 @@ const (
 	ProblemShort        ProblemKind = "short_of_anchor" // the chain ends before the expected seq: truncated
 	ProblemAnchor       ProblemKind = "anchor_mismatch" // the line at the anchor's seq has another hash
 	ProblemEmpty        ProblemKind = "empty"           // no lines at all
+
+	// Lines that no checkpoint signed before their writer stopped (a
+	// crash, a stop while sealed, or checkpoints removed), followed by a
+	// restart, which signs them only as it reads them back, or by a new
+	// segment, which never signs them: accepted only for a file named in
+	// VerifyOptions.CrashTails.
+	ProblemUnsignedRestart ProblemKind = "unsigned_before_restart"
+	ProblemUnsignedSegment ProblemKind = "unsigned_before_segment"
 )
 
 // A Position is a line: its file, its 1-based number there, and its seq
@@ -85,10 +94,22 @@ type VerifyOptions struct {
 	// elsewhere) that must be in the files with that hash. It implies
 	// MinSeq >= Anchor.Seq.
 	Anchor *Anchor
-	// AllowUnsignedTail accepts lines after the last checkpoint, for a
-	// file still being written; Summary.Unsigned counts them. They are
+	// AllowUnsignedTail accepts lines after the last checkpoint, and a
+	// last line without its newline, for a file still being written;
+	// Summary.Unsigned counts them and Summary.Runs lists them. They are
 	// chained but not signed, so not authenticated.
 	AllowUnsignedTail bool
+	// CrashTails names files, by base name, in which a crash tail is
+	// accepted: lines that no checkpoint signed before their writer
+	// stopped, ending in that file (with a line a crash tore, when a new
+	// segment follows), after which the writer restarted or began a new
+	// segment. A restart's first checkpoint signs such lines, but only as
+	// the writer read them back, so whoever could write the files while
+	// it was down could have changed them; a segment's never signs them.
+	// Without their file here they are a Problem (ProblemUnsignedRestart,
+	// ProblemUnsignedSegment); accepted, Summary.Runs lists them and
+	// their records are not counted as signed.
+	CrashTails []string
 }
 
 // A Summary is what Verify read.
@@ -103,9 +124,36 @@ type Summary struct {
 	FirstTime, LastTime  time.Time // of the records
 	LastCheckpoint       Anchor    // the last checkpoint that verified
 	Unsigned             int       // lines after LastCheckpoint (with AllowUnsignedTail)
-	Adopted              int       // lines unsigned when a writer restarted, signed by a later checkpoint
+	Adopted              int       // lines unsigned when a writer restarted (accepted with CrashTails)
 	StartsAfter          string    // what the first file continues, when that was not given
-	Warnings             []string
+	// Signed counts the records that a checkpoint their writer wrote in
+	// the same run signs, as written; the others (Records - Signed) are
+	// in Runs.
+	Signed   int
+	ByFile   []FileSummary // each file's part, in the order given
+	Runs     []UnsignedRun // the unsigned lines accepted, in order
+	Warnings []string
+}
+
+// A FileSummary is what Verify read in one file.
+type FileSummary struct {
+	Name              string
+	Lines, Records    int
+	Signed            int // records signed as written (see Summary.Signed)
+	FirstSeq, LastSeq uint64
+}
+
+// An UnsignedRun is lines that no checkpoint signed as they were written,
+// which Verify accepted because VerifyOptions said so: they are chained
+// but not authenticated, and their records are not counted as signed.
+type UnsignedRun struct {
+	// Kind is the Problem they would be, had they not been accepted:
+	// ProblemUnsignedTail (AllowUnsignedTail), ProblemUnsignedRestart or
+	// ProblemUnsignedSegment (CrashTails).
+	Kind           ProblemKind
+	From, To       Position
+	Lines, Records int
+	Torn           bool // it ends with a line torn by a crash
 }
 
 // A Verifier checks files of one chain, in order. Verify and Verify
@@ -124,6 +172,9 @@ type Verifier struct {
 	unsigned int       // lines since the last good checkpoint
 	since    *Position // the first of them
 	anchored bool
+	run      run       // the lines not yet signed, nor accepted unsigned
+	torn     *tornLine // a torn last line, accepted if a new segment follows
+	ownTail  bool      // a Log reading back its own tail: any crash tail, never a torn line
 }
 
 // NewVerifier returns a Verifier; it fails without keys.
@@ -176,6 +227,7 @@ func Verify(opts VerifyOptions, paths ...string) (*Summary, error) {
 // Summary returns what has been read so far.
 func (v *Verifier) Summary() *Summary {
 	s := v.sum
+	s.ByFile, s.Runs, s.Warnings = slices.Clone(s.ByFile), slices.Clone(s.Runs), slices.Clone(s.Warnings)
 	return &s
 }
 
@@ -186,6 +238,7 @@ func (v *Verifier) File(name string, r io.Reader) error {
 		return v.err
 	}
 	v.sum.Files++
+	v.sum.ByFile = append(v.sum.ByFile, FileSummary{Name: name})
 	br := bufio.NewReaderSize(r, MaxLineLen)
 	n := 0
 	for {
@@ -198,8 +251,13 @@ func (v *Verifier) File(name string, r io.Reader) error {
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
 			return v.fail(ProblemMalformed, pos, fmt.Sprintf("longer than %d bytes", MaxLineLen))
+		case err == io.EOF && v.mayDeferTorn(name):
+			// Judged by what follows: the end, or a new segment.
+			v.torn = &tornLine{pos: pos, seq: lenientSeq(raw)}
+			v.prevFile = name
+			return nil
 		case err == io.EOF:
-			return v.fail(ProblemTorn, pos, "the last line has no newline: the file was cut mid-line (truncated, or its writer stopped mid-write)")
+			return v.failTorn(pos)
 		case err != nil:
 			v.err = err
 			return err
@@ -225,6 +283,10 @@ func (v *Verifier) fail(kind ProblemKind, pos Position, detail string) error {
 	return v.err
 }
 
+func (v *Verifier) failTorn(pos Position) error {
+	return v.fail(ProblemTorn, pos, "the last line has no newline: the file was cut mid-line (truncated, or its writer stopped mid-write)")
+}
+
 func (v *Verifier) failSince(kind ProblemKind, pos Position, detail string) error {
 	p := &Problem{Position: pos, Kind: kind, Detail: detail}
 	if v.since != nil {
@@ -244,6 +306,8 @@ func (v *Verifier) warn(format string, args ...any) {
 // file, and next lets a seq gap look at the line after.
 func (v *Verifier) line(e *Entry, pos Position, first bool, next *bufio.Reader) error {
 	switch {
+	case v.torn != nil && !(first && e.Type == TypeOpen && e.Start == StartSegment):
+		return v.failTorn(v.torn.pos) // only a new segment follows a torn line
 	case v.sum.Node == "" && v.opts.Node != "" && e.Node != v.opts.Node,
 		v.sum.Node != "" && e.Node != v.sum.Node:
 		return v.fail(ProblemWrongNode, pos, fmt.Sprintf("a line of node %q in the chain of %q", e.Node, v.chainNode()))
@@ -268,34 +332,50 @@ func (v *Verifier) line(e *Entry, pos Position, first bool, next *bufio.Reader) 
 	}
 	switch e.Type {
 	case TypeCheckpoint:
-		pub, ok := v.keys[e.KeyID]
-		if !ok {
-			return v.failSince(ProblemUnknownKey, pos, fmt.Sprintf("the checkpoint names key %s, which is not a trusted key", e.KeyID))
+		if err := v.checkpoint(e, pos); err != nil {
+			return err
 		}
-		if !e.checkSignature(pub) {
-			return v.failSince(ProblemBadSignature, pos, "the checkpoint's signature does not verify: lines before it were edited, inserted or removed and the chain re-hashed, or the checkpoint was forged")
-		}
-		v.sum.Checkpoints++
-		v.sum.LastCheckpoint = Anchor{Seq: e.Seq, Hash: e.Hash}
-		v.unsigned, v.since = 0, nil
 	case TypeRecord:
-		v.sum.Records++
-		if v.sum.FirstTime.IsZero() || e.Time.Before(v.sum.FirstTime) {
-			v.sum.FirstTime = e.Time
-		}
-		if e.Time.After(v.sum.LastTime) {
-			v.sum.LastTime = e.Time
-		}
+		v.record(e)
 	case TypeOpen:
-		v.open(e, pos)
+		if err := v.open(e, pos); err != nil {
+			return err
+		}
 	}
 	if e.Type != TypeCheckpoint {
-		if v.unsigned == 0 {
-			p := pos
-			v.since = &p
-		}
-		v.unsigned++
+		v.pend(pos, e.Type == TypeRecord)
 	}
+	v.advance(e, pos)
+	return nil
+}
+
+func (v *Verifier) checkpoint(e *Entry, pos Position) error {
+	pub, ok := v.keys[e.KeyID]
+	if !ok {
+		return v.failSince(ProblemUnknownKey, pos, fmt.Sprintf("the checkpoint names key %s, which is not a trusted key", e.KeyID))
+	}
+	if !e.checkSignature(pub) {
+		return v.failSince(ProblemBadSignature, pos, "the checkpoint's signature does not verify: lines before it were edited, inserted or removed and the chain re-hashed, or the checkpoint was forged")
+	}
+	v.sum.Checkpoints++
+	v.sum.LastCheckpoint = Anchor{Seq: e.Seq, Hash: e.Hash}
+	v.signRun()
+	return nil
+}
+
+func (v *Verifier) record(e *Entry) {
+	v.sum.Records++
+	v.file().Records++
+	if v.sum.FirstTime.IsZero() || e.Time.Before(v.sum.FirstTime) {
+		v.sum.FirstTime = e.Time
+	}
+	if e.Time.After(v.sum.LastTime) {
+		v.sum.LastTime = e.Time
+	}
+}
+
+// advance makes e, at pos, the last line read.
+func (v *Verifier) advance(e *Entry, pos Position) {
 	v.started = true
 	v.next, v.prev, v.last, v.lastPrev = e.Seq+1, e.Hash, pos, e.Prev
 	v.sum.Lines++
@@ -303,8 +383,16 @@ func (v *Verifier) line(e *Entry, pos Position, first bool, next *bufio.Reader) 
 		v.sum.FirstSeq = e.Seq
 	}
 	v.sum.LastSeq, v.sum.LastHash = e.Seq, e.Hash
-	return nil
+	f := v.file()
+	f.Lines++
+	if f.FirstSeq == 0 {
+		f.FirstSeq = e.Seq
+	}
+	f.LastSeq = e.Seq
 }
+
+// file is the summary of the file being read.
+func (v *Verifier) file() *FileSummary { return &v.sum.ByFile[len(v.sum.ByFile)-1] }
 
 func (v *Verifier) chainNode() string {
 	if v.sum.Node != "" {
@@ -334,21 +422,37 @@ func (v *Verifier) fileStart(e *Entry, pos Position, first bool) error {
 		return v.fail(ProblemFileStart, pos, "a new segment must begin after a zero hash")
 	case !v.started:
 		v.next, v.prev = e.Seq, e.Prev
-		if e.Start == StartRotate || e.Start == StartRestart {
-			v.sum.StartsAfter = e.PrevFile
-			if v.sum.StartsAfter == "" {
-				v.sum.StartsAfter = "an earlier part of the chain"
-			}
-			v.warn("the chain is verified from seq %d only: it continues %s, which was not given", e.Seq, v.sum.StartsAfter)
+		if e.Start != StartNew {
+			v.startsAfter(e)
 		}
 	case e.Start == StartNew:
 		return v.fail(ProblemFileStart, pos, fmt.Sprintf("the file begins a new chain where seq %d, continuing %s, was expected: files swapped, or a file missing", v.next, v.prevFile))
 	case e.Start == StartSegment:
-		v.prev = zero // the segment's break in the chain is recorded (open below)
+		v.prev = zero // the segment's break in the chain is judged by open
+		if v.torn != nil && v.torn.seq == v.next {
+			v.next++ // the torn line had taken that seq
+		}
+		if want := filepath.Base(v.runEnd().File); e.PrevFile != want {
+			v.warn("%s names %q as the file its writer could not continue, not %s (renamed files?)", pos, e.PrevFile, want)
+		}
 	case e.Start == StartRotate && e.PrevFile != filepath.Base(v.prevFile):
 		v.warn("%s names %q as the file before it, not %s (renamed files?)", pos, e.PrevFile, filepath.Base(v.prevFile))
 	}
 	return nil
+}
+
+// startsAfter notes that the first file continues a part of the chain, or
+// follows a segment, that was not given.
+func (v *Verifier) startsAfter(e *Entry) {
+	v.sum.StartsAfter = e.PrevFile
+	if v.sum.StartsAfter == "" {
+		v.sum.StartsAfter = "an earlier part of the chain"
+	}
+	what := "it continues"
+	if e.Start == StartSegment {
+		what = "it begins a new segment after"
+	}
+	v.warn("the chain is verified from seq %d only: %s %s, which was not given", e.Seq, what, v.sum.StartsAfter)
 }
 
 // seqProblem reports a line whose seq is not the next one.
@@ -370,39 +474,53 @@ func (v *Verifier) seqProblem(e *Entry, pos Position, next *bufio.Reader) error 
 	return v.fail(ProblemSeqGap, pos, fmt.Sprintf("seq %d where %d was expected: %d line(s) removed before this one", e.Seq, v.next, e.Seq-v.next))
 }
 
-func (v *Verifier) open(e *Entry, pos Position) {
+// open counts an open line, and judges the unsigned lines a restart or a
+// new segment follows.
+func (v *Verifier) open(e *Entry, pos Position) error {
 	switch e.Start {
 	case StartRestart:
 		v.sum.Restarts++
-		if v.unsigned > 0 && v.started {
-			v.sum.Adopted += v.unsigned
-			v.warn("%s: the writer restarted after %d unsigned line(s) (from %s), signed only by a later checkpoint", pos, v.unsigned, v.since)
-		}
-		if e.Unsigned != uint64(v.unsigned) && v.started {
+		if v.started && e.Unsigned != uint64(v.unsigned) {
 			v.warn("%s: the restart counted %d unsigned line(s), the verifier %d", pos, e.Unsigned, v.unsigned)
+		}
+		if v.started && v.run.lines > 0 {
+			v.sum.Adopted += v.run.lines
+			return v.crashTail(ProblemUnsignedRestart, pos)
 		}
 	case StartRotate:
 		v.sum.Rotations++
 	case StartSegment:
 		v.sum.Segments++
-		if v.started {
-			v.warn("%s: a new segment begins: the writer could not continue the chain in %s", pos, e.PrevFile)
+		if !v.started {
+			return nil
 		}
+		v.warn("%s: a new segment begins: the writer could not continue the chain in %s", pos, e.PrevFile)
+		if err := v.crashTail(ProblemUnsignedSegment, pos); err != nil {
+			return err
+		}
+		// The segment's checkpoints sign nothing before it.
+		v.unsigned, v.since = 0, nil
 	}
+	return nil
 }
 
 // Finish checks the end of the chain and returns the summary, with the
 // first Problem if any.
 func (v *Verifier) Finish() (*Summary, error) {
-	if v.err != nil {
+	switch {
+	case v.err != nil:
 		return v.Summary(), v.err
-	}
-	if !v.started {
+	case v.torn != nil && (!v.opts.AllowUnsignedTail || v.ownTail):
+		return v.Summary(), v.failTorn(v.torn.pos)
+	case !v.started:
 		return v.Summary(), v.fail(ProblemEmpty, Position{File: v.prevFile}, "no lines")
 	}
 	v.sum.Unsigned = v.unsigned
 	if v.unsigned > 0 && !v.opts.AllowUnsignedTail {
 		return v.Summary(), v.failSince(ProblemUnsignedTail, v.last, fmt.Sprintf("the chain ends with %d line(s) after its last checkpoint: it was truncated at a line boundary, or its writer is still running or stopped without closing", v.unsigned))
+	}
+	if v.run.lines > 0 || v.torn != nil {
+		v.acceptRun(ProblemUnsignedTail, v.runEnd())
 	}
 	if v.sum.LastSeq < v.opts.MinSeq {
 		return v.Summary(), v.fail(ProblemShort, v.last, fmt.Sprintf("the chain ends at seq %d, but seq %d was written: it was truncated", v.sum.LastSeq, v.opts.MinSeq))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/keygate/keygate/internal/audit"
@@ -35,10 +36,18 @@ func (s *Server) auditedAs(op audit.Operation, errs httperr.Writer, h http.Handl
 // auditStatus is GET /v1/admin/audit (admin token): the audit log's node
 // id, the public key its checkpoints verify with (PEM, as keygate audit
 // verify --key takes it), whether the node signs now, the sinks' health
-// and the last checkpoint, an anchor to verify the files against.
+// and the last checkpoint, an anchor to verify the files against. An
+// unsealed node first signs every line written so far, so that anchor is
+// the end of the log as this request found it; the request's own record
+// is signed before the answer too (node.AuditReadOp).
 func (s *Server) auditStatus(w http.ResponseWriter, r *http.Request) error {
 	httpaudit.From(w).Admin()
 	w.Header().Set("Cache-Control", "no-store")
+	if s.node.AuditStatus().Enabled {
+		if _, err := s.node.AuditCheckpoint(r.Context()); err != nil && !errors.Is(err, audit.ErrNoSigner) {
+			return httpaudit.ErrUnavailable
+		}
+	}
 	st := s.node.AuditStatus()
 	out := map[string]any{"enabled": st.Enabled}
 	if !st.Enabled {

@@ -140,6 +140,49 @@ func basicAuth(id, secret string) string {
 	return req.Header.Get("Authorization")
 }
 
+// TestAuditStatusSignsTheLog: GET /v1/admin/audit signs every line written
+// before it and answers that checkpoint, and its own record is signed
+// before the answer: the files of the running node verify with no
+// unsigned line, against the anchor it gave.
+func TestAuditStatusSignsTheLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	l := startLive(t, Config{AdminToken: auditAdminToken, Node: auditNode(dir, config.Audit{CheckpointEvery: 1000, CheckpointInterval: time.Hour})})
+	for i := range 3 {
+		if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", fmt.Sprintf(`{"name":"svc-%d","scopes":["read"]}`, i), adminJSON(auditAdminToken)); resp.StatusCode != 201 {
+			t.Fatalf("create client: %d %s", resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, http.MethodGet, l.admin+"/v1/admin/audit", "", http.Header{"Authorization": {"Bearer " + auditAdminToken}})
+	var st struct {
+		PublicKey      string `json:"public_key"`
+		LastCheckpoint struct {
+			Seq  uint64 `json:"seq"`
+			Hash string `json:"hash"`
+		} `json:"last_checkpoint"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("GET /v1/admin/audit: %d %s", resp.StatusCode, body)
+	}
+	pub, err := jose.ParsePublicPEM([]byte(st.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := audit.ParseHash(st.LastCheckpoint.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "audit-*.jsonl"))
+	sum, err := audit.Verify(audit.VerifyOptions{Keys: []ed25519.PublicKey{pub.(ed25519.PublicKey)},
+		Anchor: &audit.Anchor{Seq: st.LastCheckpoint.Seq, Hash: hash}}, files...)
+	if err != nil {
+		t.Fatalf("Verify of the running node's files: %v", err)
+	}
+	// ... the anchor, the request's record, the checkpoint that signs it.
+	if sum.Signed != sum.Records || sum.LastSeq != st.LastCheckpoint.Seq+2 || sum.LastCheckpoint.Seq != sum.LastSeq {
+		t.Errorf("summary %+v, anchor %+v", sum, st.LastCheckpoint)
+	}
+}
+
 // TestAuditRun: a run with rotation by size and a seal in the middle. A
 // token issued and an admin change each leave their records; requests made
 // while sealed are recorded too (no hashed values) and signed by the first

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keygate/keygate/internal/node"
 )
 
 // handle adapts a handler that returns an error: the error is answered by
@@ -116,7 +118,7 @@ func (s *Server) adminHandler() http.Handler {
 	}
 	if s.admin != nil {
 		mux.Handle("/v1/admin/", s.audited("admin.request", s.admin.Handler()))
-		mux.Handle("GET /v1/admin/audit", s.audited("admin.audit.read", s.operator.Require("keygate-admin", s.handle(s.auditStatus))))
+		mux.Handle("GET /v1/admin/audit", s.audited(node.AuditReadOp, s.operator.Require("keygate-admin", s.handle(s.auditStatus))))
 	}
 	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)
