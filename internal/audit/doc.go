@@ -36,10 +36,14 @@
 //
 //	v (1), node, seq, prev, time, type, then by type:
 //	  record:     req?, tenant?, principal? {kind, id?}, op, key? {name, version?},
-//	              result, reason?, status?, remote?, hmac? {name: "hmac-sha256:<hex>", ... in byte order of name}
+//	              result, reason?, status?, remote?, count? and since?,
+//	              hmac? {name: "hmac-sha256:<hex>", ... in byte order of name}
 //	  checkpoint: kid, sig
 //	  open:       start ("new", "restart", "rotate" or "segment"), prevfile?, unsigned?
 //	hash
+//
+// A record with count (and since, a time) is an aggregate: count requests
+// alike, from since to time, recorded as one (see [Record].Count).
 //
 // seq counts every line of the node's chain from 1; prev is the previous
 // line's hash (64 zeros for the first line of a chain). hash is the

@@ -212,6 +212,12 @@ func appendRecord(dst []byte, r *Record) []byte {
 		dst = r.Remote.AppendTo(dst)
 		dst = append(dst, '"')
 	}
+	if r.Count != 0 {
+		dst = appendUint(dst, "count", r.Count)
+		dst = append(dst, `,"since":"`...)
+		dst = appendTime(dst, r.Since)
+		dst = append(dst, '"')
+	}
 	if len(r.Hashed) > 0 {
 		dst = appendHashed(dst, r.Hashed)
 	}

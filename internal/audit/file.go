@@ -52,6 +52,19 @@ type FileConfig struct {
 	SyncInterval time.Duration
 	// Clock drives SyncInterval; SystemClock when nil.
 	Clock Clock
+	// MinFree is the free space, in bytes, on the directory's filesystem
+	// below which Space reports it low: 0 is the default, the smaller of
+	// DefaultMinFree and DefaultMinFreeRatio of the filesystem's size;
+	// negative never reports it low.
+	MinFree int64
+	// Statfs reads the bytes free (to this process) and the size of the
+	// filesystem holding dir; nil: statfs(2). Tests substitute a nearly
+	// full disk.
+	Statfs func(dir string) (free, total uint64, err error)
+	// OnSpace, if set, is told when the free space becomes low and when
+	// it is no longer (and at the first look if it is low then). It must
+	// not call the sink.
+	OnSpace func(DiskSpace)
 }
 
 // FileSink keeps the chain in JSON-lines files in one directory. At Start
@@ -72,6 +85,8 @@ type FileSink struct {
 	buf     []byte
 	stop    chan struct{} // ends the interval syncer
 	stopped chan struct{}
+
+	space spaceWatch // has a lock of its own: Space does not wait for writes
 }
 
 // file is what the sink needs of an *os.File.
@@ -106,6 +121,9 @@ func NewFileSink(cfg FileConfig) (*FileSink, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock
+	}
+	if cfg.Statfs == nil {
+		cfg.Statfs = statfs
 	}
 	return &FileSink{cfg: cfg, id: "file:" + cfg.Dir, open: openOSFile}, nil
 }
@@ -317,6 +335,11 @@ func (s *FileSink) Write(_ context.Context, lines []Line) error {
 		return nil
 	}()
 	if err == nil {
+		n := 0
+		for _, ln := range lines {
+			n += len(ln.Bytes)
+		}
+		s.wrote(int64(n))
 		return nil
 	}
 	if errors.As(err, new(errSync)) {

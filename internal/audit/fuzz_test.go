@@ -11,6 +11,7 @@ func FuzzParseLine(f *testing.F) {
 	for _, line := range splitLines(goldenChain(f)) {
 		f.Add(bytes.TrimSuffix(line, []byte("\n")))
 	}
+	f.Add(bytes.TrimSuffix(aggregateLine(), []byte("\n")))
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		e, err := ParseLine(line)

@@ -335,6 +335,11 @@ func (p *parser) record(r *Record) {
 		}
 		r.Remote = a
 	}
+	if p.has(`,"count":`) {
+		r.Count = p.uint()
+		p.lit(`,"since":`)
+		r.Since = p.time()
+	}
 	if p.has(`,"hmac":{`) {
 		r.Hashed = make(map[string]Digest)
 		for !p.bad {

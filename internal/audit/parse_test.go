@@ -98,6 +98,7 @@ func TestParseLineRoundTrips(t *testing.T) {
 		line, _ := finishLine(b, 0)
 		lines = append(lines, line)
 	}
+	lines = append(lines, aggregateLine())
 	for _, line := range lines {
 		line = bytes.TrimSuffix(line, []byte("\n"))
 		e, err := ParseLine(line)
@@ -113,8 +114,20 @@ func TestParseLineRoundTrips(t *testing.T) {
 	}
 }
 
+// aggregateLine is a line of an aggregate record (Record.Count), which the
+// golden chain lacks.
+func aggregateLine() []byte {
+	var prev Hash
+	t1 := time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)
+	r := Record{Time: t1, Operation: "transit.request", Result: ResultRefused, Reason: "permission_denied", Status: 429,
+		Remote: netip.MustParseAddr("192.0.2.9"), Count: 968, Since: t1.Add(-59 * time.Second)}
+	line, _ := finishLine(appendRecord(appendHeader(nil, "n", 9, &prev), &r), 0)
+	return line
+}
+
 func TestParseLineRefusesOtherForms(t *testing.T) {
 	lines := splitLines(goldenChain(t))
+	agg := string(bytes.TrimSuffix(aggregateLine(), []byte("\n")))
 	full := string(bytes.TrimSuffix(lines[1], []byte("\n")))
 	cp := string(bytes.TrimSuffix(lines[5], []byte("\n")))
 	e, _ := ParseLine([]byte(full))
@@ -149,6 +162,12 @@ func TestParseLineRefusesOtherForms(t *testing.T) {
 		{"non-ASCII", full, `"acme"`, `"acmé"`},
 		{"an unknown result", full, `"result":"ok"`, `"result":"fine"`},
 		{"an unknown principal kind", full, `"kind":"client"`, `"kind":"robot"`},
+		{"a count of 0 written out", agg, `"count":968`, `"count":0`},
+		{"a count without since", agg, `,"since":"2026-01-02T03:04:01.000000000Z"`, ``},
+		{"since before count", agg, `"count":968,"since":"2026-01-02T03:04:01.000000000Z"`, `"since":"2026-01-02T03:04:01.000000000Z","count":968`},
+		{"since after time", agg, `"since":"2026-01-02T03:04:01`, `"since":"2026-01-02T03:05:01`},
+		{"since in another form", agg, `"since":"2026-01-02T03:04:01.000000000Z"`, `"since":"2026-01-02T03:04:01Z"`},
+		{"an aggregate with a request id", agg, `"type":"record",`, `"type":"record","req":"r-1",`},
 		{"a padded signature", cp, `","hash"`, `=","hash"`},
 		{"a short key id", cp, `"kid":"`, `"kid":"0`},
 	}

@@ -43,6 +43,15 @@ type Record struct {
 	// Hashed holds at most MaxHashed HMAC'd values by name (a lower-case
 	// name of at most 32 bytes, e.g. "jti").
 	Hashed map[string]Digest
+	// Count, when not 0, makes the record an aggregate: it stands for
+	// Count requests alike (same address, operation, result, reason and
+	// status) made from Since to Time, which a writer chose not to
+	// record one by one (a flood of refusals before authentication). An
+	// aggregate has no request id of its own. 0 is an ordinary record of
+	// one request.
+	Count uint64
+	// Since is an aggregate's first request; zero for an ordinary record.
+	Since time.Time
 }
 
 // Limits on a Record's fields.
@@ -206,6 +215,28 @@ func (r *Record) Validate() error {
 		if d.IsZero() {
 			return fieldErr("Hashed["+name+"]", "zero Digest")
 		}
+	}
+	return r.validateCount()
+}
+
+// validateCount checks an aggregate's Count and Since: both or neither,
+// and Since in range and not after Time.
+func (r *Record) validateCount() error {
+	switch {
+	case r.Count == 0 && r.Since.IsZero():
+		return nil
+	case r.Count == 0:
+		return fieldErr("Since", "set without a Count")
+	case r.Since.IsZero():
+		return fieldErr("Since", "an aggregate (Count) needs one")
+	case r.RequestID != "":
+		return fieldErr("RequestID", "an aggregate (Count) has none")
+	}
+	if err := checkTime(r.Since); err != nil {
+		return fieldErr("Since", err.Error())
+	}
+	if r.Since.After(r.Time) {
+		return fieldErr("Since", "after Time")
 	}
 	return nil
 }

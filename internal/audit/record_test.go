@@ -53,6 +53,13 @@ func TestRecordValidate(t *testing.T) {
 		{"remote with a zone", func(r *Record) { r.Remote = netip.MustParseAddr("fe80::1%eth0") }, "Remote"},
 		{"zero digest", func(r *Record) { r.Hashed = map[string]Digest{"jti": {}} }, "Hashed[jti]"},
 		{"hashed name with upper case", func(r *Record) { r.Hashed = map[string]Digest{"JTI": d} }, "Hashed"},
+		{"aggregate", func(r *Record) { r.RequestID, r.Count, r.Since = "", 1000, r.Time.Add(-time.Minute) }, ""},
+		{"aggregate of one", func(r *Record) { r.RequestID, r.Count, r.Since = "", 1, r.Time }, ""},
+		{"aggregate without since", func(r *Record) { r.RequestID, r.Count = "", 3 }, "Since"},
+		{"since without a count", func(r *Record) { r.RequestID, r.Since = "", r.Time }, "Since"},
+		{"aggregate since after time", func(r *Record) { r.RequestID, r.Count, r.Since = "", 3, r.Time.Add(time.Nanosecond) }, "Since"},
+		{"aggregate since in year 0", func(r *Record) { r.RequestID, r.Count, r.Since = "", 3, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC) }, "Since"},
+		{"aggregate with a request id", func(r *Record) { r.Count, r.Since = 3, r.Time }, "RequestID"},
 		{"too many hashed values", func(r *Record) {
 			r.Hashed = map[string]Digest{}
 			for i := range MaxHashed + 1 {

@@ -215,7 +215,7 @@ func TestStatus(t *testing.T) {
 	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data)
 	defer s.stop()
 	r := h.run("status", "--admin", s.adminURL(t))
-	if r.code != ExitFail || !strings.Contains(r.stdout, "ready     no:") || !strings.Contains(r.stdout, `"sealed":true`) {
+	if r.code != ExitFail || !strings.Contains(r.stdout, "ready     no:") || !strings.Contains(r.stdout, `"reasons":["sealed"`) {
 		t.Errorf("status of a sealed node: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	expect(t, h.run("status", "--admin", "http://127.0.0.1:1"), ExitFail, "", "does not answer")

@@ -11,7 +11,7 @@ func TestAudit(t *testing.T) {
 	body := `
 audit:
   node: node-a
-  file: {dir: /var/log/keygate, max_size: 1048576, sync: interval, sync_interval: 2s}
+  file: {dir: /var/log/keygate, max_size: 1048576, sync: interval, sync_interval: 2s, min_free: 2147483648}
   stdout: true
   store: true
   checkpoint_every: 100
@@ -21,7 +21,7 @@ audit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Audit{Node: "node-a", File: AuditFile{Dir: "/var/log/keygate", MaxSize: 1 << 20, Sync: "interval", SyncInterval: 2 * time.Second},
+	want := Audit{Node: "node-a", File: AuditFile{Dir: "/var/log/keygate", MaxSize: 1 << 20, Sync: "interval", SyncInterval: 2 * time.Second, MinFree: 2 << 30},
 		Stdout: true, Store: true, CheckpointEvery: 100, CheckpointInterval: 5 * time.Second}
 	if c.Audit != want {
 		t.Errorf("audit %+v, want %+v", c.Audit, want)
@@ -40,6 +40,7 @@ func TestAuditErrors(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"node", "audit: {node: \"a b\"}\n", "audit.node"},
 		{"max size", "audit: {file: {max_size: -1}}\n", "audit.file.max_size"},
+		{"min free", "audit: {file: {min_free: -2}}\n", "audit.file.min_free"},
 		{"sync", "audit: {file: {sync: always}}\n", "audit.file.sync: must be one of batch, interval, never"},
 		{"sync interval", "audit: {file: {sync_interval: -1s}}\n", "audit.file.sync_interval"},
 		{"checkpoint every", "audit: {checkpoint_every: -1}\n", "audit.checkpoint_every"},

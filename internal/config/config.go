@@ -195,6 +195,12 @@ type AuditFile struct {
 	// or never (left to the operating system, as Vault's file device does).
 	Sync         string        `yaml:"sync"`
 	SyncInterval time.Duration `yaml:"sync_interval"` // the interval policy's period (default 1s)
+	// MinFree is the free space, in bytes, on the directory's filesystem
+	// below which keygate warns (a log line, keygate_audit_disk_free_bytes
+	// under keygate_audit_disk_min_free_bytes) and /readyz answers 503
+	// audit_disk_low, before writes fail on a full disk (default the
+	// smaller of 1 GiB and 5% of the filesystem; -1: no warning).
+	MinFree int64 `yaml:"min_free"`
 }
 
 // Audit file sync policies.
@@ -227,6 +233,9 @@ func (a *Audit) validate(field string, bad func(field, format string, args ...an
 	}
 	if a.File.SyncInterval < 0 {
 		bad(field+".file.sync_interval", "must not be negative")
+	}
+	if a.File.MinFree < -1 {
+		bad(field+".file.min_free", "must be a number of bytes, 0 (the default: the smaller of 1 GiB and 5%% of the filesystem) or -1 (no warning)")
 	}
 	if a.CheckpointEvery < 0 {
 		bad(field+".checkpoint_every", "must not be negative (0: the default, 1000)")

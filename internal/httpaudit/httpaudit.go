@@ -28,6 +28,12 @@
 // client_credentials grant), needs no Intent: its one record is written
 // before the answer, which is dropped if it cannot be.
 //
+// A refusal before authentication (no principal noted, no pending
+// record) costs its sender nothing, so with [Config].Refusals such
+// refusals are limited per client address: past the limit they are
+// answered 429 and tallied, and [Auditor.Flush] writes the tallies as
+// aggregate records, so that a flood cannot fill the audit log's disk.
+//
 // # Security
 //
 // A record holds no free text (see audit.Record): a value that must be
@@ -80,17 +86,21 @@ type Config struct {
 	Rand io.Reader
 	// OnRecord, if set, is told of every record written (ok) or not.
 	OnRecord func(ok bool)
+	// Refusals limits the records of refusals before authentication
+	// (see Flush); the zero value records each.
+	Refusals RefusalConfig
 }
 
 // Auditor writes one record per request to the handlers it wraps (and a
 // pending one before each change, Note.Intent). Create it with New.
 type Auditor struct {
-	cfg    Config
-	log    *slog.Logger
-	prefix string        // request ids: prefix-counter
-	seq    atomic.Uint64 // the last request id's counter
-	pool   sync.Pool     // *recorder
-	warned atomic.Int64  // when the last write failure was logged (Unix nanoseconds)
+	cfg      Config
+	log      *slog.Logger
+	prefix   string        // request ids: prefix-counter
+	seq      atomic.Uint64 // the last request id's counter
+	pool     sync.Pool     // *recorder
+	warned   atomic.Int64  // when the last write failure was logged (Unix nanoseconds)
+	refusals *refusals     // nil: every refusal is recorded on its own
 }
 
 // New returns an Auditor writing to cfg.Log.
@@ -109,6 +119,9 @@ func New(cfg Config) (*Auditor, error) {
 		return nil, err
 	}
 	a := &Auditor{cfg: cfg, log: cfg.Logger, prefix: base64.RawURLEncoding.EncodeToString(seed[:])}
+	if cfg.Refusals.Limiter != nil {
+		a.refusals = newRefusals(cfg.Refusals)
+	}
 	a.pool.New = func() any { return new(recorder) }
 	return a, nil
 }
@@ -276,10 +289,19 @@ func (rec *recorder) record() audit.Record {
 // finish writes the record and sends the held answer, or ErrUnavailable
 // if the record could not be written. The record is written even when the
 // client has gone (the operation happened): the request's cancellation
-// does not reach the write (detach), whose sinks bound their own time.
+// does not reach the write (detach), whose sinks bound their own time. A
+// refusal before authentication past its address's limit is tallied
+// instead, and answered 429 (see Flush).
 func (rec *recorder) finish(errs httperr.Writer) {
 	h := rec.w.Header()
-	if err := rec.note.a.write(rec.detach(), rec.record()); err != nil {
+	r := rec.record()
+	if wait, ok := rec.throttle(&r); ok {
+		clear(h)
+		h.Set("Cache-Control", "no-store")
+		errs.Write(rec.w, rec.r, errThrottled(wait))
+		return
+	}
+	if err := rec.note.a.write(rec.detach(), r); err != nil {
 		clear(h) // nothing of the held answer
 		h.Set(RequestIDHeader, rec.note.rec.RequestID)
 		h.Set("Cache-Control", "no-store")
@@ -291,6 +313,24 @@ func (rec *recorder) finish(errs httperr.Writer) {
 	if rec.body.Len() > 0 {
 		rec.w.Write(rec.body.Bytes()) //nolint:errcheck // the client has gone; nothing to do
 	}
+}
+
+// throttle tallies r, a refusal before authentication past its address's
+// limit (charged here, or by Note.Attempt), and says how long the address
+// should wait; ok is false for a request to record on its own.
+func (rec *recorder) throttle(r *audit.Record) (wait time.Duration, ok bool) {
+	rf, n := rec.note.a.refusals, &rec.note
+	if rf == nil || !unauthenticated(r, n.intent) {
+		return 0, false
+	}
+	if !n.throttled {
+		var allowed bool
+		if n.wait, allowed = rf.allow(rec.r.Context(), r.Remote); allowed {
+			return 0, false
+		}
+	}
+	rf.add(r)
+	return n.wait, true
 }
 
 func peer(addr string) netip.Addr {

@@ -3,6 +3,7 @@ package httpaudit
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/keygate/keygate/internal/audit"
 )
@@ -17,6 +18,9 @@ type Note struct {
 	code   string // the error code httperr answered
 	hashed map[string]audit.Digest
 	intent bool // a pending record is written
+
+	throttled bool          // Attempt found the address past its limit
+	wait      time.Duration // how long it is to wait, when throttled
 }
 
 // From returns the Note of the request w answers: w is the writer the
@@ -132,4 +136,22 @@ func (n *Note) Intent(ctx context.Context) error {
 	}
 	n.intent = true
 	return nil
+}
+
+// Attempt charges the request's address, before the handler tries a
+// credential whose every attempt is recorded (a pending record first,
+// Intent, as an unseal's), as a refusal before authentication would be:
+// past the address's limit it returns a 429 error to return without
+// trying, and the request is tallied rather than recorded on its own (see
+// Auditor.Flush). It is nil without a limit, and for a nil Note.
+func (n *Note) Attempt(ctx context.Context) error {
+	if n == nil || n.a.refusals == nil || n.throttled {
+		return nil
+	}
+	wait, ok := n.a.refusals.allow(ctx, n.rec.Remote)
+	if ok {
+		return nil
+	}
+	n.throttled, n.wait = true, wait
+	return errThrottled(wait)
 }

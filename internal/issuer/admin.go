@@ -47,7 +47,12 @@ func (a *Admin) Handler() http.Handler {
 			}
 		})
 	}
-	return a.token.Require("keygate-admin", mux)
+	return a.token.Require("keygate-admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Authenticated from here on: an unknown path or method is the
+		// admin's mistake, recorded as such, never a stranger's refusal.
+		httpaudit.From(w).Admin()
+		mux.ServeHTTP(w, r)
+	}))
 }
 
 // routes are the admin API's route patterns and their handlers; each has

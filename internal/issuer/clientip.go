@@ -57,11 +57,21 @@ const (
 // is.
 func addrKey(r *http.Request, trusted []netip.Prefix, bits int) string {
 	ip := clientIP(r, trusted)
-	switch {
-	case !ip.IsValid():
+	if !ip.IsValid() {
 		return r.RemoteAddr
-	case ip.Is4():
-		return ip.String()
+	}
+	return AddrKey(ip, bits)
+}
+
+// AddrKey is a valid client address as the per-address limits count it:
+// an IPv4 address, or the prefix of bits (0: DefaultIPv6Prefix) an IPv6
+// address is in.
+func AddrKey(ip netip.Addr, bits int) string {
+	if ip.Is4() || ip.Is4In6() {
+		return ip.Unmap().String()
+	}
+	if bits == 0 {
+		bits = DefaultIPv6Prefix
 	}
 	p, _ := ip.Prefix(bits) // an IPv6 address has every length New allows
 	return p.String()

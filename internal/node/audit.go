@@ -104,7 +104,8 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	var files *audit.FileSink
 	if !ac.File.Disabled {
 		sync := map[string]audit.SyncPolicy{"batch": audit.SyncBatch, "interval": audit.SyncInterval, "never": audit.SyncNever}[ac.File.Sync]
-		fsink, err := audit.NewFileSink(audit.FileConfig{Dir: ac.File.Dir, MaxSize: ac.File.MaxSize, Sync: sync, SyncInterval: ac.File.SyncInterval})
+		fsink, err := audit.NewFileSink(audit.FileConfig{Dir: ac.File.Dir, MaxSize: ac.File.MaxSize, Sync: sync, SyncInterval: ac.File.SyncInterval,
+			MinFree: ac.File.MinFree, Statfs: n.cfg.AuditStatfs, OnSpace: n.auditSpaceChanged})
 		if err != nil {
 			return fmt.Errorf("node: audit.file: %w", err)
 		}
@@ -152,6 +153,9 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	var m *telemetry.AuditMetrics // nil counts nothing
 	if n.cfg.Metrics != nil {
 		m = n.cfg.Metrics.Audit(n.auditSinks)
+		if files != nil {
+			n.cfg.Metrics.AuditDisk(n.auditDiskMetric)
+		}
 	}
 	acfg.OnBatch = func(b audit.BatchStats) { m.Batch(b.Records, b.Elapsed) }
 	acfg.OnSinkFailure = func(sink string, _ error) { m.SinkFailure(sinkLabel(sink)) }
@@ -179,8 +183,11 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		n.keepAuditKey(signer.Public())
 	}
 	trusted, _ := config.ParsePrefixes(n.ts.TrustedProxies) // validated by config and serve
+	bits := n.ts.IPv6Prefix
 	n.audit.auditor, err = httpaudit.New(httpaudit.Config{Log: l, Logger: n.log, OnRecord: m.Record, Rand: n.cfg.Rand,
-		Remote: func(r *http.Request) netip.Addr { return issuer.ClientIP(r, trusted) }})
+		Remote: func(r *http.Request) netip.Addr { return issuer.ClientIP(r, trusted) },
+		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Now: n.cfg.Now, OnTally: m.Tallied,
+			Key: func(a netip.Addr) string { return "unauthenticated:ip:" + issuer.AddrKey(a, bits) }}})
 	if err != nil {
 		return fmt.Errorf("node: audit: %w", err)
 	}
@@ -282,10 +289,22 @@ func (n *Node) closeAudit() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeAuditTimeout)
 	defer cancel()
+	n.flushAudit(ctx)
 	if err := n.audit.log.Close(ctx); err != nil {
 		n.log.Warn("closing the audit log", "err", err)
 	}
 	n.audit.log = nil
+}
+
+// flushAudit writes the aggregate records of the refusals tallied since
+// the last flush (httpaudit.Auditor.Flush); Tick and closeAudit call it.
+func (n *Node) flushAudit(ctx context.Context) {
+	if n.audit.auditor == nil {
+		return
+	}
+	if err := n.audit.auditor.Flush(ctx); err != nil {
+		n.log.Error("the audit log's aggregate records of refused requests", "err", err)
+	}
 }
 
 // Auditor is what the node's HTTP handlers are wrapped with (see package
@@ -300,6 +319,10 @@ type AuditStatus struct {
 	Signing bool              // Key signs now (the node is unsealed)
 	Dir     string            // the file sink's directory; "" without one
 	Health  audit.Health
+	// Disk is the room on the file sink's filesystem; nil without a file
+	// sink, or when it cannot be read (DiskErr says why).
+	Disk    *audit.DiskSpace
+	DiskErr error
 	// LastCheckpoint is the last checkpoint a sink took, an anchor to
 	// verify the files against (keygate audit verify --expect-seq
 	// --expect-hash).
@@ -320,6 +343,7 @@ func (n *Node) AuditStatus() AuditStatus {
 	}
 	if n.audit.files != nil {
 		st.Dir = n.cfg.Audit.WithDefaults(n.cfg.DataDir).File.Dir
+		st.Disk, st.DiskErr = n.AuditDisk()
 	}
 	st.LastCheckpoint, st.HasCheckpoint = n.audit.log.LastCheckpoint()
 	return st
@@ -335,12 +359,47 @@ func (n *Node) AuditCheckpoint(ctx context.Context) (audit.Anchor, error) {
 	return n.audit.log.Checkpoint(ctx)
 }
 
+// AuditDisk reads the room on the audit file sink's filesystem; nil
+// without a file sink.
+func (n *Node) AuditDisk() (*audit.DiskSpace, error) {
+	if n.audit.files == nil {
+		return nil, nil
+	}
+	ds, err := n.audit.files.Space()
+	if err != nil {
+		return nil, err
+	}
+	return &ds, nil
+}
+
+// auditSpaceChanged logs the audit file sink's free space going low, well
+// before writes fail (every audited request would then be answered 503),
+// and coming back.
+func (n *Node) auditSpaceChanged(ds audit.DiskSpace) {
+	dir := n.cfg.Audit.WithDefaults(n.cfg.DataDir).File.Dir
+	if ds.Low {
+		n.log.Warn("the audit directory's filesystem is nearly full: when it is, every audited request is answered 503; archive old audit files (see the README's audit log section) or grow the disk",
+			"dir", dir, "free_bytes", ds.Free, "min_free_bytes", ds.MinFree, "total_bytes", ds.Total)
+		return
+	}
+	n.log.Info("the audit directory's filesystem has room again", "dir", dir, "free_bytes", ds.Free, "min_free_bytes", ds.MinFree)
+}
+
 // AuditFiles lists the file sink's files in chain order.
 func (n *Node) AuditFiles() ([]string, error) {
 	if n.audit.files == nil {
 		return nil, nil
 	}
 	return n.audit.files.Files()
+}
+
+// auditDiskMetric reads the audit disk's room for the metrics.
+func (n *Node) auditDiskMetric() (free, minFree uint64, ok bool) {
+	ds, err := n.AuditDisk()
+	if err != nil || ds == nil {
+		return 0, 0, false
+	}
+	return ds.Free, ds.MinFree, true
 }
 
 // auditSinks reports the sinks' state for the metrics.

@@ -106,6 +106,12 @@ type Config struct {
 	// AuditSinks are further audit sinks, beside the configured ones (an
 	// embedding program's own; a test's failing one).
 	AuditSinks []audit.Sink
+	// AuditStatfs reads the free space of the audit file sink's
+	// filesystem (audit.FileConfig.Statfs); nil: statfs(2). Tests give a
+	// nearly full disk.
+	AuditStatfs func(dir string) (free, total uint64, err error)
+	// RefusalLimit replaces the default RefusalLimit when not zero.
+	RefusalLimit ratelimit.Limit
 }
 
 // Validate reports a missing required field.
@@ -400,9 +406,10 @@ func keyPolicy(ts config.TokenService) issuer.KeyPolicy {
 		MaxTokenTTL: max(time.Hour, ts.AccessTokenTTL)}
 }
 
-// limits are the token service's rate limiters.
+// limits are the token service's rate limiters, and the audit log's.
 type limits struct {
 	login, token, preauth issuer.Limiter // token is nil without a limit
+	refused               issuer.Limiter // refusals before authentication (httpaudit.RefusalConfig)
 }
 
 // LoginLimit bounds /v1/login attempts per account and per address.
@@ -413,6 +420,15 @@ var LoginLimit = ratelimit.Limit{Rate: 10.0 / 60, Burst: 5}
 // hundred clients behind one address, few enough that random client_ids
 // cannot make the store the bottleneck.
 var PreAuthLimit = ratelimit.Limit{Rate: 50, Burst: 200}
+
+// RefusalLimit bounds, per client address, the refusals before
+// authentication (a bad or missing admin token, transit token or client
+// credential) recorded one by one in the audit log: past it they are
+// answered 429 and recorded as one aggregate record per address each
+// TickInterval. A client that keeps retrying with a bad credential gets
+// its 401s or 403s for the burst and one a second after; an attacker's
+// flood costs the disk that, not a record per request.
+var RefusalLimit = ratelimit.Limit{Rate: 1, Burst: 30}
 
 // TokenLimit is the per-client limit of a token rate (requests per second,
 // burst twice that); 0 is no limit, the zero Limit.
@@ -434,6 +450,13 @@ func (n *Node) openLimits() (err error) {
 	}
 	if n.limits.preauth, err = n.Limiter("preauth", PreAuthLimit); err != nil {
 		return fmt.Errorf("node: pre-authentication rate limit: %w", err)
+	}
+	refusals := RefusalLimit
+	if n.cfg.RefusalLimit != (ratelimit.Limit{}) {
+		refusals = n.cfg.RefusalLimit
+	}
+	if n.limits.refused, err = n.Limiter("unauthenticated", refusals); err != nil {
+		return fmt.Errorf("node: unauthenticated refusals' rate limit: %w", err)
 	}
 	return nil
 }

@@ -45,8 +45,9 @@ func (n *Node) Run(ctx context.Context) {
 // Tick runs the schedule once: the signing-key schedule, a sweep of the
 // expired revocations from memory (which, with Redis, the fan-out does at
 // each resync), on the first tick and then every PurgeInterval the
-// deletion of expired refresh tokens and revocations from the store, and
-// then what OnTick registered. Run calls it; Ticks run one at a time.
+// deletion of expired refresh tokens and revocations from the store, the
+// audit log's aggregate records of refused requests and a look at its
+// disk's free space, and then what OnTick registered. Run calls it; Ticks run one at a time.
 func (n *Node) Tick(ctx context.Context) {
 	n.schedule.mu.Lock()
 	defer n.schedule.mu.Unlock()
@@ -65,6 +66,8 @@ func (n *Node) Tick(ctx context.Context) {
 		n.schedule.purged = now
 		n.purge(ctx, now)
 	}
+	n.flushAudit(ctx)
+	n.AuditDisk() //nolint:errcheck // a look, for the warning a low disk logs; writes report their own errors
 	n.hooks.ticked(ctx)
 }
 

@@ -35,11 +35,11 @@ func (s *Server) auditedAs(op audit.Operation, errs httperr.Writer, h http.Handl
 
 // auditStatus is GET /v1/admin/audit (admin token): the audit log's node
 // id, the public key its checkpoints verify with (PEM, as keygate audit
-// verify --key takes it), whether the node signs now, the sinks' health
-// and the last checkpoint, an anchor to verify the files against. An
-// unsealed node first signs every line written so far, so that anchor is
-// the end of the log as this request found it; the request's own record
-// is signed before the answer too (node.AuditReadOp).
+// verify --key takes it), whether the node signs now, the sinks' health,
+// the file sink's disk space and the last checkpoint, an anchor to verify
+// the files against. An unsealed node first signs every line written so
+// far, so that anchor is the end of the log as this request found it; the
+// request's own record is signed before the answer too (node.AuditReadOp).
 func (s *Server) auditStatus(w http.ResponseWriter, r *http.Request) error {
 	httpaudit.From(w).Admin()
 	w.Header().Set("Cache-Control", "no-store")
@@ -65,15 +65,10 @@ func (s *Server) auditStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 		out["public_key"], out["key_id"] = string(pemBytes), audit.KeyID(st.Key)
 	}
-	sinks := make([]map[string]any, 0, len(st.Health.Sinks))
-	for _, sh := range st.Health.Sinks {
-		m := map[string]any{"name": sh.Name, "ok": sh.OK, "disabled": sh.Disabled, "failures": sh.Failures, "backlog": sh.Backlog}
-		if sh.Err != nil {
-			m["error"] = sh.Err.Error()
-		}
-		sinks = append(sinks, m)
+	out["sinks"] = sinkStates(st.Health)
+	if d := st.Disk; d != nil {
+		out["disk"] = map[string]any{"free_bytes": d.Free, "total_bytes": d.Total, "min_free_bytes": d.MinFree, "low": d.Low}
 	}
-	out["sinks"] = sinks
 	if st.HasCheckpoint {
 		out["last_checkpoint"] = map[string]any{"seq": st.LastCheckpoint.Seq, "hash": st.LastCheckpoint.Hash.String()}
 	}
@@ -81,13 +76,16 @@ func (s *Server) auditStatus(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// sinkNames lists the audit sinks, for /readyz, which the probe listener
-// serves too: why each fails (which can name files) is for the admin API
-// (GET /v1/admin/audit) and the log.
-func sinkNames(h audit.Health) []string {
-	out := make([]string, 0, len(h.Sinks))
-	for _, s := range h.Sinks {
-		out = append(out, s.Name)
+// sinkStates lists the audit sinks and why each fails (which can name
+// files and hosts), for the admin API and the admin listener's /readyz.
+func sinkStates(h audit.Health) []map[string]any {
+	out := make([]map[string]any, 0, len(h.Sinks))
+	for _, sh := range h.Sinks {
+		m := map[string]any{"name": sh.Name, "ok": sh.OK, "disabled": sh.Disabled, "failures": sh.Failures, "backlog": sh.Backlog}
+		if sh.Err != nil {
+			m["error"] = sh.Err.Error()
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -84,7 +84,7 @@ func TestAuditFailClosed(t *testing.T) {
 		t.Errorf("the user was created although its record was not written: %v", us)
 	}
 	resp, body = do(t, http.MethodGet, l.admin+"/readyz", "", nil)
-	if resp.StatusCode != 503 || !strings.Contains(string(body), `"audit":"no_sink"`) || !strings.Contains(string(body), "failing") {
+	if resp.StatusCode != 503 || !strings.Contains(string(body), `"reasons":["audit_sink_failing"]`) || !strings.Contains(string(body), `"name":"failing"`) {
 		t.Errorf("readyz with every sink failing: %d %s", resp.StatusCode, body)
 	}
 

@@ -47,13 +47,13 @@ func (s *Server) envoyServer() *extauthz.Server {
 		tc = s.trafficTLS.ServerConfig()
 	}
 	srv := extauthz.NewServer(svc, extauthz.ServerOptions{TLS: tc, Reflection: s.rt.Load().cfg.EnvoyGRPCReflection})
-	srv.SetReady(s.notReady() == nil)
+	srv.SetReady(len(s.notReady()) == 0)
 	return srv
 }
 
 // pollHealth sets the Envoy listener's gRPC health to the node's readiness.
 func (s *Server) pollHealth() {
 	if g := s.grpc.Load(); g != nil {
-		g.SetReady(s.notReady() == nil)
+		g.SetReady(len(s.notReady()) == 0)
 	}
 }

@@ -310,7 +310,7 @@ func TestRedisFailClosed(t *testing.T) {
 		t.Errorf("/auth while the revocation set was never loaded: %d", resp.StatusCode)
 	}
 	resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "fail_closed") {
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"reasons":["redis_unreachable"]`) {
 		t.Errorf("/readyz while failing closed: %d %s", resp.StatusCode, body)
 	}
 

@@ -45,51 +45,94 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 }
 
 // readyz is ready when the node is unsealed, every issuer has keys to
-// verify with and an audit sink takes records.
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
-	w.Header().Set("Cache-Control", "no-store")
-	if why := s.notReady(); why != nil {
-		writeJSON(w, http.StatusServiceUnavailable, why)
+// verify with, an audit sink takes records and has disk space to, and a
+// fleet's revocation set is current. Not ready, it answers 503 with the
+// reasons as stable codes (notReady), and on the admin listener
+// (detailed) what each is about: paths, addresses and error texts, which
+// the probe listener, the one opened to load balancers and kubelets,
+// never tells.
+func (s *Server) readyz(detailed bool) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Cache-Control", "no-store")
+		why := s.notReady()
+		if len(why) == 0 {
+			writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+			return nil
+		}
+		codes := make([]string, len(why))
+		details := make(map[string]any, len(why))
+		for i, r := range why {
+			codes[i], details[r.code] = r.code, r.detail
+		}
+		out := map[string]any{"status": "not_ready", "reasons": codes}
+		if detailed {
+			out["details"] = details
+		}
+		writeJSON(w, http.StatusServiceUnavailable, out)
 		return nil
 	}
-	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
-	return nil
 }
 
-// notReady says why the node is not ready (readyz's body), or nil when it
-// is; grpc.health.v1 on the Envoy listener follows it too.
-func (s *Server) notReady() map[string]any {
+// Reasons a node is not ready, as /readyz names them.
+const (
+	ReasonSealed           = "sealed"              // the root key is not loaded
+	ReasonIssuerKeys       = "issuer_keys_missing" // a trusted issuer has no keys yet
+	ReasonAuditSinkFailing = "audit_sink_failing"  // no audit sink takes records
+	ReasonAuditDiskLow     = "audit_disk_low"      // the audit file sink's disk is nearly full
+	ReasonRedisUnreachable = "redis_unreachable"   // the fleet's revocation set is stale: every token is refused
+)
+
+// notReadyReason is one reason a node is not ready: a stable code, and
+// what it is about, for the admin listener alone.
+type notReadyReason struct {
+	code   string
+	detail map[string]any
+}
+
+// notReady says why the node is not ready, or nothing when it is;
+// grpc.health.v1 on the Envoy listener follows it too.
+func (s *Server) notReady() []notReadyReason {
+	var why []notReadyReason
 	if s.node != nil && s.node.Sealed() {
-		return map[string]any{"status": "not_ready", "sealed": true,
-			"reason": "sealed: tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"}
+		why = append(why, notReadyReason{ReasonSealed, map[string]any{
+			"reason": "tokens cannot be issued until the node is unsealed (POST /v1/sys/unseal)"}})
 	}
 	if missing := s.rt.Load().notReady(); len(missing) > 0 {
-		return map[string]any{"status": "not_ready", "issuers_without_keys": missing}
+		why = append(why, notReadyReason{ReasonIssuerKeys, map[string]any{"issuers": missing}})
 	}
-	if s.node != nil {
-		if st := s.node.AuditStatus(); st.Enabled && !st.Health.Ready {
-			return map[string]any{"status": "not_ready", "audit": "no_sink",
-				"reason": "no audit sink takes records: every audited request is answered 503 until one does", "audit_sinks": sinkNames(st.Health)}
+	if s.node == nil {
+		return why
+	}
+	if st := s.node.AuditStatus(); st.Enabled {
+		if !st.Health.Ready {
+			why = append(why, notReadyReason{ReasonAuditSinkFailing, map[string]any{
+				"reason": "no audit sink takes records: every audited request is answered 503 until one does", "sinks": sinkStates(st.Health)}})
 		}
-		if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
-			reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
-			if st.LastCurrent.IsZero() {
-				reason = "revocation set never loaded from Redis; every token is refused"
-			}
-			if st.LastError != nil {
-				reason += ": " + st.LastError.Error()
-			}
-			return map[string]any{"status": "not_ready", "revocations": "fail_closed", "reason": reason}
+		if d := st.Disk; d != nil && d.Low {
+			why = append(why, notReadyReason{ReasonAuditDiskLow, map[string]any{
+				"reason": "the audit directory's filesystem is nearly full: when it is, every audited request is answered 503",
+				"dir":    st.Dir, "free_bytes": d.Free, "min_free_bytes": d.MinFree, "total_bytes": d.Total}})
 		}
 	}
-	return nil
+	if st, shared := s.node.RevocationStatus(); shared && st.FailClosed {
+		reason := "revocation set stale for " + st.Staleness.Round(time.Millisecond).String() + "; every token is refused"
+		if st.LastCurrent.IsZero() {
+			reason = "revocation set never loaded from Redis; every token is refused"
+		}
+		d := map[string]any{"reason": reason}
+		if st.LastError != nil {
+			d["error"] = st.LastError.Error()
+		}
+		why = append(why, notReadyReason{ReasonRedisUnreachable, d})
+	}
+	return why
 }
 
 // probeHandler serves the health checks alone, for a probe listener.
 func (s *Server) probeHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
-	mux.Handle("GET /readyz", s.handle(s.readyz))
+	mux.Handle("GET /readyz", s.handle(s.readyz(false)))
 	return mux
 }
 
@@ -98,7 +141,7 @@ func (s *Server) probeHandler() http.Handler {
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", s.handle(s.healthz))
-	mux.Handle("GET /readyz", s.handle(s.readyz))
+	mux.Handle("GET /readyz", s.handle(s.readyz(true)))
 	if s.node != nil {
 		mux.Handle("GET /v1/sys/seal-status", s.handle(s.getSealStatus))
 		mux.Handle("POST /v1/sys/unseal", s.audited("sys.unseal", s.handle(s.unseal)))

@@ -149,7 +149,12 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	}
 	// An unseal attempt changes the node's state: recorded before it is
 	// made, without the passphrase or key (and without hashed values: a
-	// sealed node has no audit HMAC key).
+	// sealed node has no audit HMAC key). Each attempt costs two records
+	// whatever its outcome, so attempts are first charged to the address
+	// as refusals before authentication are (httpaudit.Note.Attempt).
+	if err := httpaudit.From(w).Attempt(r.Context()); err != nil {
+		return err
+	}
 	if in.Passphrase != "" {
 		if err := s.gatePassphrase(); err != nil {
 			return err
@@ -226,6 +231,9 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 			Description: `the admin token, or {"passphrase":"..."} on a node with an unseal passphrase, is required`,
 			Challenge:   `Bearer realm="keygate-admin"`}
+	}
+	if err := note.Attempt(r.Context()); err != nil {
+		return err
 	}
 	if err := s.gatePassphrase(); err != nil {
 		return err

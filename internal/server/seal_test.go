@@ -89,7 +89,7 @@ func TestSealedStartPassphrase(t *testing.T) {
 	if code, body := tokenStatus(t, l, "svc", secret); code != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
 		t.Fatalf("token while sealed: %d %s", code, body)
 	}
-	if resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"sealed":true`) {
+	if resp, body := do(t, http.MethodGet, l.admin+"/readyz", "", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"reasons":["sealed"`) {
 		t.Errorf("readyz while sealed: %d %s", resp.StatusCode, body)
 	}
 	if st := sealState(t, l); st["sealed"] != true || st["passphrase"] != true {

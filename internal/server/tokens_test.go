@@ -30,8 +30,8 @@ import (
 type live struct {
 	*Server
 	*node.Node
-	base, admin string
-	stop        func() error
+	base, admin, probe string
+	stop               func() error
 }
 
 func startLive(t *testing.T, cfg Config) *live {
@@ -44,6 +44,10 @@ func startLive(t *testing.T, cfg Config) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cfg.Node != nil && cfg.Node.Issuer == "" {
 		n := *cfg.Node
 		n.Issuer = "http://" + ln.Addr().String()
@@ -53,12 +57,14 @@ func startLive(t *testing.T, cfg Config) *live {
 	if err != nil {
 		ln.Close()
 		adm.Close()
+		probe.Close()
 		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(ctx, ln, adm) }()
-	l := &live{Server: s, Node: s.Node(), base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+	go func() { errc <- s.ServeListeners(ctx, Listeners{Traffic: ln, Admin: adm, Probe: probe}) }()
+	l := &live{Server: s, Node: s.Node(), base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String(),
+		probe: "http://" + probe.Addr().String()}
 	stopped := false
 	l.stop = func() error {
 		if stopped {

@@ -19,6 +19,7 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -260,7 +261,11 @@ func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
 	t.Cleanup(root.Destroy)
 	return Config{AdminToken: "admin-token-0123456789abcdef0123456789",
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
-			TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour}}}, root, keyFile
+			TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour},
+			// Hundreds of wrong keys from one address, each tried: the
+			// per-address limit of unauthenticated attempts is not the
+			// subject here.
+			RefusalLimit: ratelimit.Limit{Rate: 1000, Burst: 10_000}}}, root, keyFile
 }
 
 // rotatingNode starts a rotatingConfig node and seals it through the API.

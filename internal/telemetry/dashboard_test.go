@@ -51,6 +51,7 @@ func allFamilies(t *testing.T) map[string][]string {
 	m.KeySchedule(func() (int, time.Time) { return 0, time.Time{} })
 	m.Sealed(func() bool { return false })
 	m.Audit(func() []telemetry.AuditSink { return nil })
+	m.AuditDisk(func() (uint64, uint64, bool) { return 1, 1, true })
 	m.Transit([]string{"transit.encrypt"})
 	f := m.Families()
 	if len(f) < 30 {

@@ -475,6 +475,7 @@ type AuditSink struct {
 // A nil *AuditMetrics counts nothing.
 type AuditMetrics struct {
 	written, failed prometheus.Counter
+	tallied         prometheus.Counter
 	sinkFailures    *prometheus.CounterVec
 	batch, commit   prometheus.Histogram
 }
@@ -483,8 +484,11 @@ type AuditMetrics struct {
 // {result="written" or "failed"} (a failed record's request was answered
 // 503), keygate_audit_sink_failures_total{sink},
 // keygate_audit_batch_records (records per group commit),
-// keygate_audit_commit_seconds (how long each took) and
-// keygate_audit_sink_up{sink}, read from sinks on every scrape.
+// keygate_audit_commit_seconds (how long each took),
+// keygate_audit_refusals_aggregated_total (refusals before authentication
+// past their address's limit: answered 429 and counted in an aggregate
+// record) and keygate_audit_sink_up{sink}, read from sinks on every
+// scrape.
 func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 	records := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_audit_records_total",
 		Help: "Audit records by result: written (to at least one sink), or failed (no sink took it, and its request was answered 503)."},
@@ -500,8 +504,10 @@ func (m *Metrics) Audit(sinks func() []AuditSink) *AuditMetrics {
 	a.commit = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keygate_audit_commit_seconds",
 		Help:    "Time a group commit took to reach the sinks (building the lines, writing them, and an fsync with sync: batch): what each of its requests waited for its record, besides the queue.",
 		Buckets: []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 0.5, 2}})
+	a.tallied = prometheus.NewCounter(prometheus.CounterOpts{Name: "keygate_audit_refusals_aggregated_total",
+		Help: "Requests refused before their caller authenticated, past their address's limit: answered 429 and recorded in an aggregate record per address rather than one each."})
 	upDesc := prometheus.NewDesc("keygate_audit_sink_up", "1 while the audit sink took the last batch and is not disabled.", []string{"sink"}, nil)
-	m.register(records, a.sinkFailures, a.batch, a.commit, auditSinkCollector{desc: upDesc, sinks: sinks})
+	m.register(records, a.tallied, a.sinkFailures, a.batch, a.commit, auditSinkCollector{desc: upDesc, sinks: sinks})
 	return a
 }
 
@@ -513,6 +519,14 @@ func (a *AuditMetrics) Record(ok bool) {
 		a.written.Inc()
 	default:
 		a.failed.Inc()
+	}
+}
+
+// Tallied counts a refusal recorded in an aggregate record rather than on
+// its own.
+func (a *AuditMetrics) Tallied() {
+	if a != nil {
+		a.tallied.Inc()
 	}
 }
 
@@ -530,6 +544,34 @@ func (a *AuditMetrics) Batch(records int, elapsed time.Duration) {
 		a.batch.Observe(float64(records))
 		a.commit.Observe(elapsed.Seconds())
 	}
+}
+
+// AuditDisk registers keygate_audit_disk_free_bytes (the free space on
+// the audit file sink's filesystem) and keygate_audit_disk_min_free_bytes
+// (the threshold below which keygate warns and /readyz fails), read on
+// every scrape; neither is exported while read cannot tell (ok false).
+func (m *Metrics) AuditDisk(read func() (free, minFree uint64, ok bool)) {
+	m.register(auditDiskCollector{read: read,
+		free: prometheus.NewDesc("keygate_audit_disk_free_bytes",
+			"Free space on the audit file sink's filesystem (available to keygate); when it runs out, every audited request is answered 503.", nil, nil),
+		min: prometheus.NewDesc("keygate_audit_disk_min_free_bytes",
+			"The free space below which keygate warns and /readyz answers 503 audit_disk_low (audit.file.min_free).", nil, nil)})
+}
+
+type auditDiskCollector struct {
+	free, min *prometheus.Desc
+	read      func() (free, minFree uint64, ok bool)
+}
+
+func (c auditDiskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.free; ch <- c.min }
+
+func (c auditDiskCollector) Collect(ch chan<- prometheus.Metric) {
+	free, minFree, ok := c.read()
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(free))
+	ch <- prometheus.MustNewConstMetric(c.min, prometheus.GaugeValue, float64(minFree))
 }
 
 type auditSinkCollector struct {
