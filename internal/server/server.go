@@ -284,6 +284,10 @@ func (s *Server) openTransit() (err error) {
 	}
 	opts := transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
 	if s.metrics != nil {
+		s.metrics.TransitPool(func() telemetry.TransitPoolStats {
+			st := eng.PrivateKeyStats()
+			return telemetry.TransitPoolStats{Workers: st.Workers, Running: st.Running, Waiting: st.Waiting, Started: st.Started}
+		})
 		m := s.metrics.Transit(transitapi.Operations())
 		opts.Measure = func(o *transitapi.Outcome, elapsed time.Duration) {
 			m.Observe(o.Operation, o.Status, o.Reason, o.Items, o.Failed, elapsed)

@@ -37,14 +37,33 @@ type Caller struct {
 // crowd out another's.
 type pool struct {
 	mu          sync.Mutex
+	workers     int
 	free        int // workers not held
+	waiting     int // operations in the queues
+	started     uint64
 	tenantQueue int
 	callerQueue int
 	tenants     group // each tenant's flow holds a group of its callers
 }
 
 func newPool(workers, tenantQueue, callerQueue int) *pool {
-	return &pool{free: workers, tenantQueue: tenantQueue, callerQueue: callerQueue}
+	return &pool{workers: workers, free: workers, tenantQueue: tenantQueue, callerQueue: callerQueue}
+}
+
+// PrivateKeyStats is the state of an engine's private-key workers.
+type PrivateKeyStats struct {
+	Workers int    // how many there are
+	Running int    // operations holding one
+	Waiting int    // operations waiting for one
+	Started uint64 // operations that have had one, since the engine was made
+}
+
+// PrivateKeyStats reports the state of the engine's private-key workers.
+func (e *Engine) PrivateKeyStats() PrivateKeyStats {
+	p := e.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PrivateKeyStats{Workers: p.workers, Running: p.workers - p.free, Waiting: p.waiting, Started: p.started}
 }
 
 // group is one level of the queuing: flows by name, and a heap of those
@@ -161,6 +180,7 @@ func (p *pool) acquire(ctx context.Context, t *ticket, c int64) error {
 	p.mu.Lock()
 	if p.free > 0 && p.tenants.active.Len() == 0 {
 		p.free--
+		p.started++
 		t.tenant.callers.serve(t.caller, c, false)
 		p.tenants.serve(t.tenant, c, false)
 		p.mu.Unlock()
@@ -172,6 +192,7 @@ func (p *pool) acquire(ctx context.Context, t *ticket, c int64) error {
 	}
 	w := &waiter{ready: make(chan struct{}), cost: c}
 	t.caller.waiters = append(t.caller.waiters, w)
+	p.waiting++
 	if t.caller.index < 0 {
 		t.tenant.callers.activate(t.caller)
 	}
@@ -201,6 +222,7 @@ func (p *pool) withdraw(t *ticket, w *waiter) {
 	for i, x := range c.waiters {
 		if x == w {
 			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			p.waiting--
 			break
 		}
 	}
@@ -226,6 +248,8 @@ func (p *pool) release() {
 	w := c.waiters[0]
 	c.waiters[0] = nil
 	c.waiters = c.waiters[1:]
+	p.waiting--
+	p.started++
 	t.callers.serve(c, w.cost, len(c.waiters) > 0)
 	p.tenants.serve(t, w.cost, t.callers.active.Len() > 0)
 	w.granted = true

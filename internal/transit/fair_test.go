@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// waiting is how many operations wait in p's queues.
-func (p *pool) waiting() int {
+// queued is how many operations wait in p's queues, counted in them (and
+// checked against the count p keeps).
+func (p *pool) queued() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
@@ -19,6 +20,9 @@ func (p *pool) waiting() int {
 		for _, c := range t.callers.flows {
 			n += len(c.waiters)
 		}
+	}
+	if n != p.waiting {
+		panic(fmt.Sprintf("%d operations queued, %d counted", n, p.waiting))
 	}
 	return n
 }
@@ -88,7 +92,7 @@ func serviceOrder(t *testing.T, workers int, ops []fakeOp) []string {
 			order, running = append(order, name), append(running, name)
 			continue
 		}
-		waitFor(t, fmt.Sprintf("%s queues", o.name), func() bool { return p.waiting() == i-workers+1 })
+		waitFor(t, fmt.Sprintf("%s queues", o.name), func() bool { return p.queued() == i-workers+1 })
 	}
 	for len(running) > 0 {
 		next := running[0]
@@ -229,7 +233,7 @@ func TestPoolCancel(t *testing.T) {
 	}()
 	served := make(chan error)
 	go func() {
-		waitFor(t, "B queues", func() bool { return p.waiting() == 1 })
+		waitFor(t, "B queues", func() bool { return p.queued() == 1 })
 		tk, _ := p.enter(Caller{"C", "z"})
 		err := p.acquire(ctx, tk, 1)
 		if err == nil {
@@ -238,11 +242,11 @@ func TestPoolCancel(t *testing.T) {
 		tk.leave()
 		served <- err
 	}()
-	waitFor(t, "B and C queue", func() bool { return p.waiting() == 2 })
+	waitFor(t, "B and C queue", func() bool { return p.queued() == 2 })
 	cancel()
 	wantReason(t, <-gone, ReasonCanceled)
-	if p.waiting() != 1 {
-		t.Fatalf("%d waiting after B gave up, want 1", p.waiting())
+	if p.queued() != 1 {
+		t.Fatalf("%d waiting after B gave up, want 1", p.queued())
 	}
 	p.release()
 	hold.leave()
@@ -337,15 +341,18 @@ func TestEngineBusy(t *testing.T) {
 	wantReason(t, err, ReasonBusy)
 	queued := make(chan error, 2)
 	go func() { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{Caller: y}); queued <- err }()
-	waitFor(t, "y queues", func() bool { return e.pool.waiting() == 1 })
+	waitFor(t, "y queues", func() bool { return e.pool.queued() == 1 })
 	_, err = e.Sign(ctx, k, []byte("m"), SignOptions{Caller: z}) // A holds 2
 	wantReason(t, err, ReasonBusy)
 	go func() { _, err := e.Decrypt(ctx, k, ct.Text, DecryptOptions{Caller: Caller{"B", "x"}}); queued <- err }()
-	waitFor(t, "B queues", func() bool { return e.pool.waiting() == 2 })
+	waitFor(t, "B queues", func() bool { return e.pool.queued() == 2 })
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = e.Sign(canceled, k, []byte("m"), SignOptions{Caller: Caller{"C", "x"}})
 	wantReason(t, err, ReasonCanceled)
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Running: 1, Waiting: 2, Started: 1}); s != want {
+		t.Errorf("stats %+v, want %+v", s, want)
+	}
 	_, err = e.SignBatch(ctx, k, []SignItem{{Input: []byte("m")}}, SignOptions{Caller: x})
 	wantReason(t, err, ReasonBusy)
 	done()
@@ -356,5 +363,8 @@ func TestEngineBusy(t *testing.T) {
 	}
 	if !e.pool.idle(1) {
 		t.Error("the pool keeps state")
+	}
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 3}); s != want {
+		t.Errorf("stats %+v, want %+v", s, want)
 	}
 }
