@@ -117,10 +117,11 @@ type Config struct {
 
 // Transit is the transit section. Costs are in units of one AES-GCM
 // encryption of a small input: an ed25519 or ecdsa-p256 signature costs
-// 100, an rsa-2048 signature or decryption 3,400, an rsa-4096 one 26,000.
+// about 100, an rsa-2048 signature or decryption 4,000, an rsa-4096 one
+// 25,000 (the README lists them all).
 type Transit struct {
 	// MaxBatchCost bounds what the items of one batch request may cost
-	// together (default 1000000, about half a second of one core); a
+	// together (default 1000000, about 0.4 s of one core); a
 	// larger batch is refused with 413 before any of it is done.
 	MaxBatchCost int64 `yaml:"max_batch_cost"`
 	// PrivateKeyWorkers is how many private-key operations (signing, RSA

@@ -79,5 +79,5 @@
 // beyond that its next fails at once with [ErrBusy], and nobody else's
 // does. A batch is refused with [ErrOverBudget], before any of it is done,
 // when its items cost more than the budget ([DefaultMaxBatchCost]; an
-// AES-GCM encryption costs 1, an rsa-4096 signature 26,000).
+// AES-GCM encryption costs 1, an rsa-4096 signature 25,000).
 package transit
