@@ -185,3 +185,91 @@ func TestTransitFairSigning(t *testing.T) {
 		t.Errorf("alpha's batches were refused %d times: its twelve requests are within its queue", refused.Load())
 	}
 }
+
+// TestTransitBusy: a client with transit.caller_queue requests with
+// private-key work in progress is answered 429 with Retry-After and Vault's
+// envelope for its next one; another client of its tenant, and another
+// tenant, are served meanwhile.
+func TestTransitBusy(t *testing.T) {
+	gw := &config.Config{Transit: config.Transit{PrivateKeyWorkers: 1, CallerQueue: 1}}
+	gw.SetDefaults()
+	s, err := New(t.Context(), Config{Gateway: gw,
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eng := s.transitKeys.Engine()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	token := func(tenant, client string) string {
+		tok, err := s.Node().Mint(mint.Claims{Subject: client, Audience: []string{testAudience}, TTL: time.Hour,
+			Scope: "transit:admin transit:sign:*", Extra: map[string]json.RawMessage{"tenant": json.RawMessage(strconv.Quote(tenant)),
+				"client_id": json.RawMessage(strconv.Quote(client))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	send := func(ctx context.Context, tok, path, body string) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(ctx, "POST", ts.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return nil, ""
+		}
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if err := s.Node().Store().CreateTenant(t.Context(), store.Tenant{Name: "beta", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	busy, other, beta := token("default", "busy-app"), token("default", "other-app"), token("beta", "beta-app")
+	for _, tok := range []string{busy, beta} {
+		if resp, b := send(t.Context(), tok, "/v1/transit/keys/sig", `{"type":"ecdsa-p256"}`); resp == nil || resp.StatusCode != 200 {
+			t.Fatalf("key: %s", b)
+		}
+	}
+	if resp, b := send(t.Context(), busy, "/v1/transit/keys/rsa", `{"type":"rsa-2048"}`); resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("key: %s", b)
+	}
+	one := `{"input":"` + base64.StdEncoding.EncodeToString([]byte("m")) + `"}`
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { // busy-app's batch holds its one place
+		defer close(done)
+		send(ctx, busy, "/v1/transit/sign/rsa", `{"batch_input":[`+strings.TrimSuffix(strings.Repeat(one+",", 200), ",")+`]}`)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for eng.PrivateKeyStats().Running == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name, tok string
+		status    int
+	}{
+		{"the same client", busy, http.StatusTooManyRequests},
+		{"another client of its tenant", other, http.StatusOK},
+		{"another tenant", beta, http.StatusOK},
+	} {
+		resp, b := send(t.Context(), tc.tok, "/v1/transit/sign/sig", one)
+		if resp == nil || resp.StatusCode != tc.status {
+			t.Errorf("%s: %v %s, want %d", tc.name, resp, b, tc.status)
+			continue
+		}
+		if tc.status == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") != "1" ||
+			b != `{"errors":["too many private-key operations of this client or tenant in progress; retry later"]}`+"\n") {
+			t.Errorf("%s: Retry-After %q, body %s", tc.name, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	stop()
+	<-done
+}
