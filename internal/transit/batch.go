@@ -47,14 +47,15 @@ func (k *Key) chunkFor() int {
 
 // enter takes the ticket a batch of o with k holds for its private-key
 // items, if o is private-key work; leave gives it back.
-func (e *Engine) enter(k *Key, o op, who Caller) (t *ticket, leave func(), err error) {
+func (e *Engine) enter(k *Key, o op, who Caller) (*ticket, func(), error) {
 	if !k.private(o) {
 		return nil, func() {}, nil
 	}
-	if t, err = e.pool.enter(who); err != nil {
+	t, err := e.pool.enter(who)
+	if err != nil {
 		return nil, nil, err
 	}
-	return t, t.leave, nil
+	return &t, t.leave, nil
 }
 
 // EncryptItem is one item of an encrypt batch.

@@ -129,11 +129,11 @@ func TestBatchCostBudget(t *testing.T) {
 	r2048 := newKey(t, e, RSA2048, CreateOptions{})
 	r4096 := newKey(t, e, RSA4096, CreateOptions{})
 	p521 := newKey(t, e, ECDSAP521, CreateOptions{})
-	done, err := e.work(ctx, nil, Caller{Tenant: "holder"}, 1)
+	g, err := e.work(ctx, nil, Caller{Tenant: "holder"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
+	defer g.done()
 	signs := func(n int) []SignItem { return make([]SignItem, n) }
 	for _, tc := range []struct {
 		name string

@@ -319,11 +319,11 @@ func (e *Engine) open(ctx context.Context, dst []byte, k *Key, v *Version, paylo
 		if v.rsa == nil {
 			return dst, errNoPrivateRSA
 		}
-		done, err := e.work(ctx, o.ticket, o.Caller, k.cost(opDecrypt))
+		g, err := e.work(ctx, o.ticket, o.Caller, k.cost(opDecrypt))
 		if err != nil {
 			return dst, err
 		}
-		defer done()
+		defer g.done()
 		pt, err := rsa.DecryptOAEP(sha256.New(), nil, v.rsa, payload, nil)
 		if err != nil {
 			return dst, errRSADecrypt

@@ -43,7 +43,8 @@ type pool struct {
 	started     uint64
 	tenantQueue int
 	callerQueue int
-	tenants     group // each tenant's flow holds a group of its callers
+	tenants     group   // each tenant's flow holds a group of its callers
+	spare       []*flow // flows dropped, for the next ones: no allocation per operation
 }
 
 func newPool(workers, tenantQueue, callerQueue int) *pool {
@@ -99,16 +100,38 @@ type ticket struct {
 	tenant, caller *flow
 }
 
-func (g *group) get(name string) *flow {
+// maxSpare bounds the flows kept for reuse.
+const maxSpare = 64
+
+// flow returns g's flow of name, made if it has none.
+func (p *pool) flow(g *group, name string) *flow {
 	f := g.flows[name]
-	if f == nil {
-		if g.flows == nil {
-			g.flows = map[string]*flow{}
-		}
-		f = &flow{name: name, index: -1}
-		g.flows[name] = f
+	if f != nil {
+		return f
 	}
+	if g.flows == nil {
+		g.flows = map[string]*flow{}
+	}
+	if n := len(p.spare); n > 0 {
+		f = p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+	} else {
+		f = &flow{index: -1}
+	}
+	f.name = name
+	g.flows[name] = f
 	return f
+}
+
+// forget takes f out of g and keeps it for reuse: it has no ticket, so no
+// waiter, and a tenant's has no caller.
+func (p *pool) forget(g *group, f *flow) {
+	delete(g.flows, f.name)
+	if len(p.spare) < maxSpare {
+		*f = flow{index: -1, callers: group{flows: f.callers.flows, active: f.callers.active[:0]}, waiters: f.waiters[:0]}
+		p.spare = append(p.spare, f)
+	}
 }
 
 // activate puts f, which has started waiting, in the active heap, its pass
@@ -138,18 +161,18 @@ func (g *group) serve(f *flow, c int64, more bool) {
 
 // enter takes a ticket for who, or fails with ErrBusy when who or who's
 // tenant holds as many as it may.
-func (p *pool) enter(who Caller) (*ticket, error) {
+func (p *pool) enter(who Caller) (ticket, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t := p.tenants.get(who.Tenant)
-	c := t.callers.get(who.Principal)
+	t := p.flow(&p.tenants, who.Tenant)
+	c := p.flow(&t.callers, who.Principal)
 	if t.tickets >= p.tenantQueue || c.tickets >= p.callerQueue {
 		p.drop(t, c)
-		return nil, errBusy
+		return ticket{}, errBusy
 	}
 	t.tickets++
 	c.tickets++
-	return &ticket{p: p, tenant: t, caller: c}, nil
+	return ticket{p: p, tenant: t, caller: c}, nil
 }
 
 // leave gives the ticket back. Its request has no operation waiting.
@@ -166,10 +189,10 @@ func (t *ticket) leave() {
 // them: a caller with nothing in progress owes nothing).
 func (p *pool) drop(t, c *flow) {
 	if c.tickets == 0 {
-		delete(t.callers.flows, c.name)
+		p.forget(&t.callers, c)
 	}
 	if t.tickets == 0 {
-		delete(p.tenants.flows, t.name)
+		p.forget(&p.tenants, t)
 	}
 }
 
@@ -281,28 +304,38 @@ func (h *flowHeap) Pop() any {
 	return f
 }
 
+// grant is a worker held; done gives it back (and the ticket taken for it).
+type grant struct {
+	p   *pool
+	own ticket // the operation's own, when it is not a batch's
+}
+
+func (g grant) done() {
+	g.p.release()
+	if g.own.p != nil {
+		g.own.leave()
+	}
+}
+
 // work takes a worker of the pool for an operation of cost c, as t's, or,
-// with t nil, as who's with a ticket of its own; done gives it back.
-func (e *Engine) work(ctx context.Context, t *ticket, who Caller, c int64) (done func(), err error) {
+// with t nil, as who's with a ticket of its own.
+func (e *Engine) work(ctx context.Context, t *ticket, who Caller, c int64) (grant, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	own := t == nil
-	if own {
-		if t, err = e.pool.enter(who); err != nil {
-			return nil, err
+	g := grant{p: e.pool}
+	if t == nil {
+		var err error
+		if g.own, err = e.pool.enter(who); err != nil {
+			return grant{}, err
 		}
+		t = &g.own
 	}
 	if err := e.pool.acquire(ctx, t, c); err != nil {
-		if own {
-			t.leave()
+		if g.own.p != nil {
+			g.own.leave()
 		}
-		return nil, err
+		return grant{}, err
 	}
-	return func() {
-		e.pool.release()
-		if own {
-			t.leave()
-		}
-	}, nil
+	return g, nil
 }

@@ -79,7 +79,7 @@ func serviceOrder(t *testing.T, workers int, ops []fakeOp) []string {
 				return
 			}
 			defer tk.leave()
-			if err := p.acquire(context.Background(), tk, o.cost); err != nil {
+			if err := p.acquire(context.Background(), &tk, o.cost); err != nil {
 				t.Error(err)
 				return
 			}
@@ -171,7 +171,7 @@ func TestFairOrder(t *testing.T) {
 // ErrBusy at once; other callers and tenants are not.
 func TestPoolQueueBounds(t *testing.T) {
 	p := newPool(1, 3, 2)
-	var held []*ticket
+	var held []ticket
 	take := func(tenant, caller string) error {
 		tk, err := p.enter(Caller{tenant, caller})
 		if err == nil {
@@ -220,14 +220,14 @@ func TestPoolCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.acquire(ctx, hold, 1); err != nil {
+	if err := p.acquire(ctx, &hold, 1); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan error)
 	go func() {
 		tk, _ := p.enter(Caller{"B", "y"})
-		err := p.acquire(cctx, tk, 1)
+		err := p.acquire(cctx, &tk, 1)
 		tk.leave()
 		gone <- err
 	}()
@@ -235,7 +235,7 @@ func TestPoolCancel(t *testing.T) {
 	go func() {
 		waitFor(t, "B queues", func() bool { return p.queued() == 1 })
 		tk, _ := p.enter(Caller{"C", "z"})
-		err := p.acquire(ctx, tk, 1)
+		err := p.acquire(ctx, &tk, 1)
 		if err == nil {
 			p.release()
 		}
@@ -258,11 +258,11 @@ func TestPoolCancel(t *testing.T) {
 	}
 	// An ended context is not queued at all.
 	tk, _ := p.enter(Caller{"A", "x"})
-	if err := p.acquire(ctx, tk, 1); err != nil {
+	if err := p.acquire(ctx, &tk, 1); err != nil {
 		t.Fatal(err)
 	}
 	tk2, _ := p.enter(Caller{"A", "x"})
-	wantReason(t, p.acquire(cctx, tk2, 1), ReasonCanceled)
+	wantReason(t, p.acquire(cctx, &tk2, 1), ReasonCanceled)
 	tk2.leave()
 	p.release()
 	tk.leave()
@@ -297,7 +297,7 @@ func TestPoolConcurrent(t *testing.T) {
 					cancel()
 				}
 				for range 1 + r.IntN(3) {
-					if p.acquire(cctx, tk, int64(1+r.IntN(50))) != nil {
+					if p.acquire(cctx, &tk, int64(1+r.IntN(50))) != nil {
 						continue
 					}
 					mu.Lock()
@@ -331,7 +331,7 @@ func TestEngineBusy(t *testing.T) {
 	k := newKey(t, e, RSA2048, CreateOptions{})
 	ct := must[Result](t)(e.Encrypt(k, []byte("m"), EncryptOptions{})) // public: no worker needed
 	x, y, z := Caller{"A", "x"}, Caller{"A", "y"}, Caller{"A", "z"}
-	done, err := e.work(ctx, nil, x, 1) // x holds the worker
+	g, err := e.work(ctx, nil, x, 1) // x holds the worker
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestEngineBusy(t *testing.T) {
 	}
 	_, err = e.SignBatch(ctx, k, []SignItem{{Input: []byte("m")}}, SignOptions{Caller: x})
 	wantReason(t, err, ReasonBusy)
-	done()
+	g.done()
 	for range 2 {
 		if err := <-queued; err != nil {
 			t.Fatal(err)
@@ -366,5 +366,29 @@ func TestEngineBusy(t *testing.T) {
 	}
 	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 3}); s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
+	}
+}
+
+// TestSignAllocations: taking a private-key worker allocates nothing when
+// one is free: an ed25519 signature allocates what it did before signing
+// went through the pool (the signature, once), for a caller seen before or
+// a new one.
+func TestSignAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are checked without -race (.ci/run runs them)")
+	}
+	e := New(Options{})
+	k := newKey(t, e, Ed25519, CreateOptions{})
+	dst, msg := make([]byte, 0, 256), []byte("m")
+	callers := []Caller{{"A", "x"}, {"B", "y"}, {"C", "z"}}
+	i := 0
+	n := testing.AllocsPerRun(200, func() {
+		i++
+		if _, _, err := e.AppendSign(ctx, dst[:0], k, msg, SignOptions{Caller: callers[i%len(callers)]}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 1 {
+		t.Errorf("an ed25519 signature allocates %.0f objects, want at most 1", n)
 	}
 }

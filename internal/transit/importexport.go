@@ -125,11 +125,11 @@ func (e *Engine) unwrapImport(ctx context.Context, who Caller, w *WrappingKey, c
 	if len(raw) <= n {
 		return nil, newError(ReasonImportFailed, "the import ciphertext is too short")
 	}
-	done, err := e.work(ctx, nil, who, unwrapCost)
+	g, err := e.work(ctx, nil, who, unwrapCost)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	defer g.done()
 	eph, err := rsa.DecryptOAEP(newHash(), nil, w.priv, raw[:n], nil)
 	if err != nil {
 		return nil, errImport

@@ -134,11 +134,11 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 			return dst, 0, nil, err
 		}
 	}
-	done, err := e.work(ctx, o.ticket, o.Caller, k.cost(opSign))
+	g, err := e.work(ctx, o.ticket, o.Caller, k.cost(opSign))
 	if err != nil {
 		return dst, 0, nil, err
 	}
-	defer done()
+	defer g.done()
 	var (
 		sum [64]byte
 		sig []byte
