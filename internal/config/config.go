@@ -110,6 +110,46 @@ type Config struct {
 	// standard OTEL_* environment variables apply too, and win over this
 	// section. Read at start, like TokenService.
 	Tracing Tracing `yaml:"tracing"`
+	// Transit bounds the work transit requests make, so that no tenant
+	// crowds out another or the gateway. Read at start, like TokenService.
+	Transit Transit `yaml:"transit"`
+}
+
+// Transit is the transit section. Costs are in units of one AES-GCM
+// encryption of a small input: an ed25519 or ecdsa-p256 signature costs
+// about 100, an rsa-2048 signature or decryption 4,000, an rsa-4096 one
+// 25,000 (the README lists them all).
+type Transit struct {
+	// MaxBatchCost bounds what the items of one batch request may cost
+	// together (default 1000000, about 0.4 s of one core); a
+	// larger batch is refused with 413 before any of it is done.
+	MaxBatchCost int64 `yaml:"max_batch_cost"`
+	// PrivateKeyWorkers is how many private-key operations (signing, RSA
+	// decryption, key import) run at once, shared fairly between tenants
+	// and between the clients of a tenant (default: one fewer than the
+	// cores, at least 1, so that a core stays for the gateway).
+	PrivateKeyWorkers int `yaml:"private_key_workers"`
+	// TenantQueue and CallerQueue bound the requests with private-key work
+	// one tenant, and one client or user of a tenant, may have in progress
+	// at once (defaults 64 and 16; a batch counts once). Past them that
+	// tenant's or client's next such request is answered 429.
+	TenantQueue int `yaml:"tenant_queue"`
+	CallerQueue int `yaml:"caller_queue"`
+}
+
+func (t *Transit) validate(field string, bad func(field, format string, args ...any)) {
+	if t.MaxBatchCost < 0 {
+		bad(field+".max_batch_cost", "must not be negative (0: the default)")
+	}
+	if t.PrivateKeyWorkers < 0 {
+		bad(field+".private_key_workers", "must not be negative (0: the default)")
+	}
+	if t.TenantQueue < 0 {
+		bad(field+".tenant_queue", "must not be negative (0: the default)")
+	}
+	if t.CallerQueue < 0 {
+		bad(field+".caller_queue", "must not be negative (0: the default)")
+	}
 }
 
 // Tracing is the tracing section: OpenTelemetry spans for forward-auth,
@@ -633,6 +673,7 @@ func (c *Config) Validate() error {
 		bad("admin_tls.client_ca_file", "needs admin_tls.cert_file and admin_tls.key_file: client certificates are asked for in the TLS handshake")
 	}
 	c.Tracing.validate("tracing", bad)
+	c.Transit.validate("transit", bad)
 	if c.AdminTLS.Enabled() && c.AdminListen == "off" {
 		bad("admin_tls", "is set but the admin listener is off (admin_listen: off)")
 	}

@@ -129,6 +129,10 @@ func TestLoadErrors(t *testing.T) {
 		{"ipv6 prefix long", "token_service:\n  ipv6_prefix: 129\n", "token_service.ipv6_prefix"},
 		{"password hashes", "token_service:\n  password_hashes: -1\n", "token_service.password_hashes"},
 		{"token unknown", "token_service:\n  root_key: x\n", "root_key"},
+		{"transit budget", "transit:\n  max_batch_cost: -1\n", "transit.max_batch_cost: must not be negative"},
+		{"transit workers", "transit:\n  private_key_workers: -2\n", "transit.private_key_workers: must not be negative"},
+		{"transit tenant queue", "transit:\n  tenant_queue: -1\n", "transit.tenant_queue: must not be negative"},
+		{"transit caller queue", "transit:\n  caller_queue: -1\n", "transit.caller_queue: must not be negative"},
 		{"two documents", "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n", "more than one YAML document"},
 		{"not yaml", "listen: [unclosed\n", "yaml"},
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/tlscert"
 	"github.com/keygate/keygate/internal/tracing"
+	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/transitapi"
 	"github.com/keygate/keygate/internal/transitkeys"
 	"github.com/keygate/keygate/internal/verify"
@@ -265,7 +266,10 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 // keys alone, whatever issuers the gateway trusts.
 func (s *Server) openTransit() (err error) {
 	n := s.node
-	if s.transitKeys, err = transitkeys.New(n, transitkeys.Options{Logger: s.log, Now: s.cfg.Now}); err != nil {
+	tc := s.cfg.Gateway.Transit
+	eng := transit.New(transit.Options{Now: s.cfg.Now, MaxBatchCost: tc.MaxBatchCost,
+		PrivateKeyWorkers: tc.PrivateKeyWorkers, TenantQueue: tc.TenantQueue, CallerQueue: tc.CallerQueue})
+	if s.transitKeys, err = transitkeys.New(n, transitkeys.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	pipe, err := verify.New(verify.Config{
@@ -280,6 +284,10 @@ func (s *Server) openTransit() (err error) {
 	}
 	opts := transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
 	if s.metrics != nil {
+		s.metrics.TransitPool(func() telemetry.TransitPoolStats {
+			st := eng.PrivateKeyStats()
+			return telemetry.TransitPoolStats{Workers: st.Workers, Running: st.Running, Waiting: st.Waiting, Started: st.Started}
+		})
 		m := s.metrics.Transit(transitapi.Operations())
 		opts.Measure = func(o *transitapi.Outcome, elapsed time.Duration) {
 			m.Observe(o.Operation, o.Status, o.Reason, o.Items, o.Failed, elapsed)

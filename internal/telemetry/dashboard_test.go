@@ -42,7 +42,7 @@ type panel struct {
 
 // allFamilies is every metric a node can export: a Metrics with every
 // optional part registered (cache, fleet, key schedule, sealing, audit,
-// transit), and the Go runtime and process collectors.
+// transit and its workers), and the Go runtime and process collectors.
 func allFamilies(t *testing.T) map[string][]string {
 	t.Helper()
 	m := telemetry.New()
@@ -53,6 +53,7 @@ func allFamilies(t *testing.T) map[string][]string {
 	m.Audit(func() []telemetry.AuditSink { return nil })
 	m.AuditDisk(func() (uint64, uint64, bool) { return 1, 1, true })
 	m.Transit([]string{"transit.encrypt"})
+	m.TransitPool(func() telemetry.TransitPoolStats { return telemetry.TransitPoolStats{} })
 	f := m.Families()
 	if len(f) < 30 {
 		t.Fatalf("only %d metric families registered: %v", len(f), f)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestDecryptBadInput(t *testing.T) {
@@ -130,49 +129,6 @@ func TestVerifyBadInput(t *testing.T) {
 	if v, err := e.Verify(k, []byte("m"), padded, SignOptions{}); err != nil || v.Valid {
 		t.Fatal("DER with trailing data verifies")
 	}
-}
-
-// TestRSAPoolBusy: with every worker and queue slot taken, an RSA private
-// operation fails at once with ErrBusy instead of waiting.
-func TestRSAPoolBusy(t *testing.T) {
-	e := New(Options{Rand: seededRand(5), RSAWorkers: 1, RSAQueue: 1})
-	k := newKey(t, e, RSA2048, CreateOptions{})
-	release := make(chan struct{})
-	started := make(chan struct{})
-	go func() {
-		_ = e.withRSA(ctx, func() error { close(started); <-release; return nil })
-	}()
-	<-started
-	queued := make(chan error, 1)
-	go func() { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{}); queued <- err }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(e.rsa.admit) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second operation never queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	_, err := e.Sign(ctx, k, []byte("m"), SignOptions{})
-	wantReason(t, err, ReasonBusy)
-	ct := must[Result](t)(e.Encrypt(k, []byte("m"), EncryptOptions{})) // public: no worker needed
-	_, err = e.Decrypt(ctx, k, ct.Text, DecryptOptions{})
-	wantReason(t, err, ReasonBusy)
-	canceledCtx, cancel := contextWithCancel()
-	cancel()
-	close(release)
-	if err := <-queued; err != nil {
-		t.Fatal(err)
-	}
-	// A canceled caller does not wait for a worker it cannot get.
-	e2 := New(Options{RSAWorkers: 1, RSAQueue: 4})
-	hold := make(chan struct{})
-	go func() { _ = e2.withRSA(ctx, func() error { <-hold; return nil }) }()
-	for len(e2.rsa.run) < 1 {
-		time.Sleep(time.Millisecond)
-	}
-	_, err = e2.Sign(canceledCtx, k, []byte("m"), SignOptions{})
-	wantReason(t, err, ReasonCanceled)
-	close(hold)
 }
 
 // TestConcurrentRotateEncryptDecrypt swaps snapshots while other goroutines

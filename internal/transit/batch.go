@@ -11,9 +11,12 @@ import (
 // item on its own: one bad item gets its own Err and never fails the
 // others, and results come back in the items' order. Small batches of cheap
 // items run on the calling goroutine; no batch starts a goroutine per item.
-// A batch fails as a whole only when it is empty or over MaxBatchItems, or
-// when its shared options are invalid. Items still waiting when ctx ends get
-// ErrCanceled.
+// A batch fails as a whole only when it is empty, over MaxBatchItems or over
+// the cost budget (ErrOverBudget), when its shared options are invalid, or,
+// for private-key work, when its caller already has as much in progress as
+// it may (ErrBusy). Its private-key items each wait for a worker in the
+// caller's turn, never holding one for the whole batch. Items still waiting
+// when ctx ends get ErrCanceled.
 //
 // The encrypt, decrypt, rewrap and hmac results point into one buffer the
 // batch allocates for all of them.
@@ -24,16 +27,6 @@ const (
 	cheapChunk     = 32
 	expensiveChunk = 1
 )
-
-func checkBatch(n int) error {
-	switch {
-	case n == 0:
-		return newError(ReasonInvalidRequest, "missing batch input to process")
-	case n > MaxBatchItems:
-		return errBatchTooLarge
-	}
-	return nil
-}
 
 func canceled(ctx context.Context) error {
 	if ctx == nil {
@@ -50,6 +43,19 @@ func (k *Key) chunkFor() int {
 		return expensiveChunk
 	}
 	return cheapChunk
+}
+
+// enter takes the ticket a batch of o with k holds for its private-key
+// items, if o is private-key work; leave gives it back.
+func (e *Engine) enter(k *Key, o op, who Caller) (*ticket, func(), error) {
+	if !k.private(o) {
+		return nil, func() {}, nil
+	}
+	t, err := e.pool.enter(who)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &t, t.leave, nil
 }
 
 // EncryptItem is one item of an encrypt batch.
@@ -77,7 +83,7 @@ func (e *Engine) EncryptBatch(ctx context.Context, k *Key, items []EncryptItem) 
 // texts go into buf) when they are large enough, so that a caller pooling
 // them encrypts a batch without allocating. It returns both, resliced.
 func (e *Engine) EncryptBatchInto(ctx context.Context, k *Key, items []EncryptItem, res []EncryptResult, buf []byte) ([]EncryptResult, []byte, error) {
-	if err := checkBatch(len(items)); err != nil {
+	if err := e.checkBatch(len(items), k, opEncrypt); err != nil {
 		return res, buf, err
 	}
 	res = slices.Grow(res[:0], len(items))[:len(items)]
@@ -151,12 +157,17 @@ type DecryptItemResult struct {
 	Err        error
 }
 
-// DecryptBatch decrypts every item with k. Each ciphertext is decrypted with
-// exactly the version it names.
-func (e *Engine) DecryptBatch(ctx context.Context, k *Key, items []DecryptItem) ([]DecryptItemResult, error) {
-	if err := checkBatch(len(items)); err != nil {
+// DecryptBatch decrypts every item with k for who. Each ciphertext is
+// decrypted with exactly the version it names.
+func (e *Engine) DecryptBatch(ctx context.Context, k *Key, items []DecryptItem, who Caller) ([]DecryptItemResult, error) {
+	if err := e.checkBatch(len(items), k, opDecrypt); err != nil {
 		return nil, err
 	}
+	t, leave, err := e.enter(k, opDecrypt, who)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	res := make([]DecryptItemResult, len(items))
 	ends := make([]int, len(items))
 	total := 0
@@ -177,7 +188,8 @@ func (e *Engine) DecryptBatch(ctx context.Context, k *Key, items []DecryptItem) 
 		if i > 0 {
 			start = ends[i-1]
 		}
-		out, n, err := e.AppendDecrypt(ctx, buf[start:start:ends[i]], k, it.Ciphertext, DecryptOptions{Context: it.Context, AssociatedData: it.AssociatedData})
+		o := DecryptOptions{Context: it.Context, AssociatedData: it.AssociatedData, ticket: t}
+		out, n, err := e.AppendDecrypt(ctx, buf[start:start:ends[i]], k, it.Ciphertext, o)
 		if err == nil && out == nil {
 			out = []byte{}
 		}
@@ -195,11 +207,16 @@ type RewrapItem struct {
 }
 
 // RewrapBatch re-encrypts every item under its requested version (the
-// latest by default).
-func (e *Engine) RewrapBatch(ctx context.Context, k *Key, items []RewrapItem) ([]EncryptResult, error) {
-	if err := checkBatch(len(items)); err != nil {
+// latest by default), for who.
+func (e *Engine) RewrapBatch(ctx context.Context, k *Key, items []RewrapItem, who Caller) ([]EncryptResult, error) {
+	if err := e.checkBatch(len(items), k, opRewrap); err != nil {
 		return nil, err
 	}
+	t, leave, err := e.enter(k, opDecrypt, who)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	res := make([]EncryptResult, len(items))
 	ends := make([]int, len(items))
 	total := 0
@@ -226,7 +243,7 @@ func (e *Engine) RewrapBatch(ctx context.Context, k *Key, items []RewrapItem) ([
 		if i > 0 {
 			start = ends[i-1]
 		}
-		o := RewrapOptions{KeyVersion: it.KeyVersion, Context: it.Context, AssociatedData: it.AssociatedData}
+		o := RewrapOptions{KeyVersion: it.KeyVersion, Context: it.Context, AssociatedData: it.AssociatedData, ticket: t}
 		out, n, err := e.AppendRewrap(ctx, buf[start:start:ends[i]], k, it.Ciphertext, o)
 		res[i] = EncryptResult{Ciphertext: out, KeyVersion: n, Err: err}
 	}, func(i int, err error) { res[i] = EncryptResult{Err: err} })
@@ -248,14 +265,21 @@ type SignItemResult struct {
 	Err        error
 }
 
-// SignBatch signs every item with o (KeyVersion, hash, marshaling, …).
+// SignBatch signs every item with o (KeyVersion, hash, marshaling, Caller,
+// …).
 func (e *Engine) SignBatch(ctx context.Context, k *Key, items []SignItem, o SignOptions) ([]SignItemResult, error) {
-	if err := checkBatch(len(items)); err != nil {
+	if err := e.checkBatch(len(items), k, opSign); err != nil {
 		return nil, err
 	}
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	t, leave, err := e.enter(k, opSign, o.Caller)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	o.ticket = t
 	res := make([]SignItemResult, len(items))
 	e.parallel(len(items), expensiveChunk, func(i int) {
 		if err := canceled(ctx); err != nil {
@@ -286,7 +310,7 @@ type VerifyItemResult struct {
 
 // VerifyBatch verifies every item with o.
 func (e *Engine) VerifyBatch(ctx context.Context, k *Key, items []VerifyItem, o SignOptions) ([]VerifyItemResult, error) {
-	if err := checkBatch(len(items)); err != nil {
+	if err := e.checkBatch(len(items), k, opVerify); err != nil {
 		return nil, err
 	}
 	if err := o.defaults(); err != nil {
@@ -315,7 +339,7 @@ type HMACResult struct {
 
 // HMACBatch computes the HMAC of every input with o.
 func (e *Engine) HMACBatch(ctx context.Context, k *Key, inputs [][]byte, o HMACOptions) ([]HMACResult, error) {
-	if err := checkBatch(len(inputs)); err != nil {
+	if err := e.checkBatch(len(inputs), k, opHMAC); err != nil {
 		return nil, err
 	}
 	if err := o.defaults(); err != nil {
@@ -347,7 +371,7 @@ type VerifyHMACItem struct {
 
 // VerifyHMACBatch checks every item's HMAC with o (constant-time).
 func (e *Engine) VerifyHMACBatch(ctx context.Context, k *Key, items []VerifyHMACItem, o HMACOptions) ([]VerifyItemResult, error) {
-	if err := checkBatch(len(items)); err != nil {
+	if err := e.checkBatch(len(items), k, opHMAC); err != nil {
 		return nil, err
 	}
 	if err := o.defaults(); err != nil {

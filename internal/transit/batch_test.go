@@ -37,7 +37,7 @@ func TestBatch(t *testing.T) {
 	}
 	dItems[3].Ciphertext = []byte("vault:v1:garbage")
 	dItems[4].AssociatedData = []byte("wrong")
-	dres := must[[]DecryptItemResult](t)(e.DecryptBatch(ctx, k, dItems))
+	dres := must[[]DecryptItemResult](t)(e.DecryptBatch(ctx, k, dItems, Caller{}))
 	for i, r := range dres {
 		switch i {
 		case 3:
@@ -56,7 +56,7 @@ func TestBatch(t *testing.T) {
 	for i := range rItems {
 		rItems[i] = RewrapItem{Ciphertext: res[i].Ciphertext, AssociatedData: items[i].AssociatedData}
 	}
-	rres := must[[]EncryptResult](t)(e.RewrapBatch(ctx, k, rItems))
+	rres := must[[]EncryptResult](t)(e.RewrapBatch(ctx, k, rItems, Caller{}))
 	if rres[8].Err != nil || rres[8].KeyVersion != 2 || rres[7].Err == nil {
 		t.Fatal("rewrap batch", rres[8].Err)
 	}
@@ -113,5 +113,105 @@ func TestBatch(t *testing.T) {
 	cres := must[[]EncryptResult](t)(e.EncryptBatch(canceledCtx, k, items[:10]))
 	for _, r := range cres {
 		wantReason(t, r.Err, ReasonCanceled)
+	}
+}
+
+// TestBatchCostBudget: a batch is refused with ErrOverBudget when its items
+// together cost more than MaxBatchCost, before any of it is done (with the
+// only private-key worker held, a batch that started would wait for it);
+// batches within the budget run, whatever their number of items. The
+// counts are those the cost table puts on either side of the default
+// budget.
+func TestBatchCostBudget(t *testing.T) {
+	e := New(Options{Rand: seededRand(6), PrivateKeyWorkers: 1})
+	aes := newKey(t, e, AES256GCM96, CreateOptions{})
+	derived := newKey(t, e, AES256GCM96, CreateOptions{Derived: true})
+	r2048 := newKey(t, e, RSA2048, CreateOptions{})
+	r4096 := newKey(t, e, RSA4096, CreateOptions{})
+	p521 := newKey(t, e, ECDSAP521, CreateOptions{})
+	g, err := e.work(ctx, nil, Caller{Tenant: "holder"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.done()
+	signs := func(n int) []SignItem { return make([]SignItem, n) }
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		over bool
+	}{
+		{"10,000 aes encryptions", func() error {
+			_, err := e.EncryptBatch(ctx, aes, make([]EncryptItem, 10_000))
+			return err
+		}, false},
+		{"59,000 derived aes decryptions", func() error {
+			_, err := e.DecryptBatch(ctx, derived, make([]DecryptItem, 59_000), Caller{})
+			return err
+		}, true},
+		{"10,000 hmacs with an rsa-4096 key", func() error {
+			_, err := e.HMACBatch(ctx, r4096, make([][]byte, 10_000), HMACOptions{})
+			return err
+		}, false},
+		{"300 rsa-2048 signatures", func() error {
+			_, err := e.SignBatch(ctx, r2048, signs(300), SignOptions{})
+			return err
+		}, true},
+		{"41 rsa-4096 signatures", func() error {
+			_, err := e.SignBatch(ctx, r4096, signs(41), SignOptions{})
+			return err
+		}, true},
+		{"41 rsa-4096 decryptions", func() error {
+			_, err := e.DecryptBatch(ctx, r4096, make([]DecryptItem, 41), Caller{})
+			return err
+		}, true},
+		{"39 rsa-4096 rewraps", func() error {
+			_, err := e.RewrapBatch(ctx, r4096, make([]RewrapItem, 39), Caller{})
+			return err
+		}, true},
+		{"104 ecdsa-p521 verifications", func() error {
+			_, err := e.VerifyBatch(ctx, p521, make([]VerifyItem, 104), SignOptions{})
+			return err
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.over {
+				if err := tc.run(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			err := tc.run()
+			wantReason(t, err, ReasonOverBudget)
+			if !strings.Contains(err.Error(), "over the limit of 1000000") {
+				t.Errorf("the error does not say the limit: %v", err)
+			}
+		})
+	}
+}
+
+// TestCostTable: every operation a key type supports has a cost, and so
+// has deriving a key of a type that can be derived; a type added without
+// them would be charged 1 for work that may cost thousands.
+func TestCostTable(t *testing.T) {
+	for _, typ := range KeyTypes() {
+		c := typ.Capabilities()
+		for _, tc := range []struct {
+			op  op
+			has bool
+		}{{opEncrypt, c.Encryption}, {opDecrypt, c.Decryption}, {opSign, c.Signing}, {opVerify, c.Signing}, {opHMAC, c.HMAC}} {
+			if tc.has && costs[typ][tc.op] < 1 {
+				t.Errorf("%v %s has no cost", typ, opNames[tc.op])
+			}
+		}
+		if c.Derivation && derivedCost[typ] < 1 {
+			t.Errorf("%v derivation has no cost", typ)
+		}
+		k := &Key{cfg: Config{Type: typ, Derived: c.Derivation}}
+		if got, want := k.cost(opRewrap), k.cost(opDecrypt)+k.cost(opEncrypt); c.Encryption && got != want {
+			t.Errorf("%v rewrap costs %d, not decryption and encryption's %d", typ, got, want)
+		}
+		if k.private(opSign) != c.Signing || k.private(opDecrypt) != typ.isRSA() || k.private(opVerify) || k.private(opEncrypt) {
+			t.Errorf("%v: the private-key operations are not signing and RSA decryption", typ)
+		}
 	}
 }

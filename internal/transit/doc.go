@@ -12,8 +12,8 @@
 // snapshots with [LoadKey]; changes ([Engine.Rotate], [Engine.Configure],
 // [Engine.Trim], [Engine.ImportVersion]) return a new snapshot to store and
 // swap in atomically. An [Engine] runs the operations; it holds only the
-// random source, the clock, a bounded cache of derived keys and the worker
-// limits.
+// random source, the clock, a bounded cache of derived keys and the
+// private-key worker pool.
 //
 // # Formats
 //
@@ -72,7 +72,20 @@
 // [Engine.AppendEncrypt] and [Engine.AppendDecrypt] append or read the text
 // in the caller's buffer. With room in the buffer, none of them allocates
 // for a non-derived AEAD key (TestEncryptAllocations). Batches spread over
-// the cores in chunks, in order, with an error per item. RSA private-key
-// operations run on a bounded number of workers with a bounded queue;
-// beyond it they fail at once with [ErrBusy].
+// the cores in chunks, in order, with an error per item.
+//
+// # Sharing
+//
+// Private-key operations (signing, RSA decryption, import unwrapping) run
+// on a fixed number of workers, one fewer than the cores by default so that
+// one stays for the rest of the process. A worker goes to the tenant that
+// has been charged least for what it ran, then to the least charged
+// principal within it (see [Caller]), each operation charged its cost: a
+// flood waits behind itself, and another caller's operation waits for at
+// most the operations in progress. Each item of a batch takes its own turn.
+// A tenant, and a principal, may have only so many requests in progress;
+// beyond that its next fails at once with [ErrBusy], and nobody else's
+// does. A batch is refused with [ErrOverBudget], before any of it is done,
+// when its items cost more than the budget ([DefaultMaxBatchCost]; an
+// AES-GCM encryption costs 1, an rsa-4096 signature 25,000).
 package transit

@@ -31,6 +31,11 @@ type EncryptOptions struct {
 type DecryptOptions struct {
 	Context        []byte
 	AssociatedData []byte
+	// Caller is whom an RSA decryption is made for: it waits for a
+	// private-key worker in the caller's turn (see Caller).
+	Caller Caller
+
+	ticket *ticket // a batch's, for its items
 }
 
 // Result is what encrypt, rewrap, sign and hmac return: the "vault:vN:..."
@@ -296,8 +301,8 @@ func (e *Engine) Encrypt(k *Key, plaintext []byte, o EncryptOptions) (Result, er
 }
 
 // OpenRaw is the binary core of decrypt: it decrypts payload (what SealRaw
-// wrote) as version n of k and appends the plaintext to dst. RSA keys use an
-// RSA worker (see Options.RSAWorkers); ctx bounds the wait for one.
+// wrote) as version n of k and appends the plaintext to dst. RSA keys use a
+// private-key worker, in o.Caller's turn; ctx bounds the wait for one.
 func (e *Engine) OpenRaw(ctx context.Context, dst []byte, k *Key, n int, payload []byte, o DecryptOptions) ([]byte, error) {
 	if !k.cfg.Type.Capabilities().Decryption {
 		return dst, newError(ReasonUnsupported, "the key type does not support decryption")
@@ -317,16 +322,13 @@ func (e *Engine) open(ctx context.Context, dst []byte, k *Key, v *Version, paylo
 		if v.rsa == nil {
 			return dst, errNoPrivateRSA
 		}
-		var pt []byte
-		err := e.withRSA(ctx, func() error {
-			var err error
-			pt, err = rsa.DecryptOAEP(sha256.New(), nil, v.rsa, payload, nil)
-			return err
-		})
+		g, err := e.work(ctx, o.ticket, o.Caller, k.cost(opDecrypt))
 		if err != nil {
-			if ReasonOf(err) != 0 {
-				return dst, err
-			}
+			return dst, err
+		}
+		defer g.done()
+		pt, err := rsa.DecryptOAEP(sha256.New(), nil, v.rsa, payload, nil)
+		if err != nil {
 			return dst, errRSADecrypt
 		}
 		return append(dst, pt...), nil
@@ -407,6 +409,9 @@ type RewrapOptions struct {
 	KeyVersion     int
 	Context        []byte
 	AssociatedData []byte
+	Caller         Caller // whom an RSA decryption is made for (see DecryptOptions)
+
+	ticket *ticket // a batch's, for its items
 }
 
 // AppendRewrap decrypts a ciphertext and appends its encryption under the
@@ -427,7 +432,7 @@ func appendRewrap[T string | []byte](e *Engine, ctx context.Context, dst []byte,
 	}
 	sp := getScratch(base64.StdEncoding.DecodedLen(len(ciphertext)))
 	defer putScratch(sp)
-	pt, _, err := appendDecrypt(e, ctx, (*sp)[:0], k, ciphertext, &DecryptOptions{Context: o.Context, AssociatedData: o.AssociatedData})
+	pt, _, err := appendDecrypt(e, ctx, (*sp)[:0], k, ciphertext, &DecryptOptions{Context: o.Context, AssociatedData: o.AssociatedData, Caller: o.Caller, ticket: o.ticket})
 	*sp = pt
 	if err != nil {
 		return dst, 0, err

@@ -1,7 +1,6 @@
 package transit
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -9,6 +8,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+)
+
+// Defaults of Options.TenantQueue and Options.CallerQueue.
+const (
+	DefaultTenantQueue = 64
+	DefaultCallerQueue = 16
 )
 
 // Options configure an Engine. The zero value is ready for production.
@@ -23,12 +28,23 @@ type Options struct {
 	// DerivedCacheEntries bounds the cache of keys derived from a context
 	// (default 4096; negative disables the cache).
 	DerivedCacheEntries int
-	// RSAWorkers is how many RSA private-key operations (sign, decrypt,
-	// import unwrapping) run at once (default GOMAXPROCS).
-	RSAWorkers int
-	// RSAQueue is how many more may wait for a worker; beyond that the
-	// operation fails at once with ErrBusy (default 4 × RSAWorkers).
-	RSAQueue int
+	// PrivateKeyWorkers is how many private-key operations (signing, RSA
+	// decryption, import unwrapping) run at once, shared fairly between
+	// callers (see Caller). The default is one fewer than GOMAXPROCS, at
+	// least 1, so that a core stays for everything else the process does,
+	// such as the gateway's decisions.
+	PrivateKeyWorkers int
+	// TenantQueue and CallerQueue bound the requests with private-key work
+	// one tenant, and one caller of a tenant, may have waiting or running
+	// at once (defaults DefaultTenantQueue and DefaultCallerQueue; a batch
+	// counts once). Beyond them the next fails at once with ErrBusy; other
+	// tenants and callers are not affected.
+	TenantQueue int
+	CallerQueue int
+	// MaxBatchCost bounds what one batch may cost (see DefaultMaxBatchCost
+	// and the costs in cost.go); a batch over it fails with ErrOverBudget
+	// before any of it is done.
+	MaxBatchCost int64
 	// BatchWorkers is the most goroutines all batches together use, the
 	// calling goroutines included (default GOMAXPROCS).
 	BatchWorkers int
@@ -41,7 +57,8 @@ type Engine struct {
 	rand    io.Reader
 	now     func() time.Time
 	derived *derivedCache
-	rsa     *limiter
+	pool    *pool // private-key operations
+	maxCost int64
 	// helpers bounds the extra goroutines batches start, across all
 	// batches; a batch that finds no free slot works on its own goroutine.
 	helpers chan struct{}
@@ -83,15 +100,20 @@ func New(o Options) *Engine {
 		o.DerivedCacheEntries = 4096
 	}
 	e.derived = newDerivedCache(o.DerivedCacheEntries)
-	if o.RSAWorkers <= 0 {
-		o.RSAWorkers = procs
+	if o.PrivateKeyWorkers <= 0 {
+		o.PrivateKeyWorkers = max(1, procs-1)
 	}
-	if o.RSAQueue < 0 {
-		o.RSAQueue = 0
-	} else if o.RSAQueue == 0 {
-		o.RSAQueue = 4 * o.RSAWorkers
+	if o.TenantQueue <= 0 {
+		o.TenantQueue = DefaultTenantQueue
 	}
-	e.rsa = newLimiter(o.RSAWorkers, o.RSAQueue)
+	if o.CallerQueue <= 0 {
+		o.CallerQueue = DefaultCallerQueue
+	}
+	e.pool = newPool(o.PrivateKeyWorkers, o.TenantQueue, o.CallerQueue)
+	e.maxCost = o.MaxBatchCost
+	if e.maxCost <= 0 {
+		e.maxCost = DefaultMaxBatchCost
+	}
 	if o.BatchWorkers <= 0 {
 		o.BatchWorkers = procs
 	}
@@ -102,62 +124,11 @@ func New(o Options) *Engine {
 
 func (e *Engine) String() string { return "transit.Engine" }
 
-// limiter admits at most run operations at once and queue more waiting;
-// past that, acquire fails at once with ErrBusy instead of piling up
-// goroutines. The waiting happens on the caller's goroutine.
-type limiter struct {
-	admit chan struct{} // running + waiting
-	run   chan struct{} // running
-}
-
-func newLimiter(run, queue int) *limiter {
-	return &limiter{admit: make(chan struct{}, run+queue), run: make(chan struct{}, run)}
-}
-
-var errBusy = newError(ReasonBusy, "RSA worker pool and its queue are full; retry later")
-
-func (l *limiter) acquire(ctx context.Context) error {
-	select {
-	case l.admit <- struct{}{}:
-	default:
-		return errBusy
-	}
-	select {
-	case l.run <- struct{}{}:
-		return nil
-	default:
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	select {
-	case l.run <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		<-l.admit
-		return wrapError(ReasonCanceled, "waiting for an RSA worker", ctx.Err())
-	}
-}
-
-func (l *limiter) release() {
-	<-l.run
-	<-l.admit
-}
-
-// withRSA runs f holding an RSA worker.
-func (e *Engine) withRSA(ctx context.Context, f func() error) error {
-	if err := e.rsa.acquire(ctx); err != nil {
-		return err
-	}
-	defer e.rsa.release()
-	return f()
-}
-
 // parallel calls fn(i) for every i in [0, n), on up to e.workers goroutines
 // (the caller's included) taking chunks of items in turn; batches smaller
 // than two chunks run on the caller's goroutine alone. chunk is the number
 // of items worth a goroutine hand-off: large for cheap operations, 1 for
-// RSA. fn must not panic; if it does, the panic is recovered and reported
+// the asymmetric ones. fn must not panic; if it does, the panic is recovered and reported
 // through onPanic for that item, and the other items go on.
 func (e *Engine) parallel(n, chunk int, fn func(i int), onPanic func(i int, err error)) {
 	call := func(i int) {

@@ -53,14 +53,18 @@ const (
 	// ReasonCorrupt: stored key material or configuration does not parse
 	// (500: storage or sealing is broken).
 	ReasonCorrupt
-	// ReasonBusy: the RSA worker pool's queue is full (429 or 503 with
-	// Retry-After).
+	// ReasonBusy: the caller, or the caller's tenant, already has as many
+	// private-key operations waiting or running as the engine takes from
+	// one (Options.TenantQueue, Options.CallerQueue): 429 with Retry-After.
 	ReasonBusy
 	// ReasonInternal: a failure of the engine or the random source (500).
 	ReasonInternal
 	// ReasonCanceled: the caller's context ended while the operation
 	// waited for a worker (the request is gone).
 	ReasonCanceled
+	// ReasonOverBudget: a batch's items together cost more than the
+	// engine's budget (Options.MaxBatchCost); nothing of it was done (413).
+	ReasonOverBudget
 )
 
 var reasonNames = [...]string{
@@ -82,6 +86,7 @@ var reasonNames = [...]string{
 	ReasonBusy:               "busy",
 	ReasonInternal:           "internal",
 	ReasonCanceled:           "canceled",
+	ReasonOverBudget:         "over_budget",
 }
 
 // String returns the reason's stable name, such as "unknown_version".
@@ -155,6 +160,7 @@ var (
 	ErrBusy               = &Error{Reason: ReasonBusy}
 	ErrInternal           = &Error{Reason: ReasonInternal}
 	ErrCanceled           = &Error{Reason: ReasonCanceled}
+	ErrOverBudget         = &Error{Reason: ReasonOverBudget}
 )
 
 // ReasonOf returns the Reason carried by err, or 0 if err is not (or does

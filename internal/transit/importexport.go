@@ -82,6 +82,9 @@ type ImportOptions struct {
 	// AllowRotation lets the engine rotate the imported key (needed for
 	// auto-rotation).
 	AllowRotation bool
+	// Caller is whom the unwrapping, an RSA decryption, is made for (see
+	// Caller).
+	Caller Caller
 }
 
 var errImport = newError(ReasonImportFailed, "the import ciphertext could not be unwrapped")
@@ -103,7 +106,7 @@ func importHash(name string) (func() hash.Hash, error) {
 }
 
 // unwrapImport returns the key material inside an import ciphertext.
-func (e *Engine) unwrapImport(ctx context.Context, w *WrappingKey, ciphertext, hashName string) ([]byte, error) {
+func (e *Engine) unwrapImport(ctx context.Context, who Caller, w *WrappingKey, ciphertext, hashName string) ([]byte, error) {
 	if w == nil {
 		return nil, newError(ReasonInvalidRequest, "no wrapping key")
 	}
@@ -122,16 +125,13 @@ func (e *Engine) unwrapImport(ctx context.Context, w *WrappingKey, ciphertext, h
 	if len(raw) <= n {
 		return nil, newError(ReasonImportFailed, "the import ciphertext is too short")
 	}
-	var eph []byte
-	err = e.withRSA(ctx, func() error {
-		var err error
-		eph, err = rsa.DecryptOAEP(newHash(), nil, w.priv, raw[:n], nil)
-		return err
-	})
+	g, err := e.work(ctx, nil, who, unwrapCost)
 	if err != nil {
-		if ReasonOf(err) == ReasonBusy || ReasonOf(err) == ReasonCanceled {
-			return nil, err
-		}
+		return nil, err
+	}
+	defer g.done()
+	eph, err := rsa.DecryptOAEP(newHash(), nil, w.priv, raw[:n], nil)
+	if err != nil {
 		return nil, errImport
 	}
 	defer clear(eph)
@@ -156,7 +156,7 @@ func (e *Engine) ImportKey(ctx context.Context, w *WrappingKey, name string, o I
 	if o.AutoRotatePeriod > 0 && !o.AllowRotation {
 		return nil, newError(ReasonInvalidRequest, "allow_rotation must be set to true if auto-rotation is enabled")
 	}
-	material, public, err := e.importMaterial(ctx, w, o.Ciphertext, o.HashFunction, o.PublicKey)
+	material, public, err := e.importMaterial(ctx, o.Caller, w, o.Ciphertext, o.HashFunction, o.PublicKey)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (e *Engine) ImportKey(ctx context.Context, w *WrappingKey, name string, o I
 	return LoadKey(cfg, v)
 }
 
-func (e *Engine) importMaterial(ctx context.Context, w *WrappingKey, ciphertext, hashName, publicKey string) ([]byte, bool, error) {
+func (e *Engine) importMaterial(ctx context.Context, who Caller, w *WrappingKey, ciphertext, hashName, publicKey string) ([]byte, bool, error) {
 	switch {
 	case ciphertext != "" && publicKey != "":
 		return nil, false, newError(ReasonInvalidRequest, "only one of ciphertext and public_key can be set")
@@ -192,7 +192,7 @@ func (e *Engine) importMaterial(ctx context.Context, w *WrappingKey, ciphertext,
 	case ciphertext == "":
 		return nil, false, newError(ReasonInvalidRequest, "ciphertext or public_key is required")
 	}
-	m, err := e.unwrapImport(ctx, w, ciphertext, hashName)
+	m, err := e.unwrapImport(ctx, who, w, ciphertext, hashName)
 	return m, false, err
 }
 
@@ -202,6 +202,7 @@ type ImportVersionOptions struct {
 	Ciphertext   string
 	HashFunction string
 	PublicKey    string
+	Caller       Caller // as in ImportOptions
 }
 
 // ImportVersion adds an imported version as the new latest version of an
@@ -217,7 +218,7 @@ func (e *Engine) ImportVersion(ctx context.Context, k *Key, w *WrappingKey, o Im
 	if k.cfg.LatestVersion >= MaxVersion {
 		return nil, newError(ReasonInvalidRequest, "the key has reached MaxVersion")
 	}
-	material, public, err := e.importMaterial(ctx, w, o.Ciphertext, o.HashFunction, o.PublicKey)
+	material, public, err := e.importMaterial(ctx, o.Caller, w, o.Ciphertext, o.HashFunction, o.PublicKey)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,11 @@ type SignOptions struct {
 	Marshaling Marshaling
 	// SaltLength for RSA-PSS: SaltLengthAuto, SaltLengthHash or bytes.
 	SaltLength int
+	// Caller (sign only) is whom the signature is made for: signing
+	// waits for a worker in the caller's turn (see Caller).
+	Caller Caller
+
+	ticket *ticket // a batch's, for its items
 }
 
 func (o *SignOptions) defaults() error {
@@ -90,7 +95,8 @@ func digest(buf []byte, t KeyType, input []byte, o *SignOptions) []byte {
 }
 
 // Sign signs input with k (version o.KeyVersion) and returns Vault's text.
-// RSA signing runs on an RSA worker; ctx bounds the wait for one.
+// It runs on a private-key worker, in o.Caller's turn; ctx bounds the wait
+// for one.
 func (e *Engine) Sign(ctx context.Context, k *Key, input []byte, o SignOptions) (SignResult, error) {
 	b, n, pub, err := e.appendSign(ctx, nil, k, input, &o)
 	if err != nil {
@@ -122,6 +128,17 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 	if !v.HasPrivateKey() {
 		return dst, 0, nil, versionError(ReasonNoPrivateKey, "the version holds only a public key", v.num)
 	}
+	h := cryptoHash(o.HashAlgorithm)
+	if v.typ.isRSA() && o.SignatureAlgorithm == PSS {
+		if err := checkSalt(v.rsaPub, h, o.SaltLength); err != nil {
+			return dst, 0, nil, err
+		}
+	}
+	g, err := e.work(ctx, o.ticket, o.Caller, k.cost(opSign))
+	if err != nil {
+		return dst, 0, nil, err
+	}
+	defer g.done()
 	var (
 		sum [64]byte
 		sig []byte
@@ -158,25 +175,13 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 		}
 		sig = ed25519.Sign(priv, msg)
 	case v.typ.isRSA():
-		h := cryptoHash(o.HashAlgorithm)
+		var err error
 		if o.SignatureAlgorithm == PSS {
-			if err := checkSalt(v.rsaPub, h, o.SaltLength); err != nil {
-				return dst, 0, nil, err
-			}
+			sig, err = rsa.SignPSS(e.rand, v.rsa, h, msg, &rsa.PSSOptions{SaltLength: o.SaltLength})
+		} else {
+			sig, err = rsa.SignPKCS1v15(e.rand, v.rsa, h, msg)
 		}
-		err := e.withRSA(ctx, func() error {
-			var err error
-			if o.SignatureAlgorithm == PSS {
-				sig, err = rsa.SignPSS(e.rand, v.rsa, h, msg, &rsa.PSSOptions{SaltLength: o.SaltLength})
-			} else {
-				sig, err = rsa.SignPKCS1v15(e.rand, v.rsa, h, msg)
-			}
-			return err
-		})
 		if err != nil {
-			if ReasonOf(err) != 0 {
-				return dst, 0, nil, err
-			}
 			return dst, 0, nil, wrapError(ReasonInvalidRequest, "RSA signing (a prehashed input must be the digest's length)", err)
 		}
 	}

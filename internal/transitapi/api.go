@@ -410,6 +410,12 @@ func principal(res *verify.Result) string {
 	return res.Subject
 }
 
+// caller is whom the engine does the request's private-key work for: the
+// engine shares its workers between tenants, then between their principals.
+func (c *call) caller() transit.Caller {
+	return transit.Caller{Tenant: c.tenant, Principal: principal(c.auth)}
+}
+
 // finish answers the call: its response, or err's refusal; but first it
 // completes the outcome and hands it to Observe, whose error turns the
 // answer into a 500.
@@ -528,14 +534,15 @@ func refusalOf(c *call, err error) *httperr.Error {
 }
 
 // transitRefusal maps an engine error: the caller's mistakes to 400 (413
-// for a limit), overload to 503 with Retry-After, the rest to 500.
+// for a limit), a caller with too much in progress to 429 with Retry-After,
+// the rest to 500.
 func transitRefusal(te *transit.Error) *httperr.Error {
 	switch te.Reason {
-	case transit.ReasonTooLarge:
+	case transit.ReasonTooLarge, transit.ReasonOverBudget:
 		return &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: te.Reason.String(), Description: describe(te)}
 	case transit.ReasonBusy:
-		return &httperr.Error{Status: http.StatusServiceUnavailable, Code: te.Reason.String(),
-			Description: "too many RSA operations waiting; retry", RetryAfter: time.Second}
+		return &httperr.Error{Status: http.StatusTooManyRequests, Code: te.Reason.String(),
+			Description: "too many private-key operations of this client or tenant in progress; retry later", RetryAfter: time.Second}
 	case transit.ReasonCanceled:
 		return &httperr.Error{Status: http.StatusServiceUnavailable, Code: te.Reason.String(), Description: "request canceled"}
 	}

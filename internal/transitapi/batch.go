@@ -385,12 +385,12 @@ func (h *Handler) decryptBatch(c *call, items []item) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.eng.DecryptBatch(c.ctx, k, dec)
+	res, err := h.eng.DecryptBatch(c.ctx, k, dec, c.caller())
 	if err != nil {
 		return err
 	}
 	retryNewer(h, c, k, dec, res, decryptShape.err, func(nk *transit.Key, again []transit.DecryptItem) ([]transit.DecryptItemResult, error) {
-		return h.eng.DecryptBatch(c.ctx, nk, again)
+		return h.eng.DecryptBatch(c.ctx, nk, again, c.caller())
 	})
 	return h.finishBatch(c, writeBatch(h, c, items, res, decryptShape))
 }
@@ -424,12 +424,12 @@ func (h *Handler) rewrapBatch(c *call, items []item) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.eng.RewrapBatch(c.ctx, k, rw)
+	res, err := h.eng.RewrapBatch(c.ctx, k, rw, c.caller())
 	if err != nil {
 		return err
 	}
 	retryNewer(h, c, k, rw, res, encryptShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
-		return h.eng.RewrapBatch(c.ctx, nk, again)
+		return h.eng.RewrapBatch(c.ctx, nk, again, c.caller())
 	})
 	writeBatch(h, c, items, res, encryptShape)
 	c.end()

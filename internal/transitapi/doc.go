@@ -26,17 +26,24 @@
 // "renewable":false,"lease_duration":0,"data":{…},"wrap_info":null,
 // "warnings":…,"auth":null}; 204 where Vault answers 204 (delete, import);
 // errors are {"errors":["…"]} (package httperr's Vault envelope): 400 for
-// bad input, 403, 404, 405, 413 over a limit, 503 with Retry-After when the
-// RSA workers are saturated or the store does not answer, 503 "Vault is
-// sealed" while the node is sealed, and 500 revealing nothing. A request is
+// bad input, 403, 404, 405, 413 over a limit, 429 with Retry-After when the
+// caller or its tenant already has as many private-key operations in
+// progress as the engine takes from one, 503 with Retry-After when the
+// store does not answer, 503 "Vault is sealed" while the node is sealed,
+// and 500 revealing nothing. A request is
 // decided in full before anything is written: bad input never produces a
 // partial answer.
 //
 // # Limits
 //
 // A request body is at most Options.MaxBodyBytes (4 MiB by default) and a
-// batch_input at most Options.MaxBatchItems items (10,000); beyond them the
-// answer is 413. A key name is at most transitkeys.MaxNameBytes (128)
+// batch_input at most Options.MaxBatchItems items (10,000), and its items
+// together may cost at most the engine's budget (transit.Options
+// MaxBatchCost: a cost per item by key type and operation, so that
+// thousands of AES items fit but only dozens of rsa-4096 signatures);
+// beyond them the answer is 413, before any item is done. Private-key work
+// is done for the token's tenant and principal (transit.Caller), which
+// share the engine's workers fairly. A key name is at most transitkeys.MaxNameBytes (128)
 // bytes, so that its audit records name it: a longer one is 400 where a
 // key is made and names no key elsewhere (404). The engine's own limits
 // (transit.MaxInputBytes, ...) apply to each item.

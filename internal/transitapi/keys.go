@@ -263,7 +263,7 @@ func serveImport(h *Handler, c *call) error {
 	if c.req.get("convergent_encryption") != nil {
 		return badRequest("import cannot be used on keys with convergent encryption enabled")
 	}
-	var o transit.ImportOptions
+	o := transit.ImportOptions{Caller: c.caller()}
 	typ, err := c.text("type", "aes256-gcm96")
 	if err != nil {
 		return err
@@ -294,7 +294,7 @@ func serveImportVersion(h *Handler, c *call) error {
 	if c.req.get("version") != nil {
 		return badRequest("version is not supported: import_version adds a new latest version")
 	}
-	var o transit.ImportVersionOptions
+	o := transit.ImportVersionOptions{Caller: c.caller()}
 	var err error
 	if o.Ciphertext, o.PublicKey, o.HashFunction, err = importParams(c); err != nil {
 		return err

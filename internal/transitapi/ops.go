@@ -105,6 +105,7 @@ func (h *Handler) ciphertextRequest(c *call) (k *transit.Key, ct []byte, o trans
 	if o.AssociatedData, err = c.b64("associated_data", 2, "associated_data"); err != nil {
 		return nil, nil, o, err
 	}
+	o.Caller = c.caller()
 	k, err = h.key(c)
 	return k, ct, o, err
 }
@@ -315,7 +316,7 @@ func serveRewrap(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	o := transit.RewrapOptions{Context: do.Context, AssociatedData: do.AssociatedData}
+	o := transit.RewrapOptions{Context: do.Context, AssociatedData: do.AssociatedData, Caller: do.Caller}
 	if o.KeyVersion, err = c.integer("key_version", 0); err != nil {
 		return err
 	}
@@ -384,7 +385,7 @@ func serveDataKey(h *Handler, c *call) error {
 
 // signOptions reads the parameters sign and verify share.
 func (c *call) signOptions() (transit.SignOptions, error) {
-	var o transit.SignOptions
+	o := transit.SignOptions{Caller: c.caller()}
 	alg := c.args.a1
 	var err error
 	if alg == "" {
