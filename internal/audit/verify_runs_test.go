@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,20 +273,7 @@ func TestVerifyRefusesUnsignedRuns(t *testing.T) {
 				contents = append(contents, readFile(t, f))
 			}
 			sum, err := verifyBytes(opts, contents...)
-			var p *Problem
-			if !errors.As(err, &p) {
-				t.Fatalf("Verify: %v, want a Problem; summary %+v", err, sum)
-			}
-			if p.Kind != tt.kind || p.Position.String() != tt.at {
-				t.Errorf("Verify: %v\nwant %s at %s", err, tt.kind, tt.at)
-			}
-			var since string
-			if p.Since != nil {
-				since = p.Since.String()
-			}
-			if since != tt.since {
-				t.Errorf("Since %q, want %q", since, tt.since)
-			}
+			checkProblem(t, err, sum, tt.kind, tt.at, tt.since)
 		})
 	}
 }

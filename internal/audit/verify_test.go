@@ -283,22 +283,29 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			for _, f := range fs {
 				contents = append(contents, bytes.Join(f, nil))
 			}
-			_, err := verifyBytes(opts, contents...)
-			var p *Problem
-			if !errors.As(err, &p) || !errors.Is(err, ErrTampered) {
-				t.Fatalf("Verify: %v, want a Problem", err)
-			}
-			if p.Kind != tt.kind || p.Position.String() != tt.at {
-				t.Errorf("Verify: %v\nwant %s at %s", err, tt.kind, tt.at)
-			}
-			var since string
-			if p.Since != nil {
-				since = p.Since.String()
-			}
-			if since != tt.since {
-				t.Errorf("Since %q, want %q", since, tt.since)
-			}
+			sum, err := verifyBytes(opts, contents...)
+			checkProblem(t, err, sum, tt.kind, tt.at, tt.since)
 		})
+	}
+}
+
+// checkProblem checks that Verify failed as tampered, with a Problem of
+// kind at position at whose run began at since ("" for none).
+func checkProblem(t *testing.T, err error, sum *Summary, kind ProblemKind, at, since string) {
+	t.Helper()
+	var p *Problem
+	if !errors.As(err, &p) || !errors.Is(err, ErrTampered) {
+		t.Fatalf("Verify: %v, want a Problem; summary %+v", err, sum)
+	}
+	if p.Kind != kind || p.Position.String() != at {
+		t.Errorf("Verify: %v\nwant %s at %s", err, kind, at)
+	}
+	var got string
+	if p.Since != nil {
+		got = p.Since.String()
+	}
+	if got != since {
+		t.Errorf("Since %q, want %q", got, since)
 	}
 }
 
