@@ -142,8 +142,12 @@ func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query str
 	}
 	host = hostOnly(host)
 	i := rt.find(host, ms.canonical, p.read(reading{}))
-	if err := rt.sameRoute(i, host, &ms, &p, asSent); err != nil {
-		return nil, -1, p, err
+	if p.raw == "" || ms.n > 0 {
+		// A plain path (already canonical) read with one method has no
+		// other reading.
+		if err := rt.sameRoute(i, host, &ms, &p, asSent); err != nil {
+			return nil, -1, p, err
+		}
 	}
 	if i < 0 {
 		return nil, -1, p, ErrNoRoute
