@@ -325,7 +325,7 @@ func (rec *recorder) throttle(r *audit.Record) (wait time.Duration, ok bool) {
 	}
 	if !n.throttled {
 		var allowed bool
-		if n.wait, allowed = rf.allow(rec.r.Context(), r.Remote); allowed {
+		if n.wait, allowed = rf.allow(rec.r.Context(), budgetRefusals, r.Remote); allowed {
 			return 0, false
 		}
 	}

@@ -109,12 +109,22 @@ func unauthenticated(r *audit.Record, intent bool) bool {
 	return r.Result != audit.ResultOK && r.Principal.Kind == audit.PrincipalNone && !intent
 }
 
-// allow charges addr for a refusal; past its limit it returns how long
-// until the address may be refused on the record again. A limiter that
-// cannot decide lets the refusal be recorded: a record too many is better
-// than none.
-func (rf *refusals) allow(ctx context.Context, addr netip.Addr) (time.Duration, bool) {
-	ok, wait, err := rf.cfg.Limiter.Allow(ctx, rf.cfg.Key(addr))
+// The budgets an address is charged to: one for refusals before
+// authentication, and one of its own for attempts (Note.Attempt), so that
+// other requests refused from an address (a sealed node's clients, which
+// it cannot authenticate, retrying from behind the operator's proxy or
+// NAT) never spend the operator's unseal.
+const (
+	budgetRefusals = ""
+	budgetAttempts = "attempts:"
+)
+
+// allow charges addr's budget for a refusal or an attempt; past its limit
+// it returns how long until the address may be refused (or try) on the
+// record again. A limiter that cannot decide lets the request be
+// recorded: a record too many is better than none.
+func (rf *refusals) allow(ctx context.Context, budget string, addr netip.Addr) (time.Duration, bool) {
+	ok, wait, err := rf.cfg.Limiter.Allow(ctx, budget+rf.cfg.Key(addr))
 	if err != nil || ok {
 		return 0, true
 	}

@@ -279,6 +279,32 @@ func TestAttempt(t *testing.T) {
 	}
 }
 
+// Other refusals from an address do not spend the budget of its
+// attempts: a sealed node's clients, refused before authentication from
+// the operator's address, leave the operator's unseal its turn.
+func TestAttemptOwnBudget(t *testing.T) {
+	f, _ := limitedFixture(t, 2, 0)
+	refused := f.a.Handler("admin.request", httperr.Writer{}, adminLike)
+	tried := 0
+	unseal := f.a.Handler("sys.unseal", httperr.Writer{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := From(w)
+		if err := n.Attempt(r.Context()); err != nil {
+			httperr.Writer{}.Write(w, r, err)
+			return
+		}
+		tried++
+		w.WriteHeader(200)
+	}))
+	var codes []int
+	for range 4 {
+		codes = append(codes, call(refused, "192.0.2.1").Code)
+	}
+	codes = append(codes, call(unseal, "192.0.2.1").Code)
+	if want := []int{401, 401, 429, 429, 200}; !equal(codes, want) || tried != 1 {
+		t.Fatalf("answers %v after %d attempts, want %v after 1", codes, tried, want)
+	}
+}
+
 func equal(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
