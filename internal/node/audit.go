@@ -51,8 +51,9 @@ const (
 
 // AuditReadOp is the operation of a request for the audit log's state
 // (GET /v1/admin/audit), which signs the log (AuditCheckpoint) and whose
-// own record is followed at once by a checkpoint: an operator who asks
-// for the key to verify with finds the files signed up to that request.
+// own record, when it succeeds, is followed at once by a checkpoint: an
+// operator who asks for the key to verify with finds the files signed up
+// to that request. A refused one (no admin token) gets no checkpoint.
 const AuditReadOp audit.Operation = "admin.audit.read"
 
 // closeAuditTimeout bounds the final checkpoint and the sinks' close.
