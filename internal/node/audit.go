@@ -187,7 +187,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	bits := n.ts.IPv6Prefix
 	n.audit.auditor, err = httpaudit.New(httpaudit.Config{Log: l, Logger: n.log, OnRecord: m.Record, Rand: n.cfg.Rand,
 		Remote: func(r *http.Request) netip.Addr { return issuer.ClientIP(r, trusted) },
-		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Now: n.cfg.Now, OnTally: m.Tallied,
+		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Total: n.limits.refusedTotal, Now: n.cfg.Now, OnTally: m.Tallied,
 			Key: func(a netip.Addr) string { return "unauthenticated:ip:" + issuer.AddrKey(a, bits) }}})
 	if err != nil {
 		return fmt.Errorf("node: audit: %w", err)
