@@ -80,8 +80,8 @@
 // with an open line with start "segment" (prev zeros, seq continuing,
 // prevfile naming the damaged file, which is left as it is).
 // [Log.Checkpoint] signs every line written so far on request, and
-// [Config].SignAfter follows the records of some operations with a
-// checkpoint at once.
+// [Config].SignAfter follows the records of some operations' successes
+// with a checkpoint at once.
 //
 // # Keys, and a sealed node
 //

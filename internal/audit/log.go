@@ -55,10 +55,12 @@ type Config struct {
 	// before a rotation and at Close.
 	CheckpointEvery    int
 	CheckpointInterval time.Duration
-	// SignAfter lists operations whose records are followed at once by a
-	// checkpoint, in the same batch (while there is a signer): a request
-	// that reads the audit log's state leaves the files signed up to its
-	// own record by the time it is answered.
+	// SignAfter lists operations whose records of success (ResultOK) are
+	// followed at once by a checkpoint, in the same batch (while there is
+	// a signer): a request that reads the audit log's state leaves the
+	// files signed up to its own record by the time it is answered. A
+	// refused one read nothing, and gets no checkpoint: whoever can send
+	// one does not get a line and a signature each.
 	SignAfter []Operation
 	// QueueSize bounds the records waiting for the writer; a Write to a
 	// full queue waits until its context is done.
@@ -435,7 +437,7 @@ func (l *Log) Write(ctx context.Context, r Record) error {
 	}
 	req := requestPool.Get().(*request)
 	req.content = appendRecord(req.content[:0], &r)
-	req.sign = l.signsAfter(r.Operation)
+	req.sign = r.Result == ResultOK && l.signsAfter(r.Operation)
 	return l.submit(ctx, req)
 }
 

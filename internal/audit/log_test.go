@@ -103,13 +103,25 @@ func TestSignAfter(t *testing.T) {
 	if _, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes()); !isProblem(err, ProblemUnsignedTail) {
 		t.Fatalf("after records of another operation: %v, want %s", err, ProblemUnsignedTail)
 	}
+	// A refused request read nothing of the log's state, and whoever can
+	// send one must not get a checkpoint (a line and a signature) each.
+	for _, res := range []Result{ResultRefused, ResultError} {
+		r := testRecord(2)
+		r.Operation, r.Result, r.Principal, r.Status = "admin.audit.read", res, Principal{}, 401
+		if err := l.Write(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes()); !isProblem(err, ProblemUnsignedTail) {
+			t.Fatalf("after a %s record of a SignAfter operation: %v, want %s", res, err, ProblemUnsignedTail)
+		}
+	}
 	r := testRecord(2)
 	r.Operation = "admin.audit.read"
 	if err := l.Write(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	sum, err := verifyBytes(VerifyOptions{Keys: keys}, mem.bytes())
-	if err != nil || sum.Signed != 3 || sum.Checkpoints != 1 {
+	if err != nil || sum.Signed != 5 || sum.Checkpoints != 1 {
 		t.Errorf("after a SignAfter record: %v %+v", err, sum)
 	}
 }

@@ -316,20 +316,26 @@ func (rec *recorder) finish(errs httperr.Writer) {
 }
 
 // throttle tallies r, a refusal before authentication past its address's
-// limit (charged here, or by Note.Attempt), and says how long the address
-// should wait; ok is false for a request to record on its own.
+// limit or the limit of all addresses together (charged here, or by
+// Note.Attempt), and says how long the address should wait; ok is false
+// for a request to record on its own.
 func (rec *recorder) throttle(r *audit.Record) (wait time.Duration, ok bool) {
 	rf, n := rec.note.a.refusals, &rec.note
 	if rf == nil || !unauthenticated(r, n.intent) {
 		return 0, false
 	}
+	remote := r.Remote
 	if !n.throttled {
+		ctx := rec.r.Context()
 		var allowed bool
-		if n.wait, allowed = rf.allow(rec.r.Context(), r.Remote); allowed {
-			return 0, false
+		if n.wait, allowed = rf.allow(ctx, budgetRefusals, r.Remote); allowed {
+			if n.wait, allowed = rf.allowTotal(ctx); allowed {
+				return 0, false
+			}
+			remote = netip.Addr{} // past every address's limit, not its own
 		}
 	}
-	rf.add(r)
+	rf.add(r, remote)
 	return n.wait, true
 }
 

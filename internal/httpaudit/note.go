@@ -140,15 +140,17 @@ func (n *Note) Intent(ctx context.Context) error {
 
 // Attempt charges the request's address, before the handler tries a
 // credential whose every attempt is recorded (a pending record first,
-// Intent, as an unseal's), as a refusal before authentication would be:
-// past the address's limit it returns a 429 error to return without
-// trying, and the request is tallied rather than recorded on its own (see
-// Auditor.Flush). It is nil without a limit, and for a nil Note.
+// Intent, as an unseal's), with the limit of refusals before
+// authentication but a budget of its own: other refusals from the address
+// do not spend it. Past the address's limit it returns a 429 error to
+// return without trying, and the request is tallied rather than recorded
+// on its own (see Auditor.Flush). It is nil without a limit, and for a nil
+// Note.
 func (n *Note) Attempt(ctx context.Context) error {
 	if n == nil || n.a.refusals == nil || n.throttled {
 		return nil
 	}
-	wait, ok := n.a.refusals.allow(ctx, n.rec.Remote)
+	wait, ok := n.a.refusals.allow(ctx, budgetAttempts, n.rec.Remote)
 	if ok {
 		return nil
 	}

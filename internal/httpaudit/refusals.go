@@ -18,13 +18,15 @@ import (
 // authenticated costs nothing to send, and without a limit each one would
 // cost a record: a flood of them fills the audit directory's disk, after
 // which every audited request fails (the log is fail-closed). So such
-// refusals are limited per client address: the first ones within the
-// address's limit are recorded one by one, as any request; past it the
-// answer is 429 slow_down with Retry-After, and the request is tallied
-// rather than recorded. Flush writes the tallies as aggregate records
-// (audit.Record.Count): one per address, operation and reason for each
-// period between Flushes, so a flood writes records in proportion to
-// addresses × periods, not requests. A request is a refusal before
+// refusals are limited per client address, and all addresses together
+// (RefusalConfig.Total): the first ones within both limits are recorded
+// one by one, as any request; past either the answer is 429 slow_down
+// with Retry-After, and the request is tallied rather than recorded.
+// Flush writes the tallies as aggregate records (audit.Record.Count): one
+// per address past its own limit, operation and reason for each period
+// between Flushes (at most MaxTallies), and one per operation for the
+// rest, so a flood writes records in proportion to the addresses that
+// spent their own limit, not to its requests. A request is a refusal before
 // authentication when it was answered 4xx or 5xx with no principal noted
 // and no pending record written (a request that wrote one is recorded
 // whole, its outcome too): an authenticated caller's refusals, and every
@@ -44,6 +46,14 @@ type RefusalConfig struct {
 	// Key is the address's key in Limiter, such as the /64 an IPv6
 	// address is in; nil: the address itself.
 	Key func(netip.Addr) string
+	// Total, if set, bounds the refusals recorded one by one from every
+	// address together (its key is "total"), charged once the address's
+	// own limit lets one through: whoever holds many addresses (a /48
+	// holds 65,536 /64s, free from a tunnel broker) gets no more records
+	// than that, and past it refusals are answered and tallied as past an
+	// address's limit. Attempts (Note.Attempt) are not charged to it, so
+	// that a flood from elsewhere never keeps an operator from trying.
+	Total Limiter
 	// MaxTallies bounds the tallies (one per address, operation and
 	// reason) kept between two Flushes (default 10,000, about 1 MB). Past
 	// it, a new one's refusals are tallied per operation without an
@@ -109,23 +119,51 @@ func unauthenticated(r *audit.Record, intent bool) bool {
 	return r.Result != audit.ResultOK && r.Principal.Kind == audit.PrincipalNone && !intent
 }
 
-// allow charges addr for a refusal; past its limit it returns how long
-// until the address may be refused on the record again. A limiter that
-// cannot decide lets the refusal be recorded: a record too many is better
-// than none.
-func (rf *refusals) allow(ctx context.Context, addr netip.Addr) (time.Duration, bool) {
-	ok, wait, err := rf.cfg.Limiter.Allow(ctx, rf.cfg.Key(addr))
+// The budgets an address is charged to: one for refusals before
+// authentication, and one of its own for attempts (Note.Attempt), so that
+// other requests refused from an address (a sealed node's clients, which
+// it cannot authenticate, retrying from behind the operator's proxy or
+// NAT) never spend the operator's unseal.
+const (
+	budgetRefusals = ""
+	budgetAttempts = "attempts:"
+)
+
+// allow charges addr's budget for a refusal or an attempt; past its limit
+// it returns how long until the address may be refused (or try) on the
+// record again. A limiter that cannot decide lets the request be
+// recorded: a record too many is better than none.
+func (rf *refusals) allow(ctx context.Context, budget string, addr netip.Addr) (time.Duration, bool) {
+	ok, wait, err := rf.cfg.Limiter.Allow(ctx, budget+rf.cfg.Key(addr))
 	if err != nil || ok {
 		return 0, true
 	}
 	return wait, false
 }
 
-// add tallies a refusal of r's address, operation and reason.
-func (rf *refusals) add(r *audit.Record) {
+// allowTotal charges the budget of every address together (Total) for a
+// refusal the address's own limit let through; past it, it returns how
+// long until refusals are recorded again.
+func (rf *refusals) allowTotal(ctx context.Context) (time.Duration, bool) {
+	if rf.cfg.Total == nil {
+		return 0, true
+	}
+	ok, wait, err := rf.cfg.Total.Allow(ctx, "total")
+	if err != nil || ok {
+		return 0, true
+	}
+	return wait, false
+}
+
+// add tallies a refusal of r's operation and reason from remote: r's
+// address, or none for a refusal past the limit of every address together
+// but not its own, so that the aggregates of a flood from many addresses
+// are as few as its records one by one (one per operation), not one per
+// address.
+func (rf *refusals) add(r *audit.Record, remote netip.Addr) {
 	now := rf.cfg.Now()
 	rf.mu.Lock()
-	rf.merge(r.Remote, r.Operation, r.Reason, 1, now, now)
+	rf.merge(remote, r.Operation, r.Reason, 1, now, now)
 	rf.mu.Unlock()
 	if rf.cfg.OnTally != nil {
 		rf.cfg.OnTally()

@@ -3,6 +3,7 @@ package httpaudit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -276,6 +277,72 @@ func TestAttempt(t *testing.T) {
 	var nilNote *Note
 	if err := nilNote.Attempt(context.Background()); err != nil {
 		t.Errorf("a nil Note's Attempt: %v", err)
+	}
+}
+
+// Other refusals from an address do not spend the budget of its
+// attempts: a sealed node's clients, refused before authentication from
+// the operator's address, leave the operator's unseal its turn.
+func TestAttemptOwnBudget(t *testing.T) {
+	f, _ := limitedFixture(t, 2, 0)
+	refused := f.a.Handler("admin.request", httperr.Writer{}, adminLike)
+	tried := 0
+	unseal := f.a.Handler("sys.unseal", httperr.Writer{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := From(w)
+		if err := n.Attempt(r.Context()); err != nil {
+			httperr.Writer{}.Write(w, r, err)
+			return
+		}
+		tried++
+		w.WriteHeader(200)
+	}))
+	var codes []int
+	for range 4 {
+		codes = append(codes, call(refused, "192.0.2.1").Code)
+	}
+	codes = append(codes, call(unseal, "192.0.2.1").Code)
+	if want := []int{401, 401, 429, 429, 200}; !equal(codes, want) || tried != 1 {
+		t.Fatalf("answers %v after %d attempts, want %v after 1", codes, tried, want)
+	}
+}
+
+// A flood from many addresses, each within its own limit: past the limit
+// of every address together (Total) the refusals are answered 429 and
+// tallied in one aggregate without an address, not one per address; the
+// addresses' attempts (Note.Attempt) are not charged to it.
+func TestRefusalsTotal(t *testing.T) {
+	f, _ := limitedFixture(t, 5, 0)
+	total, err := ratelimit.NewLocal(ratelimit.LocalConfig{Limit: ratelimit.Limit{Rate: 1.0 / 3600, Burst: 3}, Now: f.a.refusals.cfg.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.refusals.cfg.Total = total
+	h := f.a.Handler("admin.request", httperr.Writer{}, adminLike)
+	var codes []int
+	for i := range 6 {
+		codes = append(codes, call(h, fmt.Sprintf("2001:db8:%x::1", i)).Code)
+	}
+	if want := []int{401, 401, 401, 429, 429, 429}; !equal(codes, want) {
+		t.Fatalf("answers %v, want %v", codes, want)
+	}
+	tried := 0
+	unseal := f.a.Handler("sys.unseal", httperr.Writer{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := From(w).Attempt(r.Context()); err != nil {
+			httperr.Writer{}.Write(w, r, err)
+			return
+		}
+		tried++
+		w.WriteHeader(200)
+	}))
+	if w := call(unseal, "2001:db8:ffff::1"); w.Code != 200 || tried != 1 {
+		t.Fatalf("an attempt past the limit of every address: %d", w.Code)
+	}
+	if err := f.a.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	recs := f.sink.records(t)
+	if len(recs) != 5 || recs[4].Count != 3 || recs[4].Remote.IsValid() {
+		t.Errorf("records %+v: want three refusals, the attempt, and one aggregate of 3 without an address", recs)
 	}
 }
 

@@ -51,8 +51,9 @@ const (
 
 // AuditReadOp is the operation of a request for the audit log's state
 // (GET /v1/admin/audit), which signs the log (AuditCheckpoint) and whose
-// own record is followed at once by a checkpoint: an operator who asks
-// for the key to verify with finds the files signed up to that request.
+// own record, when it succeeds, is followed at once by a checkpoint: an
+// operator who asks for the key to verify with finds the files signed up
+// to that request. A refused one (no admin token) gets no checkpoint.
 const AuditReadOp audit.Operation = "admin.audit.read"
 
 // closeAuditTimeout bounds the final checkpoint and the sinks' close.
@@ -186,7 +187,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	bits := n.ts.IPv6Prefix
 	n.audit.auditor, err = httpaudit.New(httpaudit.Config{Log: l, Logger: n.log, OnRecord: m.Record, Rand: n.cfg.Rand,
 		Remote: func(r *http.Request) netip.Addr { return issuer.ClientIP(r, trusted) },
-		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Now: n.cfg.Now, OnTally: m.Tallied,
+		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Total: n.limits.refusedTotal, Now: n.cfg.Now, OnTally: m.Tallied,
 			Key: func(a netip.Addr) string { return "unauthenticated:ip:" + issuer.AddrKey(a, bits) }}})
 	if err != nil {
 		return fmt.Errorf("node: audit: %w", err)

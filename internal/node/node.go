@@ -110,8 +110,9 @@ type Config struct {
 	// filesystem (audit.FileConfig.Statfs); nil: statfs(2). Tests give a
 	// nearly full disk.
 	AuditStatfs func(dir string) (free, total uint64, err error)
-	// RefusalLimit replaces the default RefusalLimit when not zero.
-	RefusalLimit ratelimit.Limit
+	// RefusalLimit replaces the default RefusalLimit when not zero, and
+	// RefusalTotalLimit the default RefusalTotalLimit.
+	RefusalLimit, RefusalTotalLimit ratelimit.Limit
 }
 
 // Validate reports a missing required field.
@@ -409,7 +410,8 @@ func keyPolicy(ts config.TokenService) issuer.KeyPolicy {
 // limits are the token service's rate limiters, and the audit log's.
 type limits struct {
 	login, token, preauth issuer.Limiter // token is nil without a limit
-	refused               issuer.Limiter // refusals before authentication (httpaudit.RefusalConfig)
+	refused               issuer.Limiter // refusals before authentication, per address (httpaudit.RefusalConfig)
+	refusedTotal          issuer.Limiter // ... from every address together, on this node
 }
 
 // LoginLimit bounds /v1/login attempts per account and per address.
@@ -429,6 +431,14 @@ var PreAuthLimit = ratelimit.Limit{Rate: 50, Burst: 200}
 // its 401s or 403s for the burst and one a second after; an attacker's
 // flood costs the disk that, not a record per request.
 var RefusalLimit = ratelimit.Limit{Rate: 1, Burst: 30}
+
+// RefusalTotalLimit bounds the refusals before authentication that a node
+// records one by one from every address together, so that whoever holds
+// many addresses (an IPv6 /48 holds 65,536 /64s, each with its own
+// RefusalLimit) cannot write a record per request: past it they are
+// answered 429 and counted in the aggregate records too. It is the node's
+// own (its disk's), never shared through Redis.
+var RefusalTotalLimit = ratelimit.Limit{Rate: 20, Burst: 600}
 
 // TokenLimit is the per-client limit of a token rate (requests per second,
 // burst twice that); 0 is no limit, the zero Limit.
@@ -457,6 +467,13 @@ func (n *Node) openLimits() (err error) {
 	}
 	if n.limits.refused, err = n.Limiter("unauthenticated", refusals); err != nil {
 		return fmt.Errorf("node: unauthenticated refusals' rate limit: %w", err)
+	}
+	total := RefusalTotalLimit
+	if n.cfg.RefusalTotalLimit != (ratelimit.Limit{}) {
+		total = n.cfg.RefusalTotalLimit
+	}
+	if n.limits.refusedTotal, err = ratelimit.NewLocal(ratelimit.LocalConfig{Limit: total, Now: n.cfg.Now}); err != nil {
+		return fmt.Errorf("node: unauthenticated refusals' node-wide limit: %w", err)
 	}
 	return nil
 }

@@ -36,11 +36,15 @@
 //     failed.
 //   - Key material is unexported and prints as its type and number. Data
 //     keys and exports come back as [Secret], which prints "[redacted]".
-//   - Key material (a version's raw bytes and HMAC key, the words of its
-//     private integers, a derived key's signing and nonce keys) lives only
-//     in buffers that overwrite themselves once nothing refers to any part
-//     of them: the finalizer is on the buffer's own allocation, never on a
-//     struct that holds it. An operation holding a slice of the bytes keeps
+//   - Key material this package keeps (a version's raw bytes and HMAC key,
+//     the words of its private integers, a derived key's signing and nonce
+//     keys) lives in buffers that overwrite themselves once nothing refers
+//     to any part of them: the finalizer is on the buffer's own allocation,
+//     never on a struct that holds it. The copies that crypto/* keeps out
+//     of reach are not overwritten, only freed by the GC: an AEAD's key
+//     schedule (crypto/aes) or key (chacha20poly1305), the HMAC pads,
+//     crypto/rsa's precomputed key, and the scalars ECDSA and Ed25519
+//     expand for each signature. An operation holding a slice of the bytes keeps
 //     them intact, so a trim, a deletion or a derived key's eviction during
 //     the operation cannot zero them under it (which would give away a
 //     private key, or make convergent nonces HMAC(0, plaintext)). New key
