@@ -55,7 +55,7 @@ type RefusalConfig struct {
 	// that a flood from elsewhere never keeps an operator from trying.
 	Total Limiter
 	// MaxTallies bounds the tallies (one per address, operation and
-	// reason) kept between two Flushes (default 10,000, about 1 MB). Past
+	// reason) kept between two Flushes (default 1,000, about 100 KB, and at most as many aggregate records a minute). Past
 	// it, a new one's refusals are tallied per operation without an
 	// address, so that memory stays bounded whatever number of addresses
 	// a flood comes from (the operations are the routes', a fixed set).
@@ -68,7 +68,7 @@ type RefusalConfig struct {
 }
 
 // defaultMaxTallies is RefusalConfig.MaxTallies's default.
-const defaultMaxTallies = 10_000
+const defaultMaxTallies = 1_000
 
 // refusals is an Auditor's tally of the refusals past their address's
 // limit since the last Flush.
