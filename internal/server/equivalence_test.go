@@ -232,6 +232,8 @@ func equivSpellings() []spelling {
 		{name: "a raw # after the path", dim: dimPath, method: "GET", target: "/public/x#y", want: refused, except: caddyHash},
 		{name: "a raw # and a ? after it", dim: dimPath, method: "GET", target: "/public/x#?/../../admin/users", want: refused,
 			except: caddyHash},
+		{name: "backslashes around dots", dim: dimPath, method: "GET", target: "/public\\..\\admin/users", want: refused},
+		{name: "encoded backslashes around dots", dim: dimPath, method: "GET", target: "/public%5c..%5cadmin/users", want: refused},
 		{name: "upper case is another prefix", dim: dimPath, method: "GET", target: "/ADMIN/users", token: "read", want: allow},
 
 		// Forwarding headers a client forges or repeats.
