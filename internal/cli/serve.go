@@ -113,6 +113,11 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	}
 	if !fs.isSet("config") {
 		f.configPath = a.lookupEnv("KEYGATE_CONFIG")
+		if strings.TrimSpace(f.configPath) == "" && a.envSet("KEYGATE_CONFIG") {
+			// As with --config=: unset, it would start a dev node in
+			// place of the one the file describes.
+			return usageErrorf("keygate serve", "KEYGATE_CONFIG is empty: name the configuration file, or unset the variable")
+		}
 	}
 	cfg, err := f.gatewayConfig(a.env)
 	if err != nil {
@@ -494,6 +499,11 @@ func (a *app) reloadOnHangup(ctx context.Context, srv *server.Server, enabled bo
 		cancel()
 		<-done
 	}
+}
+
+// envSet reports whether the environment gives name, even empty.
+func (a *app) envSet(name string) bool {
+	return slices.ContainsFunc(a.env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
 }
 
 // lookupEnv returns the value of name in the app's environment.

@@ -91,3 +91,14 @@ func TestServeEmptyConfigFlag(t *testing.T) {
 	h.env = []string{"KEYGATE_CONFIG=" + h.write("keygate.yaml", []byte("listen: 127.0.0.1:0\n"))}
 	expect(t, h.run("serve", "--config="), ExitUsage, "", "--config is empty")
 }
+
+// TestServeEmptyConfigVariable: KEYGATE_CONFIG set empty (Compose's
+// ${CONFIG:-} with CONFIG left out) is refused like --config=, naming the
+// variable, instead of starting a dev node without the file.
+func TestServeEmptyConfigVariable(t *testing.T) {
+	for _, v := range []string{"", "  "} {
+		h := newHarness(t)
+		h.env = []string{"KEYGATE_CONFIG=" + v}
+		expect(t, h.run("serve", "--listen", "127.0.0.1:0"), ExitUsage, "", "KEYGATE_CONFIG is empty")
+	}
+}

@@ -186,13 +186,10 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
 			h["Traceparent"] = append(h["Traceparent"], v)
 		case strings.EqualFold(k, "tracestate"):
 			h["Tracestate"] = append(h["Tracestate"], v)
-		case len(k) > 2 && (k[0] == 'x' || k[0] == 'X'):
-			// The method an upstream may run a POST as.
-			for _, name := range gateway.MethodOverrideHeaders {
-				if strings.EqualFold(k, name) {
-					h[name] = append(h[name], v)
-				}
-			}
+		case gateway.IsMethodOverrideHeader(k):
+			// The method an upstream may run the request as (Envoy
+			// passes a name with '_' on by default).
+			h[k] = append(h[k], v)
 		}
 	}
 	if hm := hr.GetHeaderMap(); hm != nil {

@@ -138,12 +138,12 @@ func (f *Forwarding) target(r *http.Request) (method, host, path, query, problem
 	return method, host, path, query, ""
 }
 
-// SplitURI splits a request target into its path and raw query, dropping
-// any fragment.
+// SplitURI splits a request target into its path and raw query at the
+// first '?'. A raw '#' stays where it is: a request target has no
+// fragment, and servers disagree on one (nginx ends the path or query
+// there, Go keeps it as a character, so PHP behind Caddy reads a _method
+// after it), so the path refuses it and the query reads past it.
 func SplitURI(uri string) (path, query string) {
-	if i := strings.IndexByte(uri, '#'); i >= 0 {
-		uri = uri[:i]
-	}
 	path, query, _ = strings.Cut(uri, "?")
 	return path, query
 }

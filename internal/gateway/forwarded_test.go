@@ -25,7 +25,9 @@ func TestForwardingTarget(t *testing.T) {
 		{"auto: nothing forwarded is the request itself", ProxyAuto, "/auth", nil, want{"GET", "keygate", "/auth", ""}},
 		{"auto: traefik headers", ProxyAuto, "/auth", [][2]string{{"X-Forwarded-Method", "POST"}, {"X-Forwarded-Uri", "/a?q=1"}, {"X-Forwarded-Host", "h"}},
 			want{"POST", "h", "/a", ""}},
-		{"auto: nginx headers", ProxyAuto, "/auth", [][2]string{{"X-Original-Method", "PUT"}, {"X-Original-Uri", "/b#f"}}, want{"PUT", "keygate", "/b", ""}},
+		{"auto: nginx headers", ProxyAuto, "/auth", [][2]string{{"X-Original-Method", "PUT"}, {"X-Original-Uri", "/b?q=1"}}, want{"PUT", "keygate", "/b", ""}},
+		// A raw '#' stays, for the path to refuse (Router.Match).
+		{"auto: a raw # in the path", ProxyAuto, "/auth", [][2]string{{"X-Original-Uri", "/b#/../a?q"}}, want{"GET", "keygate", "/b#/../a", ""}},
 		{"auto: both families agreeing", ProxyAuto, "/auth", [][2]string{{"X-Original-Uri", "/b"}, {"X-Forwarded-Uri", "/b"}}, want{"GET", "keygate", "/b", ""}},
 		{"auto: uri families disagree", ProxyAuto, "/auth", [][2]string{{"X-Original-Uri", "/admin"}, {"X-Forwarded-Uri", "/public"}}, want{problem: ReasonForwardedConflict}},
 		{"auto: method families disagree", ProxyAuto, "/auth", [][2]string{{"X-Original-Method", "DELETE"}, {"X-Forwarded-Method", "GET"}}, want{problem: ReasonForwardedConflict}},

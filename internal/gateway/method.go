@@ -25,8 +25,11 @@ import (
 //     Symfony, ASP.NET Core's HttpMethodOverride, Express's method-override
 //     and gorilla/handlers run the method named by X-HTTP-Method-Override,
 //     X-HTTP-Method or X-Method-Override, or (Laravel, Symfony) by a
-//     "_method" query parameter. Each method so named must reach the same
-//     rule, or an anonymous one, as the POST does.
+//     "_method" query parameter; Yii2, Slim 4 and CakePHP take the header on
+//     any method, GET included. CGI-style servers (PHP's SAPIs, Rack's)
+//     read "_" in a header's name as "-", so X_HTTP_Method_Override names
+//     it too. Each method so named must reach the same rule, or an
+//     anonymous one, as the request's own method does.
 //
 // A method that is not an RFC 9110 token is refused (ErrInvalidMethod), and
 // one whose readings reach different rules is refused (ErrAmbiguousMethod).
@@ -42,7 +45,7 @@ var ErrInvalidMethod = errors.New("gateway: invalid request method")
 // in ways that reach different rules (see "Request methods" above).
 var ErrAmbiguousMethod = errors.New("gateway: ambiguous request method")
 
-// MethodOverrideHeaders are the headers upstream frameworks take a POST's
+// MethodOverrideHeaders are the headers upstream frameworks take a request's
 // real method from, canonical.
 var MethodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
@@ -61,8 +64,8 @@ type methods struct {
 
 // readMethod reads the method of a request with headers h and raw query
 // (without '?'): upper-cased, as sent when the upstream gets it as sent
-// (the proxy forwards it upper-cased), and on a POST every override it
-// carries. h and query may be empty.
+// (the proxy forwards it upper-cased), every override header it carries,
+// and on a POST every "_method" of its query. h and query may be empty.
 func readMethod(method string, h http.Header, query string, asSent bool) (methods, error) {
 	var m methods
 	up, ok := upperToken(method)
@@ -73,31 +76,59 @@ func readMethod(method string, h http.Header, query string, asSent bool) (method
 	if asSent && up != method {
 		m.add(method)
 	}
-	if up != http.MethodPost {
-		return m, nil
-	}
-	for _, name := range MethodOverrideHeaders {
-		for _, v := range h[name] {
-			// Express takes the first of a list, the others the whole
-			// value (which, a list, is no method they run); an empty one
-			// overrides nothing.
-			for part := range strings.SplitSeq(v, ",") {
-				if part = strings.Trim(part, " \t"); part == "" {
-					continue
-				}
-				if err := m.addOverride(part); err != nil {
-					return m, err
-				}
+	for k, vs := range h {
+		if !IsMethodOverrideHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			if err := m.addHeaderOverride(v); err != nil {
+				return m, err
 			}
 		}
+	}
+	if up != http.MethodPost {
+		return m, nil
 	}
 	return m, m.queryOverrides(query)
 }
 
+// IsMethodOverrideHeader reports whether name is one of
+// MethodOverrideHeaders, in any case and with '_' for any '-', as a
+// CGI-style server reads it.
+func IsMethodOverrideHeader(name string) bool {
+	// Every one begins "X-" and is 13 to 22 bytes long.
+	if len(name) < len("X-Http-Method") || len(name) > len("X-Http-Method-Override") || name[0]|0x20 != 'x' {
+		return false
+	}
+	for _, o := range MethodOverrideHeaders {
+		if sameHeader(name, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// addHeaderOverride adds the methods an override header's value names.
+// Express takes the first of a list, the others the whole value (which,
+// a list, is no method they run); an empty one overrides nothing.
+func (m *methods) addHeaderOverride(v string) error {
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.Trim(part, " \t"); part == "" {
+			continue
+		}
+		if err := m.addOverride(part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // queryOverrides adds the methods a "_method" query parameter names, read
 // as PHP reads a query (Laravel and Symfony take it from PHP's $_GET):
-// "&" and ";" separate, names are percent-decoded, and ".", " " and "["
-// in a name become "_", so ".method" names it too.
+// "&" and ";" separate, names are percent-decoded (an invalid escape kept
+// as it is), a name ends at a NUL and loses its leading spaces, and ".",
+// " " and "[" in it become "_"; so ".method", "+_method" and
+// "_method%00x" name it too.
 func (m *methods) queryOverrides(query string) error {
 	if !strings.Contains(query, "%") && !containsFold(query, "method") {
 		return nil
@@ -110,10 +141,7 @@ func (m *methods) queryOverrides(query string) error {
 			part, query = query, ""
 		}
 		key, value, _ := strings.Cut(part, "=")
-		if k, err := url.QueryUnescape(key); err == nil {
-			key = k
-		}
-		if strings.Map(phpName, key) != "_method" {
+		if phpVarName(key) != "_method" {
 			continue
 		}
 		v, err := url.QueryUnescape(value)
@@ -125,6 +153,37 @@ func (m *methods) queryOverrides(query string) error {
 		}
 	}
 	return nil
+}
+
+// phpVarName is the name PHP registers a query's raw key under (up to
+// its first '['): percent-decoded leniently, cut at a NUL (PHP handles
+// the name as a C string), leading spaces dropped, then mapped by phpName.
+func phpVarName(key string) string {
+	if strings.ContainsAny(key, "%+") {
+		key = phpUnescape(key)
+	}
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
+	return strings.Map(phpName, strings.TrimLeft(key, " "))
+}
+
+// phpUnescape decodes s as PHP's urldecode does: "+" is a space, "%XX" its
+// byte, and any other "%" kept as it is.
+func phpUnescape(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b = append(b, ' ')
+		case c == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]):
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // phpName maps the characters PHP turns into "_" in a variable's name.

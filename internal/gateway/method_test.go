@@ -48,7 +48,26 @@ func TestRouterMethods(t *testing.T) {
 		{"method with UTF-8", "DELETÉ", "/api/x", "", nil, refused, ErrInvalidMethod},
 		{"lower case reaches another protected rule", "get", "/docs/a", "", nil, refused, ErrAmbiguousMethod},
 		{"override: POST as DELETE, same rule", "POST", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "DELETE"}}, 0, nil},
-		{"override: GET is not overridden", "GET", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "DELETE"}}, 1, nil},
+		// Yii2, Slim 4 and CakePHP take the header on any method.
+		{"override: GET as DELETE", "GET", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "DELETE"}}, refused, ErrAmbiguousMethod},
+		{"override: HEAD as DELETE", "HEAD", "/api/orders/7", "", [][2]string{{"X-Method-Override", "delete"}}, refused, ErrAmbiguousMethod},
+		{"override: GET as GET", "GET", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "GET"}}, 1, nil},
+		{"override: PUT as GET, an open rule", "PUT", "/api/orders/7", "", [][2]string{{"X-Http-Method-Override", "GET"}}, 0, nil},
+		{"override: _method on a GET is not read", "GET", "/api/orders/7", "_method=DELETE", nil, 1, nil},
+		// CGI-style servers (PHP's SAPIs, Rack's) read '_' as '-'.
+		{"override: X_HTTP_Method_Override", "POST", "/docs/a", "", [][2]string{{"X_http_method_override", "GET"}}, refused, ErrAmbiguousMethod},
+		{"override: X-Http-Method_Override", "POST", "/docs/a", "", [][2]string{{"X-Http-Method_override", "GET"}}, refused, ErrAmbiguousMethod},
+		{"override: X_Method_Override", "POST", "/docs/a", "", [][2]string{{"X_method_override", "GET"}}, refused, ErrAmbiguousMethod},
+		{"override: X_HTTP_Method", "POST", "/docs/a", "", [][2]string{{"x_http_method", "GET"}}, refused, ErrAmbiguousMethod},
+		{"override: X-Http-Methods is another header", "POST", "/docs/a", "", [][2]string{{"X-Http-Methods", "GET"}}, 3, nil},
+		// PHP drops leading spaces from a name and ends it at a NUL.
+		{"override: +_method", "POST", "/docs/a", "+_method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: %20%20_method", "POST", "/docs/a", "x=1&%20%20_method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: +.method", "POST", "/docs/a", "+.method=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: _method%00", "POST", "/docs/a", "_method%00x=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: _method%00 and a bad escape", "POST", "/docs/a", "_method%00%zz=GET", nil, refused, ErrAmbiguousMethod},
+		{"override: _method[ is _method_", "POST", "/docs/a", "_method[=GET", nil, 3, nil},
+		{"override: a space inside is another name", "POST", "/docs/a", "_+method=GET", nil, 3, nil},
 		{"override on a POST to /docs as GET", "POST", "/docs/a", "", [][2]string{{"X-Http-Method", "get"}}, refused, ErrAmbiguousMethod},
 		{"override: X-Method-Override", "POST", "/docs/a", "", [][2]string{{"X-Method-Override", "GET"}}, refused, ErrAmbiguousMethod},
 		{"override: a list, first differs", "POST", "/docs/a", "", [][2]string{{"X-Http-Method-Override", "GET, POST"}}, refused, ErrAmbiguousMethod},
@@ -126,13 +145,15 @@ func TestReadMethodAllocs(t *testing.T) {
 // panic; an accepted request's readings are tokens, the canonical one upper
 // case, with no duplicate.
 func FuzzReadMethod(f *testing.F) {
-	f.Add("GET", "", "")
-	f.Add("delete", "", "")
-	f.Add("POST", "DELETE", "_method=get")
-	f.Add("post", "get, put", "_method=%zz")
-	f.Add("PO ST", "", "")
-	f.Fuzz(func(t *testing.T, method, override, query string) {
-		h := http.Header{"X-Http-Method-Override": {override}}
+	f.Add("GET", "X-Http-Method-Override", "", "")
+	f.Add("delete", "X-Http-Method-Override", "", "")
+	f.Add("POST", "X-Http-Method-Override", "DELETE", "_method=get")
+	f.Add("post", "x_http_method", "get, put", "_method=%zz")
+	f.Add("GET", "X_Method-Override", "PATCH", "")
+	f.Add("POST", "X-Other", "PATCH", "+_method=put&%20.method=get&_method%00%zz=x")
+	f.Add("PO ST", "X-Http-Method-Override", "", "")
+	f.Fuzz(func(t *testing.T, method, name, override, query string) {
+		h := http.Header{name: {override}}
 		m, err := readMethod(method, h, query, true)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidMethod) && !errors.Is(err, ErrAmbiguousMethod) {

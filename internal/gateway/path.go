@@ -101,7 +101,9 @@ func parsePath(raw string) (parsedPath, error) {
 			i += 2
 		case c == ';':
 			p.params = true
-		case c < 0x20 || c == 0x7f || c == '\\':
+		case c < 0x20 || c == 0x7f || c == '\\' || c == '#':
+			// '#': a fragment, which no request target has, or a
+			// character, as Go's servers read it (see SplitURI).
 			return p, ErrAmbiguousPath
 		}
 	}

@@ -66,7 +66,7 @@ func TestCanonicalPath(t *testing.T) {
 		{"/café", strict, "/caf%C3%A9"},
 		{"/a b", strict, "/a%20b"},
 		{`/a[b]"<>^{|}`, strict, "/a%5Bb%5D%22%3C%3E%5E%7B%7C%7D"},
-		{"/a#b", strict, "/a%23b"},
+		{"/a%23b", strict, "/a%23b"},
 		{"/100%25", strict, "/100%25"},
 		{"/a%25b", strict, "/a%25b"},
 		{"/%3f", strict, "/%3F"},
@@ -116,6 +116,9 @@ func TestCanonicalPath(t *testing.T) {
 		{"/a%7f", both, refusedPath},
 		{"/a\x7f", both, refusedPath},
 		{`/a\b`, both, refusedPath},
+		{"/a#b", both, refusedPath}, // a fragment to nginx, a character to Go
+		{"/a#/../b", both, refusedPath},
+		{"/#", both, refusedPath},
 		{`\a`, both, refusedPath},
 		{"/%zz", both, refusedPath},
 		{"/%2", both, refusedPath},

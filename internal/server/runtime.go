@@ -431,21 +431,30 @@ func (s *Server) traffic() http.Handler {
 		}
 		http.NotFound(w, r)
 	}
+	if s.transit != nil {
+		// Only a spelling with dot or empty segments gets here, for the
+		// mux to redirect to the clean path.
+		mux.Handle(transitapi.Prefix, s.transit)
+	}
 	// The mux serves keygate's own paths, and redirects a spelling of one
-	// with dot or empty segments to it. Every other path goes as sent to
-	// the reverse proxy, or under envoy to forward-auth below /auth/: each
-	// reads it itself (refusing what upstreams read in different ways), so
-	// the mux's cleaning must not answer for them with a redirect.
+	// with dot or empty segments to it: such a request (a transit one
+	// carries a token and plaintext) is never the upstream's. Every other
+	// path goes as sent to the reverse proxy, or under envoy to
+	// forward-auth below /auth/: each reads it itself (refusing what
+	// upstreams read in different ways), so the mux's cleaning must not
+	// answer for them with a redirect.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		switch {
-		case s.transit != nil && strings.HasPrefix(p, transitapi.Prefix):
+		if s.transit != nil && strings.HasPrefix(p, transitapi.Prefix) {
 			// Vault's transit API takes every method (LIST too), routes
 			// its paths itself and answers those it does not know; it
 			// skips the mux's pattern matching (seven allocations of a
 			// request that otherwise makes two).
 			s.transit.ServeHTTP(w, r)
-		case ownPaths[cleanPath(p)]:
+			return
+		}
+		switch clean := cleanPath(p); {
+		case ownPaths[clean] || s.transit != nil && strings.HasPrefix(clean, transitapi.Prefix):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)

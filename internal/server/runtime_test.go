@@ -23,6 +23,7 @@ import (
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -528,6 +529,54 @@ func TestOwnPathsOtherMethods(t *testing.T) {
 	}
 	if code, _, body := get(t, c.url+"/elsewhere", ""); code != http.StatusOK || body != "upstream" {
 		t.Errorf("GET /elsewhere: %d %q, want the upstream", code, body)
+	}
+}
+
+// TestTransitSpellingsStayOwn: a spelling of a transit path with dot or
+// empty segments is keygate's, as ServeMux read it: redirected to the
+// clean path, never forwarded by a catch-all route to the upstream with
+// the client's transit token (X-Vault-Token) and plaintext.
+func TestTransitSpellingsStayOwn(t *testing.T) {
+	var reached atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.WriteString(w, "upstream")
+	}))
+	defer up.Close()
+	gw := &config.Config{Routes: []config.Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}}}
+	gw.SetDefaults()
+	l := startLive(t, Config{Gateway: gw,
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	tok, err := l.Node.Mint(mint.Claims{Subject: "c", Audience: []string{testAudience}, Scope: "transit:random", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(l.base, "http://")
+	send := func(target string) (int, http.Header, string) {
+		return testnet.Exchange(t, addr, "POST "+target+" HTTP/1.1\r\nHost: api.example\r\nX-Vault-Token: "+tok+
+			"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	}
+	if st, _, body := send("/v1/transit/random"); st != http.StatusOK || !strings.Contains(body, "random_bytes") {
+		t.Fatalf("/v1/transit/random: %d %s", st, body)
+	}
+	for _, target := range []string{"//v1/transit/random", "/v1//transit/random", "/./v1/transit/random",
+		"/x/../v1/transit/random", "http://api.example//v1/transit/random"} {
+		st, h, body := send(target)
+		if st != http.StatusTemporaryRedirect || h.Get("Location") != "/v1/transit/random" {
+			t.Errorf("%s: %d, Location %q, %q; want a redirect to /v1/transit/random", target, st, h.Get("Location"), body)
+		}
+	}
+	// Encoded dots: the mux reads them as a segment of the name, no path
+	// of keygate's.
+	if st, _, body := send("/v1/x/%2e%2e/transit/random"); st != http.StatusNotFound {
+		t.Errorf("/v1/x/%%2e%%2e/transit/random: %d %q, want keygate's 404", st, body)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d transit requests reached the upstream", n)
+	}
+	// Other paths still go to the upstream as sent.
+	if st, _, body := send("/v1/transitx"); st != http.StatusOK || body != "upstream" {
+		t.Errorf("/v1/transitx: %d %q, want the upstream", st, body)
 	}
 }
 
