@@ -63,16 +63,21 @@ type methods struct {
 }
 
 // readMethod reads the method of a request with headers h and raw query
-// (without '?'): upper-cased, as sent when the upstream gets it as sent
-// (the proxy forwards it upper-cased), every override header it carries,
-// and on a POST every "_method" of its query. h and query may be empty.
-func readMethod(method string, h http.Header, query string, asSent bool) (methods, error) {
+// (without '?'): upper-cased, and when all its readings count (when rules
+// tell methods apart for the request) also as sent when the upstream gets
+// it as sent (the proxy forwards it upper-cased), every override header it
+// carries, and on a POST every "_method" of its query. h and query may be
+// empty.
+func readMethod(method string, h http.Header, query string, asSent, all bool) (methods, error) {
 	var m methods
 	up, ok := upperToken(method)
 	if !ok {
 		return m, ErrInvalidMethod
 	}
 	m.canonical = up
+	if !all {
+		return m, nil
+	}
 	if asSent && up != method {
 		m.add(method)
 	}

@@ -135,7 +135,7 @@ func TestRouterRuleMethods(t *testing.T) {
 func TestReadMethodAllocs(t *testing.T) {
 	h := http.Header{"Authorization": {"Bearer x"}}
 	for _, m := range []string{"GET", "POST", "DELETE"} {
-		if n := testing.AllocsPerRun(100, func() { readMethod(m, h, "a=1", true) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { readMethod(m, h, "a=1", true, true) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", m, n)
 		}
 	}
@@ -154,7 +154,7 @@ func FuzzReadMethod(f *testing.F) {
 	f.Add("PO ST", "X-Http-Method-Override", "", "")
 	f.Fuzz(func(t *testing.T, method, name, override, query string) {
 		h := http.Header{name: {override}}
-		m, err := readMethod(method, h, query, true)
+		m, err := readMethod(method, h, query, true, true)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidMethod) && !errors.Is(err, ErrAmbiguousMethod) {
 				t.Fatalf("unexpected error %v", err)
@@ -172,4 +172,23 @@ func FuzzReadMethod(f *testing.F) {
 			seen[o] = true
 		}
 	})
+}
+
+// TestRouterWithoutMethodRules: with no rule naming methods, no reading of
+// a method can reach another rule, so overrides and odd cases are not read
+// (and cost nothing); an invalid method is still refused.
+func TestRouterWithoutMethodRules(t *testing.T) {
+	rt, err := NewRouter([]Route{{PathPrefix: "/admin", Scopes: []string{"admin"}}, {PathPrefix: "/", Anonymous: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"X-Http-Method-Override": {"DELETE"}, "X_http_method": {"not a method"}}
+	for _, m := range []string{"GET", "post", "DeLeTe"} {
+		if r, err := rt.Match("h", m, "/admin/x", h, "_method=PUT"); err != nil || r != &rt.routes[0] {
+			t.Errorf("%s: route %v, err %v; want the admin rule", m, r, err)
+		}
+	}
+	if _, err := rt.Match("h", "GE T", "/admin/x", nil, ""); !errors.Is(err, ErrInvalidMethod) {
+		t.Errorf("an invalid method: %v", err)
+	}
 }

@@ -40,6 +40,9 @@ type Route struct {
 // route that asks for any valid token.
 type Router struct {
 	routes []Route
+	// byMethod: some route names methods. Without one, no reading of a
+	// method can reach another route, so none is read but the method's.
+	byMethod bool
 }
 
 // ErrNoRoute is the error for a request that no route covers.
@@ -66,6 +69,7 @@ func NewRouter(routes []Route) (*Router, error) {
 			}
 			r.Methods[j], _ = upperToken(m)
 		}
+		rt.byMethod = rt.byMethod || len(r.Methods) > 0
 	}
 	return rt, nil
 }
@@ -126,7 +130,7 @@ func (rt *Router) match(host, method, rawPath string, h http.Header, query strin
 // matchAs matches rawPath under the readings of an upstream that gets it as
 // sent, or as canonical forwards it.
 func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query string, asSent bool) (*Route, int, parsedPath, error) {
-	ms, err := readMethod(method, h, query, asSent)
+	ms, err := readMethod(method, h, query, asSent, false)
 	if err != nil {
 		return nil, -1, parsedPath{}, err
 	}
@@ -141,7 +145,15 @@ func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query str
 		return implicitRoute, -1, p, nil
 	}
 	host = hostOnly(host)
-	i := rt.find(host, ms.canonical, p.read(reading{}))
+	canonical := p.read(reading{})
+	if rt.byMethod && (p.raw == "" || rt.methodMatters(host, canonical)) {
+		// The method's other readings (its case, overrides) may reach
+		// another rule: read them.
+		if ms, err = readMethod(method, h, query, asSent, true); err != nil {
+			return nil, -1, p, err
+		}
+	}
+	i := rt.find(host, ms.canonical, canonical)
 	if p.raw == "" || ms.n > 0 {
 		// A plain path (already canonical) read with one method has no
 		// other reading.
@@ -205,6 +217,20 @@ func (rt *Router) sameRoute(i int, host string, ms *methods, p *parsedPath, asSe
 		}
 	}
 	return nil
+}
+
+// methodMatters reports whether the route covering host and the decoded
+// path p may depend on the method: whether a route naming methods covers
+// them before the first that takes any method.
+func (rt *Router) methodMatters(host, p string) bool {
+	for i := range rt.routes {
+		r := &rt.routes[i]
+		if r.host != "" && !strings.EqualFold(r.host, host) || !r.covers(p) {
+			continue
+		}
+		return len(r.Methods) > 0
+	}
+	return false
 }
 
 // find returns the index of the first route covering host, method (upper
