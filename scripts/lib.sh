@@ -11,11 +11,13 @@ die() {
 	exit 1
 }
 
-# BENCH_MARKER is the header keygate's load generators send on every request
-# ('keygate bench load', 'bench extauthz'): 'keygate bench server' answers only
-# requests that carry it (403 otherwise), so curl and wrk send it too when they
-# talk to one.
-BENCH_MARKER='Keygate-Bench: 1'
+# KEYGATE_BENCH_MARKER is this run's secret benchmark marker: 'keygate bench
+# server' answers only requests that carry it (403 otherwise), and keygate's
+# load generators ('bench load', 'bench extauthz') send it, read from the
+# environment. BENCH_MARKER is the header, for curl and wrk.
+KEYGATE_BENCH_MARKER=${KEYGATE_BENCH_MARKER:-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+export KEYGATE_BENCH_MARKER
+BENCH_MARKER="Keygate-Bench: $KEYGATE_BENCH_MARKER"
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

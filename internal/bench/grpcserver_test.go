@@ -15,7 +15,7 @@ func TestGRPCServer(t *testing.T) {
 	for _, mode := range GRPCModes {
 		t.Run(mode, func(t *testing.T) {
 			client := authv3.NewAuthorizationClient(startGRPC(t, mode))
-			ctx := metadata.AppendToOutgoingContext(t.Context(), grpcload.MarkerKey, loadgen.MarkerValue)
+			ctx := metadata.AppendToOutgoingContext(t.Context(), grpcload.MarkerKey, loadgen.Marker())
 			for range 3 {
 				resp, err := client.Check(ctx, &authv3.CheckRequest{})
 				if err != nil || resp.GetStatus().GetCode() != 0 || resp.GetOkResponse() == nil {

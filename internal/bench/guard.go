@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"net/http"
 
@@ -32,17 +33,18 @@ const (
 // refusal is the body of a refused request.
 func refusal(mode string) string {
 	return fmt.Sprintf("keygate bench server (mode %s) is a benchmark reference that checks no token: "+
-		"it answers only the requests of keygate's load generators (%s) and refuses all others\n", mode, loadgen.MarkerHeader)
+		"it answers only the requests of the load run it was started for and refuses all others\n", mode)
 }
 
-// Guard serves h only to requests that carry loadgen's marker and refuses
-// the others 403, naming mode in ServerHeader on every answer. Every HTTP
-// handler of this package is served behind it.
+// Guard serves h only to requests that carry this process's marker
+// (loadgen.Marker) and refuses the others 403, naming mode in ServerHeader
+// on every answer. Every HTTP handler of this package is served behind it.
 func Guard(mode string, h http.Handler) http.Handler {
 	name, body := []string{mode}, refusal(mode)
+	marker := []byte(loadgen.Marker())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()[ServerHeader] = name // never changed: shared by every answer
-		if v := r.Header[loadgen.MarkerHeader]; len(v) == 0 || v[0] == "" {
+		if v := r.Header[loadgen.MarkerHeader]; len(v) != 1 || !sameMarker(v[0], marker) {
 			http.Error(w, body, http.StatusForbidden)
 			return
 		}
@@ -50,8 +52,14 @@ func Guard(mode string, h http.Handler) http.Handler {
 	})
 }
 
-// markedCall reports whether a gRPC call carries grpcload's marker.
+// markedCall reports whether a gRPC call carries this process's marker.
 func markedCall(ctx context.Context) bool {
 	v := metadata.ValueFromIncomingContext(ctx, grpcload.MarkerKey)
-	return len(v) > 0 && v[0] != ""
+	return len(v) == 1 && sameMarker(v[0], []byte(loadgen.Marker()))
+}
+
+// sameMarker compares a request's marker with the run's in constant time:
+// the marker is the run's one secret.
+func sameMarker(got string, want []byte) bool {
+	return len(got) == len(want) && subtle.ConstantTimeCompare([]byte(got), want) == 1
 }

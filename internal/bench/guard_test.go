@@ -30,7 +30,7 @@ import (
 // the benchmark marker.
 func benchRequest(method, target string, body io.Reader) *http.Request {
 	r := httptest.NewRequest(method, target, body)
-	r.Header.Set(loadgen.MarkerHeader, loadgen.MarkerValue)
+	r.Header.Set(loadgen.MarkerHeader, loadgen.Marker())
 	return r
 }
 
@@ -76,7 +76,18 @@ func TestGuard(t *testing.T) {
 	}{
 		{"no marker", func(*http.Request) {}},
 		{"empty marker", func(r *http.Request) { r.Header.Set(loadgen.MarkerHeader, "") }},
-		{"another header", func(r *http.Request) { r.Header.Set("X-Keygate-Bench", "1") }},
+		{"another header", func(r *http.Request) { r.Header.Set("X-Keygate-Bench", loadgen.Marker()) }},
+		// A client behind a forward-auth proxy, which passes the client's
+		// headers on to its authorizer, guessing the marker.
+		{"a guessed marker", func(r *http.Request) { r.Header.Set(loadgen.MarkerHeader, "1") }},
+		{"another run's marker", func(r *http.Request) {
+			m := []byte(loadgen.Marker())
+			m[0] ^= 1
+			r.Header.Set(loadgen.MarkerHeader, string(m))
+		}},
+		{"the marker twice", func(r *http.Request) {
+			r.Header[loadgen.MarkerHeader] = []string{loadgen.Marker(), loadgen.Marker()}
+		}},
 	}
 	for mode, h := range everyHTTPMode(t) {
 		for _, u := range unmarked {
@@ -117,7 +128,11 @@ func TestGRPCServerGuard(t *testing.T) {
 				d.GetStatus().GetCode() != 403 || !strings.Contains(d.GetBody(), "checks no token") || !namesMode(d.GetHeaders(), mode) {
 				t.Errorf("Check without the marker: %v, %v; want denied 403 naming the mode", resp, err)
 			}
-			ctx := metadata.AppendToOutgoingContext(t.Context(), grpcload.MarkerKey, loadgen.MarkerValue)
+			guessed := metadata.AppendToOutgoingContext(t.Context(), grpcload.MarkerKey, "1")
+			if resp, err = client.Check(guessed, forged); err != nil || resp.GetDeniedResponse() == nil {
+				t.Errorf("Check with a guessed marker: %v, %v; want denied", resp, err)
+			}
+			ctx := metadata.AppendToOutgoingContext(t.Context(), grpcload.MarkerKey, loadgen.Marker())
 			resp, err = client.Check(ctx, forged)
 			if err != nil || resp.GetStatus().GetCode() != 0 || !namesMode(resp.GetOkResponse().GetResponseHeadersToAdd(), mode) {
 				t.Errorf("Check with the marker: %v, %v; want OK naming the mode", resp, err)
@@ -210,7 +225,7 @@ func BenchmarkGuard(b *testing.B) {
 	}
 	a := &referenceAuthz{}
 	a.ok, a.denied = referenceAnswers(ModeGRPCNoop)
-	marked := metadata.NewIncomingContext(context.Background(), metadata.Pairs(grpcload.MarkerKey, loadgen.MarkerValue,
+	marked := metadata.NewIncomingContext(context.Background(), metadata.Pairs(grpcload.MarkerKey, loadgen.Marker(),
 		"content-type", "application/grpc", "user-agent", "grpc-go"))
 	b.Run("grpc-marker-check", func(b *testing.B) {
 		b.ReportAllocs()

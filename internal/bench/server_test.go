@@ -98,7 +98,7 @@ func TestServe(t *testing.T) {
 	go func() { done <- Serve(ctx, ln, h) }()
 	client := &http.Client{Timeout: 5 * time.Second}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/auth", nil)
-	req.Header.Set(loadgen.MarkerHeader, loadgen.MarkerValue)
+	req.Header.Set(loadgen.MarkerHeader, loadgen.Marker())
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

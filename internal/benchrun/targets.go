@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/keygate/keygate/internal/loadgen"
 )
 
 // Env is what every run shares: the keygate binary that starts the
@@ -71,8 +73,10 @@ func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string)
 	if keyFile != "" {
 		args = append(args, "--key", keyFile)
 	}
+	// The server answers only requests carrying this process's marker,
+	// which the load generators here send.
 	p, err := Start(Spec{Name: name, Exe: env.Exe, Args: args, CPUs: env.CPUs, GOMAXPROCS: env.Procs,
-		Log: filepath.Join(env.Dir, name+".log")})
+		Log: filepath.Join(env.Dir, name+".log"), Env: []string{loadgen.MarkerEnv + "=" + loadgen.Marker()}})
 	if err != nil {
 		return nil, err
 	}

@@ -93,18 +93,19 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 		"Runs a reference HTTP server to load-test keygate against, on the same net/http\n"+
 			"settings as keygate's traffic listener, until interrupted. Every request of keygate's\n"+
 			"load generators ('keygate bench load', 'bench extauthz', 'bench reproduce' and\n"+
-			"'bench scenario', which send the header Keygate-Bench), whatever its method, path and\n"+
+			"'bench scenario', which send the run's marker in Keygate-Bench), whatever its method, path and\n"+
 			"other headers, gets 200 with an empty body; mode es256 first does one raw ES256\n"+
 			"verification (crypto/ecdsa.VerifyASN1 over a fixed signing input with a pre-parsed\n"+
 			"key; see 'keygate bench verify --raw'). It is a measuring tool, not a service: it\n"+
-			"checks no token, so it refuses (403) every request without Keygate-Bench, names its\n"+
+			"checks no token, so it refuses (403) every request without the run's marker, a secret\n"+
+			"from "+loadgen.MarkerEnv+" (drawn at random and printed when unset), names its\n"+
 			"mode in the header Keygate-Bench-Server on every answer, and listens on loopback only\n"+
 			"unless --allow-remote. Mode es256-sign reads the body, makes one raw ES256 signature\n"+
 			"(crypto/ecdsa.SignASN1) and answers a token response of the size keygate's\n"+
 			"/oauth2/token sends: the ceiling for the token endpoint. Mode aes-gcm reads the body\n"+
 			"and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as base64\n"+
 			"in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh). The gRPC modes\n"+
-			"allow only Checks whose call metadata carries keygate-bench, and their health service\n"+
+			"allow only Checks whose call metadata carries the marker, and their health service\n"+
 			"reports only "+bench.ReadinessService+" as serving.")
 	allModes := slices.Concat(bench.Modes, bench.NaiveModes, bench.GRPCModes)
 	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+
@@ -115,7 +116,7 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	profiling := fs.Bool("profiling", false, "also serve /debug/pprof/ and the Go runtime's Prometheus /metrics on the same listener,\n"+
 		"unguarded (for 'bench reproduce' on loopback; not with --allow-remote)")
 	remote := fs.Bool("allow-remote", false, "listen on an address other than loopback: the server checks no token, and anything\n"+
-		"that reaches it and sends Keygate-Bench is answered as if allowed")
+		"that reaches it and sends the run's marker is answered as if allowed")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -171,10 +172,11 @@ func (a *app) benchListen(ctx context.Context, mode, listen string, remote bool)
 			"anything that reaches it could take it for an authorizer; keep it on 127.0.0.1, or pass --allow-remote", listen, ln.Addr())
 	}
 	fmt.Fprintf(a.stderr, "*** keygate bench server (mode %s) on %s: a BENCHMARK REFERENCE, NOT AN AUTHORIZER. It checks no token;\n"+
-		"*** it answers only requests carrying %s (keygate's load generators send it), refuses all others, and\n"+
-		"*** names itself in %s on every answer.\n", mode, ln.Addr(), loadgen.MarkerHeader, bench.ServerHeader)
+		"*** it answers only requests carrying this run's marker, refuses all others, and names itself in %s\n"+
+		"*** on every answer. keygate's load generators send the marker given them in the environment:\n"+
+		"***   export %s=%s\n", mode, ln.Addr(), bench.ServerHeader, loadgen.MarkerEnv, loadgen.Marker())
 	if !loopback {
-		fmt.Fprintf(a.stderr, "*** WARNING: --allow-remote: it listens off loopback, where any client that sends %s is answered as if allowed.\n",
+		fmt.Fprintf(a.stderr, "*** WARNING: --allow-remote: it listens off loopback, where any client that sends the marker in %s is answered as if allowed.\n",
 			loadgen.MarkerHeader)
 	}
 	return ln, nil

@@ -117,7 +117,7 @@ func TestBenchServer(t *testing.T) {
 				req.Header.Set("Authorization", "Bearer not-checked")
 				want := http.StatusForbidden
 				if marked {
-					req.Header.Set(loadgen.MarkerHeader, loadgen.MarkerValue)
+					req.Header.Set(loadgen.MarkerHeader, loadgen.Marker())
 					want = http.StatusOK
 				}
 				resp, err := http.DefaultClient.Do(req)

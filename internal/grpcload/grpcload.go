@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 	// Every Check carries the benchmark marker as gRPC metadata, which a
 	// proxy's ext_authz client never forwards from the request it asks
 	// about: 'keygate bench server' allows only Checks that carry it.
-	r.ctx = metadata.AppendToOutgoingContext(r.ctx, MarkerKey, loadgen.MarkerValue)
+	r.ctx = metadata.AppendToOutgoingContext(r.ctx, MarkerKey, loadgen.Marker())
 	stop := context.AfterFunc(r.ctx, func() { r.stopped.Store(true) })
 	defer stop()
 

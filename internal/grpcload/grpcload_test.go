@@ -39,7 +39,7 @@ func (a *authz) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.Ch
 	auth := h["authorization"]
 	a.mu.Lock()
 	a.tokens[auth]++
-	if marker := metadata.ValueFromIncomingContext(ctx, MarkerKey); len(marker) != 1 || marker[0] != loadgen.MarkerValue ||
+	if marker := metadata.ValueFromIncomingContext(ctx, MarkerKey); len(marker) != 1 || marker[0] != loadgen.Marker() ||
 		hr.GetMethod() != "POST" || hr.GetPath() != "/orders/42?x=1" || hr.GetHost() != "api.example.com" ||
 		h[":method"] != "POST" || h[":path"] != "/orders/42?x=1" || h[":authority"] != "api.example.com" ||
 		h["x-tenant"] != "acme,beta" || req.GetAttributes().GetSource().GetAddress().GetSocketAddress().GetAddress() == "" {

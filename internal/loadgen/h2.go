@@ -139,7 +139,7 @@ func newH2Request(r *Request) (*h2Request, error) {
 		req.Header.Add(h.Name, h.Value)
 	}
 	if !marked(r.Header) {
-		req.Header.Set(MarkerHeader, MarkerValue)
+		req.Header.Set(MarkerHeader, Marker())
 	}
 	if len(r.Body) > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
 		req.ContentLength = int64(len(r.Body))

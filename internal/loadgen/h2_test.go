@@ -62,7 +62,7 @@ func (s *h2cServer) counts() map[string]int {
 
 func TestRunHTTP2Pool(t *testing.T) {
 	s := newH2CServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "Bearer t2" || r.Header.Get(MarkerHeader) != MarkerValue {
+		if r.Header.Get("Authorization") == "Bearer t2" || r.Header.Get(MarkerHeader) != Marker() {
 			w.WriteHeader(http.StatusUnauthorized) // t2, or a request without the benchmark marker
 		}
 		w.Write([]byte("answer body")) //nolint:errcheck // test

@@ -1,12 +1,16 @@
 package loadgen
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Request is the template every request of a run is made from: the same
@@ -22,15 +26,31 @@ type Request struct {
 // Header is one request header line.
 type Header struct{ Name, Value string }
 
-// MarkerHeader and MarkerValue mark every request the generator sends (a
-// Request that gives MarkerHeader itself keeps its own). 'keygate bench
-// server', which checks no token, answers only requests that carry it and
-// refuses the others: started where an authorizer was meant to be, it
-// allows nothing outside a benchmark.
+// MarkerHeader, with the value Marker returns, marks every request the
+// generator sends (a Request that gives MarkerHeader itself keeps its
+// own). 'keygate bench server', which checks no token, answers only
+// requests that carry its marker and refuses the others: started where an
+// authorizer was meant to be, it allows nothing outside a benchmark. The
+// value is a secret of the run, not a constant, because a proxy in front
+// of forward-auth passes a client's own headers on to it.
 const (
 	MarkerHeader = "Keygate-Bench"
-	MarkerValue  = "1"
+	// MarkerEnv names the environment variable that gives the marker, so
+	// that a bench server and the load generators of one run agree.
+	MarkerEnv = "KEYGATE_BENCH_MARKER"
 )
+
+// Marker returns this process's benchmark marker: $KEYGATE_BENCH_MARKER,
+// or when that is unset a random value drawn once (which a bench server
+// prints, and a process starting one passes on in its environment).
+var Marker = sync.OnceValue(func() string {
+	if v := strings.TrimSpace(os.Getenv(MarkerEnv)); v != "" {
+		return v
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+})
 
 // marked reports whether hs gives MarkerHeader.
 func marked(hs []Header) bool {
@@ -162,7 +182,7 @@ func (r *Request) build() (*template, error) {
 		b = append(b, "\r\n"...)
 	}
 	if !marked(r.Header) {
-		b = append(b, MarkerHeader+": "+MarkerValue+"\r\n"...)
+		b = append(b, MarkerHeader+": "+Marker()+"\r\n"...)
 	}
 	if len(r.Body) > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
 		b = append(b, "Content-Length: "...)

@@ -32,6 +32,7 @@ func TestParseHeader(t *testing.T) {
 }
 
 func TestBuild(t *testing.T) {
+	marker := "Keygate-Bench: " + Marker()
 	tests := []struct {
 		name string
 		req  Request
@@ -39,17 +40,17 @@ func TestBuild(t *testing.T) {
 		want string
 	}{
 		{"GET default", Request{URL: "http://127.0.0.1:8081/auth?x=1"}, "127.0.0.1:8081",
-			"GET /auth?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8081\r\nKeygate-Bench: 1\r\n\r\n"},
+			"GET /auth?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8081\r\n" + marker + "\r\n\r\n"},
 		{"no path, default port", Request{URL: "http://example.com"}, "example.com:80",
-			"GET / HTTP/1.1\r\nHost: example.com\r\nKeygate-Bench: 1\r\n\r\n"},
-		{"IPv6", Request{URL: "http://[::1]:9/"}, "[::1]:9", "GET / HTTP/1.1\r\nHost: [::1]:9\r\nKeygate-Bench: 1\r\n\r\n"},
+			"GET / HTTP/1.1\r\nHost: example.com\r\n" + marker + "\r\n\r\n"},
+		{"IPv6", Request{URL: "http://[::1]:9/"}, "[::1]:9", "GET / HTTP/1.1\r\nHost: [::1]:9\r\n" + marker + "\r\n\r\n"},
 		{"POST with headers and body", Request{Method: "POST", URL: "http://h:1/oauth2/token",
 			Header: []Header{{"Content-Type", "application/x-www-form-urlencoded"}, {"Host", "api.example"}},
 			Body:   []byte("grant_type=client_credentials")}, "h:1",
 			"POST /oauth2/token HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\nHost: api.example\r\n" +
-				"Keygate-Bench: 1\r\nContent-Length: 29\r\n\r\ngrant_type=client_credentials"},
+				marker + "\r\nContent-Length: 29\r\n\r\ngrant_type=client_credentials"},
 		{"empty POST", Request{Method: "POST", URL: "http://h:1/"}, "h:1",
-			"POST / HTTP/1.1\r\nHost: h:1\r\nKeygate-Bench: 1\r\nContent-Length: 0\r\n\r\n"},
+			"POST / HTTP/1.1\r\nHost: h:1\r\n" + marker + "\r\nContent-Length: 0\r\n\r\n"},
 		{"marker given: not twice", Request{URL: "http://h:1/", Header: []Header{{"keygate-bench", "scenario-7"}}}, "h:1",
 			"GET / HTTP/1.1\r\nHost: h:1\r\nkeygate-bench: scenario-7\r\n\r\n"},
 	}
