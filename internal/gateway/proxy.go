@@ -227,6 +227,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			setDecision(span, telemetry.FrontProxy, r.Method, &dec)
 		}
 	}
+	if strings.EqualFold(r.Method, http.MethodConnect) {
+		// A tunnel is no request to decide on, and net/http's Transport
+		// would send it upstream in authority form.
+		refuse(a.refusal(http.StatusMethodNotAllowed, "invalid_request", "connect_refused", "the proxy does not tunnel"))
+		return
+	}
 	route, i, path, method, err := p.routes.match(r.Host, r.Method, sent, r.Header, r.URL.RawQuery)
 	switch reason := RequestRefusal(err); {
 	case reason != "":

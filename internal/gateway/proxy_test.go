@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keygate/keygate/internal/telemetry"
+	"github.com/keygate/keygate/internal/testnet"
 )
 
 // upstreamEcho reports what reached it: path, claim headers and whether an
@@ -514,5 +516,25 @@ func TestProxyFaults(t *testing.T) {
 	}
 	if _, err := NewProxy(ProxyConfig{Verifier: f.handler.verifier, Routes: []Route{{Upstream: "ftp://x"}}}); err == nil {
 		t.Error("ftp upstream accepted")
+	}
+}
+
+// TestProxyRefusesConnect: a CONNECT, in any case and either form of its
+// target, is refused and never reaches an upstream, which net/http's
+// Transport would ask for a tunnel in authority form.
+func TestProxyRefusesConnect(t *testing.T) {
+	f := newFixture(t, nil, "")
+	var reached atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer up.Close()
+	px := newProxyRoutes(t, f, []Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}})
+	addr := strings.TrimPrefix(px.URL, "http://")
+	for _, line := range []string{"CONNECT internal.example:443", "connect internal.example:443", "Connect /x"} {
+		if status, _, body := testnet.Exchange(t, addr, line+" HTTP/1.1\r\nHost: internal.example:443\r\n"); status != http.StatusMethodNotAllowed {
+			t.Errorf("%s: %d %s, want 405", line, status, body)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the upstream was reached %d times", n)
 	}
 }
