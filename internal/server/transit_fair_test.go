@@ -266,7 +266,7 @@ func TestTransitBusy(t *testing.T) {
 			continue
 		}
 		if tc.status == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") != "1" ||
-			b != `{"errors":["too many private-key operations of this client or tenant in progress; retry later"]}`+"\n") {
+			b != `{"errors":["too many asymmetric-key operations of this client or tenant in progress; retry later"]}`+"\n") {
 			t.Errorf("%s: Retry-After %q, body %s", tc.name, resp.Header.Get("Retry-After"), b)
 		}
 	}

@@ -73,23 +73,28 @@ func (k *Key) cost(o op) int64 {
 		return k.cost(opDecrypt) + k.cost(opEncrypt)
 	}
 	c := costs[t][o]
-	if k.cfg.Derived && o != opHMAC {
+	if k.cfg.Derived && o != opHMAC && c > 0 { // an operation the type lacks derives nothing
 		c += derivedCost[t]
 	}
 	return max(c, 1)
 }
 
-// private reports whether o with k is a private-key operation, run on the
-// engine's fair worker pool: signing, and RSA decryption.
-func (k *Key) private(o op) bool {
-	switch o {
-	case opSign:
-		return k.cfg.Type.Capabilities().Signing
-	case opDecrypt:
-		return k.cfg.Type.isRSA()
-	}
-	return false
-}
+// poolCost is the least an operation costs to run on the engine's fair
+// worker pool. Every asymmetric operation costs 80 or more (ed25519
+// signing; RSA-2048 encryption 120, ed25519 verification 170) and every
+// symmetric one 17 or less (an AEAD encryption or decryption with a key
+// derived for a context not in the cache); 40 is midway between them
+// (geometrically), about 16 µs. Below it an operation is over before a
+// waiting goroutine could be woken to take its place, and running it at
+// once costs the gateway less than queuing it would; above it, running
+// every caller's operations at once on every core is what lets a flood
+// of them starve other tenants and /auth.
+const poolCost = 40
+
+// pooled reports whether o with k runs on the engine's fair worker pool:
+// every asymmetric operation (signing and verification, RSA encryption and
+// decryption).
+func (k *Key) pooled(o op) bool { return k.cost(o) >= poolCost }
 
 // checkBatch refuses an empty batch, one over MaxBatchItems, and one whose
 // n items of o with k cost more than the engine's budget, before any of

@@ -38,7 +38,7 @@ func BenchmarkOpCost(b *testing.B) {
 		const n = 50_000
 		start := threadCPU(b)
 		for range n {
-			if _, _, err := e.AppendEncrypt(unitDst[:0], unitKey, msg, EncryptOptions{}); err != nil {
+			if _, _, err := e.AppendEncrypt(ctx, unitDst[:0], unitKey, msg, EncryptOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -66,12 +66,12 @@ func BenchmarkOpCost(b *testing.B) {
 		caps := typ.Capabilities()
 		if caps.Encryption {
 			measure(typ.String()+"/encrypt", func() error {
-				_, _, err := e.AppendEncrypt(dst[:0], k, msg, EncryptOptions{})
+				_, _, err := e.AppendEncrypt(ctx, dst[:0], k, msg, EncryptOptions{})
 				return err
 			})
 		}
 		if caps.Decryption {
-			ct, _, err := e.AppendEncrypt(nil, k, msg, EncryptOptions{})
+			ct, _, err := e.AppendEncrypt(ctx, nil, k, msg, EncryptOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func BenchmarkOpCost(b *testing.B) {
 				return err
 			})
 			measure(typ.String()+"/verify", func() error {
-				_, err := e.VerifyBytes(k, msg, sig, SignOptions{})
+				_, err := e.VerifyBytes(ctx, k, msg, sig, SignOptions{})
 				return err
 			})
 		}
@@ -114,7 +114,7 @@ func BenchmarkOpCost(b *testing.B) {
 			continue
 		}
 		measure(typ.String()+"/encrypt-derived-uncached", func() error {
-			_, _, err := e.AppendEncrypt(dst[:0], k, msg, EncryptOptions{Context: next()})
+			_, _, err := e.AppendEncrypt(ctx, dst[:0], k, msg, EncryptOptions{Context: next()})
 			return err
 		})
 	}

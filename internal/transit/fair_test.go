@@ -323,22 +323,46 @@ func TestPoolConcurrent(t *testing.T) {
 	}
 }
 
-// TestEngineBusy: an engine's private-key operations are refused ErrBusy
-// when their caller or tenant is at its bound, wait otherwise, and give
-// up when their context ends; public-key operations need no worker.
+// TestEngineBusy: an engine's pooled operations are refused ErrBusy when
+// their caller or tenant is at its bound, wait otherwise, and give up when
+// their context ends.
 func TestEngineBusy(t *testing.T) {
 	e := New(Options{Rand: seededRand(5), PrivateKeyWorkers: 1, TenantQueue: 2, CallerQueue: 1})
 	k := newKey(t, e, RSA2048, CreateOptions{})
-	ct := must[Result](t)(e.Encrypt(k, []byte("m"), EncryptOptions{})) // public: no worker needed
+	aes := newKey(t, e, AES256GCM96, CreateOptions{})
+	ct := must[Result](t)(e.Encrypt(ctx, k, []byte("m"), EncryptOptions{}))          // the first operation started
+	sig := must[SignResult](t)(e.Sign(ctx, k, []byte("m"), SignOptions{})).Signature // the second
 	x, y, z := Caller{"A", "x"}, Caller{"A", "y"}, Caller{"A", "z"}
 	g, err := e.work(ctx, nil, x, 1) // x holds the worker
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Sign(ctx, k, []byte("m"), SignOptions{Caller: x})
-	wantReason(t, err, ReasonBusy)
-	_, err = e.Decrypt(ctx, k, ct.Text, DecryptOptions{Caller: x})
-	wantReason(t, err, ReasonBusy)
+	for name, op := range map[string]func() error{
+		"sign":    func() error { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{Caller: x}); return err },
+		"decrypt": func() error { _, err := e.Decrypt(ctx, k, ct.Text, DecryptOptions{Caller: x}); return err },
+		"verify":  func() error { _, err := e.Verify(ctx, k, []byte("m"), sig, SignOptions{Caller: x}); return err },
+		"encrypt": func() error { _, err := e.Encrypt(ctx, k, []byte("m"), EncryptOptions{Caller: x}); return err },
+		"datakey": func() error { _, err := e.DataKey(ctx, k, 128, true, EncryptOptions{Caller: x}); return err },
+		"verify batch": func() error {
+			_, err := e.VerifyBatch(ctx, k, []VerifyItem{{Input: []byte("m"), Signature: []byte(sig)}}, SignOptions{Caller: x})
+			return err
+		},
+		"encrypt batch": func() error {
+			_, err := e.EncryptBatch(ctx, k, []EncryptItem{{Plaintext: []byte("m")}}, x)
+			return err
+		},
+	} {
+		if err := op(); ReasonOf(err) != ReasonBusy {
+			t.Errorf("%s of a caller at its bound: %v, want busy", name, err)
+		}
+	}
+	// An AES encryption takes no worker: nothing bounds it.
+	if _, err := e.Encrypt(ctx, aes, []byte("m"), EncryptOptions{Caller: x}); err != nil {
+		t.Errorf("aes encryption of a caller at its bound: %v", err)
+	}
+	if _, err := e.EncryptBatch(ctx, aes, []EncryptItem{{Plaintext: []byte("m")}}, x); err != nil {
+		t.Errorf("aes encryption batch of a caller at its bound: %v", err)
+	}
 	queued := make(chan error, 2)
 	go func() { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{Caller: y}); queued <- err }()
 	waitFor(t, "y queues", func() bool { return e.pool.queued() == 1 })
@@ -350,7 +374,7 @@ func TestEngineBusy(t *testing.T) {
 	cancel()
 	_, err = e.Sign(canceled, k, []byte("m"), SignOptions{Caller: Caller{"C", "x"}})
 	wantReason(t, err, ReasonCanceled)
-	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Running: 1, Waiting: 2, Started: 1}); s != want {
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Running: 1, Waiting: 2, Started: 3}); s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
 	_, err = e.SignBatch(ctx, k, []SignItem{{Input: []byte("m")}}, SignOptions{Caller: x})
@@ -364,7 +388,7 @@ func TestEngineBusy(t *testing.T) {
 	if !e.pool.idle(1) {
 		t.Error("the pool keeps state")
 	}
-	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 3}); s != want {
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 5}); s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
 }

@@ -228,7 +228,7 @@ func TestImportPublicKey(t *testing.T) {
 	msg := []byte("m")
 	sig, _ := ecdsa.SignASN1(rand.Reader, priv, SHA2_256.appendSum(nil, msg))
 	text := "vault:v1:" + base64.StdEncoding.EncodeToString(sig)
-	if v := must[VerifyResult](t)(e.Verify(k, msg, text, SignOptions{})); !v.Valid {
+	if v := must[VerifyResult](t)(e.Verify(ctx, k, msg, text, SignOptions{})); !v.Valid {
 		t.Fatal("verify with an imported public key")
 	}
 	_, err := e.Sign(ctx, k, msg, SignOptions{})

@@ -256,7 +256,7 @@ func serveEncrypt(h *Handler, c *call) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	var o transit.EncryptOptions
+	o := transit.EncryptOptions{Caller: c.caller()}
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func serveEncrypt(h *Handler, c *call) error {
 	}
 	c.begin()
 	c.out = append(c.out, `{"ciphertext":"`...)
-	out, ver, err := h.eng.AppendEncrypt(c.out, k, pt, o)
+	out, ver, err := h.eng.AppendEncrypt(c.ctx, c.out, k, pt, o)
 	if err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func serveDataKey(h *Handler, c *call) error {
 	default:
 		return badRequest("Invalid path, must be 'plaintext' or 'wrapped'")
 	}
-	var o transit.EncryptOptions
+	o := transit.EncryptOptions{Caller: c.caller()}
 	var err error
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
@@ -365,7 +365,7 @@ func serveDataKey(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	dk, err := h.eng.DataKey(k, bits, wrapped, o)
+	dk, err := h.eng.DataKey(c.ctx, k, bits, wrapped, o)
 	if err != nil {
 		return err
 	}
@@ -525,7 +525,7 @@ func serveVerify(h *Handler, c *call) error {
 		return err
 	}
 	return h.verifyOne(c, k, "signature", func(k *transit.Key, input, sig []byte) (transit.VerifyResult, error) {
-		return h.eng.VerifyBytes(k, input, sig, o)
+		return h.eng.VerifyBytes(c.ctx, k, input, sig, o)
 	})
 }
 

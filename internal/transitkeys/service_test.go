@@ -95,7 +95,7 @@ func TestKeyTypes(t *testing.T) {
 		eng := a.Engine()
 		caps := typ.Capabilities()
 		if caps.Encryption {
-			ct, err := eng.Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+			ct, err := eng.Encrypt(ctx, k, []byte("hello"), transit.EncryptOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestKeyTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, err := b.Engine().Verify(kb, []byte("msg"), sig.Signature, transit.SignOptions{}); err != nil || !r.Valid {
+			if r, err := b.Engine().Verify(ctx, kb, []byte("msg"), sig.Signature, transit.SignOptions{}); err != nil || !r.Valid {
 				t.Errorf("%s: verify at b: %v %v", typ, r, err)
 			}
 		}
@@ -252,7 +252,7 @@ func TestNewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := a.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{})
+	ct, err := a.Engine().Encrypt(ctx, k, []byte("x"), transit.EncryptOptions{})
 	if err != nil || ct.KeyVersion != 2 {
 		t.Fatal(ct, err)
 	}
@@ -525,7 +525,7 @@ func TestTenantRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := a.Engine().Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+	ct, err := a.Engine().Encrypt(ctx, k, []byte("hello"), transit.EncryptOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +611,7 @@ func TestDerivedForgotten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
+		if _, err := s.Engine().Encrypt(ctx, k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
 			t.Fatal(err)
 		}
 	}
