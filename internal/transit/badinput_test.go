@@ -177,7 +177,7 @@ func TestConcurrentRotateEncryptDecrypt(t *testing.T) {
 		}()
 	}
 	for range 200 {
-		nk, err := e.Rotate(cur.Load())
+		nk, err := e.Rotate(ctx, cur.Load(), Caller{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -190,15 +190,16 @@ func TestBatchCostBudget(t *testing.T) {
 }
 
 // TestCostTable: every operation a key type supports has a cost, and so
-// has deriving a key of a type that can be derived; a type added without
-// them would be charged 1 for work that may cost thousands.
+// have generating a key of the type and deriving one of a type that can be
+// derived; a type added without them would be charged 1 for work that may
+// cost thousands.
 func TestCostTable(t *testing.T) {
 	for _, typ := range KeyTypes() {
 		c := typ.Capabilities()
 		for _, tc := range []struct {
 			op  op
 			has bool
-		}{{opEncrypt, c.Encryption}, {opDecrypt, c.Decryption}, {opSign, c.Signing}, {opVerify, c.Signing}, {opHMAC, c.HMAC}} {
+		}{{opEncrypt, c.Encryption}, {opDecrypt, c.Decryption}, {opSign, c.Signing}, {opVerify, c.Signing}, {opHMAC, c.HMAC}, {opGenerate, true}} {
 			if tc.has && costs[typ][tc.op] < 1 {
 				t.Errorf("%v %s has no cost", typ, opNames[tc.op])
 			}
@@ -210,8 +211,9 @@ func TestCostTable(t *testing.T) {
 		if got, want := k.cost(opRewrap), k.cost(opDecrypt)+k.cost(opEncrypt); c.Encryption && got != want {
 			t.Errorf("%v rewrap costs %d, not decryption and encryption's %d", typ, got, want)
 		}
-		// Every asymmetric operation waits for a worker; no symmetric one,
-		// derived or not, and no HMAC does.
+		// Every asymmetric operation, an asymmetric key's generation
+		// included, waits for a worker; no symmetric one, derived or not,
+		// and no HMAC does.
 		asym := c.Signing || typ.isRSA()
 		for _, derived := range []bool{false, c.Derivation} {
 			k := &Key{cfg: Config{Type: typ, Derived: derived}}
@@ -219,7 +221,7 @@ func TestCostTable(t *testing.T) {
 				op   op
 				want bool
 			}{{opSign, c.Signing}, {opVerify, c.Signing}, {opEncrypt, asym && c.Encryption}, {opDecrypt, asym && c.Decryption},
-				{opRewrap, asym && c.Encryption}, {opHMAC, false}} {
+				{opRewrap, asym && c.Encryption}, {opHMAC, false}, {opGenerate, asym}} {
 				if got := k.pooled(tc.op); got != tc.want {
 					t.Errorf("%v (derived %v) %s: pooled %v, want %v (cost %d)", typ, derived, opNames[tc.op], got, tc.want, k.cost(tc.op))
 				}

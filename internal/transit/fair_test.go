@@ -416,3 +416,89 @@ func TestSignAllocations(t *testing.T) {
 		t.Errorf("an ed25519 signature allocates %.0f objects, want at most 1", n)
 	}
 }
+
+// waitingCosts returns the costs of who's operations waiting for a worker.
+func (p *pool) waitingCosts(who Caller) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.tenants.flows[who.Tenant]
+	if t == nil || t.callers.flows[who.Principal] == nil {
+		return nil
+	}
+	var out []int64
+	for _, w := range t.callers.flows[who.Principal].waiters {
+		out = append(out, w.cost)
+	}
+	return out
+}
+
+// TestGenerateOnPool: making an asymmetric key, or a new version of one,
+// waits for a worker in its caller's turn, charged its type's generation
+// cost, and gives up when its context ends; a symmetric key is made at
+// once, the workers all busy.
+func TestGenerateOnPool(t *testing.T) {
+	e := New(Options{PrivateKeyWorkers: 1})
+	who := Caller{"B", "admin"}
+	for _, tc := range []struct {
+		typ   KeyType
+		waits bool
+	}{{AES256GCM96, false}, {ChaCha20Poly1305, false}, {HMAC, false}, {Ed25519, true}, {ECDSAP256, true}, {ECDSAP521, true}, {RSA2048, true}} {
+		k := newKey(t, e, tc.typ, CreateOptions{}) // made with the worker free
+		for _, g := range []struct {
+			name string
+			run  func(context.Context) error
+		}{
+			{"create", func(ctx context.Context) error {
+				_, err := e.CreateKey(ctx, "k", CreateOptions{Type: tc.typ, Caller: who})
+				return err
+			}},
+			{"rotate", func(ctx context.Context) error {
+				nk, err := e.Rotate(ctx, k, who)
+				if err == nil && nk.LatestVersion() != 2 {
+					return fmt.Errorf("rotated to version %d", nk.LatestVersion())
+				}
+				return err
+			}},
+		} {
+			t.Run(tc.typ.String()+"/"+g.name, func(t *testing.T) {
+				held, err := e.work(ctx, nil, Caller{"A", "x"}, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				go func() { done <- g.run(wctx) }()
+				if !tc.waits {
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+					if n := e.pool.queued(); n != 0 {
+						t.Errorf("%d operations waited", n)
+					}
+					held.done()
+					return
+				}
+				waitFor(t, "the generation queues", func() bool { return e.pool.queued() == 1 })
+				if got, want := e.pool.waitingCosts(who), costs[tc.typ][opGenerate]; len(got) != 1 || got[0] != want {
+					t.Errorf("waits as %v, want one operation of %s's generation cost %d", got, who, want)
+				}
+				held.done()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				// Given up: a context that ends while it waits.
+				held, _ = e.work(ctx, nil, Caller{"A", "x"}, 1)
+				cctx, cancel := context.WithCancel(ctx)
+				go func() { done <- g.run(cctx) }()
+				waitFor(t, "the generation queues again", func() bool { return e.pool.queued() == 1 })
+				cancel()
+				wantReason(t, <-done, ReasonCanceled)
+				held.done()
+			})
+		}
+	}
+	if !e.pool.idle(1) {
+		t.Error("the pool keeps state")
+	}
+}

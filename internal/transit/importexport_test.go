@@ -153,7 +153,7 @@ func TestImport(t *testing.T) {
 			}
 			// Imported keys do not rotate unless allowed, and take new
 			// versions by import_version.
-			_, err = e.Rotate(k)
+			_, err = e.Rotate(ctx, k, Caller{})
 			wantReason(t, err, ReasonRotationNotAllowed)
 			_, material2 := targetKey(t, typ)
 			k2, err := e.ImportVersion(ctx, k, w, ImportVersionOptions{Ciphertext: wrapForImport(t, w.PublicKey(), material2, sha512.New()), HashFunction: "sha512"})
@@ -208,7 +208,7 @@ func TestImportRules(t *testing.T) {
 		})
 	}
 	k := must[*Key](t)(e.ImportKey(ctx, w, "x", ImportOptions{Type: AES256GCM96, Ciphertext: good, AllowRotation: true, AutoRotatePeriod: 3600e9}))
-	k = must[*Key](t)(e.Rotate(k))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	if k.Config().Imported {
 		t.Fatal("a rotated key still counts as imported")
 	}

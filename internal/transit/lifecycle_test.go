@@ -17,7 +17,7 @@ func rotated(t testing.TB, e *Engine, typ KeyType, n int, o CreateOptions) *Key 
 	t.Helper()
 	k := newKey(t, e, typ, o)
 	for range n - 1 {
-		k = must[*Key](t)(e.Rotate(k))
+		k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	}
 	return k
 }
@@ -47,7 +47,7 @@ func TestCreateKeyRules(t *testing.T) {
 		{"unknown type", CreateOptions{Type: maxKeyType}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := e.CreateKey("n", tc.o)
+			k, err := e.CreateKey(ctx, "n", tc.o)
 			if tc.ok != (err == nil) {
 				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
 			}
@@ -59,7 +59,7 @@ func TestCreateKeyRules(t *testing.T) {
 			}
 		})
 	}
-	k := must[*Key](t)(e.CreateKey("h", CreateOptions{Type: HMAC}))
+	k := must[*Key](t)(e.CreateKey(ctx, "h", CreateOptions{Type: HMAC}))
 	if k.Config().KeySize != HMACDefaultKeySize || len(k.latest().key) != HMACDefaultKeySize {
 		t.Fatal("hmac default key size")
 	}
@@ -70,8 +70,8 @@ func TestVersionsAndMinimums(t *testing.T) {
 	k := rotated(t, e, AES256GCM96, 1, CreateOptions{})
 	r1 := must[Result](t)(e.Encrypt(ctx, k, []byte("one"), EncryptOptions{}))
 	old := k
-	k = must[*Key](t)(e.Rotate(k))
-	k = must[*Key](t)(e.Rotate(k))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	if k.LatestVersion() != 3 || old.LatestVersion() != 1 {
 		t.Fatal("rotation changed the old snapshot")
 	}
@@ -149,9 +149,9 @@ func TestConfigure(t *testing.T) {
 		{name: "min_encryption 0 with min_decryption 3", u: ConfigUpdate{MinDecryptionVersion: ptr(3), MinEncryptionVersion: ptr(0)},
 			check: func(c Config) bool { return c.MinDecryptionVersion == 3 && c.MinEncryptionVersion == 0 }},
 		{name: "exportable on", u: ConfigUpdate{Exportable: ptr(true)}, check: func(c Config) bool { return c.Exportable }},
-		{name: "exportable cannot be unset", k: must[*Key](t)(e.CreateKey("x", CreateOptions{Exportable: true})),
+		{name: "exportable cannot be unset", k: must[*Key](t)(e.CreateKey(ctx, "x", CreateOptions{Exportable: true})),
 			u: ConfigUpdate{Exportable: ptr(false)}, reason: ReasonInvalidConfig},
-		{name: "plaintext backup cannot be unset", k: must[*Key](t)(e.CreateKey("x", CreateOptions{AllowPlaintextBackup: true})),
+		{name: "plaintext backup cannot be unset", k: must[*Key](t)(e.CreateKey(ctx, "x", CreateOptions{AllowPlaintextBackup: true})),
 			u: ConfigUpdate{AllowPlaintextBackup: ptr(false)}, reason: ReasonInvalidConfig},
 		{name: "deletion allowed", u: ConfigUpdate{DeletionAllowed: ptr(true)}, check: func(c Config) bool { return c.DeletionAllowed }},
 		{name: "auto-rotate 30m", u: ConfigUpdate{AutoRotatePeriod: ptr(30 * time.Minute)}, reason: ReasonInvalidConfig},
@@ -279,11 +279,11 @@ func TestRotationRules(t *testing.T) {
 	if k.RotationDue(testNow.Add(time.Hour)) || !k.RotationDue(testNow.Add(time.Hour+time.Second)) {
 		t.Fatal("RotationDue")
 	}
-	if _, rotated, _ := e.RotateIfDue(k); rotated {
+	if _, rotated, _ := e.RotateIfDue(ctx, k, Caller{}); rotated {
 		t.Fatal("rotated before the period")
 	}
 	later := New(Options{Rand: seededRand(3), Now: func() time.Time { return testNow.Add(2 * time.Hour) }})
-	nk, rotatedNow, err := later.RotateIfDue(k)
+	nk, rotatedNow, err := later.RotateIfDue(ctx, k, Caller{})
 	if err != nil || !rotatedNow || nk.LatestVersion() != 2 {
 		t.Fatal("not rotated after the period", err)
 	}
@@ -416,7 +416,7 @@ func TestLoadKey(t *testing.T) {
 // use fixed keys from testdata).
 func TestCreateRSA(t *testing.T) {
 	e := testEngine(t)
-	k := must[*Key](t)(e.CreateKey("r", CreateOptions{Type: RSA2048}))
+	k := must[*Key](t)(e.CreateKey(ctx, "r", CreateOptions{Type: RSA2048}))
 	if k.latest().rsa.N.BitLen() != 2048 || k.latest().rsa.Precomputed.Dp == nil {
 		t.Fatal("not a precomputed 2048-bit key")
 	}

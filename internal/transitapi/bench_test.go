@@ -137,7 +137,7 @@ func BenchmarkEncrypt64(b *testing.B) {
 		})
 	}
 	eng := transit.New(transit.Options{})
-	k, err := eng.CreateKey("bench", transit.CreateOptions{})
+	k, err := eng.CreateKey(b.Context(), "bench", transit.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

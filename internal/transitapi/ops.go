@@ -229,7 +229,8 @@ func (h *Handler) encryptKey(c *call, contextSet bool) (*transit.Key, error) {
 	if err := c.intent(); err != nil { // the upsert makes a key: recorded first
 		return nil, err
 	}
-	k, created, err := h.keys.Create(c.ctx, c.tenant, c.args.name, transit.CreateOptions{Type: t, Derived: contextSet, ConvergentEncryption: convergent})
+	k, created, err := h.keys.Create(c.ctx, c.tenant, c.args.name, transit.CreateOptions{Type: t, Derived: contextSet, ConvergentEncryption: convergent,
+		Caller: c.caller()})
 	if err == nil && !created {
 		c.warnings = append(c.warnings, "Attempted creation of the key during the encrypt operation, but it was created beforehand")
 	}

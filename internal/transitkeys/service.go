@@ -38,6 +38,11 @@ var (
 // Channel is the node notice channel on which changes are announced.
 const Channel = "transit"
 
+// RotationPrincipal is whom automatic rotations generate their keys as, in
+// their tenant's turn for the engine's workers: a queue of their own, apart
+// from the tenant's clients and users.
+const RotationPrincipal = "keygate:auto-rotation"
+
 // MaxNameBytes bounds a key name: what an audit record holds of a key's
 // name (audit.MaxIDLen), so that every record of a key names it. Vault
 // has no such bound.

@@ -141,7 +141,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := a.Rotate(ctx, tn, name); err != nil {
+		if _, err := a.Rotate(ctx, tn, name, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,7 +220,7 @@ func TestConcurrentRotate(t *testing.T) {
 			for _, s := range svcs {
 				wg.Go(func() {
 					for range each {
-						if _, err := s.Rotate(ctx, tn, name); err != nil {
+						if _, err := s.Rotate(ctx, tn, name, ""); err != nil {
 							t.Error(err)
 						}
 					}
@@ -248,7 +248,7 @@ func TestNewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := a.Rotate(ctx, tn, name)
+	k, err := a.Rotate(ctx, tn, name, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := s.Get(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get: %v", err)
 	}
-	if _, err := s.Rotate(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "secret", ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("rotate: %v", err)
 	}
 	if err := s.Delete(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
@@ -345,7 +345,7 @@ func TestSealForgets(t *testing.T) {
 	if _, err := s.Get(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
 		t.Errorf("get while sealed: %v", err)
 	}
-	if _, err := s.Rotate(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "k", ""); !errors.Is(err, keyring.ErrSealed) {
 		t.Errorf("rotate while sealed: %v", err)
 	}
 }
@@ -446,14 +446,14 @@ func TestStaleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Get(ctx, tn, "k")
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 1 {
 		t.Fatalf("b read the rotation without a notice: %d", k.LatestVersion())
 	}
 	c.add(2 * time.Minute)
 	eventually(t, "b re-reads the key", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 2 })
 
-	k, _ := a.Rotate(ctx, tn, "k")
+	k, _ := a.Rotate(ctx, tn, "k", "")
 	e := a.cache.get(keyID{tn, "k"})
 	b.notice(ctx, tn+" k "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
 	eventually(t, "b re-reads the key after a notice", func() bool {
@@ -536,7 +536,7 @@ func TestTenantRecreated(t *testing.T) {
 	if pt, err := b.Engine().Decrypt(ctx, kb, ct.Text, transit.DecryptOptions{}); err != nil || string(pt.Plaintext) != "hello" {
 		t.Errorf("decrypt at b: %q %v", pt.Plaintext, err)
 	}
-	if k, err := b.Rotate(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+	if k, err := b.Rotate(ctx, "acme", "k", ""); err != nil || k.LatestVersion() != 2 {
 		t.Fatalf("rotate at b: %v", err)
 	}
 	if k, err := c.Get(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
@@ -652,12 +652,12 @@ func TestStaleBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Get(ctx, tn, "k")
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	c.add(time.Minute + time.Second)
 	if k, err := b.Get(ctx, tn, "k"); err != nil || k.LatestVersion() != 2 {
 		t.Fatalf("the first use past RefreshAfter: version %d, %v", k.LatestVersion(), err)
 	}
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	c.add(50 * time.Second)
 	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 2 {
 		t.Fatalf("a use before 3/4 of RefreshAfter re-read the key: version %d", k.LatestVersion())
@@ -702,7 +702,7 @@ func TestNoticeDuringRead(t *testing.T) {
 	}
 
 	a.st = &afterRead{Store: st, name: "rotated", hook: func() {
-		if _, err := b.Rotate(ctx, tn, "rotated"); err != nil {
+		if _, err := b.Rotate(ctx, tn, "rotated", ""); err != nil {
 			t.Error(err)
 			return
 		}
