@@ -185,13 +185,17 @@ func (s *Service) newVersion(ctx context.Context, tenant, name string, make func
 	return e.key, nil
 }
 
-// rotateIfDue rotates the key if its auto_rotate_period has passed, as
-// read afresh; of nodes doing so at once, one rotates and the others find
-// it no longer due.
-func (s *Service) rotateIfDue(ctx context.Context, tenant, name string) (bool, error) {
+// rotateIfDue rotates the key, whose latest version the store says is
+// latest, if its auto_rotate_period has passed; a snapshot older than the
+// store's is read again first, so that no version is generated for a key
+// rotated meanwhile.
+func (s *Service) rotateIfDue(ctx context.Context, tenant, name string, latest int) (bool, error) {
 	rotated := false
 	_, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
-		if !e.key.RotationDue(s.now()) {
+		switch {
+		case e.key.LatestVersion() < latest:
+			return nil, store.ErrConflict // read it again
+		case e.key.LatestVersion() > latest || !e.key.RotationDue(s.now()):
 			return nil, nil
 		}
 		nk, err := s.eng.Rotate(ctx, e.key, transit.Caller{Tenant: tenant, Principal: RotationPrincipal})

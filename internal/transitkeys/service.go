@@ -119,8 +119,9 @@ type Service struct {
 	wgen  sync.Mutex                      // one wrapping key read or made at a time
 	wepch uint64                          // one more at each seal
 
-	rmu       sync.Mutex // one automatic-rotation scan at a time
-	nextCheck time.Time
+	rmu       sync.Mutex
+	nextCheck time.Time // of the automatic rotations
+	scanning  bool      // a scan for them runs: one at a time
 
 	ctx    context.Context // background reads; cancelled by Close
 	cancel context.CancelFunc
