@@ -198,6 +198,10 @@ func (p *pool) drop(t, c *flow) {
 	}
 }
 
+// granted, when a test sets it, is told of every operation given a
+// worker, in the order they get one (under the pool's lock).
+var granted func(tenant, principal string)
+
 var errBusy = newError(ReasonBusy, "too many asymmetric-key operations of this caller or tenant in progress; retry later")
 
 // acquire waits for a worker for an operation of cost c, in t's turn.
@@ -208,6 +212,9 @@ func (p *pool) acquire(ctx context.Context, t *ticket, c int64) error {
 		p.started++
 		t.tenant.callers.serve(t.caller, c, false)
 		p.tenants.serve(t.tenant, c, false)
+		if granted != nil {
+			granted(t.tenant.name, t.caller.name)
+		}
 		p.mu.Unlock()
 		return nil
 	}
@@ -277,6 +284,9 @@ func (p *pool) release() {
 	p.started++
 	t.callers.serve(c, w.cost, len(c.waiters) > 0)
 	p.tenants.serve(t, w.cost, t.callers.active.Len() > 0)
+	if granted != nil {
+		granted(t.name, c.name)
+	}
 	w.granted = true
 	close(w.ready)
 }

@@ -2,6 +2,7 @@ package transit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -393,10 +394,10 @@ func TestEngineBusy(t *testing.T) {
 	}
 }
 
-// TestSignAllocations: taking a private-key worker allocates nothing when
-// one is free: an ed25519 signature allocates what it did before signing
-// went through the pool (the signature, once), for a caller seen before or
-// a new one.
+// TestSignAllocations: taking a worker allocates nothing when one is free:
+// an ed25519 signature allocates what it did before signing went through
+// the pool (the signature, once), and a verification what it did before
+// verifying did, for a caller seen before or a new one.
 func TestSignAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are checked without -race (.ci/run runs them)")
@@ -414,6 +415,18 @@ func TestSignAllocations(t *testing.T) {
 	})
 	if n > 1 {
 		t.Errorf("an ed25519 signature allocates %.0f objects, want at most 1", n)
+	}
+	// Verification allocates what it did before it went through the pool:
+	// the decoded signature and what crypto/ed25519 allocates.
+	sig := []byte(must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature)
+	n = testing.AllocsPerRun(200, func() {
+		i++
+		if _, err := e.VerifyBytes(ctx, k, msg, sig, SignOptions{Caller: callers[i%len(callers)]}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 3 {
+		t.Errorf("an ed25519 verification allocates %.0f objects, want at most 3", n)
 	}
 }
 
@@ -497,6 +510,129 @@ func TestGenerateOnPool(t *testing.T) {
 				held.done()
 			})
 		}
+	}
+	if !e.pool.idle(1) {
+		t.Error("the pool keeps state")
+	}
+}
+
+// TestFloodOrder: floods of verifications and RSA encryptions queue behind
+// themselves as floods of signatures do. The one worker is held by an
+// operation of tenant A's; A's flood (a batch, whose items wait
+// BatchWorkers at a time, or many single operations) queues, and then a
+// single operation of tenant B's. When the worker is freed, B's operation
+// is the first to get it and all of A's follow: B waits for the operation
+// in progress and nothing else. First come first served, it would wait
+// for every item of A's queued before it. An AES encryption of B's takes
+// no worker: it is done while the worker is still held.
+func TestFloodOrder(t *testing.T) {
+	const batchWorkers = 3
+	e := New(Options{PrivateKeyWorkers: 1, BatchWorkers: batchWorkers})
+	msg := []byte("m")
+	type fn = func(Caller) error
+	verifyOne := func(typ KeyType) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		sig := must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature
+		return func(who Caller) error {
+			r, err := e.Verify(ctx, k, msg, sig, SignOptions{Caller: who})
+			if err == nil && !r.Valid {
+				err = fmt.Errorf("%v signature does not verify", typ)
+			}
+			return err
+		}
+	}
+	verifyBatch := func(typ KeyType, n int) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		sig := must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature
+		items := slices.Repeat([]VerifyItem{{Input: msg, Signature: []byte(sig)}}, n)
+		return func(who Caller) error {
+			res, err := e.VerifyBatch(ctx, k, items, SignOptions{Caller: who})
+			for i := 0; err == nil && i < len(res); i++ {
+				if err = res[i].Err; err == nil && !res[i].Valid {
+					err = fmt.Errorf("%v item %d does not verify", typ, i)
+				}
+			}
+			return err
+		}
+	}
+	encryptOne := func(typ KeyType) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		return func(who Caller) error {
+			_, err := e.Encrypt(ctx, k, msg, EncryptOptions{Caller: who})
+			return err
+		}
+	}
+	encryptBatch := func(typ KeyType, n int) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		items := slices.Repeat([]EncryptItem{{Plaintext: msg}}, n)
+		return func(who Caller) error {
+			res, err := e.EncryptBatch(ctx, k, items, who)
+			for i := 0; err == nil && i < len(res); i++ {
+				err = res[i].Err
+			}
+			return err
+		}
+	}
+	singles := func(n int, one fn) fn {
+		return func(who Caller) error {
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { errs[i] = one(who) })
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}
+	}
+	aes := encryptOne(AES256GCM96)
+	a, b := Caller{"A", "flood"}, Caller{"B", "single"}
+	for _, tc := range []struct {
+		name    string
+		flood   fn
+		waiting int // flood operations waiting at once
+		items   int // flood operations in all
+		probe   fn
+	}{
+		{"ed25519 verify batch / ed25519 verify", verifyBatch(Ed25519, 60), batchWorkers, 60, verifyOne(Ed25519)},
+		{"ecdsa-p521 verify batch / ecdsa-p256 verify", verifyBatch(ECDSAP521, 20), batchWorkers, 20, verifyOne(ECDSAP256)},
+		{"rsa-2048 verify batch / rsa-3072 verify", verifyBatch(RSA2048, 40), batchWorkers, 40, verifyOne(RSA3072)},
+		{"rsa-4096 encrypt batch / rsa-2048 encrypt", encryptBatch(RSA4096, 30), batchWorkers, 30, encryptOne(RSA2048)},
+		{"rsa-2048 encryptions / rsa-4096 encrypt", singles(8, encryptOne(RSA2048)), 8, 8, encryptOne(RSA4096)},
+		{"ecdsa-p384 verifications / ed25519 verify", singles(8, verifyOne(ECDSAP384)), 8, 8, verifyOne(Ed25519)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu    sync.Mutex
+				order []string
+			)
+			granted = func(tenant, _ string) { mu.Lock(); order = append(order, tenant); mu.Unlock() }
+			t.Cleanup(func() { granted = nil })
+			held, err := e.work(ctx, nil, a, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flooded, probed := make(chan error, 1), make(chan error, 1)
+			go func() { flooded <- tc.flood(a) }()
+			waitFor(t, "A's flood queues", func() bool { return e.pool.queued() == tc.waiting })
+			go func() { probed <- tc.probe(b) }()
+			waitFor(t, "B's operation queues", func() bool { return e.pool.queued() == tc.waiting+1 })
+			if err := aes(b); err != nil {
+				t.Errorf("B's aes encryption, the worker held: %v", err)
+			}
+			held.done()
+			if err := <-probed; err != nil {
+				t.Errorf("B's operation: %v", err)
+			}
+			if err := <-flooded; err != nil {
+				t.Errorf("A's flood: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := append([]string{"A", "B"}, slices.Repeat([]string{"A"}, tc.items)...)
+			if !slices.Equal(order, want) {
+				t.Errorf("workers went to %v, want A's operation in progress, then B's, then A's %d", order, tc.items)
+			}
+		})
 	}
 	if !e.pool.idle(1) {
 		t.Error("the pool keeps state")
