@@ -29,8 +29,8 @@ type Options struct {
 	// (default 4096; negative disables the cache).
 	DerivedCacheEntries int
 	// PrivateKeyWorkers is how many asymmetric-key operations (signing and
-	// verification, RSA encryption and decryption, import unwrapping; see
-	// pooled) run at once, shared fairly between callers (see Caller). The
+	// verification, RSA encryption and decryption, key generation, import
+	// unwrapping; see pooled) run at once, shared fairly between callers (see Caller). The
 	// default is one fewer than GOMAXPROCS, at least 1, so that a core
 	// stays for everything else the process does, such as the gateway's
 	// decisions. (The name is older than the verifications and RSA
