@@ -14,8 +14,8 @@ import (
 // stands: other nodes leave the key alone for that long, and the claiming
 // node gives up generating the version when it has not finished by then.
 // Generating the most expensive key, rsa-4096, takes about a second of a
-// core, and a claim left by a node that stopped lapses by the next check
-// but one.
+// core; a claim left by a node that stopped lapses before the next check
+// (RotateCheckEvery, 10 minutes by default).
 const rotationClaim = 5 * time.Minute
 
 // tick is the service's share of the node's schedule: every
