@@ -124,15 +124,17 @@ type Transit struct {
 	// together (default 1000000, about 0.4 s of one core); a
 	// larger batch is refused with 413 before any of it is done.
 	MaxBatchCost int64 `yaml:"max_batch_cost"`
-	// PrivateKeyWorkers is how many private-key operations (signing, RSA
-	// decryption, key import) run at once, shared fairly between tenants
-	// and between the clients of a tenant (default: one fewer than the
-	// cores, at least 1, so that a core stays for the gateway).
+	// PrivateKeyWorkers is how many asymmetric-key operations (signing and
+	// verification, RSA encryption and decryption, generating an
+	// asymmetric key, key import) run at once, shared fairly between
+	// tenants and between the clients of a tenant (default: one fewer than
+	// the cores, at least 1, so that a core stays for the gateway). AES,
+	// ChaCha20 and HMAC operations do not use them.
 	PrivateKeyWorkers int `yaml:"private_key_workers"`
-	// TenantQueue and CallerQueue bound the requests with private-key work
-	// one tenant, and one client or user of a tenant, may have in progress
-	// at once (defaults 64 and 16; a batch counts once). Past them that
-	// tenant's or client's next such request is answered 429.
+	// TenantQueue and CallerQueue bound the requests with asymmetric-key
+	// work one tenant, and one client or user of a tenant, may have in
+	// progress at once (defaults 64 and 16; a batch counts once). Past them
+	// that tenant's or client's next such request is answered 429.
 	TenantQueue int `yaml:"tenant_queue"`
 	CallerQueue int `yaml:"caller_queue"`
 }

@@ -258,7 +258,9 @@ func (n *Node) OnSeal(f func()) {
 
 // OnTick registers f to run at each Tick, after the node's own schedule:
 // the periodic work of what is built on the node (transit's automatic key
-// rotation).
+// rotation). f runs on Tick's goroutine and the next Tick waits for it:
+// work that can take long, such as generating keys, belongs on a goroutine
+// that f starts and bounds.
 func (n *Node) OnTick(f func(ctx context.Context)) {
 	n.hooks.mu.Lock()
 	defer n.hooks.mu.Unlock()

@@ -25,34 +25,62 @@ import (
 )
 
 // probe is what one of beta's requests met in the server: how many
-// private-key operations got a worker while it was there (its own
-// included), and how long it took.
+// operations got a worker while it was there (its own included), and how
+// long it took.
 type probe struct {
 	ops  uint64
 	took time.Duration
 }
 
-// TestTransitFairSigning: tenant alpha floods the node's one private-key
-// worker with twelve concurrent 50-item rsa-3072 sign batches, through the
-// HTTP API; meanwhile every single rsa-2048 signature of tenant beta
-// succeeds, and while each is in the server at most workers + 2 private-key
-// operations get a worker: the one of alpha's that held it when beta's
-// came, beta's own, and alpha's next, which starts as beta's ends. Beta's
-// wait is thus counted in operations, what a fair queue decides, rather
-// than in wall-clock time, which on a shared machine measures the machine
-// as much as the queue (the times are logged): each of beta's signatures
-// waits for at most one of alpha's operations per worker, then its own,
-// whatever alpha has queued. First come first served, each would wait
-// behind the dozen of alpha's items queued ahead of it (or be refused 503,
-// as before the workers were shared fairly). Alpha's items cost more than
-// the time beta's request takes to be read and queued, so that none starts
-// in between.
-func TestTransitFairSigning(t *testing.T) {
+// fairFlood is a flood of tenant alpha's batches and the single operation
+// of tenant beta's that is timed under it.
+type fairFlood struct {
+	name      string
+	floodType string // alpha's key type
+	floodOp   string // sign, verify or encrypt, batches of items of floodItem
+	items     int
+	probeType string // beta's key type
+	probeOp   string // sign, verify or encrypt
+}
+
+// TestTransitFair: tenant alpha floods the node's one worker with twelve
+// concurrent batches, through the HTTP API, of signatures (rsa-3072),
+// verifications (ecdsa-p521) or encryptions (rsa-4096); meanwhile every
+// single operation of tenant beta's (an rsa-2048 signature, an ed25519
+// verification, an rsa-2048 encryption) succeeds, and while each waits in
+// the server at most workers + 2 operations get a worker: the one of alpha's
+// that held it when beta's came, beta's own, and alpha's next, which
+// starts as beta's ends. Beta's wait is thus counted in operations, what a
+// fair queue decides, rather than in wall-clock time, which on a shared
+// machine measures the machine as much as the queue (the times are
+// logged): each of beta's operations waits for at most one of alpha's per
+// worker, then its own, whatever alpha has queued. First come first
+// served, each would wait behind the dozens of alpha's items queued ahead
+// of it (or be refused 503, as before the workers were shared fairly; and
+// before verification and RSA encryption took turns on the workers, they
+// ran at once on every core, the node's gateway waiting for them). Alpha's
+// items cost more than the time beta's request takes from its body's
+// reading to its queue (an rsa-4096 encryption, the cheapest, about 0.4
+// ms), so that at most one starts in between.
+func TestTransitFair(t *testing.T) {
+	for _, f := range []fairFlood{
+		{"sign", "rsa-3072", "sign", 50, "rsa-2048", "sign"},
+		{"verify", "ecdsa-p521", "verify", 50, "ed25519", "verify"},
+		{"encrypt", "rsa-4096", "encrypt", 200, "rsa-2048", "encrypt"},
+	} {
+		t.Run(f.name, func(t *testing.T) { testTransitFair(t, f) })
+	}
+}
+
+func testTransitFair(t *testing.T, f fairFlood) {
 	const workers = 1
 	gw := &config.Config{Transit: config.Transit{PrivateKeyWorkers: workers}}
 	gw.SetDefaults()
 	// A probe is timed from when the server has read the request's
-	// headers to when the transit API has decided its answer (Observe).
+	// headers, and its operations counted from when the transit API has
+	// authenticated it and read its body, to when the API has decided its
+	// answer (Observe): the count leaves out the token's verification,
+	// which may take longer than one of alpha's cheaper operations.
 	var (
 		eng    *transit.Engine
 		before atomic.Uint64
@@ -60,7 +88,7 @@ func TestTransitFairSigning(t *testing.T) {
 	)
 	probes := make(chan probe, 1)
 	observe := func(_ http.ResponseWriter, _ *http.Request, o transitapi.Outcome) error {
-		if o.Key == "probe" && o.Operation == "transit.sign" {
+		if o.Key == "probe" && o.Operation == "transit."+f.probeOp {
 			probes <- probe{eng.PrivateKeyStats().Started - before.Load(), time.Since(time.Unix(0, start.Load()))}
 		}
 		return nil
@@ -73,10 +101,11 @@ func TestTransitFairSigning(t *testing.T) {
 	defer s.Close()
 	eng = s.transitKeys.Engine()
 	h := s.Handler()
+	probePath := "/v1/transit/" + f.probeOp + "/probe"
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/transit/sign/probe" {
-			before.Store(eng.PrivateKeyStats().Started)
+		if r.URL.Path == probePath {
 			start.Store(time.Now().UnixNano())
+			r.Body = &atEOF{ReadCloser: r.Body, f: func() { before.Store(eng.PrivateKeyStats().Started) }}
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -87,7 +116,8 @@ func TestTransitFairSigning(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok, err := s.Node().Mint(mint.Claims{Subject: tenant + "-app", Audience: []string{testAudience}, TTL: time.Hour,
-			Scope: "transit:admin transit:sign:*", Extra: map[string]json.RawMessage{"tenant": json.RawMessage(strconv.Quote(tenant))}})
+			Scope: "transit:admin transit:sign:* transit:verify:* transit:encrypt:*",
+			Extra: map[string]json.RawMessage{"tenant": json.RawMessage(strconv.Quote(tenant))}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,22 +138,40 @@ func TestTransitFairSigning(t *testing.T) {
 		return resp.StatusCode, string(b), err
 	}
 	alpha, beta := token("alpha"), token("beta")
-	for _, k := range []struct{ tok, path, typ string }{{alpha, "/v1/transit/keys/flood", "rsa-3072"}, {beta, "/v1/transit/keys/probe", "rsa-2048"}} {
-		if st, b, err := send(t.Context(), k.tok, k.path, `{"type":"`+k.typ+`"}`); st != http.StatusOK || err != nil {
-			t.Fatalf("%s: %d %s %v", k.path, st, b, err)
+	input := base64.StdEncoding.EncodeToString([]byte("one message"))
+	// item is one item (or the body of a single request) of op with the key
+	// at path: a verification carries a signature made by that key.
+	item := func(tok, key, op string) string {
+		switch op {
+		case "encrypt":
+			return `{"plaintext":"` + input + `"}`
+		case "verify":
+			st, b, err := send(t.Context(), tok, "/v1/transit/sign/"+key, `{"input":"`+input+`"}`)
+			var out struct{ Data struct{ Signature string } }
+			if st != http.StatusOK || err != nil || json.Unmarshal([]byte(b), &out) != nil {
+				t.Fatalf("signing with %s: %d %s %v", key, st, b, err)
+			}
+			return `{"input":"` + input + `","signature":"` + out.Data.Signature + `"}`
+		}
+		return `{"input":"` + input + `"}`
+	}
+	for _, k := range []struct{ tok, name, typ string }{{alpha, "flood", f.floodType}, {beta, "probe", f.probeType}} {
+		if st, b, err := send(t.Context(), k.tok, "/v1/transit/keys/"+k.name, `{"type":"`+k.typ+`"}`); st != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s %v", k.name, st, b, err)
 		}
 	}
-	one := `{"input":"` + base64.StdEncoding.EncodeToString([]byte("one signature")) + `"}`
-	sign := func() probe {
+	one := item(beta, "probe", f.probeOp)
+	run := func() probe {
 		t.Helper()
-		if st, b, err := send(t.Context(), beta, "/v1/transit/sign/probe", one); st != http.StatusOK || err != nil {
-			t.Fatalf("beta's signature: %d %s %v", st, b, err)
+		st, b, err := send(t.Context(), beta, probePath, one)
+		if st != http.StatusOK || err != nil || f.probeOp == "verify" && !strings.Contains(b, `"valid":true`) {
+			t.Fatalf("beta's %s: %d %s %v", f.probeOp, st, b, err)
 		}
 		return <-probes
 	}
 	var solo []time.Duration
 	for range 8 {
-		solo = append(solo, sign().took)
+		solo = append(solo, run().took)
 	}
 	slices.Sort(solo)
 	ref := solo[len(solo)/2]
@@ -133,13 +181,13 @@ func TestTransitFairSigning(t *testing.T) {
 		wg               sync.WaitGroup
 		batches, refused atomic.Int64
 	)
-	flood := `{"batch_input":[` + strings.TrimSuffix(strings.Repeat(one+",", 50), ",") + `]}`
+	flood := `{"batch_input":[` + strings.TrimSuffix(strings.Repeat(item(alpha, "flood", f.floodOp)+",", f.items), ",") + `]}`
 	for range 12 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				st, _, err := send(ctx, alpha, "/v1/transit/sign/flood", flood)
+				st, _, err := send(ctx, alpha, "/v1/transit/"+f.floodOp+"/flood", flood)
 				switch {
 				case err != nil: // stopped
 				case st == http.StatusOK:
@@ -161,7 +209,7 @@ func TestTransitFairSigning(t *testing.T) {
 	queued := 0
 	for range 20 {
 		queued = max(queued, eng.PrivateKeyStats().Waiting)
-		under = append(under, sign())
+		under = append(under, run())
 	}
 	stop()
 	wg.Wait()
@@ -172,18 +220,36 @@ func TestTransitFairSigning(t *testing.T) {
 		ops, took = append(ops, p.ops), append(took, p.took)
 	}
 	slices.Sort(took)
-	t.Logf("beta's rsa-2048 signature alone: median %v; under alpha's flood (up to %d of alpha's operations waiting): "+
-		"private-key operations started while each was in the server %v, times median %v (%.1f×), max %v (%.1f×); alpha: %d batches done, %d refused",
-		ref, queued, ops, took[len(took)/2], float64(took[len(took)/2])/float64(ref), took[len(took)-1],
-		float64(took[len(took)-1])/float64(ref), batches.Load(), refused.Load())
+	t.Logf("beta's %s %s alone: median %v; under alpha's flood of %s %s batches (up to %d of alpha's operations waiting): "+
+		"operations started while each was in the server %v, times median %v (%.1f×), max %v (%.1f×); alpha: %d batches done, %d refused",
+		f.probeType, f.probeOp, ref, f.floodType, f.floodOp, queued, ops, took[len(took)/2], float64(took[len(took)/2])/float64(ref),
+		took[len(took)-1], float64(took[len(took)-1])/float64(ref), batches.Load(), refused.Load())
 	for i, n := range ops {
-		if n > workers+2 {
-			t.Errorf("beta's signature %d waited while %d private-key operations got a worker (at most %d): %v", i, n, workers+2, ops)
+		switch {
+		case n > workers+2:
+			t.Errorf("beta's %s %d waited while %d operations got a worker (at most %d): %v", f.probeOp, i, n, workers+2, ops)
+		case n == 0:
+			t.Errorf("beta's %s %d took no worker: %v", f.probeOp, i, ops)
 		}
 	}
 	if refused.Load() != 0 {
 		t.Errorf("alpha's batches were refused %d times: its twelve requests are within its queue", refused.Load())
 	}
+}
+
+// atEOF calls f when its body has been read to the end.
+type atEOF struct {
+	io.ReadCloser
+	once sync.Once
+	f    func()
+}
+
+func (r *atEOF) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err == io.EOF {
+		r.once.Do(r.f)
+	}
+	return n, err
 }
 
 // TestTransitBusy: a client with transit.caller_queue requests with
@@ -266,7 +332,7 @@ func TestTransitBusy(t *testing.T) {
 			continue
 		}
 		if tc.status == http.StatusTooManyRequests && (resp.Header.Get("Retry-After") != "1" ||
-			b != `{"errors":["too many private-key operations of this client or tenant in progress; retry later"]}`+"\n") {
+			b != `{"errors":["too many asymmetric-key operations of this client or tenant in progress; retry later"]}`+"\n") {
 			t.Errorf("%s: Retry-After %q, body %s", tc.name, resp.Header.Get("Retry-After"), b)
 		}
 	}

@@ -119,15 +119,16 @@ func (m *Metrics) Snapshot() (map[string]float64, error) {
 	return out, nil
 }
 
-// TransitPoolStats is the state of the transit engine's private-key
-// workers.
+// TransitPoolStats is the state of the transit engine's workers for
+// asymmetric-key operations.
 type TransitPoolStats struct {
 	Workers, Running, Waiting int
 	Started                   uint64 // operations that have had a worker
 }
 
-// TransitPool registers the metrics of the transit engine's private-key
-// workers, read from stats on every scrape: keygate_transit_private_key_
+// TransitPool registers the metrics of the transit engine's workers for
+// asymmetric-key operations, read from stats on every scrape (named for
+// the private-key operations they first ran): keygate_transit_private_key_
 // workers, _running and _waiting, and _operations_total. Operations
 // waiting while the workers are all running mean private_key_workers is
 // the bottleneck; every tenant then gets its share of it.
@@ -136,14 +137,14 @@ func (m *Metrics) TransitPool(stats func() TransitPoolStats) {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(stats())) })
 	}
 	m.register(
-		gauge("keygate_transit_private_key_workers", "Workers for transit's private-key operations (signing, RSA decryption, key import).",
+		gauge("keygate_transit_private_key_workers", "Workers for transit's asymmetric-key operations (signing, verification, RSA encryption and decryption, key generation and import).",
 			func(s TransitPoolStats) int { return s.Workers }),
-		gauge("keygate_transit_private_key_running", "Transit private-key operations holding a worker.",
+		gauge("keygate_transit_private_key_running", "Transit asymmetric-key operations holding a worker.",
 			func(s TransitPoolStats) int { return s.Running }),
-		gauge("keygate_transit_private_key_waiting", "Transit private-key operations waiting for a worker, in their tenant's turn.",
+		gauge("keygate_transit_private_key_waiting", "Transit asymmetric-key operations waiting for a worker, in their tenant's turn.",
 			func(s TransitPoolStats) int { return s.Waiting }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keygate_transit_private_key_operations_total",
-			Help: "Transit private-key operations that have had a worker."},
+			Help: "Transit asymmetric-key operations that have had a worker."},
 			func() float64 { return float64(stats().Started) }),
 	)
 }

@@ -15,7 +15,7 @@ func TestDecryptBadInput(t *testing.T) {
 	other := newKey(t, e, AES256GCM96, CreateOptions{})
 	conv := newKey(t, e, AES256GCM96, CreateOptions{Derived: true, ConvergentEncryption: true})
 	rsaKey := newKey(t, e, RSA2048, CreateOptions{})
-	good := must[Result](t)(e.Encrypt(k, []byte("secret"), EncryptOptions{AssociatedData: []byte("ad")})).Text
+	good := must[Result](t)(e.Encrypt(ctx, k, []byte("secret"), EncryptOptions{AssociatedData: []byte("ad")})).Text
 	payload := strings.TrimPrefix(good, "vault:v2:")
 	raw, _ := base64.StdEncoding.DecodeString(payload)
 	alter := func(i int) string {
@@ -23,7 +23,7 @@ func TestDecryptBadInput(t *testing.T) {
 		b[i] ^= 0x10
 		return "vault:v2:" + base64.StdEncoding.EncodeToString(b)
 	}
-	convCT := must[Result](t)(e.Encrypt(conv, []byte("p"), EncryptOptions{Context: []byte("c")})).Text
+	convCT := must[Result](t)(e.Encrypt(ctx, conv, []byte("p"), EncryptOptions{Context: []byte("c")})).Text
 	for _, tc := range []struct {
 		name   string
 		k      *Key
@@ -85,11 +85,11 @@ func TestEncryptBadInput(t *testing.T) {
 		{"version not there yet", k, nil, EncryptOptions{KeyVersion: 2}, ReasonUnknownVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Encrypt(tc.k, tc.pt, tc.o)
+			_, err := e.Encrypt(ctx, tc.k, tc.pt, tc.o)
 			wantReason(t, err, tc.reason)
 		})
 	}
-	_, err := e.DataKey(k, 192, false, EncryptOptions{})
+	_, err := e.DataKey(ctx, k, 192, false, EncryptOptions{})
 	wantReason(t, err, ReasonInvalidRequest)
 	_, err = e.Random(0)
 	wantReason(t, err, ReasonInvalidRequest)
@@ -119,14 +119,14 @@ func TestVerifyBadInput(t *testing.T) {
 		{"none without pkcs1v15", sig, SignOptions{HashAlgorithm: HashNone, Prehashed: true}, ReasonInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Verify(k, []byte("m"), tc.sig, tc.o)
+			_, err := e.Verify(ctx, k, []byte("m"), tc.sig, tc.o)
 			wantReason(t, err, tc.reason)
 		})
 	}
 	// A valid DER signature with trailing bytes is refused (strict DER).
 	der, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sig, "vault:v1:"))
 	padded := "vault:v1:" + base64.StdEncoding.EncodeToString(append(der, 0))
-	if v, err := e.Verify(k, []byte("m"), padded, SignOptions{}); err != nil || v.Valid {
+	if v, err := e.Verify(ctx, k, []byte("m"), padded, SignOptions{}); err != nil || v.Valid {
 		t.Fatal("DER with trailing data verifies")
 	}
 }
@@ -159,7 +159,7 @@ func TestConcurrentRotateEncryptDecrypt(t *testing.T) {
 				if i%2 == 0 {
 					old = must[*Key](t)(LoadKey(old.Config(), old.Versions()...))
 				}
-				r, err := e.Encrypt(cur.Load(), []byte("payload"), EncryptOptions{Context: c})
+				r, err := e.Encrypt(ctx, cur.Load(), []byte("payload"), EncryptOptions{Context: c})
 				if err != nil {
 					errs <- err
 					return
@@ -177,7 +177,7 @@ func TestConcurrentRotateEncryptDecrypt(t *testing.T) {
 		}()
 	}
 	for range 200 {
-		nk, err := e.Rotate(cur.Load())
+		nk, err := e.Rotate(ctx, cur.Load(), Caller{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,9 +13,9 @@ import (
 // items run on the calling goroutine; no batch starts a goroutine per item.
 // A batch fails as a whole only when it is empty, over MaxBatchItems or over
 // the cost budget (ErrOverBudget), when its shared options are invalid, or,
-// for private-key work, when its caller already has as much in progress as
-// it may (ErrBusy). Its private-key items each wait for a worker in the
-// caller's turn, never holding one for the whole batch. Items still waiting
+// for work on the pool (see pooled), when its caller already has as much in
+// progress as it may (ErrBusy). Its pooled items each wait for a worker in
+// the caller's turn, never holding one for the whole batch. Items still waiting
 // when ctx ends get ErrCanceled.
 //
 // The encrypt, decrypt, rewrap and hmac results point into one buffer the
@@ -45,10 +45,10 @@ func (k *Key) chunkFor() int {
 	return cheapChunk
 }
 
-// enter takes the ticket a batch of o with k holds for its private-key
-// items, if o is private-key work; leave gives it back.
+// enter takes the ticket a batch of o with k holds for its items, if they
+// run on the pool; leave gives it back.
 func (e *Engine) enter(k *Key, o op, who Caller) (*ticket, func(), error) {
-	if !k.private(o) {
+	if !k.pooled(o) {
 		return nil, func() {}, nil
 	}
 	t, err := e.pool.enter(who)
@@ -73,19 +73,25 @@ type EncryptResult struct {
 	Err        error
 }
 
-// EncryptBatch encrypts every item with k.
-func (e *Engine) EncryptBatch(ctx context.Context, k *Key, items []EncryptItem) ([]EncryptResult, error) {
-	res, _, err := e.EncryptBatchInto(ctx, k, items, nil, nil)
+// EncryptBatch encrypts every item with k for who (whose turn RSA
+// encryptions wait for).
+func (e *Engine) EncryptBatch(ctx context.Context, k *Key, items []EncryptItem, who Caller) ([]EncryptResult, error) {
+	res, _, err := e.EncryptBatchInto(ctx, k, items, who, nil, nil)
 	return res, err
 }
 
 // EncryptBatchInto is EncryptBatch reusing the storage of res and buf (the
 // texts go into buf) when they are large enough, so that a caller pooling
 // them encrypts a batch without allocating. It returns both, resliced.
-func (e *Engine) EncryptBatchInto(ctx context.Context, k *Key, items []EncryptItem, res []EncryptResult, buf []byte) ([]EncryptResult, []byte, error) {
+func (e *Engine) EncryptBatchInto(ctx context.Context, k *Key, items []EncryptItem, who Caller, res []EncryptResult, buf []byte) ([]EncryptResult, []byte, error) {
 	if err := e.checkBatch(len(items), k, opEncrypt); err != nil {
 		return res, buf, err
 	}
+	t, leave, err := e.enter(k, opEncrypt, who)
+	if err != nil {
+		return res, buf, err
+	}
+	defer leave()
 	res = slices.Grow(res[:0], len(items))[:len(items)]
 	// Size every item's text first, so that all of them fit one buffer;
 	// after them come the nonces, read from the random source at once
@@ -120,7 +126,7 @@ func (e *Engine) EncryptBatchInto(ctx context.Context, k *Key, items []EncryptIt
 			return
 		}
 		it := &items[i]
-		o := EncryptOptions{KeyVersion: it.KeyVersion, Context: it.Context, AssociatedData: it.AssociatedData}
+		o := EncryptOptions{KeyVersion: it.KeyVersion, Context: it.Context, AssociatedData: it.AssociatedData, ticket: t}
 		var (
 			out []byte
 			v   *Version
@@ -131,7 +137,7 @@ func (e *Engine) EncryptBatchInto(ctx context.Context, k *Key, items []EncryptIt
 			v, err = k.encryptVersion(it.KeyVersion)
 		}
 		if err == nil {
-			out, n, err = e.appendEncrypt(res[i].Ciphertext, k, v, it.Plaintext, &o, nonces[i*ns:(i+1)*ns])
+			out, n, err = e.appendEncrypt(ctx, res[i].Ciphertext, k, v, it.Plaintext, &o, nonces[i*ns:(i+1)*ns])
 		}
 		if err != nil {
 			out = nil
@@ -308,7 +314,7 @@ type VerifyItemResult struct {
 	Err        error
 }
 
-// VerifyBatch verifies every item with o.
+// VerifyBatch verifies every item with o (hash, marshaling, Caller, …).
 func (e *Engine) VerifyBatch(ctx context.Context, k *Key, items []VerifyItem, o SignOptions) ([]VerifyItemResult, error) {
 	if err := e.checkBatch(len(items), k, opVerify); err != nil {
 		return nil, err
@@ -316,6 +322,12 @@ func (e *Engine) VerifyBatch(ctx context.Context, k *Key, items []VerifyItem, o 
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	t, leave, err := e.enter(k, opVerify, o.Caller)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	o.ticket = t
 	res := make([]VerifyItemResult, len(items))
 	e.parallel(len(items), expensiveChunk, func(i int) {
 		if err := canceled(ctx); err != nil {
@@ -324,7 +336,7 @@ func (e *Engine) VerifyBatch(ctx context.Context, k *Key, items []VerifyItem, o 
 		}
 		opt := o
 		opt.Context = items[i].Context
-		r, err := verifySig(e, k, items[i].Input, items[i].Signature, &opt)
+		r, err := verifySig(e, ctx, k, items[i].Input, items[i].Signature, &opt)
 		res[i] = VerifyItemResult{Valid: r.Valid, KeyVersion: r.KeyVersion, Err: err}
 	}, func(i int, err error) { res[i] = VerifyItemResult{Err: err} })
 	return res, nil

@@ -16,7 +16,7 @@ func TestBatch(t *testing.T) {
 	items[7].KeyVersion = 3 // unknown
 	items[8].KeyVersion = 1
 	items[9].AssociatedData = []byte("ad")
-	res := must[[]EncryptResult](t)(e.EncryptBatch(ctx, k, items))
+	res := must[[]EncryptResult](t)(e.EncryptBatch(ctx, k, items, Caller{}))
 	for i, r := range res {
 		switch i {
 		case 7:
@@ -101,16 +101,16 @@ func TestBatch(t *testing.T) {
 		}
 	}
 
-	_, err := e.EncryptBatch(ctx, k, nil)
+	_, err := e.EncryptBatch(ctx, k, nil, Caller{})
 	wantReason(t, err, ReasonInvalidRequest)
-	_, err = e.EncryptBatch(ctx, k, make([]EncryptItem, MaxBatchItems+1))
+	_, err = e.EncryptBatch(ctx, k, make([]EncryptItem, MaxBatchItems+1), Caller{})
 	wantReason(t, err, ReasonTooLarge)
 	_, err = e.SignBatch(ctx, sk, sItems, SignOptions{HashAlgorithm: HashNone})
 	wantReason(t, err, ReasonInvalidRequest)
 
 	canceledCtx, cancel := contextWithCancel()
 	cancel()
-	cres := must[[]EncryptResult](t)(e.EncryptBatch(canceledCtx, k, items[:10]))
+	cres := must[[]EncryptResult](t)(e.EncryptBatch(canceledCtx, k, items[:10], Caller{}))
 	for _, r := range cres {
 		wantReason(t, r.Err, ReasonCanceled)
 	}
@@ -141,7 +141,7 @@ func TestBatchCostBudget(t *testing.T) {
 		over bool
 	}{
 		{"10,000 aes encryptions", func() error {
-			_, err := e.EncryptBatch(ctx, aes, make([]EncryptItem, 10_000))
+			_, err := e.EncryptBatch(ctx, aes, make([]EncryptItem, 10_000), Caller{})
 			return err
 		}, false},
 		{"59,000 derived aes decryptions", func() error {
@@ -190,15 +190,16 @@ func TestBatchCostBudget(t *testing.T) {
 }
 
 // TestCostTable: every operation a key type supports has a cost, and so
-// has deriving a key of a type that can be derived; a type added without
-// them would be charged 1 for work that may cost thousands.
+// have generating a key of the type and deriving one of a type that can be
+// derived; a type added without them would be charged 1 for work that may
+// cost thousands.
 func TestCostTable(t *testing.T) {
 	for _, typ := range KeyTypes() {
 		c := typ.Capabilities()
 		for _, tc := range []struct {
 			op  op
 			has bool
-		}{{opEncrypt, c.Encryption}, {opDecrypt, c.Decryption}, {opSign, c.Signing}, {opVerify, c.Signing}, {opHMAC, c.HMAC}} {
+		}{{opEncrypt, c.Encryption}, {opDecrypt, c.Decryption}, {opSign, c.Signing}, {opVerify, c.Signing}, {opHMAC, c.HMAC}, {opGenerate, true}} {
 			if tc.has && costs[typ][tc.op] < 1 {
 				t.Errorf("%v %s has no cost", typ, opNames[tc.op])
 			}
@@ -210,8 +211,21 @@ func TestCostTable(t *testing.T) {
 		if got, want := k.cost(opRewrap), k.cost(opDecrypt)+k.cost(opEncrypt); c.Encryption && got != want {
 			t.Errorf("%v rewrap costs %d, not decryption and encryption's %d", typ, got, want)
 		}
-		if k.private(opSign) != c.Signing || k.private(opDecrypt) != typ.isRSA() || k.private(opVerify) || k.private(opEncrypt) {
-			t.Errorf("%v: the private-key operations are not signing and RSA decryption", typ)
+		// Every asymmetric operation, an asymmetric key's generation
+		// included, waits for a worker; no symmetric one, derived or not,
+		// and no HMAC does.
+		asym := c.Signing || typ.isRSA()
+		for _, derived := range []bool{false, c.Derivation} {
+			k := &Key{cfg: Config{Type: typ, Derived: derived}}
+			for _, tc := range []struct {
+				op   op
+				want bool
+			}{{opSign, c.Signing}, {opVerify, c.Signing}, {opEncrypt, asym && c.Encryption}, {opDecrypt, asym && c.Decryption},
+				{opRewrap, asym && c.Encryption}, {opHMAC, false}, {opGenerate, asym}} {
+				if got := k.pooled(tc.op); got != tc.want {
+					t.Errorf("%v (derived %v) %s: pooled %v, want %v (cost %d)", typ, derived, opNames[tc.op], got, tc.want, k.cost(tc.op))
+				}
+			}
 		}
 	}
 }

@@ -60,7 +60,7 @@ func BenchmarkEncrypt(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(sz.n))
 			for b.Loop() {
-				if _, _, err := e.SealRaw(dst[:0], k, pt, EncryptOptions{}); err != nil {
+				if _, _, err := e.SealRaw(ctx, dst[:0], k, pt, EncryptOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -69,7 +69,7 @@ func BenchmarkEncrypt(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(sz.n))
 			for b.Loop() {
-				if _, _, err := e.AppendEncrypt(dst[:0], k, pt, EncryptOptions{}); err != nil {
+				if _, _, err := e.AppendEncrypt(ctx, dst[:0], k, pt, EncryptOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,8 +81,8 @@ func BenchmarkDecrypt(b *testing.B) {
 	e, k, raw := benchEngine(b)
 	for _, sz := range benchSizes {
 		pt := make([]byte, sz.n)
-		bin, _, _ := e.SealRaw(nil, k, pt, EncryptOptions{})
-		text, _, _ := e.AppendEncrypt(nil, k, pt, EncryptOptions{})
+		bin, _, _ := e.SealRaw(ctx, nil, k, pt, EncryptOptions{})
+		text, _, _ := e.AppendEncrypt(ctx, nil, k, pt, EncryptOptions{})
 		dst := make([]byte, 0, sz.n+64)
 		b.Run(sz.name+"/raw", func(b *testing.B) {
 			b.ReportAllocs()
@@ -152,7 +152,7 @@ func BenchmarkEncryptBatch1000(b *testing.B) {
 	b.Run("engine", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			res, err := e.EncryptBatch(ctx, k, items)
+			res, err := e.EncryptBatch(ctx, k, items, Caller{})
 			if err != nil || res[n-1].Err != nil {
 				b.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func BenchmarkEncryptBatch1000(b *testing.B) {
 			err error
 		)
 		for b.Loop() {
-			res, buf, err = e.EncryptBatchInto(ctx, k, items, res, buf)
+			res, buf, err = e.EncryptBatchInto(ctx, k, items, Caller{}, res, buf)
 			if err != nil || res[n-1].Err != nil {
 				b.Fatal(err)
 			}
@@ -257,8 +257,8 @@ func TestEncryptAllocations(t *testing.T) {
 	dst := make([]byte, 0, 3*len(pt))
 	nonce := make([]byte, 12)
 	sealed := raw.Seal(nil, nonce, pt, nil)
-	text, _, _ := e.AppendEncrypt(nil, k, pt, EncryptOptions{})
-	bin, _, _ := e.SealRaw(nil, k, pt, EncryptOptions{})
+	text, _, _ := e.AppendEncrypt(ctx, nil, k, pt, EncryptOptions{})
+	bin, _, _ := e.SealRaw(ctx, nil, k, pt, EncryptOptions{})
 	primitive := testing.AllocsPerRun(100, func() {
 		rand.Read(nonce)
 		raw.Seal(dst[:0], nonce, pt, nil)
@@ -278,8 +278,8 @@ func TestEncryptAllocations(t *testing.T) {
 		name string
 		f    func() error
 	}{
-		{"SealRaw", func() error { _, _, err := e.SealRaw(dst[:0], k, pt, EncryptOptions{}); return err }},
-		{"AppendEncrypt", func() error { _, _, err := e.AppendEncrypt(dst[:0], k, pt, EncryptOptions{}); return err }},
+		{"SealRaw", func() error { _, _, err := e.SealRaw(ctx, dst[:0], k, pt, EncryptOptions{}); return err }},
+		{"AppendEncrypt", func() error { _, _, err := e.AppendEncrypt(ctx, dst[:0], k, pt, EncryptOptions{}); return err }},
 		{"OpenRaw", func() error { _, err := e.OpenRaw(ctx, dst[:0], k, 1, bin, DecryptOptions{}); return err }},
 		{"AppendDecrypt", func() error { _, _, err := e.AppendDecrypt(ctx, dst[:0], k, text, DecryptOptions{}); return err }},
 		{"AppendHMAC", func() error { _, _, err := e.AppendHMAC(dst[:0], k, pt, HMACOptions{}); return err }},
@@ -301,7 +301,7 @@ func TestEncryptAllocations(t *testing.T) {
 	t.Run("EncryptBatchInto", func(t *testing.T) {
 		ours := testing.AllocsPerRun(20, func() {
 			var err error
-			if res, buf, err = e.EncryptBatchInto(ctx, k, items, res, buf); err != nil || res[999].Err != nil {
+			if res, buf, err = e.EncryptBatchInto(ctx, k, items, Caller{}, res, buf); err != nil || res[999].Err != nil {
 				t.Fatal(err)
 			}
 		})

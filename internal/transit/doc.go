@@ -80,16 +80,20 @@
 //
 // # Sharing
 //
-// Private-key operations (signing, RSA decryption, import unwrapping) run
-// on a fixed number of workers, one fewer than the cores by default so that
-// one stays for the rest of the process. A worker goes to the tenant that
-// has been charged least for what it ran, then to the least charged
-// principal within it (see [Caller]), each operation charged its cost: a
-// flood waits behind itself, and another caller's operation waits for at
-// most the operations in progress. Each item of a batch takes its own turn.
-// A tenant, and a principal, may have only so many requests in progress;
-// beyond that its next fails at once with [ErrBusy], and nobody else's
-// does. A batch is refused with [ErrOverBudget], before any of it is done,
-// when its items cost more than the budget ([DefaultMaxBatchCost]; an
-// AES-GCM encryption costs 1, an rsa-4096 signature 25,000).
+// Every asymmetric operation (signing and verification, RSA encryption and
+// decryption, generating an asymmetric key, import unwrapping: whatever
+// costs at least 40 AES-GCM encryptions) runs on a fixed number of
+// workers, one fewer than the cores by default so that one stays for the
+// rest of the process. A worker goes to the tenant that has been charged least for what
+// it ran, then to the least charged principal within it (see [Caller]),
+// each operation charged its cost: a flood waits behind itself, and another
+// caller's operation waits for at most the operations in progress. Each
+// item of a batch takes its own turn. A tenant, and a principal, may have
+// only so many requests in progress; beyond that its next fails at once
+// with [ErrBusy], and nobody else's does. AEAD and HMAC operations, and
+// making their keys, never wait for a worker; an rsa-4096 key's
+// generation holds one for about a second. A batch is refused with [ErrOverBudget], before any
+// of it is done, when its items cost more than the budget
+// ([DefaultMaxBatchCost]; an AES-GCM encryption costs 1, an rsa-4096
+// signature 25,000).
 package transit

@@ -25,6 +25,11 @@ type EncryptOptions struct {
 	// associated data would reuse a nonce with different authenticated
 	// data, which gives away the authentication key (Vault accepts it).
 	AssociatedData []byte
+	// Caller is whom an RSA encryption is made for: it waits for a worker
+	// in the caller's turn (see Caller). The AEAD types need none.
+	Caller Caller
+
+	ticket *ticket // a batch's, for its items
 }
 
 // DecryptOptions are the per-item parameters of decrypt.
@@ -167,9 +172,15 @@ type aeadLike = interface {
 // ciphertext (RSA types) to dst. The AEAD path allocates nothing when dst
 // has room: the nonce is read straight into dst and Seal appends after it.
 // A batch passes random bytes it read for all its items at once as
-// randNonce; nil means read them now.
-func (e *Engine) seal(dst []byte, k *Key, v *Version, plaintext []byte, o *EncryptOptions, randNonce []byte) ([]byte, error) {
+// randNonce; nil means read them now. An RSA encryption waits for a worker
+// (ctx bounds the wait).
+func (e *Engine) seal(ctx context.Context, dst []byte, k *Key, v *Version, plaintext []byte, o *EncryptOptions, randNonce []byte) ([]byte, error) {
 	if v.typ.isRSA() {
+		g, err := e.turn(ctx, k, opEncrypt, o.ticket, o.Caller)
+		if err != nil {
+			return dst, err
+		}
+		defer g.done()
 		// Vault: RSA-OAEP with SHA-256 and no label.
 		ct, err := rsa.EncryptOAEP(sha256.New(), e.rand, v.rsaPub, plaintext, nil)
 		if err != nil {
@@ -249,8 +260,9 @@ func putScratch(p *[]byte) {
 // SealRaw is the binary core of encrypt: it appends the payload Vault
 // base64-encodes — nonce‖ciphertext‖tag for the AEAD types, the RSA-OAEP
 // ciphertext for RSA keys — to dst, and returns the version used. With room
-// in dst it allocates nothing for non-derived AEAD keys.
-func (e *Engine) SealRaw(dst []byte, k *Key, plaintext []byte, o EncryptOptions) ([]byte, int, error) {
+// in dst it allocates nothing for non-derived AEAD keys. An RSA encryption
+// runs on a worker, in o.Caller's turn; ctx bounds the wait for one.
+func (e *Engine) SealRaw(ctx context.Context, dst []byte, k *Key, plaintext []byte, o EncryptOptions) ([]byte, int, error) {
 	if err := k.checkEncrypt(plaintext, &o); err != nil {
 		return dst, 0, err
 	}
@@ -258,15 +270,16 @@ func (e *Engine) SealRaw(dst []byte, k *Key, plaintext []byte, o EncryptOptions)
 	if err != nil {
 		return dst, 0, err
 	}
-	out, err := e.seal(dst, k, v, plaintext, &o, nil)
+	out, err := e.seal(ctx, dst, k, v, plaintext, &o, nil)
 	return out, v.num, err
 }
 
 // AppendEncrypt encrypts plaintext and appends Vault's text,
 // "vault:vN:" + base64(nonce‖ciphertext‖tag), to dst (the HTTP layer's
 // response buffer), returning the version used. With room in dst it
-// allocates nothing for non-derived AEAD keys.
-func (e *Engine) AppendEncrypt(dst []byte, k *Key, plaintext []byte, o EncryptOptions) ([]byte, int, error) {
+// allocates nothing for non-derived AEAD keys. An RSA encryption runs on a
+// worker, in o.Caller's turn; ctx bounds the wait for one.
+func (e *Engine) AppendEncrypt(ctx context.Context, dst []byte, k *Key, plaintext []byte, o EncryptOptions) ([]byte, int, error) {
 	if err := k.checkEncrypt(plaintext, &o); err != nil {
 		return dst, 0, err
 	}
@@ -274,14 +287,14 @@ func (e *Engine) AppendEncrypt(dst []byte, k *Key, plaintext []byte, o EncryptOp
 	if err != nil {
 		return dst, 0, err
 	}
-	return e.appendEncrypt(dst, k, v, plaintext, &o, nil)
+	return e.appendEncrypt(ctx, dst, k, v, plaintext, &o, nil)
 }
 
-func (e *Engine) appendEncrypt(dst []byte, k *Key, v *Version, plaintext []byte, o *EncryptOptions, randNonce []byte) ([]byte, int, error) {
+func (e *Engine) appendEncrypt(ctx context.Context, dst []byte, k *Key, v *Version, plaintext []byte, o *EncryptOptions, randNonce []byte) ([]byte, int, error) {
 	sealed := k.sealLen(v, len(plaintext))
 	sp := getScratch(sealed)
 	defer putScratch(sp)
-	bin, err := e.seal((*sp)[:0], k, v, plaintext, o, randNonce)
+	bin, err := e.seal(ctx, (*sp)[:0], k, v, plaintext, o, randNonce)
 	*sp = bin
 	if err != nil {
 		return dst, 0, err
@@ -292,8 +305,8 @@ func (e *Engine) appendEncrypt(dst []byte, k *Key, v *Version, plaintext []byte,
 }
 
 // Encrypt is AppendEncrypt returning a string.
-func (e *Engine) Encrypt(k *Key, plaintext []byte, o EncryptOptions) (Result, error) {
-	b, n, err := e.AppendEncrypt(nil, k, plaintext, o)
+func (e *Engine) Encrypt(ctx context.Context, k *Key, plaintext []byte, o EncryptOptions) (Result, error) {
+	b, n, err := e.AppendEncrypt(ctx, nil, k, plaintext, o)
 	if err != nil {
 		return Result{}, err
 	}
@@ -409,7 +422,7 @@ type RewrapOptions struct {
 	KeyVersion     int
 	Context        []byte
 	AssociatedData []byte
-	Caller         Caller // whom an RSA decryption is made for (see DecryptOptions)
+	Caller         Caller // whom an RSA decryption and encryption are made for (see DecryptOptions)
 
 	ticket *ticket // a batch's, for its items
 }
@@ -422,7 +435,7 @@ func (e *Engine) AppendRewrap(ctx context.Context, dst []byte, k *Key, ciphertex
 }
 
 func appendRewrap[T string | []byte](e *Engine, ctx context.Context, dst []byte, k *Key, ciphertext T, o *RewrapOptions) ([]byte, int, error) {
-	eo := EncryptOptions{KeyVersion: o.KeyVersion, Context: o.Context, AssociatedData: o.AssociatedData}
+	eo := EncryptOptions{KeyVersion: o.KeyVersion, Context: o.Context, AssociatedData: o.AssociatedData, Caller: o.Caller, ticket: o.ticket}
 	if err := k.checkEncrypt(nil, &eo); err != nil {
 		return dst, 0, err
 	}
@@ -437,7 +450,7 @@ func appendRewrap[T string | []byte](e *Engine, ctx context.Context, dst []byte,
 	if err != nil {
 		return dst, 0, err
 	}
-	return e.appendEncrypt(dst, k, v, pt, &eo, nil)
+	return e.appendEncrypt(ctx, dst, k, v, pt, &eo, nil)
 }
 
 // Rewrap is AppendRewrap for strings.
@@ -459,8 +472,9 @@ type DataKey struct {
 
 // DataKey makes a random key of bits (128, 256 or 512; 0 means 256) and
 // encrypts it with k. With wrapped, the plaintext is cleared and not
-// returned (Vault's datakey/wrapped).
-func (e *Engine) DataKey(k *Key, bits int, wrapped bool, o EncryptOptions) (DataKey, error) {
+// returned (Vault's datakey/wrapped). An RSA encryption runs on a worker,
+// in o.Caller's turn; ctx bounds the wait for one.
+func (e *Engine) DataKey(ctx context.Context, k *Key, bits int, wrapped bool, o EncryptOptions) (DataKey, error) {
 	switch bits {
 	case 0:
 		bits = 256
@@ -479,7 +493,7 @@ func (e *Engine) DataKey(k *Key, bits int, wrapped bool, o EncryptOptions) (Data
 	if _, err := io.ReadFull(e.rand, key); err != nil {
 		return DataKey{}, wrapError(ReasonInternal, "random source", err)
 	}
-	ct, n, err := e.appendEncrypt(nil, k, v, key, &o, nil)
+	ct, n, err := e.appendEncrypt(ctx, nil, k, v, key, &o, nil)
 	if err != nil {
 		clear(key)
 		return DataKey{}, err

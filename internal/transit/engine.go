@@ -28,17 +28,19 @@ type Options struct {
 	// DerivedCacheEntries bounds the cache of keys derived from a context
 	// (default 4096; negative disables the cache).
 	DerivedCacheEntries int
-	// PrivateKeyWorkers is how many private-key operations (signing, RSA
-	// decryption, import unwrapping) run at once, shared fairly between
-	// callers (see Caller). The default is one fewer than GOMAXPROCS, at
-	// least 1, so that a core stays for everything else the process does,
-	// such as the gateway's decisions.
+	// PrivateKeyWorkers is how many asymmetric-key operations (signing and
+	// verification, RSA encryption and decryption, key generation, import
+	// unwrapping; see pooled) run at once, shared fairly between callers (see Caller). The
+	// default is one fewer than GOMAXPROCS, at least 1, so that a core
+	// stays for everything else the process does, such as the gateway's
+	// decisions. (The name is older than the verifications and RSA
+	// encryptions on the workers.)
 	PrivateKeyWorkers int
-	// TenantQueue and CallerQueue bound the requests with private-key work
-	// one tenant, and one caller of a tenant, may have waiting or running
-	// at once (defaults DefaultTenantQueue and DefaultCallerQueue; a batch
-	// counts once). Beyond them the next fails at once with ErrBusy; other
-	// tenants and callers are not affected.
+	// TenantQueue and CallerQueue bound the requests with asymmetric-key
+	// work one tenant, and one caller of a tenant, may have waiting or
+	// running at once (defaults DefaultTenantQueue and DefaultCallerQueue;
+	// a batch counts once). Beyond them the next fails at once with
+	// ErrBusy; other tenants and callers are not affected.
 	TenantQueue int
 	CallerQueue int
 	// MaxBatchCost bounds what one batch may cost (see DefaultMaxBatchCost
@@ -57,7 +59,7 @@ type Engine struct {
 	rand    io.Reader
 	now     func() time.Time
 	derived *derivedCache
-	pool    *pool // private-key operations
+	pool    *pool // asymmetric-key operations
 	maxCost int64
 	// helpers bounds the extra goroutines batches start, across all
 	// batches; a batch that finds no free slot works on its own goroutine.

@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// Caller is whom an operation runs for. The engine shares its private-key
-// workers between tenants, and within a tenant between principals (the
+// Caller is whom an operation runs for. The engine shares its workers for
+// asymmetric-key operations between tenants, and within a tenant between principals (the
 // tokens' clients or users), in proportion to what their operations cost,
 // so that one caller's flood waits behind itself. The zero Caller is one
 // caller like any other.
@@ -16,7 +16,8 @@ type Caller struct {
 	Principal string
 }
 
-// pool runs private-key operations on a fixed number of workers. An
+// pool runs the operations that cost at least poolCost (every asymmetric
+// one) on a fixed number of workers. An
 // operation takes a worker on its caller's goroutine and gives it back when
 // done; one that finds none free waits in its caller's queue. A freed worker
 // goes to the tenant that has been charged least, then, within it, to the
@@ -30,7 +31,7 @@ type Caller struct {
 // for the operations in progress and for at most one operation of each
 // other flow still waiting at the clock itself.
 //
-// Requests hold a ticket while they have private-key work (a batch holds
+// Requests hold a ticket while they have work on the pool (a batch holds
 // one for all its items): at most tenantQueue per tenant and callerQueue
 // per caller, beyond which that caller's next request fails with ErrBusy.
 // No bound is shared between tenants, so that one tenant's requests cannot
@@ -51,7 +52,8 @@ func newPool(workers, tenantQueue, callerQueue int) *pool {
 	return &pool{workers: workers, free: workers, tenantQueue: tenantQueue, callerQueue: callerQueue}
 }
 
-// PrivateKeyStats is the state of an engine's private-key workers.
+// PrivateKeyStats is the state of an engine's workers for asymmetric-key
+// operations (Options.PrivateKeyWorkers).
 type PrivateKeyStats struct {
 	Workers int    // how many there are
 	Running int    // operations holding one
@@ -59,7 +61,7 @@ type PrivateKeyStats struct {
 	Started uint64 // operations that have had one, since the engine was made
 }
 
-// PrivateKeyStats reports the state of the engine's private-key workers.
+// PrivateKeyStats reports the state of the engine's workers.
 func (e *Engine) PrivateKeyStats() PrivateKeyStats {
 	p := e.pool
 	p.mu.Lock()
@@ -196,7 +198,11 @@ func (p *pool) drop(t, c *flow) {
 	}
 }
 
-var errBusy = newError(ReasonBusy, "too many private-key operations of this caller or tenant in progress; retry later")
+// granted, when a test sets it, is told of every operation given a
+// worker, in the order they get one (under the pool's lock).
+var granted func(tenant, principal string)
+
+var errBusy = newError(ReasonBusy, "too many asymmetric-key operations of this caller or tenant in progress; retry later")
 
 // acquire waits for a worker for an operation of cost c, in t's turn.
 func (p *pool) acquire(ctx context.Context, t *ticket, c int64) error {
@@ -206,6 +212,9 @@ func (p *pool) acquire(ctx context.Context, t *ticket, c int64) error {
 		p.started++
 		t.tenant.callers.serve(t.caller, c, false)
 		p.tenants.serve(t.tenant, c, false)
+		if granted != nil {
+			granted(t.tenant.name, t.caller.name)
+		}
 		p.mu.Unlock()
 		return nil
 	}
@@ -275,6 +284,9 @@ func (p *pool) release() {
 	p.started++
 	t.callers.serve(c, w.cost, len(c.waiters) > 0)
 	p.tenants.serve(t, w.cost, t.callers.active.Len() > 0)
+	if granted != nil {
+		granted(t.name, c.name)
+	}
 	w.granted = true
 	close(w.ready)
 }
@@ -305,16 +317,30 @@ func (h *flowHeap) Pop() any {
 }
 
 // grant is a worker held; done gives it back (and the ticket taken for it).
+// The zero grant holds nothing.
 type grant struct {
 	p   *pool
 	own ticket // the operation's own, when it is not a batch's
 }
 
 func (g grant) done() {
+	if g.p == nil {
+		return
+	}
 	g.p.release()
 	if g.own.p != nil {
 		g.own.leave()
 	}
+}
+
+// turn waits for a worker for one item of o with k, as t's (a batch's
+// ticket) or, with t nil, as who's with a ticket of its own; o below
+// poolCost runs at once, holding nothing.
+func (e *Engine) turn(ctx context.Context, k *Key, o op, t *ticket, who Caller) (grant, error) {
+	if !k.pooled(o) {
+		return grant{}, nil
+	}
+	return e.work(ctx, t, who, k.cost(o))
 }
 
 // work takes a worker of the pool for an operation of cost c, as t's, or,

@@ -2,6 +2,7 @@ package transit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -323,22 +324,46 @@ func TestPoolConcurrent(t *testing.T) {
 	}
 }
 
-// TestEngineBusy: an engine's private-key operations are refused ErrBusy
-// when their caller or tenant is at its bound, wait otherwise, and give
-// up when their context ends; public-key operations need no worker.
+// TestEngineBusy: an engine's pooled operations are refused ErrBusy when
+// their caller or tenant is at its bound, wait otherwise, and give up when
+// their context ends.
 func TestEngineBusy(t *testing.T) {
 	e := New(Options{Rand: seededRand(5), PrivateKeyWorkers: 1, TenantQueue: 2, CallerQueue: 1})
 	k := newKey(t, e, RSA2048, CreateOptions{})
-	ct := must[Result](t)(e.Encrypt(k, []byte("m"), EncryptOptions{})) // public: no worker needed
+	aes := newKey(t, e, AES256GCM96, CreateOptions{})
+	ct := must[Result](t)(e.Encrypt(ctx, k, []byte("m"), EncryptOptions{}))          // the first operation started
+	sig := must[SignResult](t)(e.Sign(ctx, k, []byte("m"), SignOptions{})).Signature // the second
 	x, y, z := Caller{"A", "x"}, Caller{"A", "y"}, Caller{"A", "z"}
 	g, err := e.work(ctx, nil, x, 1) // x holds the worker
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Sign(ctx, k, []byte("m"), SignOptions{Caller: x})
-	wantReason(t, err, ReasonBusy)
-	_, err = e.Decrypt(ctx, k, ct.Text, DecryptOptions{Caller: x})
-	wantReason(t, err, ReasonBusy)
+	for name, op := range map[string]func() error{
+		"sign":    func() error { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{Caller: x}); return err },
+		"decrypt": func() error { _, err := e.Decrypt(ctx, k, ct.Text, DecryptOptions{Caller: x}); return err },
+		"verify":  func() error { _, err := e.Verify(ctx, k, []byte("m"), sig, SignOptions{Caller: x}); return err },
+		"encrypt": func() error { _, err := e.Encrypt(ctx, k, []byte("m"), EncryptOptions{Caller: x}); return err },
+		"datakey": func() error { _, err := e.DataKey(ctx, k, 128, true, EncryptOptions{Caller: x}); return err },
+		"verify batch": func() error {
+			_, err := e.VerifyBatch(ctx, k, []VerifyItem{{Input: []byte("m"), Signature: []byte(sig)}}, SignOptions{Caller: x})
+			return err
+		},
+		"encrypt batch": func() error {
+			_, err := e.EncryptBatch(ctx, k, []EncryptItem{{Plaintext: []byte("m")}}, x)
+			return err
+		},
+	} {
+		if err := op(); ReasonOf(err) != ReasonBusy {
+			t.Errorf("%s of a caller at its bound: %v, want busy", name, err)
+		}
+	}
+	// An AES encryption takes no worker: nothing bounds it.
+	if _, err := e.Encrypt(ctx, aes, []byte("m"), EncryptOptions{Caller: x}); err != nil {
+		t.Errorf("aes encryption of a caller at its bound: %v", err)
+	}
+	if _, err := e.EncryptBatch(ctx, aes, []EncryptItem{{Plaintext: []byte("m")}}, x); err != nil {
+		t.Errorf("aes encryption batch of a caller at its bound: %v", err)
+	}
 	queued := make(chan error, 2)
 	go func() { _, err := e.Sign(ctx, k, []byte("m"), SignOptions{Caller: y}); queued <- err }()
 	waitFor(t, "y queues", func() bool { return e.pool.queued() == 1 })
@@ -350,7 +375,7 @@ func TestEngineBusy(t *testing.T) {
 	cancel()
 	_, err = e.Sign(canceled, k, []byte("m"), SignOptions{Caller: Caller{"C", "x"}})
 	wantReason(t, err, ReasonCanceled)
-	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Running: 1, Waiting: 2, Started: 1}); s != want {
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Running: 1, Waiting: 2, Started: 3}); s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
 	_, err = e.SignBatch(ctx, k, []SignItem{{Input: []byte("m")}}, SignOptions{Caller: x})
@@ -364,15 +389,15 @@ func TestEngineBusy(t *testing.T) {
 	if !e.pool.idle(1) {
 		t.Error("the pool keeps state")
 	}
-	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 3}); s != want {
+	if s, want := e.PrivateKeyStats(), (PrivateKeyStats{Workers: 1, Started: 5}); s != want {
 		t.Errorf("stats %+v, want %+v", s, want)
 	}
 }
 
-// TestSignAllocations: taking a private-key worker allocates nothing when
-// one is free: an ed25519 signature allocates what it did before signing
-// went through the pool (the signature, once), for a caller seen before or
-// a new one.
+// TestSignAllocations: taking a worker allocates nothing when one is free:
+// an ed25519 signature allocates what it did before signing went through
+// the pool (the signature, once), and a verification what it did before
+// verifying did, for a caller seen before or a new one.
 func TestSignAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are checked without -race (.ci/run runs them)")
@@ -390,5 +415,226 @@ func TestSignAllocations(t *testing.T) {
 	})
 	if n > 1 {
 		t.Errorf("an ed25519 signature allocates %.0f objects, want at most 1", n)
+	}
+	// Verification allocates what it did before it went through the pool:
+	// the decoded signature and what crypto/ed25519 allocates.
+	sig := []byte(must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature)
+	n = testing.AllocsPerRun(200, func() {
+		i++
+		if _, err := e.VerifyBytes(ctx, k, msg, sig, SignOptions{Caller: callers[i%len(callers)]}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 3 {
+		t.Errorf("an ed25519 verification allocates %.0f objects, want at most 3", n)
+	}
+}
+
+// waitingCosts returns the costs of who's operations waiting for a worker.
+func (p *pool) waitingCosts(who Caller) []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.tenants.flows[who.Tenant]
+	if t == nil || t.callers.flows[who.Principal] == nil {
+		return nil
+	}
+	var out []int64
+	for _, w := range t.callers.flows[who.Principal].waiters {
+		out = append(out, w.cost)
+	}
+	return out
+}
+
+// TestGenerateOnPool: making an asymmetric key, or a new version of one,
+// waits for a worker in its caller's turn, charged its type's generation
+// cost, and gives up when its context ends; a symmetric key is made at
+// once, the workers all busy.
+func TestGenerateOnPool(t *testing.T) {
+	e := New(Options{PrivateKeyWorkers: 1})
+	who := Caller{"B", "admin"}
+	for _, tc := range []struct {
+		typ   KeyType
+		waits bool
+	}{{AES256GCM96, false}, {ChaCha20Poly1305, false}, {HMAC, false}, {Ed25519, true}, {ECDSAP256, true}, {ECDSAP521, true}, {RSA2048, true}} {
+		k := newKey(t, e, tc.typ, CreateOptions{}) // made with the worker free
+		for _, g := range []struct {
+			name string
+			run  func(context.Context) error
+		}{
+			{"create", func(ctx context.Context) error {
+				_, err := e.CreateKey(ctx, "k", CreateOptions{Type: tc.typ, Caller: who})
+				return err
+			}},
+			{"rotate", func(ctx context.Context) error {
+				nk, err := e.Rotate(ctx, k, who)
+				if err == nil && nk.LatestVersion() != 2 {
+					return fmt.Errorf("rotated to version %d", nk.LatestVersion())
+				}
+				return err
+			}},
+		} {
+			t.Run(tc.typ.String()+"/"+g.name, func(t *testing.T) {
+				held, err := e.work(ctx, nil, Caller{"A", "x"}, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				go func() { done <- g.run(wctx) }()
+				if !tc.waits {
+					if err := <-done; err != nil {
+						t.Fatal(err)
+					}
+					if n := e.pool.queued(); n != 0 {
+						t.Errorf("%d operations waited", n)
+					}
+					held.done()
+					return
+				}
+				waitFor(t, "the generation queues", func() bool { return e.pool.queued() == 1 })
+				if got, want := e.pool.waitingCosts(who), costs[tc.typ][opGenerate]; len(got) != 1 || got[0] != want {
+					t.Errorf("waits as %v, want one operation of %s's generation cost %d", got, who, want)
+				}
+				held.done()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				// Given up: a context that ends while it waits.
+				held, _ = e.work(ctx, nil, Caller{"A", "x"}, 1)
+				cctx, cancel := context.WithCancel(ctx)
+				go func() { done <- g.run(cctx) }()
+				waitFor(t, "the generation queues again", func() bool { return e.pool.queued() == 1 })
+				cancel()
+				wantReason(t, <-done, ReasonCanceled)
+				held.done()
+			})
+		}
+	}
+	if !e.pool.idle(1) {
+		t.Error("the pool keeps state")
+	}
+}
+
+// TestFloodOrder: floods of verifications and RSA encryptions queue behind
+// themselves as floods of signatures do. The one worker is held by an
+// operation of tenant A's; A's flood (a batch, whose items wait
+// BatchWorkers at a time, or many single operations) queues, and then a
+// single operation of tenant B's. When the worker is freed, B's operation
+// is the first to get it and all of A's follow: B waits for the operation
+// in progress and nothing else. First come first served, it would wait
+// for every item of A's queued before it. An AES encryption of B's takes
+// no worker: it is done while the worker is still held.
+func TestFloodOrder(t *testing.T) {
+	const batchWorkers = 3
+	e := New(Options{PrivateKeyWorkers: 1, BatchWorkers: batchWorkers})
+	msg := []byte("m")
+	type fn = func(Caller) error
+	verifyOne := func(typ KeyType) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		sig := must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature
+		return func(who Caller) error {
+			r, err := e.Verify(ctx, k, msg, sig, SignOptions{Caller: who})
+			if err == nil && !r.Valid {
+				err = fmt.Errorf("%v signature does not verify", typ)
+			}
+			return err
+		}
+	}
+	verifyBatch := func(typ KeyType, n int) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		sig := must[SignResult](t)(e.Sign(ctx, k, msg, SignOptions{})).Signature
+		items := slices.Repeat([]VerifyItem{{Input: msg, Signature: []byte(sig)}}, n)
+		return func(who Caller) error {
+			res, err := e.VerifyBatch(ctx, k, items, SignOptions{Caller: who})
+			for i := 0; err == nil && i < len(res); i++ {
+				if err = res[i].Err; err == nil && !res[i].Valid {
+					err = fmt.Errorf("%v item %d does not verify", typ, i)
+				}
+			}
+			return err
+		}
+	}
+	encryptOne := func(typ KeyType) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		return func(who Caller) error {
+			_, err := e.Encrypt(ctx, k, msg, EncryptOptions{Caller: who})
+			return err
+		}
+	}
+	encryptBatch := func(typ KeyType, n int) fn {
+		k := newKey(t, e, typ, CreateOptions{})
+		items := slices.Repeat([]EncryptItem{{Plaintext: msg}}, n)
+		return func(who Caller) error {
+			res, err := e.EncryptBatch(ctx, k, items, who)
+			for i := 0; err == nil && i < len(res); i++ {
+				err = res[i].Err
+			}
+			return err
+		}
+	}
+	singles := func(n int, one fn) fn {
+		return func(who Caller) error {
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { errs[i] = one(who) })
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}
+	}
+	aes := encryptOne(AES256GCM96)
+	a, b := Caller{"A", "flood"}, Caller{"B", "single"}
+	for _, tc := range []struct {
+		name    string
+		flood   fn
+		waiting int // flood operations waiting at once
+		items   int // flood operations in all
+		probe   fn
+	}{
+		{"ed25519 verify batch / ed25519 verify", verifyBatch(Ed25519, 60), batchWorkers, 60, verifyOne(Ed25519)},
+		{"ecdsa-p521 verify batch / ecdsa-p256 verify", verifyBatch(ECDSAP521, 20), batchWorkers, 20, verifyOne(ECDSAP256)},
+		{"rsa-2048 verify batch / rsa-3072 verify", verifyBatch(RSA2048, 40), batchWorkers, 40, verifyOne(RSA3072)},
+		{"rsa-4096 encrypt batch / rsa-2048 encrypt", encryptBatch(RSA4096, 30), batchWorkers, 30, encryptOne(RSA2048)},
+		{"rsa-2048 encryptions / rsa-4096 encrypt", singles(8, encryptOne(RSA2048)), 8, 8, encryptOne(RSA4096)},
+		{"ecdsa-p384 verifications / ed25519 verify", singles(8, verifyOne(ECDSAP384)), 8, 8, verifyOne(Ed25519)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu    sync.Mutex
+				order []string
+			)
+			granted = func(tenant, _ string) { mu.Lock(); order = append(order, tenant); mu.Unlock() }
+			t.Cleanup(func() { granted = nil })
+			held, err := e.work(ctx, nil, a, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flooded, probed := make(chan error, 1), make(chan error, 1)
+			go func() { flooded <- tc.flood(a) }()
+			waitFor(t, "A's flood queues", func() bool { return e.pool.queued() == tc.waiting })
+			go func() { probed <- tc.probe(b) }()
+			waitFor(t, "B's operation queues", func() bool { return e.pool.queued() == tc.waiting+1 })
+			if err := aes(b); err != nil {
+				t.Errorf("B's aes encryption, the worker held: %v", err)
+			}
+			held.done()
+			if err := <-probed; err != nil {
+				t.Errorf("B's operation: %v", err)
+			}
+			if err := <-flooded; err != nil {
+				t.Errorf("A's flood: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := append([]string{"A", "B"}, slices.Repeat([]string{"A"}, tc.items)...)
+			if !slices.Equal(order, want) {
+				t.Errorf("workers went to %v, want A's operation in progress, then B's, then A's %d", order, tc.items)
+			}
+		})
+	}
+	if !e.pool.idle(1) {
+		t.Error("the pool keeps state")
 	}
 }

@@ -71,7 +71,7 @@ func newKey(t testing.TB, e *Engine, typ KeyType, o CreateOptions) *Key {
 		}
 		return k
 	}
-	k, err := e.CreateKey("k", o)
+	k, err := e.CreateKey(ctx, "k", o)
 	if err != nil {
 		t.Fatalf("CreateKey(%v): %v", typ, err)
 	}

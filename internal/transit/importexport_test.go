@@ -153,7 +153,7 @@ func TestImport(t *testing.T) {
 			}
 			// Imported keys do not rotate unless allowed, and take new
 			// versions by import_version.
-			_, err = e.Rotate(k)
+			_, err = e.Rotate(ctx, k, Caller{})
 			wantReason(t, err, ReasonRotationNotAllowed)
 			_, material2 := targetKey(t, typ)
 			k2, err := e.ImportVersion(ctx, k, w, ImportVersionOptions{Ciphertext: wrapForImport(t, w.PublicKey(), material2, sha512.New()), HashFunction: "sha512"})
@@ -208,7 +208,7 @@ func TestImportRules(t *testing.T) {
 		})
 	}
 	k := must[*Key](t)(e.ImportKey(ctx, w, "x", ImportOptions{Type: AES256GCM96, Ciphertext: good, AllowRotation: true, AutoRotatePeriod: 3600e9}))
-	k = must[*Key](t)(e.Rotate(k))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	if k.Config().Imported {
 		t.Fatal("a rotated key still counts as imported")
 	}
@@ -228,7 +228,7 @@ func TestImportPublicKey(t *testing.T) {
 	msg := []byte("m")
 	sig, _ := ecdsa.SignASN1(rand.Reader, priv, SHA2_256.appendSum(nil, msg))
 	text := "vault:v1:" + base64.StdEncoding.EncodeToString(sig)
-	if v := must[VerifyResult](t)(e.Verify(k, msg, text, SignOptions{})); !v.Valid {
+	if v := must[VerifyResult](t)(e.Verify(ctx, k, msg, text, SignOptions{})); !v.Valid {
 		t.Fatal("verify with an imported public key")
 	}
 	_, err := e.Sign(ctx, k, msg, SignOptions{})

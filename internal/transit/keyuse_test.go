@@ -86,7 +86,7 @@ func TestKeyBytesIntactWhenCollectedDuringUse(t *testing.T) {
 		}},
 		{"convergent encrypt", AES256GCM96, CreateOptions{Derived: true, ConvergentEncryption: true}, func(t *testing.T, e *Engine, k *Key, key []byte) {
 			okm := derivedOKM(t, key, dctx, 64)
-			res, err := e.Encrypt(k, msg, EncryptOptions{Context: dctx})
+			res, err := e.Encrypt(ctx, k, msg, EncryptOptions{Context: dctx})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,14 +103,14 @@ func TestKeyBytesIntactWhenCollectedDuringUse(t *testing.T) {
 		}},
 		{"derived ed25519 verify", Ed25519, CreateOptions{Derived: true}, func(t *testing.T, e *Engine, k *Key, key []byte) {
 			priv := ed25519.NewKeyFromSeed(derivedOKM(t, key, dctx, 32))
-			res, err := e.Verify(k, msg, vaultText(ed25519.Sign(priv, msg)), SignOptions{Context: dctx})
+			res, err := e.Verify(ctx, k, msg, vaultText(ed25519.Sign(priv, msg)), SignOptions{Context: dctx})
 			if err != nil || !res.Valid {
 				t.Fatalf("a genuine signature does not verify: %v", err)
 			}
 		}},
 		{"derived ed25519 verify refuses a forgery", Ed25519, CreateOptions{Derived: true}, func(t *testing.T, e *Engine, k *Key, key []byte) {
 			forger := ed25519.NewKeyFromSeed(derivedOKM(t, make([]byte, 64), dctx, 32))
-			res, err := e.Verify(k, msg, vaultText(ed25519.Sign(forger, msg)), SignOptions{Context: dctx})
+			res, err := e.Verify(ctx, k, msg, vaultText(ed25519.Sign(forger, msg)), SignOptions{Context: dctx})
 			if err != nil || res.Valid {
 				t.Fatalf("a signature under a zeroed version key verifies (err %v)", err)
 			}
@@ -172,7 +172,7 @@ func TestDerivedKeysUnderEvictionAndCollection(t *testing.T) {
 				return
 			default:
 			}
-			_, _ = e.Encrypt(ck, msg, EncryptOptions{Context: []byte("churn-" + strconv.Itoa(i))})
+			_, _ = e.Encrypt(ctx, ck, msg, EncryptOptions{Context: []byte("churn-" + strconv.Itoa(i))})
 		}
 	})
 	bg.Go(func() {
@@ -212,7 +212,7 @@ func TestDerivedKeysUnderEvictionAndCollection(t *testing.T) {
 				if !bytes.Equal(res.PublicKey, pubs[h]) || !ed25519.Verify(pubs[h], msg, sig) {
 					fail("a signature for context " + string(c) + " does not verify")
 				}
-				enc, err := e.Encrypt(ck, msg, EncryptOptions{Context: c})
+				enc, err := e.Encrypt(ctx, ck, msg, EncryptOptions{Context: c})
 				switch {
 				case err != nil:
 					fail("encrypt: " + err.Error())

@@ -1,6 +1,7 @@
 package transit
 
 import (
+	"context"
 	"time"
 )
 
@@ -13,11 +14,16 @@ type CreateOptions struct {
 	AllowPlaintextBackup bool
 	AutoRotatePeriod     time.Duration // 0, or at least an hour
 	KeySize              int           // hmac only: 32 to 512 bytes, default HMACDefaultKeySize
+	// Caller is whom the key is made for: an asymmetric key is generated
+	// on a worker, in the caller's turn (see Caller).
+	Caller Caller
 }
 
 // CreateKey makes a key with its first version. The caller stores
-// MarshalConfig(k.Config()) and MarshalVersion of k's version 1.
-func (e *Engine) CreateKey(name string, o CreateOptions) (*Key, error) {
+// MarshalConfig(k.Config()) and MarshalVersion of k's version 1. An
+// asymmetric key is generated on a worker, in o.Caller's turn; ctx bounds
+// the wait for one.
+func (e *Engine) CreateKey(ctx context.Context, name string, o CreateOptions) (*Key, error) {
 	if o.Type == 0 {
 		o.Type = AES256GCM96
 	}
@@ -39,24 +45,37 @@ func (e *Engine) CreateKey(name string, o CreateOptions) (*Key, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	v, err := generateVersion(o.Type, 1, e.now().UTC(), e.rand, o.KeySize)
+	v, err := e.generate(ctx, cfg, 1, o.Caller)
 	if err != nil {
 		return nil, err
 	}
 	return LoadKey(cfg, v)
 }
 
+// generate makes version num of a key of cfg, on a worker in who's turn
+// if its type's generation costs that much (every asymmetric type's does:
+// an rsa-4096 key takes about a second of a core).
+func (e *Engine) generate(ctx context.Context, cfg Config, num int, who Caller) (*Version, error) {
+	g, err := e.turn(ctx, &Key{cfg: cfg}, opGenerate, nil, who)
+	if err != nil {
+		return nil, err
+	}
+	defer g.done()
+	return generateVersion(cfg.Type, num, e.now().UTC(), e.rand, cfg.KeySize)
+}
+
 // Rotate adds a new latest version. An imported key rotates only if it was
 // imported with allow_rotation; after a rotation the key no longer counts as
-// imported (Vault does the same).
-func (e *Engine) Rotate(k *Key) (*Key, error) {
+// imported (Vault does the same). The new version is generated as in
+// CreateKey, in who's turn.
+func (e *Engine) Rotate(ctx context.Context, k *Key, who Caller) (*Key, error) {
 	if k.cfg.Imported && !k.cfg.AllowImportedKeyRotation {
 		return nil, newError(ReasonRotationNotAllowed, "imported key does not allow rotation")
 	}
 	if k.cfg.LatestVersion >= MaxVersion {
 		return nil, newError(ReasonInvalidRequest, "the key has reached MaxVersion")
 	}
-	v, err := generateVersion(k.cfg.Type, k.cfg.LatestVersion+1, e.now().UTC(), e.rand, k.cfg.KeySize)
+	v, err := e.generate(ctx, k.cfg, k.cfg.LatestVersion+1, who)
 	if err != nil {
 		return nil, err
 	}
@@ -86,11 +105,11 @@ func (k *Key) RotationDue(now time.Time) bool {
 
 // RotateIfDue rotates k if RotationDue at the engine's clock; it returns k
 // itself and false otherwise.
-func (e *Engine) RotateIfDue(k *Key) (*Key, bool, error) {
+func (e *Engine) RotateIfDue(ctx context.Context, k *Key, who Caller) (*Key, bool, error) {
 	if !k.RotationDue(e.now()) {
 		return k, false, nil
 	}
-	nk, err := e.Rotate(k)
+	nk, err := e.Rotate(ctx, k, who)
 	if err != nil {
 		return k, false, err
 	}

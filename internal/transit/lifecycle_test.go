@@ -17,7 +17,7 @@ func rotated(t testing.TB, e *Engine, typ KeyType, n int, o CreateOptions) *Key 
 	t.Helper()
 	k := newKey(t, e, typ, o)
 	for range n - 1 {
-		k = must[*Key](t)(e.Rotate(k))
+		k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	}
 	return k
 }
@@ -47,7 +47,7 @@ func TestCreateKeyRules(t *testing.T) {
 		{"unknown type", CreateOptions{Type: maxKeyType}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := e.CreateKey("n", tc.o)
+			k, err := e.CreateKey(ctx, "n", tc.o)
 			if tc.ok != (err == nil) {
 				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
 			}
@@ -59,7 +59,7 @@ func TestCreateKeyRules(t *testing.T) {
 			}
 		})
 	}
-	k := must[*Key](t)(e.CreateKey("h", CreateOptions{Type: HMAC}))
+	k := must[*Key](t)(e.CreateKey(ctx, "h", CreateOptions{Type: HMAC}))
 	if k.Config().KeySize != HMACDefaultKeySize || len(k.latest().key) != HMACDefaultKeySize {
 		t.Fatal("hmac default key size")
 	}
@@ -68,14 +68,14 @@ func TestCreateKeyRules(t *testing.T) {
 func TestVersionsAndMinimums(t *testing.T) {
 	e := testEngine(t)
 	k := rotated(t, e, AES256GCM96, 1, CreateOptions{})
-	r1 := must[Result](t)(e.Encrypt(k, []byte("one"), EncryptOptions{}))
+	r1 := must[Result](t)(e.Encrypt(ctx, k, []byte("one"), EncryptOptions{}))
 	old := k
-	k = must[*Key](t)(e.Rotate(k))
-	k = must[*Key](t)(e.Rotate(k))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
+	k = must[*Key](t)(e.Rotate(ctx, k, Caller{}))
 	if k.LatestVersion() != 3 || old.LatestVersion() != 1 {
 		t.Fatal("rotation changed the old snapshot")
 	}
-	r3 := must[Result](t)(e.Encrypt(k, []byte("three"), EncryptOptions{}))
+	r3 := must[Result](t)(e.Encrypt(ctx, k, []byte("three"), EncryptOptions{}))
 	if r3.KeyVersion != 3 || !strings.HasPrefix(r3.Text, "vault:v3:") {
 		t.Fatalf("%+v", r3)
 	}
@@ -88,13 +88,13 @@ func TestVersionsAndMinimums(t *testing.T) {
 	}
 	must[DecryptResult](t)(e.Decrypt(ctx, k, r1.Text, DecryptOptions{}))
 
-	r2 := must[Result](t)(e.Encrypt(k, []byte("two"), EncryptOptions{KeyVersion: 2}))
+	r2 := must[Result](t)(e.Encrypt(ctx, k, []byte("two"), EncryptOptions{KeyVersion: 2}))
 	if r2.KeyVersion != 2 {
 		t.Fatal("key_version ignored")
 	}
-	_, err = e.Encrypt(k, []byte("x"), EncryptOptions{KeyVersion: 4})
+	_, err = e.Encrypt(ctx, k, []byte("x"), EncryptOptions{KeyVersion: 4})
 	wantReason(t, err, ReasonUnknownVersion)
-	_, err = e.Encrypt(k, []byte("x"), EncryptOptions{KeyVersion: -1})
+	_, err = e.Encrypt(ctx, k, []byte("x"), EncryptOptions{KeyVersion: -1})
 	wantReason(t, err, ReasonInvalidRequest)
 
 	k2, warnings, err := e.Configure(k, ConfigUpdate{MinDecryptionVersion: ptr(2), MinEncryptionVersion: ptr(3)})
@@ -104,7 +104,7 @@ func TestVersionsAndMinimums(t *testing.T) {
 	_, err = e.Decrypt(ctx, k2, r1.Text, DecryptOptions{})
 	wantReason(t, err, ReasonVersionTooOld)
 	must[DecryptResult](t)(e.Decrypt(ctx, k2, r2.Text, DecryptOptions{}))
-	_, err = e.Encrypt(k2, []byte("x"), EncryptOptions{KeyVersion: 2})
+	_, err = e.Encrypt(ctx, k2, []byte("x"), EncryptOptions{KeyVersion: 2})
 	wantReason(t, err, ReasonVersionTooOld)
 	_, err = e.HMAC(k2, []byte("x"), HMACOptions{KeyVersion: 2})
 	wantReason(t, err, ReasonVersionTooOld)
@@ -117,7 +117,7 @@ func TestVersionsAndMinimums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Encrypt(k3, []byte("x"), EncryptOptions{KeyVersion: 1})
+	_, err = e.Encrypt(ctx, k3, []byte("x"), EncryptOptions{KeyVersion: 1})
 	wantReason(t, err, ReasonVersionTooOld)
 	_, err = e.HMAC(k3, []byte("x"), HMACOptions{KeyVersion: 1})
 	wantReason(t, err, ReasonVersionTooOld)
@@ -149,9 +149,9 @@ func TestConfigure(t *testing.T) {
 		{name: "min_encryption 0 with min_decryption 3", u: ConfigUpdate{MinDecryptionVersion: ptr(3), MinEncryptionVersion: ptr(0)},
 			check: func(c Config) bool { return c.MinDecryptionVersion == 3 && c.MinEncryptionVersion == 0 }},
 		{name: "exportable on", u: ConfigUpdate{Exportable: ptr(true)}, check: func(c Config) bool { return c.Exportable }},
-		{name: "exportable cannot be unset", k: must[*Key](t)(e.CreateKey("x", CreateOptions{Exportable: true})),
+		{name: "exportable cannot be unset", k: must[*Key](t)(e.CreateKey(ctx, "x", CreateOptions{Exportable: true})),
 			u: ConfigUpdate{Exportable: ptr(false)}, reason: ReasonInvalidConfig},
-		{name: "plaintext backup cannot be unset", k: must[*Key](t)(e.CreateKey("x", CreateOptions{AllowPlaintextBackup: true})),
+		{name: "plaintext backup cannot be unset", k: must[*Key](t)(e.CreateKey(ctx, "x", CreateOptions{AllowPlaintextBackup: true})),
 			u: ConfigUpdate{AllowPlaintextBackup: ptr(false)}, reason: ReasonInvalidConfig},
 		{name: "deletion allowed", u: ConfigUpdate{DeletionAllowed: ptr(true)}, check: func(c Config) bool { return c.DeletionAllowed }},
 		{name: "auto-rotate 30m", u: ConfigUpdate{AutoRotatePeriod: ptr(30 * time.Minute)}, reason: ReasonInvalidConfig},
@@ -189,7 +189,7 @@ func TestForgetDerived(t *testing.T) {
 	a := rotated(t, e, AES256GCM96, 2, CreateOptions{Derived: true})
 	b := rotated(t, e, Ed25519, 1, CreateOptions{Derived: true})
 	for v := 1; v <= 2; v++ {
-		must[Result](t)(e.Encrypt(a, []byte("x"), EncryptOptions{KeyVersion: v, Context: []byte("c")}))
+		must[Result](t)(e.Encrypt(ctx, a, []byte("x"), EncryptOptions{KeyVersion: v, Context: []byte("c")}))
 	}
 	must[SignResult](t)(e.Sign(context.Background(), b, []byte("x"), SignOptions{Context: []byte("c")}))
 	if n := e.DerivedCached(); n != 3 {
@@ -199,7 +199,7 @@ func TestForgetDerived(t *testing.T) {
 	if n := e.DerivedCached(); n != 1 {
 		t.Errorf("after ForgetKey: %d derived keys cached, want b's 1", n)
 	}
-	ct := must[Result](t)(e.Encrypt(a, []byte("x"), EncryptOptions{Context: []byte("c")}))
+	ct := must[Result](t)(e.Encrypt(ctx, a, []byte("x"), EncryptOptions{Context: []byte("c")}))
 	if pt := must[DecryptResult](t)(e.Decrypt(context.Background(), a, ct.Text, DecryptOptions{Context: []byte("c")})); string(pt.Plaintext) != "x" {
 		t.Errorf("a forgotten key derives again: %q", pt.Plaintext)
 	}
@@ -214,7 +214,7 @@ func TestForgetDerived(t *testing.T) {
 func TestTrim(t *testing.T) {
 	e := testEngine(t)
 	k := rotated(t, e, AES256GCM96, 5, CreateOptions{Derived: true})
-	c1 := must[Result](t)(e.Encrypt(k, []byte("x"), EncryptOptions{KeyVersion: 1, Context: []byte("c")}))
+	c1 := must[Result](t)(e.Encrypt(ctx, k, []byte("x"), EncryptOptions{KeyVersion: 1, Context: []byte("c")}))
 	_, err := e.Trim(k, 2)
 	wantReason(t, err, ReasonInvalidConfig) // min_encryption_version not set
 	k, _, err = e.Configure(k, ConfigUpdate{MinDecryptionVersion: ptr(3), MinEncryptionVersion: ptr(4)})
@@ -279,11 +279,11 @@ func TestRotationRules(t *testing.T) {
 	if k.RotationDue(testNow.Add(time.Hour)) || !k.RotationDue(testNow.Add(time.Hour+time.Second)) {
 		t.Fatal("RotationDue")
 	}
-	if _, rotated, _ := e.RotateIfDue(k); rotated {
+	if _, rotated, _ := e.RotateIfDue(ctx, k, Caller{}); rotated {
 		t.Fatal("rotated before the period")
 	}
 	later := New(Options{Rand: seededRand(3), Now: func() time.Time { return testNow.Add(2 * time.Hour) }})
-	nk, rotatedNow, err := later.RotateIfDue(k)
+	nk, rotatedNow, err := later.RotateIfDue(ctx, k, Caller{})
 	if err != nil || !rotatedNow || nk.LatestVersion() != 2 {
 		t.Fatal("not rotated after the period", err)
 	}
@@ -416,12 +416,12 @@ func TestLoadKey(t *testing.T) {
 // use fixed keys from testdata).
 func TestCreateRSA(t *testing.T) {
 	e := testEngine(t)
-	k := must[*Key](t)(e.CreateKey("r", CreateOptions{Type: RSA2048}))
+	k := must[*Key](t)(e.CreateKey(ctx, "r", CreateOptions{Type: RSA2048}))
 	if k.latest().rsa.N.BitLen() != 2048 || k.latest().rsa.Precomputed.Dp == nil {
 		t.Fatal("not a precomputed 2048-bit key")
 	}
 	s := must[SignResult](t)(e.Sign(ctx, k, []byte("m"), SignOptions{}))
-	if v := must[VerifyResult](t)(e.Verify(k, []byte("m"), s.Signature, SignOptions{})); !v.Valid {
+	if v := must[VerifyResult](t)(e.Verify(ctx, k, []byte("m"), s.Signature, SignOptions{})); !v.Valid {
 		t.Fatal("sign/verify")
 	}
 }

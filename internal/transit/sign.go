@@ -34,8 +34,8 @@ type SignOptions struct {
 	Marshaling Marshaling
 	// SaltLength for RSA-PSS: SaltLengthAuto, SaltLengthHash or bytes.
 	SaltLength int
-	// Caller (sign only) is whom the signature is made for: signing
-	// waits for a worker in the caller's turn (see Caller).
+	// Caller is whom the signature is made or checked for: both wait for
+	// a worker in the caller's turn (see Caller).
 	Caller Caller
 
 	ticket *ticket // a batch's, for its items
@@ -128,13 +128,16 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 	if !v.HasPrivateKey() {
 		return dst, 0, nil, versionError(ReasonNoPrivateKey, "the version holds only a public key", v.num)
 	}
+	if k.cfg.Derived && len(o.Context) == 0 {
+		return dst, 0, nil, errMissingContext
+	}
 	h := cryptoHash(o.HashAlgorithm)
 	if v.typ.isRSA() && o.SignatureAlgorithm == PSS {
 		if err := checkSalt(v.rsaPub, h, o.SaltLength); err != nil {
 			return dst, 0, nil, err
 		}
 	}
-	g, err := e.work(ctx, o.ticket, o.Caller, k.cost(opSign))
+	g, err := e.turn(ctx, k, opSign, o.ticket, o.Caller)
 	if err != nil {
 		return dst, 0, nil, err
 	}
@@ -160,9 +163,6 @@ func (e *Engine) appendSign(ctx context.Context, dst []byte, k *Key, input []byt
 	case v.typ == Ed25519:
 		priv := ed25519.PrivateKey(v.key)
 		if k.cfg.Derived {
-			if len(o.Context) == 0 {
-				return dst, 0, nil, errMissingContext
-			}
 			d, err := e.derived.get(v, o.Context, false)
 			if err != nil {
 				return dst, 0, nil, err
@@ -240,17 +240,18 @@ func trimZeros(b []byte) []byte {
 // Verify checks a signature text made by Sign (or by Vault) against input.
 // A wrong signature is Valid false with no error; an error means the text
 // or the request is unusable (malformed text, a version newer than the key's
-// latest — ErrUnknownVersion — or below min_decryption_version).
-func (e *Engine) Verify(k *Key, input []byte, signature string, o SignOptions) (VerifyResult, error) {
-	return verifySig(e, k, input, signature, &o)
+// latest — ErrUnknownVersion — or below min_decryption_version). The check
+// runs on a worker, in o.Caller's turn; ctx bounds the wait for one.
+func (e *Engine) Verify(ctx context.Context, k *Key, input []byte, signature string, o SignOptions) (VerifyResult, error) {
+	return verifySig(e, ctx, k, input, signature, &o)
 }
 
 // VerifyBytes is Verify for a signature text held in a byte slice.
-func (e *Engine) VerifyBytes(k *Key, input, signature []byte, o SignOptions) (VerifyResult, error) {
-	return verifySig(e, k, input, signature, &o)
+func (e *Engine) VerifyBytes(ctx context.Context, k *Key, input, signature []byte, o SignOptions) (VerifyResult, error) {
+	return verifySig(e, ctx, k, input, signature, &o)
 }
 
-func verifySig[T string | []byte](e *Engine, k *Key, input []byte, signature T, o *SignOptions) (VerifyResult, error) {
+func verifySig[T string | []byte](e *Engine, ctx context.Context, k *Key, input []byte, signature T, o *SignOptions) (VerifyResult, error) {
 	if !k.cfg.Type.Capabilities().Signing {
 		return VerifyResult{}, errNoSigning
 	}
@@ -277,6 +278,23 @@ func verifySig[T string | []byte](e *Engine, k *Key, input []byte, signature T, 
 	if err != nil {
 		return VerifyResult{}, err
 	}
+	if k.cfg.Derived && len(o.Context) == 0 {
+		return VerifyResult{}, errMissingContext
+	}
+	var h crypto.Hash
+	if v.typ.isRSA() {
+		h = cryptoHash(o.HashAlgorithm)
+		if o.SignatureAlgorithm == PSS {
+			if err := checkSalt(v.rsaPub, h, o.SaltLength); err != nil {
+				return VerifyResult{}, err
+			}
+		}
+	}
+	g, err := e.turn(ctx, k, opVerify, o.ticket, o.Caller)
+	if err != nil {
+		return VerifyResult{}, err
+	}
+	defer g.done()
 	var sum [64]byte
 	msg := digest(sum[:0], v.typ, input, o)
 	valid := false
@@ -295,9 +313,6 @@ func verifySig[T string | []byte](e *Engine, k *Key, input []byte, signature T, 
 	case v.typ == Ed25519:
 		pub := v.edPub
 		if k.cfg.Derived {
-			if len(o.Context) == 0 {
-				return VerifyResult{}, errMissingContext
-			}
 			d, err := e.derived.get(v, o.Context, false)
 			if err != nil {
 				return VerifyResult{}, err
@@ -306,11 +321,7 @@ func verifySig[T string | []byte](e *Engine, k *Key, input []byte, signature T, 
 		}
 		valid = ed25519.Verify(pub, msg, sig)
 	case v.typ.isRSA():
-		h := cryptoHash(o.HashAlgorithm)
 		if o.SignatureAlgorithm == PSS {
-			if err := checkSalt(v.rsaPub, h, o.SaltLength); err != nil {
-				return VerifyResult{}, err
-			}
 			valid = rsa.VerifyPSS(v.rsaPub, h, msg, sig, &rsa.PSSOptions{SaltLength: o.SaltLength}) == nil
 		} else {
 			valid = rsa.VerifyPKCS1v15(v.rsaPub, h, msg, sig) == nil

@@ -82,12 +82,12 @@ func FuzzParseCiphertext(f *testing.F) {
 	for _, typ := range []KeyType{AES128GCM96, AES256GCM96, ChaCha20Poly1305, XChaCha20Poly1305} {
 		k := newKey(f, e, typ, CreateOptions{})
 		for _, pt := range []string{"", "x", "hello, world"} {
-			f.Add(must[Result](f)(e.Encrypt(k, []byte(pt), EncryptOptions{})).Text)
+			f.Add(must[Result](f)(e.Encrypt(ctx, k, []byte(pt), EncryptOptions{})).Text)
 		}
 		f.Add(must[Result](f)(e.HMAC(k, []byte("m"), HMACOptions{})).Text)
 	}
 	dk := newKey(f, e, AES256GCM96, CreateOptions{Derived: true, ConvergentEncryption: true})
-	f.Add(must[Result](f)(e.Encrypt(dk, []byte("p"), EncryptOptions{Context: []byte("c")})).Text)
+	f.Add(must[Result](f)(e.Encrypt(ctx, dk, []byte("p"), EncryptOptions{Context: []byte("c")})).Text)
 	ek := newKey(f, e, ECDSAP256, CreateOptions{})
 	f.Add(must[SignResult](f)(e.Sign(ctx, ek, []byte("m"), SignOptions{})).Signature)
 	f.Add(must[SignResult](f)(e.Sign(ctx, ek, []byte("m"), SignOptions{Marshaling: MarshalJWS})).Signature)

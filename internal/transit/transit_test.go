@@ -83,7 +83,7 @@ func TestRoundTrip(t *testing.T) {
 					if typ.isRSA() && len(pt) > 100 {
 						continue
 					}
-					r, err := e.Encrypt(k, pt, EncryptOptions{})
+					r, err := e.Encrypt(ctx, k, pt, EncryptOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -107,7 +107,7 @@ func TestRoundTrip(t *testing.T) {
 					}
 				}
 				for _, bits := range []int{0, 128, 256, 512} {
-					dk, err := e.DataKey(k, bits, false, EncryptOptions{})
+					dk, err := e.DataKey(ctx, k, bits, false, EncryptOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -122,17 +122,17 @@ func TestRoundTrip(t *testing.T) {
 					if !bytes.Equal(d.Plaintext, dk.Plaintext.Reveal()) {
 						t.Fatal("datakey ciphertext does not decrypt to its plaintext")
 					}
-					w, err := e.DataKey(k, bits, true, EncryptOptions{})
+					w, err := e.DataKey(ctx, k, bits, true, EncryptOptions{})
 					if err != nil || w.Plaintext.Len() != 0 {
 						t.Fatalf("wrapped datakey: %v, plaintext %d bytes", err, w.Plaintext.Len())
 					}
 				}
 			} else {
-				_, err := e.Encrypt(k, msg, EncryptOptions{})
+				_, err := e.Encrypt(ctx, k, msg, EncryptOptions{})
 				wantReason(t, err, ReasonUnsupported)
 				_, err = e.Decrypt(ctx, k, "vault:v1:AAAA", DecryptOptions{})
 				wantReason(t, err, ReasonUnsupported)
-				_, err = e.DataKey(k, 256, false, EncryptOptions{})
+				_, err = e.DataKey(ctx, k, 256, false, EncryptOptions{})
 				wantReason(t, err, ReasonUnsupported)
 			}
 			if caps.Signing {
@@ -149,13 +149,13 @@ func TestRoundTrip(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					v, err := e.Verify(k, in, s.Signature, o)
+					v, err := e.Verify(ctx, k, in, s.Signature, o)
 					if err != nil || !v.Valid || v.KeyVersion != 1 {
 						t.Fatalf("%s: verify %+v %v", name, v, err)
 					}
 					altered := bytes.Clone(in)
 					altered[0] ^= 1 // the first byte: ECDSA truncates long digests
-					v, err = e.Verify(k, altered, s.Signature, o)
+					v, err = e.Verify(ctx, k, altered, s.Signature, o)
 					if err != nil || v.Valid {
 						t.Fatalf("%s: altered input verifies: %+v %v", name, v, err)
 					}
@@ -166,7 +166,7 @@ func TestRoundTrip(t *testing.T) {
 			} else {
 				_, err := e.Sign(ctx, k, msg, SignOptions{})
 				wantReason(t, err, ReasonUnsupported)
-				_, err = e.Verify(k, msg, "vault:v1:AAAA", SignOptions{})
+				_, err = e.Verify(ctx, k, msg, "vault:v1:AAAA", SignOptions{})
 				wantReason(t, err, ReasonUnsupported)
 			}
 			for h := SHA2_224; h < maxHash; h++ {
@@ -238,7 +238,7 @@ func TestVaultCiphertextFormat(t *testing.T) {
 				if err != nil || string(d.Plaintext) != "hello vault" {
 					t.Fatalf("decrypt of a raw AEAD ciphertext: %q %v", d.Plaintext, err)
 				}
-				r := must[Result](t)(e.Encrypt(k, []byte("from keygate"), EncryptOptions{AssociatedData: ad}))
+				r := must[Result](t)(e.Encrypt(ctx, k, []byte("from keygate"), EncryptOptions{AssociatedData: ad}))
 				c := must[Ciphertext](t)(ParseCiphertext(r.Text))
 				pt, err := raw.Open(nil, c.Data[:raw.NonceSize()], c.Data[raw.NonceSize():], ad)
 				if err != nil || string(pt) != "from keygate" {
@@ -298,8 +298,8 @@ func TestConvergent(t *testing.T) {
 			nonce := m.Sum(nil)[:raw.NonceSize()]
 			want := "vault:v1:" + base64.StdEncoding.EncodeToString(raw.Seal(bytes.Clone(nonce), nonce, pt, nil))
 
-			r1 := must[Result](t)(e.Encrypt(k, pt, EncryptOptions{Context: context}))
-			r2 := must[Result](t)(e.Encrypt(k, pt, EncryptOptions{Context: context}))
+			r1 := must[Result](t)(e.Encrypt(ctx, k, pt, EncryptOptions{Context: context}))
+			r2 := must[Result](t)(e.Encrypt(ctx, k, pt, EncryptOptions{Context: context}))
 			if r1.Text != want || r2.Text != want {
 				t.Fatalf("convergent ciphertext\n got %s\nwant %s", r1.Text, want)
 			}
@@ -307,15 +307,15 @@ func TestConvergent(t *testing.T) {
 			if !bytes.Equal(d.Plaintext, pt) {
 				t.Fatal("decrypt")
 			}
-			other := must[Result](t)(e.Encrypt(k, pt, EncryptOptions{Context: []byte("user-43")}))
+			other := must[Result](t)(e.Encrypt(ctx, k, pt, EncryptOptions{Context: []byte("user-43")}))
 			if other.Text == want {
 				t.Fatal("another context gives the same ciphertext")
 			}
 			// A derived but not convergent key encrypts with the same
 			// derived key (the first bytes of the same HKDF stream).
-			_, err = e.Encrypt(k, pt, EncryptOptions{})
+			_, err = e.Encrypt(ctx, k, pt, EncryptOptions{})
 			wantReason(t, err, ReasonMissingContext)
-			_, err = e.Encrypt(k, pt, EncryptOptions{Context: context, AssociatedData: []byte("ad")})
+			_, err = e.Encrypt(ctx, k, pt, EncryptOptions{Context: context, AssociatedData: []byte("ad")})
 			wantReason(t, err, ReasonInvalidRequest)
 			rw := must[Result](t)(e.Rewrap(ctx, k, want, RewrapOptions{Context: context}))
 			if rw.Text != want {
@@ -330,7 +330,7 @@ func TestConvergent(t *testing.T) {
 func TestDerived(t *testing.T) {
 	e := testEngine(t)
 	k := newKey(t, e, AES256GCM96, CreateOptions{Derived: true})
-	r := must[Result](t)(e.Encrypt(k, []byte("x"), EncryptOptions{Context: []byte("a")}))
+	r := must[Result](t)(e.Encrypt(ctx, k, []byte("x"), EncryptOptions{Context: []byte("a")}))
 	// The raw derivation: HKDF-SHA256(key, nil, context), 32 bytes.
 	dk, _ := hkdf.Key(sha256.New, k.latest().key, nil, "a", 32)
 	c := must[Ciphertext](t)(ParseCiphertext(r.Text))
@@ -355,7 +355,7 @@ func TestDerived(t *testing.T) {
 	if !ed25519.Verify(pub, []byte("m"), sig) {
 		t.Fatal("derived ed25519 signature does not verify with the raw key")
 	}
-	if v, err := e.Verify(ek, []byte("m"), s.Signature, SignOptions{Context: []byte("c2")}); err != nil || v.Valid {
+	if v, err := e.Verify(ctx, ek, []byte("m"), s.Signature, SignOptions{Context: []byte("c2")}); err != nil || v.Valid {
 		t.Fatal("signature verifies under another context")
 	}
 	_, err = e.Sign(ctx, ek, []byte("m"), SignOptions{})
@@ -374,7 +374,7 @@ func TestDerivedCacheBounded(t *testing.T) {
 	k := newKey(t, e, AES256GCM96, CreateOptions{Derived: true})
 	for i := range 2000 {
 		c := []byte(fmt.Sprintf("ctx-%d", i))
-		r := must[Result](t)(e.Encrypt(k, []byte("p"), EncryptOptions{Context: c}))
+		r := must[Result](t)(e.Encrypt(ctx, k, []byte("p"), EncryptOptions{Context: c}))
 		if i%97 == 0 {
 			must[DecryptResult](t)(e.Decrypt(ctx, k, r.Text, DecryptOptions{Context: c}))
 		}
@@ -384,12 +384,12 @@ func TestDerivedCacheBounded(t *testing.T) {
 	}
 	long := bytes.Repeat([]byte{1}, MaxCachedContextBytes+1)
 	before := e.derived.len()
-	r := must[Result](t)(e.Encrypt(k, []byte("p"), EncryptOptions{Context: long}))
+	r := must[Result](t)(e.Encrypt(ctx, k, []byte("p"), EncryptOptions{Context: long}))
 	must[DecryptResult](t)(e.Decrypt(ctx, k, r.Text, DecryptOptions{Context: long}))
 	if e.derived.len() > before {
 		t.Fatal("a long context was cached")
 	}
-	_, err := e.Encrypt(k, []byte("p"), EncryptOptions{Context: make([]byte, MaxContextBytes+1)})
+	_, err := e.Encrypt(ctx, k, []byte("p"), EncryptOptions{Context: make([]byte, MaxContextBytes+1)})
 	wantReason(t, err, ReasonTooLarge)
 }
 
@@ -459,7 +459,7 @@ func TestSignaturesAgainstRawPrimitives(t *testing.T) {
 		}
 		// A jws signature of the wrong length never verifies.
 		short := "vault:v1:" + base64.RawURLEncoding.EncodeToString(p1363[1:])
-		if v, err := e.Verify(k, msg, short, SignOptions{HashAlgorithm: SHA2_512, Marshaling: MarshalJWS}); err != nil || v.Valid {
+		if v, err := e.Verify(ctx, k, msg, short, SignOptions{HashAlgorithm: SHA2_512, Marshaling: MarshalJWS}); err != nil || v.Valid {
 			t.Fatal("short jws signature")
 		}
 	})

@@ -193,7 +193,7 @@ func TestWycheproofSignatures(t *testing.T) {
 						enc = base64.RawURLEncoding
 					}
 					text := "vault:v1:" + enc.EncodeToString(hx(t, v.Sig))
-					r, err := e.Verify(k, hx(t, v.Msg), text, o)
+					r, err := e.Verify(ctx, k, hx(t, v.Msg), text, o)
 					if err != nil {
 						t.Fatalf("tcId %d: %v", v.TcID, err)
 					}

@@ -410,8 +410,10 @@ func principal(res *verify.Result) string {
 	return res.Subject
 }
 
-// caller is whom the engine does the request's private-key work for: the
-// engine shares its workers between tenants, then between their principals.
+// caller is whom the engine does the request's asymmetric-key work for
+// (signing, verification, RSA encryption and decryption, key generation and
+// import): the engine shares its workers between tenants, then between
+// their principals.
 func (c *call) caller() transit.Caller {
 	return transit.Caller{Tenant: c.tenant, Principal: principal(c.auth)}
 }
@@ -542,7 +544,7 @@ func transitRefusal(te *transit.Error) *httperr.Error {
 		return &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: te.Reason.String(), Description: describe(te)}
 	case transit.ReasonBusy:
 		return &httperr.Error{Status: http.StatusTooManyRequests, Code: te.Reason.String(),
-			Description: "too many private-key operations of this client or tenant in progress; retry later", RetryAfter: time.Second}
+			Description: "too many asymmetric-key operations of this client or tenant in progress; retry later", RetryAfter: time.Second}
 	case transit.ReasonCanceled:
 		return &httperr.Error{Status: http.StatusServiceUnavailable, Code: te.Reason.String(), Description: "request canceled"}
 	}

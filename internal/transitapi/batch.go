@@ -351,7 +351,7 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 	if err != nil {
 		return err
 	}
-	res, buf, err := h.eng.EncryptBatchInto(c.ctx, k, c.encItems, c.encRes, c.scratch[1])
+	res, buf, err := h.eng.EncryptBatchInto(c.ctx, k, c.encItems, c.caller(), c.encRes, c.scratch[1])
 	c.encRes, c.scratch[1] = res, buf
 	if err != nil {
 		return err

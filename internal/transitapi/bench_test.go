@@ -137,7 +137,7 @@ func BenchmarkEncrypt64(b *testing.B) {
 		})
 	}
 	eng := transit.New(transit.Options{})
-	k, err := eng.CreateKey("bench", transit.CreateOptions{})
+	k, err := eng.CreateKey(b.Context(), "bench", transit.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func BenchmarkEncrypt64(b *testing.B) {
 		dst := make([]byte, 0, 256)
 		b.ReportAllocs()
 		for b.Loop() {
-			dst, _, _ = eng.AppendEncrypt(dst[:0], k, pt, transit.EncryptOptions{})
+			dst, _, _ = eng.AppendEncrypt(b.Context(), dst[:0], k, pt, transit.EncryptOptions{})
 		}
 	})
 	b.Run("aes-gcm", func(b *testing.B) {

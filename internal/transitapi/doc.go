@@ -27,7 +27,7 @@
 // "warnings":…,"auth":null}; 204 where Vault answers 204 (delete, import);
 // errors are {"errors":["…"]} (package httperr's Vault envelope): 400 for
 // bad input, 403, 404, 405, 413 over a limit, 429 with Retry-After when the
-// caller or its tenant already has as many private-key operations in
+// caller or its tenant already has as many asymmetric-key operations in
 // progress as the engine takes from one, 503 with Retry-After when the
 // store does not answer, 503 "Vault is sealed" while the node is sealed,
 // and 500 revealing nothing. A request is

@@ -58,7 +58,7 @@ func periodParam(c *call) (time.Duration, bool, error) {
 }
 
 func serveCreate(h *Handler, c *call) error {
-	var o transit.CreateOptions
+	o := transit.CreateOptions{Caller: c.caller()}
 	var err error
 	if o.Type, err = keyTypeParam(c, "aes256-gcm96"); err != nil {
 		return err
@@ -221,7 +221,7 @@ func serveRotate(h *Handler, c *call) error {
 	if ref, _, _ := c.str("external_key_ref"); len(ref) > 0 {
 		return badRequest("external keys are not supported")
 	}
-	k, err := h.keys.Rotate(c.ctx, c.tenant, c.args.name)
+	k, err := h.keys.Rotate(c.ctx, c.tenant, c.args.name, c.caller().Principal)
 	if err != nil {
 		return err
 	}

@@ -229,7 +229,8 @@ func (h *Handler) encryptKey(c *call, contextSet bool) (*transit.Key, error) {
 	if err := c.intent(); err != nil { // the upsert makes a key: recorded first
 		return nil, err
 	}
-	k, created, err := h.keys.Create(c.ctx, c.tenant, c.args.name, transit.CreateOptions{Type: t, Derived: contextSet, ConvergentEncryption: convergent})
+	k, created, err := h.keys.Create(c.ctx, c.tenant, c.args.name, transit.CreateOptions{Type: t, Derived: contextSet, ConvergentEncryption: convergent,
+		Caller: c.caller()})
 	if err == nil && !created {
 		c.warnings = append(c.warnings, "Attempted creation of the key during the encrypt operation, but it was created beforehand")
 	}
@@ -256,7 +257,7 @@ func serveEncrypt(h *Handler, c *call) error {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	var o transit.EncryptOptions
+	o := transit.EncryptOptions{Caller: c.caller()}
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func serveEncrypt(h *Handler, c *call) error {
 	}
 	c.begin()
 	c.out = append(c.out, `{"ciphertext":"`...)
-	out, ver, err := h.eng.AppendEncrypt(c.out, k, pt, o)
+	out, ver, err := h.eng.AppendEncrypt(c.ctx, c.out, k, pt, o)
 	if err != nil {
 		return err
 	}
@@ -343,7 +344,7 @@ func serveDataKey(h *Handler, c *call) error {
 	default:
 		return badRequest("Invalid path, must be 'plaintext' or 'wrapped'")
 	}
-	var o transit.EncryptOptions
+	o := transit.EncryptOptions{Caller: c.caller()}
 	var err error
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
 		return err
@@ -365,7 +366,7 @@ func serveDataKey(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	dk, err := h.eng.DataKey(k, bits, wrapped, o)
+	dk, err := h.eng.DataKey(c.ctx, k, bits, wrapped, o)
 	if err != nil {
 		return err
 	}
@@ -525,7 +526,7 @@ func serveVerify(h *Handler, c *call) error {
 		return err
 	}
 	return h.verifyOne(c, k, "signature", func(k *transit.Key, input, sig []byte) (transit.VerifyResult, error) {
-		return h.eng.VerifyBytes(k, input, sig, o)
+		return h.eng.VerifyBytes(c.ctx, k, input, sig, o)
 	})
 }
 

@@ -23,6 +23,8 @@ func (s *Service) stamp() time.Time { return s.now().UTC().Truncate(time.Microse
 
 // Create makes a key with its first version, or returns the key the tenant
 // has under that name already (created false), as Vault's key write does.
+// An asymmetric key is generated in the tenant's turn for the engine's
+// workers, as o.Caller's.
 func (s *Service) Create(ctx context.Context, tenant, name string, o transit.CreateOptions) (k *transit.Key, created bool, err error) {
 	if !ValidName(name) {
 		return nil, false, ErrInvalidName
@@ -35,7 +37,8 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 		return nil, false, err
 	}
 	mark := s.cache.mark(keyID{tenant, name})
-	k, err = s.eng.CreateKey(name, o)
+	o.Caller.Tenant = tenant
+	k, err = s.eng.CreateKey(ctx, name, o)
 	if err != nil {
 		return nil, false, err
 	}
@@ -159,9 +162,12 @@ func (e *entry) with(k *transit.Key, rev int64, now time.Time, added map[int][]b
 	return &entry{key: k, revision: rev, created: e.created, loaded: now, sealed: sealed}
 }
 
-// Rotate adds a new latest version.
-func (s *Service) Rotate(ctx context.Context, tenant, name string) (*transit.Key, error) {
-	return s.newVersion(ctx, tenant, name, s.eng.Rotate)
+// Rotate adds a new latest version, generated in the tenant's turn for the
+// engine's workers as principal's (the token's client or user).
+func (s *Service) Rotate(ctx context.Context, tenant, name, principal string) (*transit.Key, error) {
+	return s.newVersion(ctx, tenant, name, func(k *transit.Key) (*transit.Key, error) {
+		return s.eng.Rotate(ctx, k, transit.Caller{Tenant: tenant, Principal: principal})
+	})
 }
 
 // newVersion stores the version make adds to the key as its new latest.
@@ -179,16 +185,20 @@ func (s *Service) newVersion(ctx context.Context, tenant, name string, make func
 	return e.key, nil
 }
 
-// rotateIfDue rotates the key if its auto_rotate_period has passed, as
-// read afresh; of nodes doing so at once, one rotates and the others find
-// it no longer due.
-func (s *Service) rotateIfDue(ctx context.Context, tenant, name string) (bool, error) {
+// rotateIfDue rotates the key, whose latest version the store says is
+// latest, if its auto_rotate_period has passed; a snapshot older than the
+// store's is read again first, so that no version is generated for a key
+// rotated meanwhile.
+func (s *Service) rotateIfDue(ctx context.Context, tenant, name string, latest int) (bool, error) {
 	rotated := false
 	_, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
-		if !e.key.RotationDue(s.now()) {
+		switch {
+		case e.key.LatestVersion() < latest:
+			return nil, store.ErrConflict // read it again
+		case e.key.LatestVersion() > latest || !e.key.RotationDue(s.now()):
 			return nil, nil
 		}
-		nk, err := s.eng.Rotate(e.key)
+		nk, err := s.eng.Rotate(ctx, e.key, transit.Caller{Tenant: tenant, Principal: RotationPrincipal})
 		if err != nil {
 			return nil, err
 		}

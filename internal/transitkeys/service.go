@@ -38,6 +38,11 @@ var (
 // Channel is the node notice channel on which changes are announced.
 const Channel = "transit"
 
+// RotationPrincipal is whom automatic rotations generate their keys as, in
+// their tenant's turn for the engine's workers: a queue of their own, apart
+// from the tenant's clients and users.
+const RotationPrincipal = "keygate:auto-rotation"
+
 // MaxNameBytes bounds a key name: what an audit record holds of a key's
 // name (audit.MaxIDLen), so that every record of a key names it. Vault
 // has no such bound.
@@ -114,8 +119,9 @@ type Service struct {
 	wgen  sync.Mutex                      // one wrapping key read or made at a time
 	wepch uint64                          // one more at each seal
 
-	rmu       sync.Mutex // one automatic-rotation scan at a time
-	nextCheck time.Time
+	rmu       sync.Mutex
+	nextCheck time.Time // of the automatic rotations
+	scanning  bool      // a scan for them runs: one at a time
 
 	ctx    context.Context // background reads; cancelled by Close
 	cancel context.CancelFunc

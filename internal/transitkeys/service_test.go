@@ -95,7 +95,7 @@ func TestKeyTypes(t *testing.T) {
 		eng := a.Engine()
 		caps := typ.Capabilities()
 		if caps.Encryption {
-			ct, err := eng.Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+			ct, err := eng.Encrypt(ctx, k, []byte("hello"), transit.EncryptOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestKeyTypes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, err := b.Engine().Verify(kb, []byte("msg"), sig.Signature, transit.SignOptions{}); err != nil || !r.Valid {
+			if r, err := b.Engine().Verify(ctx, kb, []byte("msg"), sig.Signature, transit.SignOptions{}); err != nil || !r.Valid {
 				t.Errorf("%s: verify at b: %v %v", typ, r, err)
 			}
 		}
@@ -141,7 +141,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := a.Rotate(ctx, tn, name); err != nil {
+		if _, err := a.Rotate(ctx, tn, name, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -220,7 +220,7 @@ func TestConcurrentRotate(t *testing.T) {
 			for _, s := range svcs {
 				wg.Go(func() {
 					for range each {
-						if _, err := s.Rotate(ctx, tn, name); err != nil {
+						if _, err := s.Rotate(ctx, tn, name, ""); err != nil {
 							t.Error(err)
 						}
 					}
@@ -248,11 +248,11 @@ func TestNewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := a.Rotate(ctx, tn, name)
+	k, err := a.Rotate(ctx, tn, name, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := a.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{})
+	ct, err := a.Engine().Encrypt(ctx, k, []byte("x"), transit.EncryptOptions{})
 	if err != nil || ct.KeyVersion != 2 {
 		t.Fatal(ct, err)
 	}
@@ -292,7 +292,7 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := s.Get(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get: %v", err)
 	}
-	if _, err := s.Rotate(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "secret", ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("rotate: %v", err)
 	}
 	if err := s.Delete(ctx, store.DefaultTenant, "secret"); !errors.Is(err, ErrNotFound) {
@@ -345,27 +345,45 @@ func TestSealForgets(t *testing.T) {
 	if _, err := s.Get(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
 		t.Errorf("get while sealed: %v", err)
 	}
-	if _, err := s.Rotate(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "k", ""); !errors.Is(err, keyring.ErrSealed) {
 		t.Errorf("rotate while sealed: %v", err)
 	}
 }
 
 // TestAutoRotate: a key whose auto_rotate_period has passed is rotated
-// once, however many nodes check at once; a key not due is not.
+// once, however many nodes check at once, and its new version is
+// generated once: the node that claims the rotation first generates it and
+// the others leave the key alone. A key not due is not rotated. On
+// PostgreSQL too when DATABASE_URL is set.
 func TestAutoRotate(t *testing.T) {
+	for _, pg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sqlite", true: "postgres"}[pg], func(t *testing.T) { testAutoRotate(t, pg) })
+	}
+}
+
+func testAutoRotate(t *testing.T, pg bool) {
 	c := newClock()
-	svcs := fleet(t, 3, false, c.opts())
+	svcs := fleet(t, 3, pg, c.opts())
 	const tn = store.DefaultTenant
-	if _, _, err := svcs[0].Create(ctx, tn, "auto", transit.CreateOptions{AutoRotatePeriod: time.Hour}); err != nil {
+	if _, _, err := svcs[0].Create(ctx, tn, "auto", transit.CreateOptions{Type: transit.Ed25519, AutoRotatePeriod: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svcs[0].Create(ctx, tn, "manual", transit.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// An ed25519 key is generated on its engine's workers: their count of
+	// operations is the nodes' count of keys generated.
+	generated := func() (n uint64) {
+		for _, s := range svcs {
+			n += s.Engine().PrivateKeyStats().Started
+		}
+		return n
+	}
 	if n, err := svcs[1].RotateDue(ctx); n != 0 || err != nil {
 		t.Fatalf("before the period: %d %v", n, err)
 	}
 	c.add(61 * time.Minute)
+	before := generated()
 	var total atomic.Int32
 	var wg sync.WaitGroup
 	for _, s := range svcs {
@@ -381,16 +399,133 @@ func TestAutoRotate(t *testing.T) {
 	if total.Load() != 1 {
 		t.Errorf("%d rotations, want 1", total.Load())
 	}
+	if n := generated() - before; n != 1 {
+		t.Errorf("%d versions generated for one rotation", n)
+	}
 	k, _ := fleet2(t, svcs[0]).Get(ctx, tn, "auto")
 	m, _ := svcs[0].Get(ctx, tn, "manual")
 	if k.LatestVersion() != 2 || m.LatestVersion() != 1 {
 		t.Errorf("auto at %d, manual at %d", k.LatestVersion(), m.LatestVersion())
 	}
-	// The node's schedule runs it.
+	// The node's schedule runs it (on a goroutine of its own).
 	c.add(61 * time.Minute)
 	svcs[2].n.Tick(ctx)
-	if k, _ := fleet2(t, svcs[0]).Get(ctx, tn, "auto"); k.LatestVersion() != 3 {
-		t.Errorf("after a tick: version %d", k.LatestVersion())
+	eventually(t, "a tick rotates the key", func() bool {
+		tk, _, err := svcs[0].st.GetTransitKey(ctx, tn, "auto")
+		return err == nil && tk.Latest == 3
+	})
+}
+
+// TestAutoRotateClaimLapses: a node that claimed a key's rotation and
+// stopped before storing it holds the key up for rotationClaim, no longer;
+// a configuration change likewise defers a rotation it makes due.
+func TestAutoRotateClaimLapses(t *testing.T) {
+	c := newClock()
+	s := fleet(t, 1, false, c.opts())[0]
+	const tn = store.DefaultTenant
+	if _, _, err := s.Create(ctx, tn, "k", transit.CreateOptions{AutoRotatePeriod: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(61 * time.Minute)
+	tk, _, err := s.st.GetTransitKey(ctx, tn, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.UpdatedAt = s.stamp() // another node's claim, as rotateDue writes it
+	if err := s.st.UpdateTransitKey(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, 0}, {rotationClaim - time.Second, 0}, {time.Second, 1}} {
+		c.add(step.after)
+		if n, err := s.RotateDue(ctx); n != step.want || err != nil {
+			t.Fatalf("%v after the claim: %d rotations (%v), want %d", step.after, n, err, step.want)
+		}
+	}
+	// auto_rotate_period shortened so that the key is due at once.
+	configure := func(p time.Duration) {
+		t.Helper()
+		if _, _, err := s.Configure(ctx, tn, "k", transit.ConfigUpdate{AutoRotatePeriod: &p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	configure(2 * time.Hour) // just after the rotation
+	c.add(70 * time.Minute)
+	configure(time.Hour)
+	if n, err := s.RotateDue(ctx); n != 0 || err != nil {
+		t.Fatalf("just configured: %d rotations (%v)", n, err)
+	}
+	c.add(rotationClaim)
+	if n, err := s.RotateDue(ctx); n != 1 || err != nil {
+		t.Fatalf("%v after the change: %d rotations (%v)", rotationClaim, n, err)
+	}
+}
+
+// gatedStore holds each AddTransitKeyVersion until release is closed,
+// telling entered first, and counts ListTenants (once per scan).
+type gatedStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+	adds    atomic.Int32
+	scans   atomic.Int32
+}
+
+func (g *gatedStore) AddTransitKeyVersion(ctx context.Context, v store.TransitKeyVersion) error {
+	g.adds.Add(1)
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Store.AddTransitKeyVersion(ctx, v)
+}
+
+func (g *gatedStore) ListTenants(ctx context.Context) ([]store.Tenant, error) {
+	g.scans.Add(1)
+	return g.Store.ListTenants(ctx)
+}
+
+// TestAutoRotateOffTick: the node's schedule starts the automatic
+// rotations and goes on without waiting for them (an rsa-4096 key takes
+// about a second of a core to generate, and a tenant may have many); a
+// tick while they still run starts no second scan.
+func TestAutoRotateOffTick(t *testing.T) {
+	c := newClock()
+	s := fleet(t, 1, false, Options{Now: c.now, RotateCheckEvery: time.Minute})[0]
+	g := &gatedStore{Store: s.st, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	s.st = g
+	const tn = store.DefaultTenant
+	for _, name := range []string{"a", "b"} {
+		if _, _, err := s.Create(ctx, tn, name, transit.CreateOptions{AutoRotatePeriod: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.add(61 * time.Minute)
+	ticked := make(chan struct{})
+	go func() { s.n.Tick(ctx); close(ticked) }()
+	<-g.entered // the scan is storing a's new version, held there
+	select {
+	case <-ticked:
+	case <-time.After(30 * time.Second):
+		close(g.release)
+		t.Fatal("the node's tick waits for the automatic rotation")
+	}
+	c.add(2 * time.Minute) // another check is due, the first scan still on
+	s.n.Tick(ctx)
+	close(g.release)
+	for _, name := range []string{"a", "b"} {
+		eventually(t, name+" rotated", func() bool {
+			tk, _, err := g.Store.GetTransitKey(ctx, tn, name)
+			return err == nil && tk.Latest == 2
+		})
+	}
+	s.Close() // waits for the scan
+	if n, a := g.scans.Load(), g.adds.Load(); n != 1 || a != 2 {
+		t.Errorf("%d scans storing %d versions, want 1 storing 2", n, a)
 	}
 }
 
@@ -446,14 +581,14 @@ func TestStaleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Get(ctx, tn, "k")
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 1 {
 		t.Fatalf("b read the rotation without a notice: %d", k.LatestVersion())
 	}
 	c.add(2 * time.Minute)
 	eventually(t, "b re-reads the key", func() bool { k, _ := b.Get(ctx, tn, "k"); return k.LatestVersion() == 2 })
 
-	k, _ := a.Rotate(ctx, tn, "k")
+	k, _ := a.Rotate(ctx, tn, "k", "")
 	e := a.cache.get(keyID{tn, "k"})
 	b.notice(ctx, tn+" k "+strconv.FormatInt(e.created.UnixNano(), 10)+" "+strconv.FormatInt(e.revision, 10))
 	eventually(t, "b re-reads the key after a notice", func() bool {
@@ -525,7 +660,7 @@ func TestTenantRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := a.Engine().Encrypt(k, []byte("hello"), transit.EncryptOptions{})
+	ct, err := a.Engine().Encrypt(ctx, k, []byte("hello"), transit.EncryptOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +671,7 @@ func TestTenantRecreated(t *testing.T) {
 	if pt, err := b.Engine().Decrypt(ctx, kb, ct.Text, transit.DecryptOptions{}); err != nil || string(pt.Plaintext) != "hello" {
 		t.Errorf("decrypt at b: %q %v", pt.Plaintext, err)
 	}
-	if k, err := b.Rotate(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
+	if k, err := b.Rotate(ctx, "acme", "k", ""); err != nil || k.LatestVersion() != 2 {
 		t.Fatalf("rotate at b: %v", err)
 	}
 	if k, err := c.Get(ctx, "acme", "k"); err != nil || k.LatestVersion() != 2 {
@@ -611,7 +746,7 @@ func TestDerivedForgotten(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Engine().Encrypt(k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
+		if _, err := s.Engine().Encrypt(ctx, k, []byte("x"), transit.EncryptOptions{Context: []byte("ctx-" + name)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -652,12 +787,12 @@ func TestStaleBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Get(ctx, tn, "k")
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	c.add(time.Minute + time.Second)
 	if k, err := b.Get(ctx, tn, "k"); err != nil || k.LatestVersion() != 2 {
 		t.Fatalf("the first use past RefreshAfter: version %d, %v", k.LatestVersion(), err)
 	}
-	a.Rotate(ctx, tn, "k")
+	a.Rotate(ctx, tn, "k", "")
 	c.add(50 * time.Second)
 	if k, _ := b.Get(ctx, tn, "k"); k.LatestVersion() != 2 {
 		t.Fatalf("a use before 3/4 of RefreshAfter re-read the key: version %d", k.LatestVersion())
@@ -702,7 +837,7 @@ func TestNoticeDuringRead(t *testing.T) {
 	}
 
 	a.st = &afterRead{Store: st, name: "rotated", hook: func() {
-		if _, err := b.Rotate(ctx, tn, "rotated"); err != nil {
+		if _, err := b.Rotate(ctx, tn, "rotated", ""); err != nil {
 			t.Error(err)
 			return
 		}
