@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -264,7 +265,7 @@ func TestAttempt(t *testing.T) {
 	for range 5 {
 		codes = append(codes, call(h, "192.0.2.1").Code)
 	}
-	if want := []int{400, 400, 429, 429, 429}; !equal(codes, want) || tried != 2 {
+	if want := []int{400, 400, 429, 429, 429}; !slices.Equal(codes, want) || tried != 2 {
 		t.Fatalf("answers %v after %d attempts, want %v after 2", codes, tried, want)
 	}
 	if err := f.a.Flush(t.Context()); err != nil {
@@ -301,7 +302,7 @@ func TestAttemptOwnBudget(t *testing.T) {
 		codes = append(codes, call(refused, "192.0.2.1").Code)
 	}
 	codes = append(codes, call(unseal, "192.0.2.1").Code)
-	if want := []int{401, 401, 429, 429, 200}; !equal(codes, want) || tried != 1 {
+	if want := []int{401, 401, 429, 429, 200}; !slices.Equal(codes, want) || tried != 1 {
 		t.Fatalf("answers %v after %d attempts, want %v after 1", codes, tried, want)
 	}
 }
@@ -322,7 +323,7 @@ func TestRefusalsTotal(t *testing.T) {
 	for i := range 6 {
 		codes = append(codes, call(h, fmt.Sprintf("2001:db8:%x::1", i)).Code)
 	}
-	if want := []int{401, 401, 401, 429, 429, 429}; !equal(codes, want) {
+	if want := []int{401, 401, 401, 429, 429, 429}; !slices.Equal(codes, want) {
 		t.Fatalf("answers %v, want %v", codes, want)
 	}
 	tried := 0
@@ -344,16 +345,4 @@ func TestRefusalsTotal(t *testing.T) {
 	if len(recs) != 5 || recs[4].Count != 3 || recs[4].Remote.IsValid() {
 		t.Errorf("records %+v: want three refusals, the attempt, and one aggregate of 3 without an address", recs)
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
