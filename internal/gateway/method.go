@@ -62,23 +62,23 @@ type methods struct {
 	n         int
 }
 
-// readMethod reads the method of a request with headers h and raw query
-// (without '?'): upper-cased, and when all its readings count (when rules
-// tell methods apart for the request) also as sent when the upstream gets
-// it as sent (the proxy forwards it upper-cased), every override header it
-// carries, and on a POST every "_method" of its query. h and query may be
-// empty.
-func readMethod(method string, h http.Header, query string, asSent, all bool) (methods, error) {
-	var m methods
+// readMethod reads a request's method upper-cased, the reading that
+// decides; readOthers adds the rest where rules tell methods apart.
+func readMethod(method string) (methods, error) {
 	up, ok := upperToken(method)
 	if !ok {
-		return m, ErrInvalidMethod
+		return methods{}, ErrInvalidMethod
 	}
-	m.canonical = up
-	if !all {
-		return m, nil
-	}
-	if asSent && up != method {
+	return methods{canonical: up}, nil
+}
+
+// readOthers adds the other readings of method (as read by readMethod) of
+// a request with headers h and raw query (without '?'): as sent, when the
+// upstream gets it as sent (the proxy forwards it upper-cased); every
+// override header; and on a POST every "_method" of its query. h and
+// query may be empty.
+func (m *methods) readOthers(method string, h http.Header, query string, asSent bool) error {
+	if asSent && m.canonical != method {
 		m.add(method)
 	}
 	for k, vs := range h {
@@ -87,14 +87,14 @@ func readMethod(method string, h http.Header, query string, asSent, all bool) (m
 		}
 		for _, v := range vs {
 			if err := m.addHeaderOverride(v); err != nil {
-				return m, err
+				return err
 			}
 		}
 	}
-	if up != http.MethodPost {
-		return m, nil
+	if m.canonical != http.MethodPost {
+		return nil
 	}
-	return m, m.queryOverrides(query)
+	return m.queryOverrides(query)
 }
 
 // IsMethodOverrideHeader reports whether name is one of
@@ -277,6 +277,12 @@ func CheckMethod(m string) error {
 		return fmt.Errorf("%q is not an HTTP method", m)
 	}
 	return nil
+}
+
+// coversTarget reports whether the route covers host and the decoded path
+// p, whatever the method.
+func (r *Route) coversTarget(host, p string) bool {
+	return (r.host == "" || strings.EqualFold(r.host, host)) && r.covers(p)
 }
 
 // allows reports whether the route covers a request with the upper-cased

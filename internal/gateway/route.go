@@ -108,7 +108,7 @@ var implicitRoute = &Route{}
 // resolves elsewhere, and no route is decided on for a request that some
 // upstream resolves to a stricter one.
 func (rt *Router) Match(host, method, rawPath string, h http.Header, query string) (*Route, error) {
-	r, _, _, err := rt.matchAs(host, method, rawPath, h, query, true)
+	r, _, _, _, err := rt.matchAs(host, method, rawPath, h, query, true)
 	return r, err
 }
 
@@ -119,38 +119,33 @@ func (rt *Router) Match(host, method, rawPath string, h http.Header, query strin
 // returns the route's index (-1 for the implicit route), the parsed path
 // and the method to forward.
 func (rt *Router) match(host, method, rawPath string, h http.Header, query string) (*Route, int, parsedPath, string, error) {
-	r, i, p, err := rt.matchAs(host, method, rawPath, h, query, false)
-	if err != nil {
-		return r, i, p, "", err
-	}
-	up, _ := upperToken(method)
-	return r, i, p, up, nil
+	return rt.matchAs(host, method, rawPath, h, query, false)
 }
 
 // matchAs matches rawPath under the readings of an upstream that gets it as
-// sent, or as canonical forwards it.
-func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query string, asSent bool) (*Route, int, parsedPath, error) {
-	ms, err := readMethod(method, h, query, asSent, false)
+// sent, or as canonical forwards it; it also returns the method upper-cased.
+func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query string, asSent bool) (*Route, int, parsedPath, string, error) {
+	ms, err := readMethod(method)
 	if err != nil {
-		return nil, -1, parsedPath{}, err
+		return nil, -1, parsedPath{}, "", err
 	}
 	p, err := parsePath(rawPath)
 	if err != nil {
-		return nil, -1, p, err
+		return nil, -1, p, "", err
 	}
 	if len(rt.routes) == 0 {
 		// Every path gets the same decision: nothing is gained by refusing
 		// path parameters, encoded slashes or dots after empty segments
 		// (the rest of what parsePath refuses still is).
-		return implicitRoute, -1, p, nil
+		return implicitRoute, -1, p, ms.canonical, nil
 	}
 	host = hostOnly(host)
 	canonical := p.read(reading{})
 	if rt.byMethod && (p.raw == "" || rt.methodMatters(host, canonical)) {
 		// The method's other readings (its case, overrides) may reach
 		// another rule: read them.
-		if ms, err = readMethod(method, h, query, asSent, true); err != nil {
-			return nil, -1, p, err
+		if err := ms.readOthers(method, h, query, asSent); err != nil {
+			return nil, -1, p, "", err
 		}
 	}
 	i := rt.find(host, ms.canonical, canonical)
@@ -158,18 +153,18 @@ func (rt *Router) matchAs(host, method, rawPath string, h http.Header, query str
 		// A plain path (already canonical) read with one method has no
 		// other reading.
 		if err := rt.sameRoute(i, host, &ms, &p, asSent); err != nil {
-			return nil, -1, p, err
+			return nil, -1, p, "", err
 		}
 	}
 	if i < 0 {
-		return nil, -1, p, ErrNoRoute
+		return nil, -1, p, "", ErrNoRoute
 	}
 	r := &rt.routes[i]
 	if !p.allowedBy(PathOptions{AllowPathParams: r.AllowPathParams, AllowEncodedSlashes: r.AllowEncodedSlashes,
 		AllowDotsAfterEmpty: r.AllowDotsAfterEmpty}) {
-		return nil, -1, p, ErrAmbiguousPath
+		return nil, -1, p, "", ErrAmbiguousPath
 	}
-	return r, i, p, nil
+	return r, i, p, ms.canonical, nil
 }
 
 // sameRoute checks that every other reading of the request reaches route
@@ -224,11 +219,9 @@ func (rt *Router) sameRoute(i int, host string, ms *methods, p *parsedPath, asSe
 // them before the first that takes any method.
 func (rt *Router) methodMatters(host, p string) bool {
 	for i := range rt.routes {
-		r := &rt.routes[i]
-		if r.host != "" && !strings.EqualFold(r.host, host) || !r.covers(p) {
-			continue
+		if r := &rt.routes[i]; r.coversTarget(host, p) {
+			return len(r.Methods) > 0
 		}
-		return len(r.Methods) > 0
 	}
 	return false
 }
@@ -237,14 +230,7 @@ func (rt *Router) methodMatters(host, p string) bool {
 // case, or as sent for that reading) and the decoded path p, or -1.
 func (rt *Router) find(host, method, p string) int {
 	for i := range rt.routes {
-		r := &rt.routes[i]
-		if r.host != "" && !strings.EqualFold(r.host, host) {
-			continue
-		}
-		if !r.allows(method) {
-			continue
-		}
-		if r.covers(p) {
+		if r := &rt.routes[i]; r.allows(method) && r.coversTarget(host, p) {
 			return i
 		}
 	}
