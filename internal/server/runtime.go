@@ -19,7 +19,7 @@ import (
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
-	"github.com/keygate/keygate/internal/transitapi"
+	"github.com/keygate/keygate/internal/transit/vaultapi"
 	"github.com/keygate/keygate/internal/verify"
 )
 
@@ -434,7 +434,7 @@ func (s *Server) traffic() http.Handler {
 	if s.transit != nil {
 		// Only a spelling with dot or empty segments gets here, for the
 		// mux to redirect to the clean path.
-		mux.Handle(transitapi.Prefix, s.transit)
+		mux.Handle(vaultapi.Prefix, s.transit)
 	}
 	// The mux serves keygate's own paths, and redirects a spelling of one
 	// with dot or empty segments to it: such a request (a transit one
@@ -445,7 +445,7 @@ func (s *Server) traffic() http.Handler {
 	// answer for them with a redirect.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		if s.transit != nil && strings.HasPrefix(p, transitapi.Prefix) {
+		if s.transit != nil && strings.HasPrefix(p, vaultapi.Prefix) {
 			// Vault's transit API takes every method (LIST too), routes
 			// its paths itself and answers those it does not know; it
 			// skips the mux's pattern matching (seven allocations of a
@@ -454,7 +454,7 @@ func (s *Server) traffic() http.Handler {
 			return
 		}
 		switch clean := cleanPath(p); {
-		case ownPaths[clean] || s.transit != nil && strings.HasPrefix(clean, transitapi.Prefix):
+		case ownPaths[clean] || s.transit != nil && strings.HasPrefix(clean, vaultapi.Prefix):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)

@@ -35,8 +35,8 @@ import (
 	"github.com/keygate/keygate/internal/tlscert"
 	"github.com/keygate/keygate/internal/tracing"
 	"github.com/keygate/keygate/internal/transit"
-	"github.com/keygate/keygate/internal/transitapi"
-	"github.com/keygate/keygate/internal/transitkeys"
+	"github.com/keygate/keygate/internal/transit/keystore"
+	"github.com/keygate/keygate/internal/transit/vaultapi"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
@@ -94,8 +94,8 @@ type Config struct {
 
 	// TransitObserve, if set, is told of every transit request once it is
 	// decided and before its answer is written; its error turns the answer
-	// into a 500 (transitapi.Options.Observe): the audit log's seam.
-	TransitObserve func(http.ResponseWriter, *http.Request, transitapi.Outcome) error
+	// into a 500 (vaultapi.Options.Observe): the audit log's seam.
+	TransitObserve func(http.ResponseWriter, *http.Request, vaultapi.Outcome) error
 	// AccessLogWriter, if set, receives the access log (when the
 	// configuration enables it) instead of its output: for tests.
 	AccessLogWriter io.Writer
@@ -129,8 +129,8 @@ type Server struct {
 	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
 	tokens       *issuer.Service
 	admin        *issuer.Admin
-	transitKeys  *transitkeys.Service // nil on a gateway-only node
-	transit      http.Handler         // /v1/transit/, audited; nil without a token service
+	transitKeys  *keystore.Service // nil on a gateway-only node
+	transit      http.Handler      // /v1/transit/, audited; nil without a token service
 	metrics      *telemetry.Metrics
 	fwdMetrics   *telemetry.Decisions
 	proxyMetrics *telemetry.Decisions
@@ -269,7 +269,7 @@ func (s *Server) openTransit() (err error) {
 	tc := s.cfg.Gateway.Transit
 	eng := transit.New(transit.Options{Now: s.cfg.Now, MaxBatchCost: tc.MaxBatchCost,
 		PrivateKeyWorkers: tc.PrivateKeyWorkers, TenantQueue: tc.TenantQueue, CallerQueue: tc.CallerQueue})
-	if s.transitKeys, err = transitkeys.New(n, transitkeys.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
+	if s.transitKeys, err = keystore.New(n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	pipe, err := verify.New(verify.Config{
@@ -282,18 +282,18 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: transit token verification: %w", err)
 	}
-	opts := transitapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
+	opts := vaultapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
 	if s.metrics != nil {
 		s.metrics.TransitPool(func() telemetry.TransitPoolStats {
 			st := eng.PrivateKeyStats()
 			return telemetry.TransitPoolStats{Workers: st.Workers, Running: st.Running, Waiting: st.Waiting, Started: st.Started}
 		})
-		m := s.metrics.Transit(transitapi.Operations())
-		opts.Measure = func(o *transitapi.Outcome, elapsed time.Duration) {
+		m := s.metrics.Transit(vaultapi.Operations())
+		opts.Measure = func(o *vaultapi.Outcome, elapsed time.Duration) {
 			m.Observe(o.Operation, o.Status, o.Reason, o.Items, o.Failed, elapsed)
 		}
 	}
-	h, err := transitapi.New(opts)
+	h, err := vaultapi.New(opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

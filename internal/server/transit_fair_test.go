@@ -21,7 +21,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
-	"github.com/keygate/keygate/internal/transitapi"
+	"github.com/keygate/keygate/internal/transit/vaultapi"
 )
 
 // probe is what one of beta's requests met in the server: how many
@@ -88,7 +88,7 @@ func testTransitFair(t *testing.T, f fairFlood) {
 		start  atomic.Int64
 	)
 	probes := make(chan probe, 1)
-	observe := func(_ http.ResponseWriter, _ *http.Request, o transitapi.Outcome) error {
+	observe := func(_ http.ResponseWriter, _ *http.Request, o vaultapi.Outcome) error {
 		if o.Key == "probe" && o.Operation == "transit."+f.probeOp {
 			probes <- probe{eng.PrivateKeyStats().Started - before.Load(), time.Since(time.Unix(0, start.Load()))}
 		}

@@ -1,0 +1,5 @@
+package vaultapi
+
+// RaceEnabled tells the external tests whether allocation counts mean
+// anything.
+const RaceEnabled = raceEnabled

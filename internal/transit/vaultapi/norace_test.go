@@ -1,0 +1,5 @@
+//go:build !race
+
+package vaultapi
+
+const raceEnabled = false

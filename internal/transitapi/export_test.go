@@ -1,5 +1,0 @@
-package transitapi
-
-// RaceEnabled tells the external tests whether allocation counts mean
-// anything.
-const RaceEnabled = raceEnabled

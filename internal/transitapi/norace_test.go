@@ -1,5 +1,0 @@
-//go:build !race
-
-package transitapi
-
-const raceEnabled = false

@@ -1,7 +1,0 @@
-//go:build race
-
-package transitapi
-
-// raceEnabled: the race detector drops sync.Pool items at random and adds
-// allocations of its own, so allocation counts are checked without it.
-const raceEnabled = true
