@@ -3,7 +3,7 @@
 // [transit.Key] snapshots and cached, and the changes Vault's transit API
 // makes to them — create, configure, rotate, trim, delete, import,
 // import_version — stored so that the nodes of a fleet agree. Package
-// transitapi serves it over HTTP; package transit does the cryptography.
+// vaultapi serves it over HTTP; package transit does the cryptography.
 //
 // # Storage and sealing
 //
