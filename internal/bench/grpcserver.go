@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/keygate/keygate/internal/extauthz"
+	"github.com/keygate/keygate/internal/gateway/extauthz"
 )
 
 // Modes of the reference gRPC servers an ext_authz load test compares

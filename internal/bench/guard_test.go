@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/keygate/keygate/internal/extauthz"
+	"github.com/keygate/keygate/internal/gateway/extauthz"
 	"github.com/keygate/keygate/internal/grpcload"
 	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/loadgen"

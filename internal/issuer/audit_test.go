@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/keygate/keygate/internal/audit"
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"

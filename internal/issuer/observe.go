@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keygate/keygate/internal/audit"
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/store"

@@ -41,8 +41,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"

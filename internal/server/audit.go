@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/keygate/keygate/internal/audit"
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/jose"
 )

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/telemetry"

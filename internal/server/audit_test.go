@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/httpaudit"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 )

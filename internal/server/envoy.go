@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/keygate/keygate/internal/extauthz"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/gateway/extauthz"
 )
 
 // Envoy's external authorization.

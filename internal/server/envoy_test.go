@@ -26,7 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/extauthz"
+	"github.com/keygate/keygate/internal/gateway/extauthz"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"

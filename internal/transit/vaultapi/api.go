@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
-	"github.com/keygate/keygate/internal/httpaudit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/store"

@@ -27,7 +27,7 @@ import (
 // of the section "Behind Envoy (ext_authz over gRPC)".
 func readmeEnvoyBlock(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
