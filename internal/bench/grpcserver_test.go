@@ -7,8 +7,8 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/keygate/keygate/internal/grpcload"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/grpcload"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 func TestGRPCServer(t *testing.T) {

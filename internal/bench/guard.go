@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/keygate/keygate/internal/grpcload"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/grpcload"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // A reference server checks no token, so that it measures the stack alone.

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/keygate/keygate/internal/bench/grpcload"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 	"github.com/keygate/keygate/internal/gateway/extauthz"
-	"github.com/keygate/keygate/internal/grpcload"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 

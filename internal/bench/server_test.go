@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/bench/loadgen"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/bench"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/bench"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 func TestBench(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/bench"
-	"github.com/keygate/keygate/internal/grpcload"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/grpcload"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // benchServerGRPC runs 'keygate bench server --mode grpc-noop|grpc-es256'.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 func TestBenchExtauthz(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/keygate/keygate/internal/benchrun"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/bench/runner"
 )
 
 // headersFlag is the repeatable -H 'Name: value'.
@@ -300,25 +300,25 @@ func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, 
 		moved[i] = r
 		moved[i].URL = u.String()
 	}
-	fixed := func(name string, reqs []loadgen.Request) benchrun.Series {
+	fixed := func(name string, reqs []loadgen.Request) runner.Series {
 		base := reqs[0].URL
-		return benchrun.Series{Name: name,
-			Start: func(context.Context, *benchrun.Env) (*benchrun.Target, error) {
-				return &benchrun.Target{Name: name, Base: base}, nil
+		return runner.Series{Name: name,
+			Start: func(context.Context, *runner.Env) (*runner.Target, error) {
+				return &runner.Target{Name: name, Base: base}, nil
 			},
-			Pool: func(context.Context, *benchrun.Target) ([]loadgen.Request, error) { return reqs, nil }}
+			Pool: func(context.Context, *runner.Target) ([]loadgen.Request, error) { return reqs, nil }}
 	}
 	a1, a2 := hostOf(pool[0].URL), hostOf(moved[0].URL)
 	if a1 == a2 {
 		return usageErrorf(fs.Name(), "--compare-url names the same host and port as --url")
 	}
-	plan := &benchrun.Plan{Title: "bench load: " + pool[0].URL + " compared with " + moved[0].URL,
-		Series:      []benchrun.Series{fixed(a1, pool), fixed(a2, moved)},
+	plan := &runner.Plan{Title: "bench load: " + pool[0].URL + " compared with " + moved[0].URL,
+		Series:      []runner.Series{fixed(a1, pool), fixed(a2, moved)},
 		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Requests: cfg.Requests, Timeout: cfg.Timeout}
 	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
 	}
-	doc, runErr := benchrun.Run(ctx, &benchrun.Env{}, plan, benchrun.Options{Progress: a.seriesProgress()})
+	doc, runErr := runner.Run(ctx, &runner.Env{}, plan, runner.Options{Progress: a.seriesProgress()})
 	doc.Command = "keygate bench load"
 	var werr error
 	if asJSON {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // loadExtras are the flags of 'keygate bench load' kept out of

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 func TestBenchLoad(t *testing.T) {

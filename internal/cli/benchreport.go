@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/keygate/keygate/internal/benchreport"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/bench/report"
 )
 
 // benchReport is 'keygate bench report': a bench JSON document drawn as a
@@ -55,7 +55,7 @@ func (a *app) benchReport(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench report: %s: %w", name, err)
 	}
 	var page bytes.Buffer
-	if err := benchreport.WriteHTML(&page, doc); err != nil {
+	if err := report.WriteHTML(&page, doc); err != nil {
 		return fmt.Errorf("bench report: %w", err)
 	}
 	if err := writeNewFile(*out, page.Bytes(), 0o644, *force); err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // reportData is the JSON a report page embeds, decoded.

@@ -13,15 +13,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/benchreport"
-	"github.com/keygate/keygate/internal/benchrun"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/bench/report"
+	"github.com/keygate/keygate/internal/bench/runner"
 )
 
 // benchReproduce is 'keygate bench reproduce NAME'.
 func (a *app) benchReproduce(ctx context.Context, args []string) error {
 	var names []string
-	for _, r := range benchrun.Reproductions {
+	for _, r := range runner.Reproductions {
 		names = append(names, r.Name)
 	}
 	fs := a.flags("keygate bench reproduce", "NAME [--connections N,...] [--duration D] [--warmup D] [--tokens N]\n"+
@@ -34,14 +34,14 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 			strings.Join(names, "\n  ")+"\nSee docs/bench-load.md.")
 	var conns intsFlag
 	fs.Var(&conns, "connections", "`N[,N...]` connection counts (default: the reproduction's own)")
-	tokens := fs.Int("tokens", benchrun.DefaultTokens, "distinct tokens, sent in turn (token reproductions)")
+	tokens := fs.Int("tokens", runner.DefaultTokens, "distinct tokens, sent in turn (token reproductions)")
 	timeout := fs.Duration("timeout", loadgen.DefaultTimeout, "per request and per connect: an answer later than this is a timeout error")
 	pf := a.planFlags(fs, 8*time.Second)
 	rest, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
-	rep, ok := benchrun.FindReproduction(rest[0])
+	rep, ok := runner.FindReproduction(rest[0])
 	switch {
 	case !ok:
 		return usageErrorf(fs.Name(), "no reproduction %q (one of %s)", rest[0], strings.Join(names, ", "))
@@ -55,8 +55,8 @@ func (a *app) benchReproduce(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--timeout must be positive and shorter than --duration (or no request could time out within a step)")
 	}
 	return a.runPlan(ctx, fs, pf, rep.Name, "keygate bench reproduce "+strings.Join(args, " "),
-		func(env *benchrun.Env) (*benchrun.Plan, error) {
-			return rep.Plan(env, benchrun.ReproduceOptions{Connections: conns, Warmup: *pf.warmup, Duration: *pf.duration, Tokens: *tokens,
+		func(env *runner.Env) (*runner.Plan, error) {
+			return rep.Plan(env, runner.ReproduceOptions{Connections: conns, Warmup: *pf.warmup, Duration: *pf.duration, Tokens: *tokens,
 				Timeout: *timeout})
 		})
 }
@@ -83,7 +83,7 @@ func (a *app) planFlags(fs *flagSet, duration time.Duration) *planFlags {
 // runPlan makes the output directory, sets the CPUs, has build make the
 // plan in that environment, runs it and writes the report.
 func (a *app) runPlan(ctx context.Context, fs *flagSet, pf *planFlags, name, command string,
-	build func(*benchrun.Env) (*benchrun.Plan, error)) error {
+	build func(*runner.Env) (*runner.Plan, error)) error {
 	dir, err := a.benchOutDir(*pf.out, name)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (a *app) runPlan(ctx context.Context, fs *flagSet, pf *planFlags, name, com
 	}
 	fmt.Fprintf(a.stderr, "%s: %d steps × %d series of %s + %s warm-up; %s; writing to %s\n",
 		command, len(plan.Connections), len(plan.Series), *pf.duration, *pf.warmup, env.Describe(), dir)
-	doc, runErr := benchrun.Run(ctx, env, plan, benchrun.Options{Profile: *pf.profile, OutDir: dir,
+	doc, runErr := runner.Run(ctx, env, plan, runner.Options{Profile: *pf.profile, OutDir: dir,
 		Progress: a.seriesProgress(), Log: a.stderr})
 	doc.Command = command
 	doc.Notes = append(doc.Notes, env.Describe())
@@ -125,12 +125,12 @@ func (a *app) pinFlags(fs *flagSet) pinning {
 
 // benchEnv sets where started targets and the generator run; restore
 // undoes the generator's pinning.
-func (a *app) benchEnv(fs *flagSet, p pinning, dir string) (*benchrun.Env, func(), error) {
+func (a *app) benchEnv(fs *flagSet, p pinning, dir string) (*runner.Env, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: the keygate binary: %w", err)
 	}
-	env := &benchrun.Env{Exe: exe, Dir: dir}
+	env := &runner.Env{Exe: exe, Dir: dir}
 	n := runtime.NumCPU()
 	if *p.noPin || (n < 2 && *p.cpus == "") {
 		return env, func() {}, nil
@@ -151,7 +151,7 @@ func (a *app) benchEnv(fs *flagSet, p pinning, dir string) (*benchrun.Env, func(
 		return nil, nil, usageErrorf(fs.Name(), "--target-cpus leaves no CPU for the load generator (use --no-pin)")
 	}
 	env.CPUs, env.Procs = targets, len(targets)
-	if err := benchrun.PinSelf(gen); err != nil {
+	if err := runner.PinSelf(gen); err != nil {
 		return nil, nil, err
 	}
 	old := runtime.GOMAXPROCS(len(gen))
@@ -161,7 +161,7 @@ func (a *app) benchEnv(fs *flagSet, p pinning, dir string) (*benchrun.Env, func(
 	}
 	return env, func() {
 		runtime.GOMAXPROCS(old)
-		benchrun.PinSelf(all) //nolint:errcheck // best effort: the command is ending
+		runner.PinSelf(all) //nolint:errcheck // best effort: the command is ending
 	}, nil
 }
 
@@ -230,7 +230,7 @@ func (a *app) seriesProgress() func(series string, conns int, p loadgen.Progress
 func (a *app) writeDocument(doc *loadgen.Document, dir string, asJSON bool) error {
 	for name, write := range map[string]func(io.Writer) error{
 		"report.json": doc.WriteJSON,
-		"report.html": func(w io.Writer) error { return benchreport.WriteHTML(w, doc) },
+		"report.html": func(w io.Writer) error { return report.WriteHTML(w, doc) },
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // Each reproduction runs for real, briefly: its naive target and keygate,

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/benchrun"
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/bench/runner"
 	"github.com/keygate/keygate/jose"
 )
 
 // benchScenario is 'keygate bench scenario NAME'.
 func (a *app) benchScenario(ctx context.Context, args []string) error {
 	var lines []string
-	for _, s := range benchrun.Scenarios {
+	for _, s := range runner.Scenarios {
 		lines = append(lines, fmt.Sprintf("%-16s %s", s.Name, s.Summary))
 	}
 	fs := a.flags("keygate bench scenario", "NAME [--target URL [--admin URL] [--key FILE]] [--compare-config FILE | --compare-target URL]\n"+
@@ -28,11 +28,11 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 			"side by side with ratios; --compare-target does the same for a second running keygate.\n"+
 			"Writes report.json (keygate.bench.report/v1) to --out. NAME is one of:\n  "+strings.Join(lines, "\n  ")+
 			"\nSee docs/bench-load.md.")
-	var o benchrun.ScenarioOptions
+	var o runner.ScenarioOptions
 	var alg algFlag
 	fs.Var(&alg, "alg", "token scenarios: signing `ALG` (HS256, RS256, PS256, ES256, EdDSA, ...; default ES256)")
 	fs.StringVar(&o.Claims, "claims", "small", "token scenarios: claims `size`: small (about 300 B), 1kb or 4kb")
-	fs.IntVar(&o.Tokens, "tokens", benchrun.DefaultTokens, "token scenarios: `N` distinct tokens sent in turn (introspect: up to 100)")
+	fs.IntVar(&o.Tokens, "tokens", runner.DefaultTokens, "token scenarios: `N` distinct tokens sent in turn (introspect: up to 100)")
 	fs.Float64Var(&o.HitRatio, "hit-ratio", 0, "token scenarios: share of requests carrying one of a few hot tokens (cache hits)")
 	fs.Float64Var(&o.Invalid, "invalid", 0, "token scenarios: share of requests with a token signed by an untrusted key (401)")
 	fs.IntVar(&o.Batch, "batch", 100, "transit-batch: items per request")
@@ -54,7 +54,7 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sc, ok := benchrun.FindScenario(rest[0])
+	sc, ok := runner.FindScenario(rest[0])
 	o.Alg = jose.Alg(alg)
 	switch {
 	case !ok:
@@ -80,8 +80,8 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 		return err
 	}
 	return a.runPlan(ctx, fs, pf, sc.Name, "keygate bench scenario "+strings.Join(args, " "),
-		func(env *benchrun.Env) (*benchrun.Plan, error) {
-			plan := &benchrun.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
+		func(env *runner.Env) (*runner.Plan, error) {
+			plan := &runner.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
 				Connections: conns, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
 			if err := addSeries(plan, env, sc, o); err != nil {
 				return nil, err
@@ -108,7 +108,7 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 		})
 }
 
-func addSeries(plan *benchrun.Plan, env *benchrun.Env, sc benchrun.Scenario, o benchrun.ScenarioOptions) error {
+func addSeries(plan *runner.Plan, env *runner.Env, sc runner.Scenario, o runner.ScenarioOptions) error {
 	s, notes, err := sc.Series(env, o)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ func addSeries(plan *benchrun.Plan, env *benchrun.Env, sc benchrun.Scenario, o b
 
 func scenarioNames() []string {
 	var names []string
-	for _, s := range benchrun.Scenarios {
+	for _, s := range runner.Scenarios {
 		names = append(names, s.Name)
 	}
 	return names

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keygate/keygate/internal/benchrun"
+	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/bench/runner"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -124,8 +124,8 @@ func TestBenchScenarioRunningTarget(t *testing.T) {
 	pem, _ := jose.MarshalPrivatePEM(priv)
 	keyPath := h.write("issuer.pem", pem)
 	exe, _ := os.Executable()
-	env := &benchrun.Env{Exe: exe, Dir: t.TempDir()}
-	target, err := benchrun.StartKeygate(context.Background(), env, benchrun.KeygateSpec{Name: "running",
+	env := &runner.Env{Exe: exe, Dir: t.TempDir()}
+	target, err := runner.StartKeygate(context.Background(), env, runner.KeygateSpec{Name: "running",
 		Config: fmt.Sprintf("issuers:\n  - {issuer: %q, key_files: [%q], algorithms: [ES256], audiences: [%q]}\n",
 			"https://auth.example.com/", keyPath, "https://api.example.com")})
 	if err != nil {

@@ -1,10 +1,10 @@
-package benchreport
+package report
 
 import (
 	"math"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // sampleDocument is a realistic two-series document: naive and keygate

@@ -1,4 +1,4 @@
-package benchreport
+package report
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 func render(t *testing.T, d *loadgen.Document) string {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package benchrun
+package runner
 
 import (
 	"errors"

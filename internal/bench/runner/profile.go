@@ -1,4 +1,4 @@
-package benchrun
+package runner
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // FetchProfile saves the profile at url (a /debug/pprof/ endpoint; for

@@ -1,4 +1,4 @@
-package benchrun
+package runner
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // Env is what every run shares: the keygate binary that starts the

@@ -1,4 +1,4 @@
-package benchrun
+package runner
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/keygate/keygate/internal/bench"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/loadgen"
 	"github.com/keygate/keygate/jose"
 )
 

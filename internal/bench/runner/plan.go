@@ -1,4 +1,4 @@
-package benchrun
+package runner
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // Series is one side of a plan: a target and the requests it gets.

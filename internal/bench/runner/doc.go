@@ -1,4 +1,4 @@
-// Package benchrun runs keygate's load-test scenarios and the
+// Package runner runs keygate's load-test scenarios and the
 // reproductions of its users' before/after tables: it starts the targets
 // a run needs as child processes of the keygate binary ('keygate serve',
 // 'keygate bench server'), pinned to their own CPUs, builds each
@@ -6,4 +6,4 @@
 // drives them with package loadgen, and records what the target itself
 // used during each measured window (CPU, allocations, CPU and heap
 // profiles). It is a measuring tool: nothing on the serve path imports it.
-package benchrun
+package runner

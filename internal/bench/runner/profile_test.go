@@ -1,4 +1,4 @@
-package benchrun
+package runner
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package benchreport draws a keygate.bench.report/v1 document
+// Package report draws a keygate.bench.report/v1 document
 // (loadgen.Document) as one self-contained HTML file: tables of every step
 // that read without JavaScript, and SVG charts of throughput, latency
 // percentiles, the latency distribution and the target's CPU and
@@ -13,7 +13,7 @@
 // embedded JSON has '<', '>' and '&' as \u escapes so it cannot end its
 // script element, and the script puts data into the page with textContent
 // only.
-package benchreport
+package report
 
 import (
 	"crypto/sha256"
@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 var (

@@ -1,4 +1,4 @@
-package benchreport
+package report
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // chromium is Debian's chromium, or the test skips; with

@@ -1,4 +1,4 @@
-package benchreport
+package report
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"html"
 	"strings"
 
-	"github.com/keygate/keygate/internal/loadgen"
+	"github.com/keygate/keygate/internal/bench/loadgen"
 )
 
 // markup is HTML written as is. Only constants convert to it implicitly,
