@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -41,7 +41,7 @@ func TestKill9Durability(t *testing.T) {
 		}
 		dir := t.TempDir()
 		rootKey := filepath.Join(dir, "root.key")
-		if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+		if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 			t.Fatal(err)
 		}
 		b := make([]byte, 32)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyfile"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // operatorInit is keygate operator init: the one explicit step that gives
@@ -98,17 +98,17 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 
 // newRootKeyText draws a root key and returns it in base64, as a key file
 // holds it, along with the parsed key.
-func newRootKeyText(rand io.Reader) ([]byte, keyring.RootKey, error) {
-	raw := make([]byte, keyring.KeySize)
+func newRootKeyText(rand io.Reader) ([]byte, rootkey.Key, error) {
+	raw := make([]byte, rootkey.KeySize)
 	defer clear(raw)
 	if _, err := io.ReadFull(rand, raw); err != nil {
-		return nil, keyring.RootKey{}, fmt.Errorf("random source: %w", err)
+		return nil, rootkey.Key{}, fmt.Errorf("random source: %w", err)
 	}
 	text := base64.StdEncoding.AppendEncode(nil, raw)
-	root, err := keyring.ParseKey(text)
+	root, err := rootkey.ParseKey(text)
 	if err != nil {
 		clear(text)
-		return nil, keyring.RootKey{}, err
+		return nil, rootkey.Key{}, err
 	}
 	return text, root, nil
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 func TestOperatorInitUsage(t *testing.T) {
@@ -51,7 +51,7 @@ func TestOperatorInitFlow(t *testing.T) {
 			t.Errorf("%s: mode %04o", p, fi.Mode().Perm())
 		}
 	}
-	root, err := keyring.LoadKeyFile(keyFile)
+	root, err := rootkey.LoadKeyFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestOperatorInitFlow(t *testing.T) {
 	defer s.stop()
 	adminURL := s.adminURL(t)
 	other := h.path("other.key")
-	if err := keyring.GenerateKeyFile(other, nil); err != nil {
+	if err := rootkey.GenerateKeyFile(other, nil); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.run("unseal", "--admin", adminURL, "--key-file", other); r.code != ExitFail || !strings.Contains(r.stderr, "400") {
@@ -110,7 +110,7 @@ func TestOperatorInitPrint(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	root, err := keyring.ParseKey([]byte(got.RootKey))
+	root, err := rootkey.ParseKey([]byte(got.RootKey))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // Sealing from the command line: set up a passphrase (keyring init), and
@@ -50,7 +50,7 @@ func (a *app) keyringInit(_ context.Context, args []string) error {
 		return err
 	}
 	defer clear(pass)
-	root, err := keyring.InitPassphrase(path, pass, a.random)
+	root, err := rootkey.InitPassphrase(path, pass, a.random)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 	}
 	var body unsealBody
 	if *keyFile != "" {
-		root, err := keyring.LoadKeyFile(*keyFile) // checks the file's mode and content
+		root, err := rootkey.LoadKeyFile(*keyFile) // checks the file's mode and content
 		if err != nil {
 			return err
 		}

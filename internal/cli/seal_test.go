@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // TestPassphraseSealFlow is an operator's passphrase set-up end to end:
@@ -106,7 +106,7 @@ func TestSealCommandsSendJSON(t *testing.T) {
 	defer srv.Close()
 	h := newHarness(t)
 	keyFile := h.path("root.key")
-	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	tokenFile := h.write("admin.token", []byte(strings.Repeat("k", 40)+"\n"))

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -365,7 +365,7 @@ func TestServeGatewayOnly(t *testing.T) {
 func TestServeSampleOnlyInDevMode(t *testing.T) {
 	h := newHarness(t)
 	rootKey := h.path("root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))

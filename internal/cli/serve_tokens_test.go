@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -143,7 +143,7 @@ func TestServePostgresTokenService(t *testing.T) {
 		t.Errorf("--database-url without a root key: %d %s", r.code, r.stderr)
 	}
 	rootKey := h.path("root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
@@ -79,7 +79,7 @@ func TestAuditNodeID(t *testing.T) {
 // start refuses to continue a signed chain, and says why.
 func TestAuditSealed(t *testing.T) {
 	dir := t.TempDir()
-	root, err := keyring.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	root, err := rootkey.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

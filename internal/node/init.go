@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // Init is the explicit first step of a fleet whose nodes start sealed on a
@@ -20,7 +20,7 @@ import (
 // fleet's root key. cfg needs TokenService.DatabaseURL; its store timeout
 // and signing-key settings are used as by Open. A store that already
 // holds signing keys is [issuer.ErrInitialized] and is left alone.
-func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, err error) {
+func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err error) {
 	ts := cfg.TokenService.WithDefaults()
 	if ts.DatabaseURL == "" {
 		return "", errors.New("node: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
@@ -31,7 +31,7 @@ func Init(ctx context.Context, cfg Config, root keyring.RootKey) (kid string, er
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
-	kr, err := keyring.New(keyring.Options{Root: root, Rand: cfg.Rand})
+	kr, err := rootkey.New(rootkey.Options{Root: root, Rand: cfg.Rand})
 	if err != nil {
 		return "", fmt.Errorf("node: root key: %w", err)
 	}

@@ -44,10 +44,10 @@ import (
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
@@ -134,7 +134,7 @@ type Node struct {
 	cfg      Config // defaults applied
 	ts       config.TokenService
 	log      *slog.Logger
-	keyring  *keyring.Keyring
+	keyring  *rootkey.Keyring
 	unsealMu sync.Mutex // one unseal or seal at a time
 	store    store.Store
 	keys     *issuer.KeyManager
@@ -303,7 +303,7 @@ func (n *Node) Issuer() string   { return n.cfg.Issuer }
 func (n *Node) Audience() string { return n.cfg.Audience }
 
 // Keyring returns the node's keyring.
-func (n *Node) Keyring() *keyring.Keyring { return n.keyring }
+func (n *Node) Keyring() *rootkey.Keyring { return n.keyring }
 
 // Store returns the node's store.
 func (n *Node) Store() store.Store { return n.store }

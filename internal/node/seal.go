@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // Sealing. A node without its root key starts sealed: it publishes the
@@ -25,7 +25,7 @@ import (
 func (n *Node) openKeyring() (dev bool, err error) {
 	cfg, ts := &n.cfg, &n.ts
 	dev = cfg.Dev
-	kopts := keyring.Options{Rand: cfg.Rand, LookupEnv: cfg.LookupEnv}
+	kopts := rootkey.Options{Rand: cfg.Rand, LookupEnv: cfg.LookupEnv}
 	_, envSet := cfg.LookupEnv(RootKeyEnv)
 	header := n.keyringFile()
 	if _, err := os.Stat(header); err == nil {
@@ -48,7 +48,7 @@ func (n *Node) openKeyring() (dev bool, err error) {
 	default:
 		dev = true
 		path := filepath.Join(cfg.DataDir, RootKeyFile)
-		switch err := keyring.GenerateKeyFile(path, cfg.Rand); {
+		switch err := rootkey.GenerateKeyFile(path, cfg.Rand); {
 		case err == nil:
 			n.boot.RootKeyCreated = true
 			n.log.Warn("generated a dev root key; use --root-key-file or KEYGATE_ROOT_KEY in production", "path", path)
@@ -61,7 +61,7 @@ func (n *Node) openKeyring() (dev bool, err error) {
 		n.boot.RootKeyPath = path
 	}
 	n.boot.Dev = dev
-	if n.keyring, err = keyring.New(kopts); err != nil {
+	if n.keyring, err = rootkey.New(kopts); err != nil {
 		return false, fmt.Errorf("node: root key: %w", err)
 	}
 	return dev, nil
@@ -119,11 +119,11 @@ func refused(reason string) error { return &RefusedError{Reason: reason} }
 // Unseal unseals the node with the passphrase of its keyring.json.
 // Unsealing an unsealed node is not an error. See UnsealKey.
 func (n *Node) Unseal(ctx context.Context, passphrase []byte) error {
-	return n.unseal(ctx, func(verify keyring.Verifier) error {
+	return n.unseal(ctx, func(verify rootkey.Verifier) error {
 		switch err := n.keyring.UnsealPassphraseVerified(passphrase, verify); {
-		case errors.Is(err, keyring.ErrNoHeader):
+		case errors.Is(err, rootkey.ErrNoHeader):
 			return refused("no unseal passphrase is set up on this node (keygate keyring init)")
-		case errors.Is(err, keyring.ErrWrongPassphrase):
+		case errors.Is(err, rootkey.ErrWrongPassphrase):
 			return refused("wrong unseal passphrase")
 		default:
 			return err
@@ -138,12 +138,12 @@ func (n *Node) Unseal(ctx context.Context, passphrase []byte) error {
 // store with no signing key and no keyring.json it is ErrNotInitialized.
 // A refusal is a *RefusedError, a store failure ErrStore; the node then
 // stays sealed. Unsealing an unsealed node is not an error.
-func (n *Node) UnsealKey(ctx context.Context, root keyring.RootKey) error {
-	return n.unseal(ctx, func(verify keyring.Verifier) error {
+func (n *Node) UnsealKey(ctx context.Context, root rootkey.Key) error {
+	return n.unseal(ctx, func(verify rootkey.Verifier) error {
 		// With a keyring.json, the keyring accepts only the key that
 		// authenticates its key-check value: on an empty store nothing
 		// else would tell a wrong key apart.
-		if err := n.keyring.UnsealVerified(root, verify); errors.Is(err, keyring.ErrWrongKey) {
+		if err := n.keyring.UnsealVerified(root, verify); errors.Is(err, rootkey.ErrWrongKey) {
 			return refused("this root key is not the one the keyring passphrase derives")
 		} else if err != nil {
 			return err
@@ -157,13 +157,13 @@ const notSealer = "this root key did not seal the stored signing keys"
 // unseal runs open, which installs a key that verify has accepted, then
 // loads the signing keys under it; the first key is announced to the
 // fleet.
-func (n *Node) unseal(ctx context.Context, open func(keyring.Verifier) error) error {
+func (n *Node) unseal(ctx context.Context, open func(rootkey.Verifier) error) error {
 	n.unsealMu.Lock()
 	defer n.unsealMu.Unlock()
 	if !n.keyring.Sealed() {
 		return nil
 	}
-	if err := open(n.verifyRoot(ctx)); err != nil && !errors.Is(err, keyring.ErrAlreadyUnsealed) {
+	if err := open(n.verifyRoot(ctx)); err != nil && !errors.Is(err, rootkey.ErrAlreadyUnsealed) {
 		return err
 	} else if err != nil {
 		return nil
@@ -174,7 +174,7 @@ func (n *Node) unseal(ctx context.Context, open func(keyring.Verifier) error) er
 		// failed, or another node stored a key under another root since.
 		n.keyring.Seal()
 		n.keys.DropSigner()
-		if errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt) {
+		if errors.Is(err, rootkey.ErrUnknownKey) || errors.Is(err, rootkey.ErrDecrypt) {
 			return fmt.Errorf("%w: %w", refused(notSealer), err)
 		}
 		return fmt.Errorf("%w: loading the signing keys: %w", ErrStore, err)
@@ -194,11 +194,11 @@ func (n *Node) unseal(ctx context.Context, open func(keyring.Verifier) error) er
 // checked before this runs) can vouch for a key; without one the unseal
 // is refused, so that an unauthenticated caller cannot choose the fleet's
 // root key (see Init).
-func (n *Node) verifyRoot(ctx context.Context) keyring.Verifier {
-	return func(candidate *keyring.Keyring) error {
+func (n *Node) verifyRoot(ctx context.Context) rootkey.Verifier {
+	return func(candidate *rootkey.Keyring) error {
 		count, err := n.keys.CheckSealer(ctx, candidate)
 		switch {
-		case errors.Is(err, keyring.ErrUnknownKey) || errors.Is(err, keyring.ErrDecrypt):
+		case errors.Is(err, rootkey.ErrUnknownKey) || errors.Is(err, rootkey.ErrDecrypt):
 			return refused(notSealer)
 		case err != nil:
 			return fmt.Errorf("%w: reading the stored signing keys: %w", ErrStore, err)
@@ -231,9 +231,9 @@ func (n *Node) Seal() {
 // a *RefusedError and leaves the node as it was.
 func (n *Node) SealWithPassphrase(passphrase []byte) error {
 	switch err := n.keyring.CheckPassphrase(passphrase); {
-	case errors.Is(err, keyring.ErrNoHeader):
+	case errors.Is(err, rootkey.ErrNoHeader):
 		return refused("no unseal passphrase is set up on this node (keygate keyring init): seal with the admin token")
-	case errors.Is(err, keyring.ErrWrongPassphrase):
+	case errors.Is(err, rootkey.ErrWrongPassphrase):
 		return refused("wrong unseal passphrase")
 	case err != nil:
 		return err

@@ -10,7 +10,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -150,7 +150,7 @@ func (n *Node) FreshTenantDataKey(ctx context.Context, tenant string) (*DataKey,
 	t := &n.tenants
 	for range 3 {
 		if n.keyring.Sealed() {
-			return nil, keyring.ErrSealed
+			return nil, rootkey.ErrSealed
 		}
 		t.mu.Lock()
 		cur, epoch, drops := t.keys[tenant], t.epoch, t.drops
@@ -163,7 +163,7 @@ func (n *Node) FreshTenantDataKey(ctx context.Context, tenant string) (*DataKey,
 		switch {
 		case t.epoch != epoch: // sealed meanwhile: the key must not outlive the seal
 			t.mu.Unlock()
-			return nil, keyring.ErrSealed
+			return nil, rootkey.ErrSealed
 		case t.drops != drops: // a tenant was deleted meanwhile: maybe this one, read before
 			t.mu.Unlock()
 			continue
@@ -198,7 +198,7 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 			}
 			return n.dataKey(tenant, raw, tn.DataKey)
 		}
-		raw := make([]byte, keyring.KeySize)
+		raw := make([]byte, rootkey.KeySize)
 		if _, err := io.ReadFull(n.cfg.Rand, raw); err != nil {
 			return nil, fmt.Errorf("node: tenant %q: new data key: %w", tenant, err)
 		}
@@ -225,7 +225,7 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 // raw as the tenant's row holds it.
 func (n *Node) dataKey(tenant string, raw, sealed []byte) (*DataKey, error) {
 	defer clear(raw)
-	if len(raw) != keyring.KeySize {
+	if len(raw) != rootkey.KeySize {
 		return nil, fmt.Errorf("node: tenant %q: data key of %d bytes", tenant, len(raw))
 	}
 	block, err := aes.NewCipher(raw)

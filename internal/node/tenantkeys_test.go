@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -69,7 +69,7 @@ func TestTenantDataKey(t *testing.T) {
 		}
 	}
 	tn, err := n.Store().GetTenant(ctx, "acme")
-	if err != nil || len(tn.DataKey) != keyring.KeySize+keyring.Overhead {
+	if err != nil || len(tn.DataKey) != rootkey.KeySize+rootkey.Overhead {
 		t.Fatalf("stored data key: %d bytes, %v", len(tn.DataKey), err)
 	}
 	if _, err := n.TenantDataKey(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
@@ -85,7 +85,7 @@ func TestTenantDataKey(t *testing.T) {
 	if sealedHook.Load() != 1 {
 		t.Errorf("OnSeal ran %d times", sealedHook.Load())
 	}
-	if _, err := n.TenantDataKey(ctx, "acme"); !errors.Is(err, keyring.ErrSealed) {
+	if _, err := n.TenantDataKey(ctx, "acme"); !errors.Is(err, rootkey.ErrSealed) {
 		t.Errorf("sealed: %v", err)
 	}
 	n.Close()

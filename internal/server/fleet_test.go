@@ -19,9 +19,9 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -55,7 +55,7 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	dbURL := newSchema(t)
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminToken := strings.Repeat("a", 16) + hex.EncodeToString([]byte(prefix))
@@ -376,7 +376,7 @@ func TestFleetTokenRateLimit(t *testing.T) {
 	dbURL := newSchema(t)
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []*live

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -44,7 +44,7 @@ func newOutage(t *testing.T, storeTimeout time.Duration) *outage {
 	u.Host = proxy.Addr()
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminToken := strings.Repeat("o", 40)

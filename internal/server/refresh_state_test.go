@@ -13,8 +13,8 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -30,7 +30,7 @@ func TestRefreshRedisDown(t *testing.T) {
 	redisURL := "redis://" + testnet.ClosedAddr(t) + "/0"
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminToken := strings.Repeat("r", 40)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // adminRevoke posts a revocation to the admin API at adminURL.
@@ -112,7 +112,7 @@ func TestFleetRevokeKeyFileIssuer(t *testing.T) {
 	dbURL := newSchema(t)
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	k := ecSigner(t, "k1")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 // The seal endpoints on the admin listener: GET /v1/sys/seal-status, POST
@@ -171,7 +171,7 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		defer clear(pass)
 		err = s.node.Unseal(ctx, pass)
 	} else {
-		root, perr := keyring.ParseKey([]byte(strings.TrimSpace(in.Key)))
+		root, perr := rootkey.ParseKey([]byte(strings.TrimSpace(in.Key)))
 		if perr != nil {
 			return badUnseal("the key is not a base64 root key of 32 bytes")
 		}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -63,7 +63,7 @@ func passphraseDataDir(t *testing.T) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	root, err := keyring.InitPassphrase(filepath.Join(dir, node.KeyringFile), []byte(testPassphrase), nil)
+	root, err := rootkey.InitPassphrase(filepath.Join(dir, node.KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestSealedStartPassphrase(t *testing.T) {
 func TestUnsealWithRootKey(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	key, err := os.ReadFile(keyFile)
@@ -202,7 +202,7 @@ func adminJSON(token string) http.Header {
 func randomKey(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "k")
-	if err := keyring.GenerateKeyFile(path, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(path, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -255,7 +255,7 @@ func TestSealedStartPostgres(t *testing.T) {
 			TokenService: config.TokenService{DatabaseURL: dbURL}}}
 	}
 	key := randomKey(t)
-	root, err := keyring.ParseKey([]byte(key))
+	root, err := rootkey.ParseKey([]byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}

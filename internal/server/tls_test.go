@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -485,7 +485,7 @@ func TestPostgresTLS(t *testing.T) {
 	node := func(dbURL string) error {
 		dir := t.TempDir()
 		key := filepath.Join(dir, "root.key")
-		if err := keyring.GenerateKeyFile(key, rand.Reader); err != nil {
+		if err := rootkey.GenerateKeyFile(key, rand.Reader); err != nil {
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}

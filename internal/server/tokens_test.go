@@ -20,8 +20,8 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -290,7 +290,7 @@ func TestTokenServicePostgres(t *testing.T) {
 	dbURL := newSchema(t)
 	dir := t.TempDir()
 	rootKey := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(rootKey, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
@@ -304,7 +304,7 @@ func TestTokenServicePostgres(t *testing.T) {
 func TestTokenServiceRootKeyFromEnv(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "k")
-	if err := keyring.GenerateKeyFile(path, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(path, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	key, err := os.ReadFile(path)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -32,14 +32,14 @@ var jsonHeader = http.Header{"Content-Type": {"application/json"}}
 // sealedWithHeader starts a node sealed by a keyring.json made from
 // testPassphrase, with an empty SQLite store, and returns it with the
 // header's path and the root key the passphrase derives.
-func sealedWithHeader(t *testing.T) (*live, string, keyring.RootKey) {
+func sealedWithHeader(t *testing.T) (*live, string, rootkey.Key) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	header := filepath.Join(dir, node.KeyringFile)
-	root, err := keyring.InitPassphrase(header, []byte(testPassphrase), nil)
+	root, err := rootkey.InitPassphrase(header, []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func sealedWithHeader(t *testing.T) (*live, string, keyring.RootKey) {
 
 // setKeyID rewrites key_id in a keyring.json, standing in for the 2³²
 // HMACs it takes to find a key whose 32-bit ID matches the real one.
-func setKeyID(t *testing.T, header string, id keyring.KeyID) {
+func setKeyID(t *testing.T, header string, id rootkey.KeyID) {
 	t.Helper()
 	data, err := os.ReadFile(header)
 	if err != nil {
@@ -88,7 +88,7 @@ func storedKeys(t *testing.T, l *live) int {
 func TestUnsealRawKeyNeedsCheckValue(t *testing.T) {
 	l, header, _ := sealedWithHeader(t)
 	wrongText := randomKey(t)
-	wrong, err := keyring.ParseKey([]byte(wrongText))
+	wrong, err := rootkey.ParseKey([]byte(wrongText))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestSealEndpointsRefuseBrowsers(t *testing.T) {
 func TestUnsealHidesStoreErrors(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	key, err := os.ReadFile(keyFile)
@@ -208,9 +208,9 @@ func TestUnsealHidesStoreErrors(t *testing.T) {
 // sealedUnder checks every stored signing key against root, the fleet's
 // root key, and returns the kids that root does not open: keys some other
 // root key sealed.
-func sealedUnder(t *testing.T, l *live, root keyring.RootKey) (foreign []string, total int) {
+func sealedUnder(t *testing.T, l *live, root rootkey.Key) (foreign []string, total int) {
 	t.Helper()
-	kr, err := keyring.New(keyring.Options{Root: root})
+	kr, err := rootkey.New(rootkey.Options{Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +247,14 @@ func churnKeys(l *live) (stop func()) {
 // rotatingConfig is a node on a fresh SQLite store with a root key file,
 // under a schedule in which every unsealed Tick creates a key; it returns
 // the root key and its file too.
-func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
+func rotatingConfig(t *testing.T) (Config, rootkey.Key, string) {
 	t.Helper()
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	root, err := keyring.LoadKeyFile(keyFile)
+	root, err := rootkey.LoadKeyFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func rotatingConfig(t *testing.T) (Config, keyring.RootKey, string) {
 }
 
 // rotatingNode starts a rotatingConfig node and seals it through the API.
-func rotatingNode(t *testing.T) (*live, keyring.RootKey, string) {
+func rotatingNode(t *testing.T) (*live, rootkey.Key, string) {
 	t.Helper()
 	cfg, root, keyFile := rotatingConfig(t)
 	l := startLive(t, cfg)
@@ -356,7 +356,7 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
-	other, err := keyring.InitPassphrase(filepath.Join(cfg.Node.DataDir, node.KeyringFile), []byte(testPassphrase), nil)
+	other, err := rootkey.InitPassphrase(filepath.Join(cfg.Node.DataDir, node.KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestInit(t *testing.T) {
 	cfg := Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
 		TokenService: config.TokenService{DatabaseURL: dbURL, SigningAlg: "EdDSA"}}}
 	key := randomKey(t)
-	root, err := keyring.ParseKey([]byte(key))
+	root, err := rootkey.ParseKey([]byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := keyring.GenerateRootKey(nil)
+	other, _ := rootkey.Generate(nil)
 	defer other.Destroy()
 	if _, err := node.Init(t.Context(), *cfg.Node, other); !errors.Is(err, issuer.ErrInitialized) {
 		t.Errorf("a second Init: %v, want ErrInitialized", err)
@@ -477,12 +477,12 @@ func TestUnsealMalformedKeys(t *testing.T) {
 func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
 	dir := passphraseDataDir(t)
 	keyFile := filepath.Join(t.TempDir(), "root.key")
-	if err := keyring.GenerateKeyFile(keyFile, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(t.Context(), Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
 		TokenService: config.TokenService{RootKeyFile: keyFile}}})
-	if !errors.Is(err, keyring.ErrWrongKey) {
+	if !errors.Is(err, rootkey.ErrWrongKey) {
 		if s != nil {
 			s.Close()
 		}

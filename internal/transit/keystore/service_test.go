@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/internal/transit"
@@ -40,7 +40,7 @@ func fleet(t *testing.T, count int, pg bool, o Options) []*Service {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(root, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(root, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	ts := config.TokenService{RootKeyFile: root}
@@ -342,10 +342,10 @@ func TestSealForgets(t *testing.T) {
 	if n := s.cache.len(); n != 0 || len(s.wrap) != 0 {
 		t.Errorf("after Seal: %d keys, %d wrapping keys cached", n, len(s.wrap))
 	}
-	if _, err := s.Get(ctx, store.DefaultTenant, "k"); !errors.Is(err, keyring.ErrSealed) {
+	if _, err := s.Get(ctx, store.DefaultTenant, "k"); !errors.Is(err, rootkey.ErrSealed) {
 		t.Errorf("get while sealed: %v", err)
 	}
-	if _, err := s.Rotate(ctx, store.DefaultTenant, "k", ""); !errors.Is(err, keyring.ErrSealed) {
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "k", ""); !errors.Is(err, rootkey.ErrSealed) {
 		t.Errorf("rotate while sealed: %v", err)
 	}
 }

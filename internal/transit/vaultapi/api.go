@@ -14,7 +14,7 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/transit/keystore"
@@ -514,7 +514,7 @@ func refusalOf(c *call, err error) *httperr.Error {
 			return errNothing
 		}
 		return errNotFound
-	case errors.Is(err, keyring.ErrSealed):
+	case errors.Is(err, rootkey.ErrSealed):
 		return errSealed
 	case errors.Is(err, store.ErrUnavailable):
 		return errStore

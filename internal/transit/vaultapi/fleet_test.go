@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/keyring"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -43,7 +43,7 @@ func fleetOf(t *testing.T, n int) []*env {
 	})
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root.key")
-	if err := keyring.GenerateKeyFile(root, rand.Reader); err != nil {
+	if err := rootkey.GenerateKeyFile(root, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	var out []*env

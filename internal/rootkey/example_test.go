@@ -1,19 +1,19 @@
-package keyring_test
+package rootkey_test
 
 import (
 	"errors"
 	"fmt"
 	"log"
 
-	"github.com/keygate/keygate/internal/keyring"
+	"github.com/keygate/keygate/internal/rootkey"
 )
 
 func Example() {
-	root, err := keyring.GenerateRootKey(nil) // in production: a key file, KeyEnv or a passphrase
+	root, err := rootkey.Generate(nil) // in production: a key file, KeyEnv or a passphrase
 	if err != nil {
 		log.Fatal(err)
 	}
-	k, err := keyring.New(keyring.Options{Root: root})
+	k, err := rootkey.New(rootkey.Options{Root: root})
 	root.Destroy() // the keyring keeps its own copy
 	if err != nil {
 		log.Fatal(err)
@@ -29,11 +29,11 @@ func Example() {
 
 	// Moved to another record, it does not decrypt.
 	_, err = k.Decrypt(ct, []byte("signing-key:2026-02"))
-	fmt.Println(errors.Is(err, keyring.ErrDecrypt))
+	fmt.Println(errors.Is(err, rootkey.ErrDecrypt))
 
 	k.Seal()
 	_, err = k.Decrypt(ct, aad)
-	fmt.Println(errors.Is(err, keyring.ErrSealed))
+	fmt.Println(errors.Is(err, rootkey.ErrSealed))
 	// Output:
 	// -----BEGIN PRIVATE KEY-----... <nil>
 	// true

@@ -1,6 +1,6 @@
 //go:build !goexperiment.runtimesecret
 
-package keyring
+package rootkey
 
 // secretDo runs f. Built with GOEXPERIMENT=runtimesecret it runs f under
 // runtime/secret.Do instead (see erase_secret.go).

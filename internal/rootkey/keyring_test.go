@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 )
 
 // newKey returns a fresh root key, destroyed when the test ends.
-func newKey(t testing.TB) RootKey {
+func newKey(t testing.TB) Key {
 	t.Helper()
-	k, err := GenerateRootKey(nil)
+	k, err := Generate(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func newKey(t testing.TB) RootKey {
 }
 
 // newRing returns a keyring unsealed with root.
-func newRing(t testing.TB, root RootKey) *Keyring {
+func newRing(t testing.TB, root Key) *Keyring {
 	t.Helper()
 	k, err := New(Options{Root: root})
 	if err != nil {
@@ -222,11 +222,11 @@ func TestSealed(t *testing.T) {
 	if pt, err := k.Decrypt(ct, nil); err != nil || string(pt) != "kept across seal" {
 		t.Fatalf("after reseal and unseal: %q, %v", pt, err)
 	}
-	if err := k.Unseal(RootKey{}); !errors.Is(err, ErrAlreadyUnsealed) {
+	if err := k.Unseal(Key{}); !errors.Is(err, ErrAlreadyUnsealed) {
 		t.Errorf("Unseal(zero) on an unsealed keyring: %v", err)
 	}
 	k.Seal()
-	if err := k.Unseal(RootKey{}); !errors.Is(err, ErrNoKey) {
+	if err := k.Unseal(Key{}); !errors.Is(err, ErrNoKey) {
 		t.Errorf("Unseal(zero): %v, want ErrNoKey", err)
 	}
 	if err := k.Unseal(root, root); !errors.Is(err, ErrKeyExists) {
@@ -345,8 +345,8 @@ func TestRotateRewrapRetire(t *testing.T) {
 }
 
 func TestRootKeyOpaque(t *testing.T) {
-	if reflect.TypeFor[RootKey]().Comparable() {
-		t.Error("RootKey is comparable with ==")
+	if reflect.TypeFor[Key]().Comparable() {
+		t.Error("Key is comparable with ==")
 	}
 	raw := bytes.Repeat([]byte{0xab}, KeySize)
 	k, err := NewRootKey(raw)
@@ -358,12 +358,12 @@ func TestRootKeyOpaque(t *testing.T) {
 	if !k.Equal(k2) || k.ID() != k2.ID() {
 		t.Error("NewRootKey did not copy its input")
 	}
-	if k.Equal(newKey(t)) || k.Equal(RootKey{}) || (RootKey{}).Equal(RootKey{}) {
+	if k.Equal(newKey(t)) || k.Equal(Key{}) || (Key{}).Equal(Key{}) {
 		t.Error("Equal holds for different keys")
 	}
-	want := "RootKey(" + k.ID().String() + ")"
+	want := "Key(" + k.ID().String() + ")"
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%X", "%d", "%q", "%T", "%p", "%s%d"} {
-		s := fmt.Sprintf(verb, k) + fmt.Sprintf(verb, []RootKey{k}) + fmt.Sprintf(verb, struct{ K RootKey }{k})
+		s := fmt.Sprintf(verb, k) + fmt.Sprintf(verb, []Key{k}) + fmt.Sprintf(verb, struct{ K Key }{k})
 		if bytes.Contains([]byte(s), []byte("abab")) || bytes.Contains([]byte(s), []byte("ABAB")) ||
 			bytes.Contains([]byte(s), []byte("171 171")) || bytes.Contains([]byte(s), []byte(`\xab`)) {
 			t.Errorf("%s prints key material: %s", verb, s)
@@ -381,7 +381,7 @@ func TestRootKeyOpaque(t *testing.T) {
 		}
 	}
 	k.Destroy()
-	if !k2.Equal(k2) || k.Equal(k2) || fmt.Sprint(k) != "RootKey(none)" {
+	if !k2.Equal(k2) || k.Equal(k2) || fmt.Sprint(k) != "Key(none)" {
 		t.Error("Destroy")
 	}
 }
@@ -410,8 +410,8 @@ func TestRandomSource(t *testing.T) {
 	if _, err := k.Rewrap(ct); !errors.Is(err, boom) {
 		t.Errorf("Rewrap with a failing source: %v", err)
 	}
-	if _, err := GenerateRootKey(failReader{boom}); !errors.Is(err, boom) {
-		t.Errorf("GenerateRootKey with a failing source: %v", err)
+	if _, err := Generate(failReader{boom}); !errors.Is(err, boom) {
+		t.Errorf("Generate with a failing source: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"crypto/hmac"
@@ -33,13 +33,13 @@ func deriveKeyID(key *[KeySize]byte) KeyID {
 	return KeyID(binary.BigEndian.Uint32(m.Sum(sum[:0])))
 }
 
-// A RootKey is 32 bytes of root key material. It is opaque: the bytes are
+// A Key is 32 bytes of root key material. It is opaque: the bytes are
 // never exported, it cannot be compared with == (use Equal, which runs in
-// constant time), and it formats and logs as "RootKey(<id>)". Copies of a
-// RootKey share the key material; Destroy wipes it for all of them.
+// constant time), and it formats and logs as "Key(<id>)". Copies of a
+// Key share the key material; Destroy wipes it for all of them.
 //
-// The zero RootKey holds no key.
-type RootKey struct {
+// The zero Key holds no key.
+type Key struct {
 	_ [0]func() // not comparable
 	k *rootKeyBytes
 }
@@ -50,39 +50,39 @@ type rootKeyBytes struct {
 	live bool
 }
 
-// NewRootKey returns a RootKey holding a copy of b, which must be KeySize
+// NewRootKey returns a Key holding a copy of b, which must be KeySize
 // bytes. The caller may wipe b afterwards.
-func NewRootKey(b []byte) (RootKey, error) {
+func NewRootKey(b []byte) (Key, error) {
 	if len(b) != KeySize {
-		return RootKey{}, fmt.Errorf("%w, not %d", ErrKeyLength, len(b))
+		return Key{}, fmt.Errorf("%w, not %d", ErrKeyLength, len(b))
 	}
 	k := &rootKeyBytes{live: true}
 	copy(k.b[:], b)
 	k.id = deriveKeyID(&k.b)
-	return RootKey{k: k}, nil
+	return Key{k: k}, nil
 }
 
-// GenerateRootKey returns a new root key read from rand (crypto/rand.Reader
+// Generate returns a new root key read from rand (crypto/rand.Reader
 // when nil).
-func GenerateRootKey(rand io.Reader) (RootKey, error) {
+func Generate(rand io.Reader) (Key, error) {
 	k := &rootKeyBytes{live: true}
 	if _, err := io.ReadFull(randOrDefault(rand), k.b[:]); err != nil {
 		clear(k.b[:])
-		return RootKey{}, fmt.Errorf("keyring: generate root key: %w", err)
+		return Key{}, fmt.Errorf("keyring: generate root key: %w", err)
 	}
 	k.id = deriveKeyID(&k.b)
-	return RootKey{k: k}, nil
+	return Key{k: k}, nil
 }
 
 // valid reports whether k holds key material.
-func (k RootKey) valid() bool { return k.k != nil && k.k.live }
+func (k Key) valid() bool { return k.k != nil && k.k.live }
 
-// IsZero reports whether k holds no key: it is the zero RootKey or was
+// IsZero reports whether k holds no key: it is the zero Key or was
 // destroyed.
-func (k RootKey) IsZero() bool { return !k.valid() }
+func (k Key) IsZero() bool { return !k.valid() }
 
-// ID returns the key's ID, or 0 for a RootKey that holds no key.
-func (k RootKey) ID() KeyID {
+// ID returns the key's ID, or 0 for a Key that holds no key.
+func (k Key) ID() KeyID {
 	if !k.valid() {
 		return 0
 	}
@@ -91,7 +91,7 @@ func (k RootKey) ID() KeyID {
 
 // Equal reports whether k and o hold the same key, in constant time with
 // respect to the key bytes. Keys that hold nothing are equal to nothing.
-func (k RootKey) Equal(o RootKey) bool {
+func (k Key) Equal(o Key) bool {
 	if !k.valid() || !o.valid() {
 		return false
 	}
@@ -101,7 +101,7 @@ func (k RootKey) Equal(o RootKey) bool {
 // Destroy overwrites the key material with zeros. k, and every copy of it,
 // holds no key afterwards. A Keyring keeps its own copy: destroying a key
 // after Unseal or Rotate does not affect the keyring.
-func (k RootKey) Destroy() {
+func (k Key) Destroy() {
 	if k.k == nil {
 		return
 	}
@@ -110,22 +110,22 @@ func (k RootKey) Destroy() {
 	k.k.live = false
 }
 
-// String returns "RootKey(<id>)", never key material.
-func (k RootKey) String() string {
+// String returns "Key(<id>)", never key material.
+func (k Key) String() string {
 	if !k.valid() {
-		return "RootKey(none)"
+		return "Key(none)"
 	}
-	return "RootKey(" + k.k.id.String() + ")"
+	return "Key(" + k.k.id.String() + ")"
 }
 
 // Format makes every fmt verb (%v, %#v, %x, %d, ...) print String.
-func (k RootKey) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
+func (k Key) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
 
 // LogValue makes slog log only the key ID.
-func (k RootKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
+func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 var (
-	_ slog.LogValuer = RootKey{}
-	_ fmt.Formatter  = RootKey{}
-	_ fmt.Stringer   = RootKey{}
+	_ slog.LogValuer = Key{}
+	_ fmt.Formatter  = Key{}
+	_ fmt.Stringer   = Key{}
 )

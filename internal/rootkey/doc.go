@@ -1,10 +1,10 @@
-// Package keyring holds keygate's root key and encrypts under it everything
-// keygate stores that is secret: signing keys now, transit keys and secrets
-// later.
+// Package rootkey holds keygate's root key and encrypts under it everything
+// keygate stores that is secret: the token service's signing keys and each
+// tenant's data key, under which the tenant's transit keys are sealed.
 //
 // # Root keys
 //
-// A root key is 32 random bytes ([RootKey]) from one of three sources:
+// A root key is 32 random bytes ([Key]) from one of three sources:
 //
 //   - a key file, raw or base64, that group and others cannot read
 //     ([LoadKeyFile]; [GenerateKeyFile] makes one for development);
@@ -23,7 +23,7 @@
 // ([Header.CheckKey], [ErrWrongKey]). The 32-bit [KeyID] names a key; it
 // never authenticates one.
 //
-// A RootKey is opaque and not comparable with ==; [RootKey.Equal] compares
+// A Key is opaque and not comparable with ==; [Key.Equal] compares
 // in constant time, and every fmt verb and slog print only its [KeyID], an
 // HMAC-derived 32-bit name that reveals nothing usable about the key.
 //
@@ -92,4 +92,4 @@
 // rotate a root key before it has wrapped 2³² data keys. The package does
 // not detect rollback (an older ciphertext of the same record put back):
 // put a record version into the associated data where that matters.
-package keyring
+package rootkey

@@ -1,6 +1,6 @@
 //go:build race
 
-package keyring
+package rootkey
 
 // raceEnabled: the race detector allocates on its own, so allocation
 // counts are checked without it.

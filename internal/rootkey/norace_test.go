@@ -1,5 +1,5 @@
 //go:build !race
 
-package keyring
+package rootkey
 
 const raceEnabled = false

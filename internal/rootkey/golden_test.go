@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite testdata/v1.json")
 // outlive builds: a change to the format must fail this test, and must come
 // with a new version byte rather than a new golden file.
 type golden struct {
-	RootKey    hexBytes `json:"root_key"`
+	Key        hexBytes `json:"root_key"`
 	Seed       hexBytes `json:"chacha8_seed"`
 	AAD        hexBytes `json:"aad"`
 	Plaintext  hexBytes `json:"plaintext"`
@@ -52,12 +52,12 @@ func readGolden() (*golden, error) {
 
 func TestGoldenV1(t *testing.T) {
 	g := &golden{
-		RootKey:   bytes.Repeat([]byte{0x42}, KeySize),
+		Key:       bytes.Repeat([]byte{0x42}, KeySize),
 		Seed:      bytes.Repeat([]byte{0x5e}, 32),
 		AAD:       []byte("signing-key:golden"),
 		Plaintext: []byte("-----BEGIN PRIVATE KEY-----\n(not really)\n-----END PRIVATE KEY-----\n"),
 	}
-	root, err := NewRootKey(g.RootKey)
+	root, err := NewRootKey(g.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestGoldenV1(t *testing.T) {
 		}
 		return pt
 	}
-	dk := open(want.RootKey, c[5:17], c[17:65], c[0:5])
+	dk := open(want.Key, c[5:17], c[17:65], c[0:5])
 	if pt := open(dk, c[65:77], c[77:], want.AAD); !bytes.Equal(pt, want.Plaintext) {
 		t.Errorf("by hand: %q", pt)
 	}

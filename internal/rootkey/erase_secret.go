@@ -1,6 +1,6 @@
 //go:build goexperiment.runtimesecret
 
-package keyring
+package rootkey
 
 import (
 	"runtime"

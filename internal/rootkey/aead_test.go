@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 // AES-256-GCM conformance of the package's one AEAD construction (newGCM,
 // through the single-layer helpers gcmSeal/gcmOpen) against Project

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"
@@ -125,39 +125,39 @@ func (h *Header) checkAAD() []byte {
 // which the caller passes to Unseal and then Destroys. The passphrase must
 // be at least MinPassphraseLen bytes; it is used exactly as given, with no
 // Unicode normalization.
-func InitPassphrase(path string, passphrase []byte, rand io.Reader) (RootKey, error) {
+func InitPassphrase(path string, passphrase []byte, rand io.Reader) (Key, error) {
 	return initPassphrase(path, passphrase, rand, DefaultArgon2(), true)
 }
 
 // initPassphrase is InitPassphrase with chosen parameters; enforce=false
 // lets tests use parameters under the floor.
-func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Params, enforce bool) (RootKey, error) {
+func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Params, enforce bool) (Key, error) {
 	if len(passphrase) < MinPassphraseLen {
-		return RootKey{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrWeakPassphrase, len(passphrase), MinPassphraseLen)
+		return Key{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrWeakPassphrase, len(passphrase), MinPassphraseLen)
 	}
 	if enforce && (p.Memory < minArgon2.Memory || p.Time < minArgon2.Time || p.Threads < minArgon2.Threads) {
-		return RootKey{}, fmt.Errorf("keyring: Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
+		return Key{}, fmt.Errorf("keyring: Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
 	}
 	if err := p.validate(); err != nil {
-		return RootKey{}, err
+		return Key{}, err
 	}
 	rand = randOrDefault(rand)
 	h := &Header{params: p, salt: make([]byte, SaltSize)}
 	if _, err := io.ReadFull(rand, h.salt); err != nil {
-		return RootKey{}, fmt.Errorf("keyring: random source: %w", err)
+		return Key{}, fmt.Errorf("keyring: random source: %w", err)
 	}
 	root := h.derive(passphrase)
 	nonce := make([]byte, nonceSize)
 	if _, err := io.ReadFull(rand, nonce); err != nil {
 		root.Destroy()
-		return RootKey{}, fmt.Errorf("keyring: random source: %w", err)
+		return Key{}, fmt.Errorf("keyring: random source: %w", err)
 	}
 	var sealed []byte
 	var err error
 	secretDo(func() { sealed, err = gcmSeal(root.k.b[:], nonce, []byte(checkLabel), h.checkAAD()) })
 	if err != nil {
 		root.Destroy()
-		return RootKey{}, err
+		return Key{}, err
 	}
 	h.check = append(nonce, sealed...)
 	h.keyID = root.ID()
@@ -175,7 +175,7 @@ func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Para
 	}
 	if err != nil {
 		root.Destroy()
-		return RootKey{}, err
+		return Key{}, err
 	}
 	return root, nil
 }
@@ -266,7 +266,7 @@ func parseHeader(data []byte) (*Header, error) {
 }
 
 // derive runs Argon2id over passphrase with the header's parameters.
-func (h *Header) derive(passphrase []byte) RootKey {
+func (h *Header) derive(passphrase []byte) Key {
 	k := &rootKeyBytes{live: true}
 	secretDo(func() {
 		key := argon2.IDKey(passphrase, h.salt, h.params.Time, h.params.Memory, h.params.Threads, KeySize)
@@ -274,7 +274,7 @@ func (h *Header) derive(passphrase []byte) RootKey {
 		clear(key)
 	})
 	k.id = deriveKeyID(&k.b)
-	return RootKey{k: k}
+	return Key{k: k}
 }
 
 // Derive derives the root key from passphrase and checks it against the
@@ -282,14 +282,14 @@ func (h *Header) derive(passphrase []byte) RootKey {
 // ErrWrongPassphrase. It takes the time and memory the header's Argon2id
 // parameters say. The caller may wipe passphrase afterwards, and should
 // Destroy the key once it has unsealed a keyring with it.
-func (h *Header) Derive(passphrase []byte) (RootKey, error) {
+func (h *Header) Derive(passphrase []byte) (Key, error) {
 	if len(passphrase) == 0 {
-		return RootKey{}, fmt.Errorf("%w: empty passphrase", ErrWrongPassphrase)
+		return Key{}, fmt.Errorf("%w: empty passphrase", ErrWrongPassphrase)
 	}
 	root := h.derive(passphrase)
 	if err := h.checkKey(root, ErrWrongPassphrase); err != nil {
 		root.Destroy()
-		return RootKey{}, err
+		return Key{}, err
 	}
 	return root, nil
 }
@@ -302,12 +302,12 @@ func (h *Header) Derive(passphrase []byte) (RootKey, error) {
 // that does not is ErrWrongKey, whatever its KeyID: the 32-bit ID names a
 // key, it does not authenticate one. A key that authenticates but whose ID
 // differs from the recorded key_id means the header was edited (ErrHeader).
-func (h *Header) CheckKey(root RootKey) error {
+func (h *Header) CheckKey(root Key) error {
 	return h.checkKey(root, ErrWrongKey)
 }
 
 // checkKey is CheckKey with the sentinel a mismatch returns.
-func (h *Header) checkKey(root RootKey, mismatch error) error {
+func (h *Header) checkKey(root Key, mismatch error) error {
 	if !root.valid() {
 		return ErrNoKey
 	}

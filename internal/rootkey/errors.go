@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ var (
 	// ErrInsecureKeyFile: a key file is accessible by group or others. The
 	// error is a *PermissionError.
 	ErrInsecureKeyFile = errors.New("keyring: key file is accessible by group or others")
-	// ErrNoKey: a root key value is the zero RootKey or was destroyed, or
+	// ErrNoKey: a root key value is the zero Key or was destroyed, or
 	// a configured key source is empty.
 	ErrNoKey = errors.New("keyring: no root key")
 	// ErrKeyExists: the root key is already in the keyring.

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"
@@ -25,48 +25,48 @@ const maxKeyFileSize = 1024
 // as base64, even at 32 bytes: 32 random bytes are all text with
 // probability under 2⁻⁴⁵, while a passphrase or a short base64 string put
 // in a key file by mistake always is.
-func LoadKeyFile(path string) (RootKey, error) {
+func LoadKeyFile(path string) (Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return RootKey{}, fmt.Errorf("keyring: key file: %w", err)
+		return Key{}, fmt.Errorf("keyring: key file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return RootKey{}, fmt.Errorf("keyring: key file: %w", err)
+		return Key{}, fmt.Errorf("keyring: key file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return RootKey{}, fmt.Errorf("keyring: key file %s is not a regular file", path)
+		return Key{}, fmt.Errorf("keyring: key file %s is not a regular file", path)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
-		return RootKey{}, &PermissionError{Path: path, Mode: fi.Mode()}
+		return Key{}, &PermissionError{Path: path, Mode: fi.Mode()}
 	}
 	buf := make([]byte, maxKeyFileSize+1)
 	defer clear(buf)
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return RootKey{}, fmt.Errorf("keyring: read key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("keyring: read key file %s: %w", path, err)
 	}
 	root, err := parseKeyFile(buf[:n])
 	if err != nil {
-		return RootKey{}, fmt.Errorf("keyring: key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("keyring: key file %s: %w", path, err)
 	}
 	return root, nil
 }
 
-func parseKeyFile(data []byte) (RootKey, error) {
+func parseKeyFile(data []byte) (Key, error) {
 	if len(data) > maxKeyFileSize {
-		return RootKey{}, &keyError{ErrKeyLength, fmt.Sprintf("over %d bytes; want %d random bytes, raw or base64", maxKeyFileSize, KeySize)}
+		return Key{}, &keyError{ErrKeyLength, fmt.Sprintf("over %d bytes; want %d random bytes, raw or base64", maxKeyFileSize, KeySize)}
 	}
 	text := bytes.TrimSpace(data)
 	if len(text) == 0 {
-		return RootKey{}, &keyError{ErrKeyLength, fmt.Sprintf("empty; want %d random bytes, raw or base64", KeySize)}
+		return Key{}, &keyError{ErrKeyLength, fmt.Sprintf("empty; want %d random bytes, raw or base64", KeySize)}
 	}
 	if isText(text) {
 		return parseKey(text)
 	}
 	if len(data) != KeySize {
-		return RootKey{}, &keyError{ErrKeyLength, fmt.Sprintf("%d bytes of binary data; want %d raw bytes or their base64", len(data), KeySize)}
+		return Key{}, &keyError{ErrKeyLength, fmt.Sprintf("%d bytes of binary data; want %d raw bytes or their base64", len(data), KeySize)}
 	}
 	return NewRootKey(data)
 }
@@ -95,32 +95,32 @@ func (e *keyError) Unwrap() error { return e.kind }
 // padded or not, with optional surrounding whitespace. The result must be
 // KeySize bytes (ErrKeyLength otherwise); text that is not base64 is
 // ErrKeyEncoding. The caller may wipe text afterwards.
-func ParseKey(text []byte) (RootKey, error) {
+func ParseKey(text []byte) (Key, error) {
 	root, err := parseKey(text)
 	if err != nil {
-		return RootKey{}, fmt.Errorf("keyring: root key: %w", err)
+		return Key{}, fmt.Errorf("keyring: root key: %w", err)
 	}
 	return root, nil
 }
 
-func parseKey(text []byte) (RootKey, error) {
+func parseKey(text []byte) (Key, error) {
 	s := bytes.TrimRight(bytes.TrimSpace(text), "=")
 	enc := base64.RawStdEncoding
 	if bytes.ContainsAny(s, "-_") {
 		enc = base64.RawURLEncoding
 	}
 	if !isBase64(s) {
-		return RootKey{}, &keyError{ErrKeyEncoding, fmt.Sprintf("text that is not base64; want %d random bytes, raw or base64", KeySize)}
+		return Key{}, &keyError{ErrKeyEncoding, fmt.Sprintf("text that is not base64; want %d random bytes, raw or base64", KeySize)}
 	}
 	// Decode into a fixed buffer: anything longer than a key is an error
 	// anyway, and nothing is left on the heap.
 	if n := enc.DecodedLen(len(s)); n != KeySize {
-		return RootKey{}, &keyError{ErrKeyLength, fmt.Sprintf("base64 of %d bytes; a root key is %d", n, KeySize)}
+		return Key{}, &keyError{ErrKeyLength, fmt.Sprintf("base64 of %d bytes; a root key is %d", n, KeySize)}
 	}
 	var b [KeySize]byte
 	defer clear(b[:])
 	if _, err := enc.Strict().Decode(b[:], s); err != nil {
-		return RootKey{}, &keyError{ErrKeyEncoding, fmt.Sprintf("invalid base64 (%v)", err)}
+		return Key{}, &keyError{ErrKeyEncoding, fmt.Sprintf("invalid base64 (%v)", err)}
 	}
 	return NewRootKey(b[:])
 }
@@ -146,7 +146,7 @@ func isBase64(s []byte) bool {
 // Production setups should prefer a key file on tmpfs, a secret manager's
 // environment variable, or an unseal passphrase.
 func GenerateKeyFile(path string, rand io.Reader) error {
-	root, err := GenerateRootKey(rand)
+	root, err := Generate(rand)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ var testArgon2 = Argon2Params{Memory: 64, Time: 1, Threads: 1}
 const testPassphrase = "correct horse battery staple"
 
 // initHeader writes a header with testArgon2 and returns its path and key.
-func initHeader(t *testing.T) (string, RootKey) {
+func initHeader(t *testing.T) (string, Key) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "keyring.json")
 	root, err := initPassphrase(path, []byte(testPassphrase), nil, testArgon2, false)
@@ -342,7 +342,7 @@ func TestUnsealKeyChecksHeader(t *testing.T) {
 	if err := k.Unseal(wrong); !errors.Is(err, ErrWrongKey) || !k.Sealed() {
 		t.Errorf("a key with another ID: %v, sealed=%v; want ErrWrongKey", err, k.Sealed())
 	}
-	if err := k.Unseal(RootKey{}); !errors.Is(err, ErrNoKey) || !k.Sealed() {
+	if err := k.Unseal(Key{}); !errors.Is(err, ErrNoKey) || !k.Sealed() {
 		t.Errorf("no key: %v", err)
 	}
 	if err := k.Unseal(root); err != nil {

@@ -1,4 +1,4 @@
-package keyring
+package rootkey
 
 import (
 	"crypto/cipher"
@@ -19,7 +19,7 @@ import (
 type Options struct {
 	// Root, when not zero, unseals the keyring at once. The keyring keeps
 	// its own copy; the caller may Destroy Root afterwards.
-	Root RootKey
+	Root Key
 	// KeyFile is a root key file (see LoadKeyFile) that unseals the
 	// keyring at once.
 	KeyFile string
@@ -87,7 +87,7 @@ func New(opts Options) (*Keyring, error) {
 	if sources > 1 {
 		return nil, errors.New("keyring: set at most one of Options.Root, KeyFile and KeyEnv")
 	}
-	var root RootKey
+	var root Key
 	var err error
 	switch {
 	case opts.Root.valid():
@@ -116,19 +116,19 @@ func New(opts Options) (*Keyring, error) {
 	return k, nil
 }
 
-func keyFromEnv(name string, lookup func(string) (string, bool)) (RootKey, error) {
+func keyFromEnv(name string, lookup func(string) (string, bool)) (Key, error) {
 	v, ok := lookup(name)
 	if !ok || v == "" {
-		return RootKey{}, fmt.Errorf("%w: environment variable %s is not set", ErrNoKey, name)
+		return Key{}, fmt.Errorf("%w: environment variable %s is not set", ErrNoKey, name)
 	}
 	root, err := parseKey([]byte(v))
 	if err != nil {
-		return RootKey{}, fmt.Errorf("keyring: environment variable %s: %w", name, err)
+		return Key{}, fmt.Errorf("keyring: environment variable %s: %w", name, err)
 	}
 	return root, nil
 }
 
-func newEntry(root RootKey) (*rootEntry, error) {
+func newEntry(root Key) (*rootEntry, error) {
 	if !root.valid() {
 		return nil, ErrNoKey
 	}
@@ -190,7 +190,7 @@ func (k *Keyring) DeriveKey(label string, out []byte) error {
 // With Options.HeaderFile set, current must be the key the header was made
 // for (Header.CheckKey): any other returns ErrWrongKey before the keyring
 // changes, whatever its KeyID.
-func (k *Keyring) Unseal(current RootKey, previous ...RootKey) error {
+func (k *Keyring) Unseal(current Key, previous ...Key) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.state.Load() != nil {
@@ -203,7 +203,7 @@ func (k *Keyring) Unseal(current RootKey, previous ...RootKey) error {
 }
 
 // checkHeader checks root against the configured header, if any.
-func (k *Keyring) checkHeader(root RootKey) error {
+func (k *Keyring) checkHeader(root Key) error {
 	if !root.valid() {
 		return ErrNoKey
 	}
@@ -217,12 +217,12 @@ func (k *Keyring) checkHeader(root RootKey) error {
 	return h.CheckKey(root)
 }
 
-func (k *Keyring) unsealLocked(current RootKey, previous []RootKey) error {
+func (k *Keyring) unsealLocked(current Key, previous []Key) error {
 	if k.state.Load() != nil {
 		return ErrAlreadyUnsealed
 	}
 	r := &ring{}
-	for i, root := range append([]RootKey{current}, previous...) {
+	for i, root := range append([]Key{current}, previous...) {
 		e, err := newEntry(root)
 		if err != nil {
 			return err
@@ -265,7 +265,7 @@ type Verifier func(candidate *Keyring) error
 // passphrase unseals, run one at a time; the keyring is not locked while
 // verify runs (Encrypt, Decrypt and Seal go on). If the keyring was
 // unsealed in the meantime, the result is ErrAlreadyUnsealed.
-func (k *Keyring) UnsealVerified(root RootKey, verify Verifier) error {
+func (k *Keyring) UnsealVerified(root Key, verify Verifier) error {
 	k.attempt.Lock()
 	defer k.attempt.Unlock()
 	if !k.Sealed() {
@@ -328,7 +328,7 @@ func (k *Keyring) CheckPassphrase(passphrase []byte) error {
 
 // installVerified shows root to verify in a detached keyring, then, if
 // verify accepts it, installs it. The caller holds k.attempt.
-func (k *Keyring) installVerified(root RootKey, verify Verifier) error {
+func (k *Keyring) installVerified(root Key, verify Verifier) error {
 	if verify != nil {
 		candidate := &Keyring{rand: k.rand}
 		if err := candidate.unsealLocked(root, nil); err != nil {
@@ -396,7 +396,7 @@ func (k *Keyring) KeyIDs() ([]KeyID, error) {
 // Rotate makes newRoot the key new encryptions (and Rewrap) use. Every key
 // the keyring held stays available for decryption until Retire. The
 // keyring keeps its own copy of newRoot.
-func (k *Keyring) Rotate(newRoot RootKey) error {
+func (k *Keyring) Rotate(newRoot Key) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	old := k.state.Load()
