@@ -32,8 +32,8 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/gateway"
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -123,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Middleware, error) {
 	return m, nil
 }
 
-func source(ctx context.Context, is Issuer, log *slog.Logger) (keys.Source, func(), error) {
+func source(ctx context.Context, is Issuer, log *slog.Logger) (verifykeys.Source, func(), error) {
 	n := 0
 	for _, set := range []bool{is.JWKSURL != "", is.Discovery, is.Keys != nil} {
 		if set {
@@ -134,10 +134,10 @@ func source(ctx context.Context, is Issuer, log *slog.Logger) (keys.Source, func
 		return nil, nil, errors.New("set exactly one of JWKSURL, Discovery and Keys")
 	}
 	if is.Keys != nil {
-		return keys.NewStatic(is.Keys), func() {}, nil
+		return verifykeys.NewStatic(is.Keys), func() {}, nil
 	}
-	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algorithms, Logger: log.With("issuer", is.Issuer)}
-	r, err := keys.Open(ctx, is.Issuer, is.Discovery, rc)
+	rc := verifykeys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algorithms, Logger: log.With("issuer", is.Issuer)}
+	r, err := verifykeys.Open(ctx, is.Issuer, is.Discovery, rc)
 	if err != nil {
 		return nil, nil, err
 	}

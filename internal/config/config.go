@@ -23,8 +23,8 @@ import (
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/gateway"
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -849,11 +849,11 @@ func (r *Route) validate(field string, proxy bool, issuers map[string]bool, bad 
 	}
 }
 
-// secureURL is keys.CheckURL's verdict: https, or http to a loopback host
+// secureURL is verifykeys.CheckURL's verdict: https, or http to a loopback host
 // only, since keys fetched over plain HTTP from elsewhere could be
 // replaced in transit.
 func secureURL(raw string) bool {
-	_, err := keys.CheckURL(raw)
+	_, err := verifykeys.CheckURL(raw)
 	return err == nil
 }
 

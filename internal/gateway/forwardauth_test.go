@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -74,9 +74,9 @@ func newFixtureMapped(t testing.TB, routes []Route, cookie string, fwd Forwardin
 	f := &fixture{signerA: newSigner(t, "a1"), signerB: newSigner(t, "b1"), metrics: telemetry.New()}
 	p, err := verify.New(verify.Config{
 		Policies: []verify.Policy{
-			{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(f.signerA.Key())), Algorithms: []jose.Alg{jose.ES256},
+			{Issuer: issA, Keys: verifykeys.NewStatic(jose.NewKeySet(f.signerA.Key())), Algorithms: []jose.Alg{jose.ES256},
 				Audiences: []string{"api"}, Headers: headers},
-			{Issuer: issB, Keys: keys.NewStatic(jose.NewKeySet(f.signerB.Key())), Algorithms: []jose.Alg{jose.ES256},
+			{Issuer: issB, Keys: verifykeys.NewStatic(jose.NewKeySet(f.signerB.Key())), Algorithms: []jose.Alg{jose.ES256},
 				Headers: headers[:1], Scopes: []string{"b:use"}},
 		},
 		Now: func() time.Time { return testNow },

@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -80,7 +80,7 @@ func newTraced(t testing.TB, sampler sdktrace.Sampler) *traced {
 func tracedPipeline(t testing.TB, signer *jose.Signer, traced bool) *verify.Pipeline {
 	t.Helper()
 	p, err := verify.New(verify.Config{
-		Policies: []verify.Policy{{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(signer.Key())),
+		Policies: []verify.Policy{{Issuer: issA, Keys: verifykeys.NewStatic(jose.NewKeySet(signer.Key())),
 			Algorithms: []jose.Alg{jose.ES256}, Audiences: []string{"api"},
 			Headers: []verify.HeaderMapping{{Header: "X-Auth-Subject", Claim: "sub"}}}},
 		Now:    func() time.Time { return testNow },

@@ -17,10 +17,10 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/transit/vaultapi"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 )
 
 // runtime is everything built from one configuration: key sources, the
@@ -45,10 +45,10 @@ type runtime struct {
 // source is one issuer's key source and the settings it was built from, so
 // that a reload keeps a source whose settings did not change (and its keys).
 type source struct {
-	keys.Source
+	verifykeys.Source
 	spec  string
 	close func()
-	files *keys.Files // the source, when it reads key files; nil otherwise
+	files *verifykeys.Files // the source, when it reads key files; nil otherwise
 }
 
 // DefaultHeaders are the claim headers an issuer gets when it maps none.
@@ -146,7 +146,7 @@ func issuerHeaders(is *config.Issuer) map[string]string {
 	return is.Headers
 }
 
-func policyFor(is *config.Issuer, src keys.Source) verify.Policy {
+func policyFor(is *config.Issuer, src verifykeys.Source) verify.Policy {
 	hm := headerMappings(issuerHeaders(is))
 	leeway := config.DefaultLeeway
 	if is.Leeway != nil {
@@ -176,14 +176,14 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 		}
 	}
 	if len(is.KeyFiles) > 0 {
-		f, err := keys.LoadFiles(keys.FilesConfig{Paths: is.KeyFiles, Algorithms: is.Algs(),
+		f, err := verifykeys.LoadFiles(verifykeys.FilesConfig{Paths: is.KeyFiles, Algorithms: is.Algs(),
 			Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnLoad: s.onKeyFileLoad(is.Issuer)})
 		if err != nil {
 			return nil, err
 		}
 		return &source{Source: f, spec: spec, close: func() {}, files: f}, nil
 	}
-	rc := keys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
+	rc := verifykeys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
 		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
 		Timeout: is.JWKS.Timeout, MaxBody: is.JWKS.MaxBody, RefetchInterval: is.JWKS.RefetchInterval,
 		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer), Tracer: s.tracer}
@@ -191,15 +191,15 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 	// source keeps trying in the background and /readyz reports it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	r, err := keys.Open(startCtx, is.Issuer, is.Discovery, rc)
+	r, err := verifykeys.Open(startCtx, is.Issuer, is.Discovery, rc)
 	if err != nil {
 		return nil, err
 	}
 	return &source{Source: r, spec: spec, close: r.Close}, nil
 }
 
-func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
-	return func(ev keys.FetchEvent) {
+func (s *Server) onFetch(issuer string) func(verifykeys.FetchEvent) {
+	return func(ev verifykeys.FetchEvent) {
 		if s.metrics == nil {
 			return
 		}
@@ -210,10 +210,10 @@ func (s *Server) onFetch(issuer string) func(keys.FetchEvent) {
 	}
 }
 
-func (s *Server) onKeyFileLoad(issuer string) func(keys.LoadEvent) {
-	return func(ev keys.LoadEvent) {
+func (s *Server) onKeyFileLoad(issuer string) func(verifykeys.LoadEvent) {
+	return func(ev verifykeys.LoadEvent) {
 		if s.metrics != nil {
-			s.metrics.KeyFileLoad(issuer, ev.Result == keys.ResultOK, ev.Keys, ev.At)
+			s.metrics.KeyFileLoad(issuer, ev.Result == verifykeys.ResultOK, ev.Keys, ev.At)
 		}
 	}
 }
@@ -499,7 +499,7 @@ func methodNotAllowed(method string) http.Handler {
 // watch, until ctx is done, reloads when the configuration file (if any)
 // changes, polling its size and modification time, and reads the key files
 // of the runtime in force and the listeners' certificate files again when
-// their content changes (see keys.Files.Poll and tlscert.Files.Poll). A key file that fails to load is logged and counted by
+// their content changes (see verifykeys.Files.Poll and tlscert.Files.Poll). A key file that fails to load is logged and counted by
 // its source, once per broken content, and its last good keys keep serving.
 func (s *Server) watch(ctx context.Context, every time.Duration) {
 	last := ""

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -27,7 +27,7 @@ type fakeSource struct {
 	refetches atomic.Int32
 }
 
-var _ keys.Source = (*fakeSource)(nil)
+var _ verifykeys.Source = (*fakeSource)(nil)
 
 func newSource(ks ...*jose.Key) *fakeSource {
 	f := new(fakeSource)
@@ -47,7 +47,7 @@ func (f *fakeSource) Refetch(context.Context) *jose.KeySet {
 	return f.cur.Load()
 }
 
-func (f *fakeSource) Status() keys.Status { return keys.Status{Keys: f.cur.Load().Len()} }
+func (f *fakeSource) Status() verifykeys.Status { return verifykeys.Status{Keys: f.cur.Load().Len()} }
 
 // clock is a settable clock.
 type clock struct{ ns atomic.Int64 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -19,7 +19,7 @@ type Policy struct {
 	// Issuer is the exact "iss" value this policy applies to.
 	Issuer string
 	// Keys supplies the issuer's verification keys.
-	Keys keys.Source
+	Keys verifykeys.Source
 	// Algorithms is the allow-list of "alg" values; it must not be empty.
 	Algorithms []jose.Alg
 	// Audiences, if set, must share a value with "aud" (any-of), or all
@@ -150,7 +150,7 @@ func ValidHeaderName(s string) bool {
 // worked out once.
 type policy struct {
 	issuer   string
-	keys     keys.Source
+	keys     verifykeys.Source
 	algs     uint32 // bit a set when Alg a is allowed
 	expected jose.Expected
 	typ      string

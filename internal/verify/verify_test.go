@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -421,7 +421,7 @@ func TestKeysUnavailable(t *testing.T) {
 		io.WriteString(w, jwks)
 	}))
 	defer srv.Close()
-	src, err := keys.NewRemote(keys.RemoteConfig{URL: srv.URL, Algorithms: []jose.Alg{jose.ES256},
+	src, err := verifykeys.NewRemote(verifykeys.RemoteConfig{URL: srv.URL, Algorithms: []jose.Alg{jose.ES256},
 		RefetchInterval: time.Millisecond, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

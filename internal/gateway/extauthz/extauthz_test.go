@@ -32,10 +32,10 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/keygate/keygate/internal/gateway"
-	"github.com/keygate/keygate/internal/keys"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -106,11 +106,11 @@ func newFixture(t testing.TB, opts ...func(*verify.Config)) *fixture {
 	}
 	vcfg := verify.Config{
 		Policies: []verify.Policy{
-			{Issuer: issA, Keys: keys.NewStatic(jose.NewKeySet(aKeys...)),
+			{Issuer: issA, Keys: verifykeys.NewStatic(jose.NewKeySet(aKeys...)),
 				Algorithms: []jose.Alg{jose.RS256, jose.PS256, jose.ES256, jose.ES384, jose.EdDSA}, Audiences: []string{"api"}, Headers: claimHeaders},
-			{Issuer: issB, Keys: keys.NewStatic(jose.NewKeySet(f.signers["B"].Key())), Algorithms: []jose.Alg{jose.ES256},
+			{Issuer: issB, Keys: verifykeys.NewStatic(jose.NewKeySet(f.signers["B"].Key())), Algorithms: []jose.Alg{jose.ES256},
 				Headers: claimHeaders[:1], Scopes: []string{"b:use"}},
-			{Issuer: issH, Keys: keys.NewStatic(jose.NewKeySet(f.signers["HS256"].Key())), Algorithms: []jose.Alg{jose.HS256},
+			{Issuer: issH, Keys: verifykeys.NewStatic(jose.NewKeySet(f.signers["HS256"].Key())), Algorithms: []jose.Alg{jose.HS256},
 				Audiences: []string{"api"}, Headers: claimHeaders},
 		},
 		Revocation: f.revoked,

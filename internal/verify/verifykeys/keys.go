@@ -1,4 +1,4 @@
-// Package keys supplies the verification keys of each trusted issuer as
+// Package verifykeys supplies the verification keys of each trusted issuer as
 // immutable [jose.KeySet] snapshots: a [Files] set read from PEM, JWK and
 // JWKS files and read again when they change, a [Static] set fixed by the
 // caller, and a [Remote] set fetched from a JWKS URL, configured or found by
@@ -54,7 +54,7 @@
 // what [FetchEvent] reports to metrics. Callers branch with errors.Is against
 // [ErrTooLarge], [ErrNoKeys], [ErrIssuerMismatch], [ErrInsecureURL] and
 // [ErrClosed].
-package keys
+package verifykeys
 
 import (
 	"context"

@@ -1,5 +1,5 @@
 //go:build !race
 
-package keys
+package verifykeys
 
 const raceEnabled = false

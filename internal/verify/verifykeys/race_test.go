@@ -1,6 +1,6 @@
 //go:build race
 
-package keys
+package verifykeys
 
 // raceEnabled: the race detector adds allocations of its own, so allocation
 // counts are checked without it.

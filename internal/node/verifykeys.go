@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
-	"github.com/keygate/keygate/internal/keys"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -14,16 +14,16 @@ import (
 // gateway that verifies the node's own tokens (dev mode). An unknown kid
 // re-reads them from the store, at most once a second, so that a key
 // another node just rotated in is accepted before its notice arrives.
-func (n *Node) KeySource() keys.Source { return n.keySrc }
+func (n *Node) KeySource() verifykeys.Source { return n.keySrc }
 
-// managedKeys is the keys.Source of a KeyManager's published keys.
+// managedKeys is the verifykeys.Source of a KeyManager's published keys.
 type managedKeys struct {
 	km   *issuer.KeyManager
 	now  func() time.Time
 	last atomic.Int64 // unix nanoseconds of the last re-read
 }
 
-var _ keys.Source = (*managedKeys)(nil)
+var _ verifykeys.Source = (*managedKeys)(nil)
 
 func (m *managedKeys) Current() *jose.KeySet {
 	if ks := m.km.KeySet(); ks != nil {
@@ -45,8 +45,8 @@ func (m *managedKeys) Refetch(ctx context.Context) *jose.KeySet {
 
 // Status is ready while keys are published, sealed or not: a sealed node
 // still verifies the tokens its fleet issues.
-func (m *managedKeys) Status() keys.Status {
-	st := keys.Status{}
+func (m *managedKeys) Status() verifykeys.Status {
+	st := verifykeys.Status{}
 	if n := m.Current().Len(); n > 0 {
 		st.Keys = n
 		st.LastSuccess = m.now()
