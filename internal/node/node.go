@@ -1,5 +1,5 @@
 // Package node owns the state a keygate node keeps for its token service,
-// and that transit and tenants will share: the keyring, the store, the
+// transit and tenants: the root key, the store, the
 // signing keys, the revocation set, the rate limiters, the audit log and,
 // in a fleet, the Redis connection that carries revocations and notices
 // between nodes. [Open] opens all of it from the token_service and audit
