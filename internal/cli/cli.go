@@ -90,60 +90,70 @@ type command struct {
 	summary string
 	run     func(a *app, ctx context.Context, args []string) error
 	subs    []*command
+	group   string // the heading a top-level command is listed under in keygate --help
 }
+
+// The headings of keygate --help, in the order commands() lists them.
+const (
+	groupRun     = "Run a node"
+	groupTokens  = "Tokens and keys"
+	groupManage  = "Manage a running node's tenants, clients and users"
+	groupSeal    = "Root key, sealing and the audit log"
+	groupMeasure = "Measure keygate (load tests, reference servers, reports)"
+)
 
 func commands() []*command {
 	return []*command{
-		{name: "version", summary: "print the version of keygate and Go", run: (*app).version},
-		{name: "status", summary: "show a running node at a glance: health, readiness, seal state, keys, audit log", run: (*app).status},
-		{name: "keys", summary: "generate keys and publish them as a JWKS", subs: []*command{
+		{name: "serve", group: groupRun, summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
+		{name: "status", group: groupRun, summary: "show a running node at a glance: health, readiness, seal state, keys, audit log", run: (*app).status},
+		{name: "config", group: groupRun, summary: "check a configuration; print a proxy's configuration for keygate's forward-auth", subs: []*command{
+			{name: "check", summary: "validate a configuration file and print it in effect, secrets redacted", run: (*app).configCheck},
+			{name: "nginx", summary: "nginx auth_request locations (keygate serve --proxy nginx)", run: proxyConfig("nginx")},
+			{name: "caddy", summary: "Caddyfile forward_auth directives (keygate serve --proxy caddy)", run: proxyConfig("caddy")},
+			{name: "traefik", summary: "Traefik ForwardAuth dynamic configuration (keygate serve --proxy traefik)", run: proxyConfig("traefik")},
+		}},
+		{name: "version", group: groupRun, summary: "print the version of keygate and Go", run: (*app).version},
+		{name: "keys", group: groupTokens, summary: "generate keys and publish them as a JWKS", subs: []*command{
 			{name: "generate", summary: "write a new private key (PKCS#8 PEM) or HMAC secret", run: (*app).keysGenerate},
 			{name: "jwks", summary: "print the public JWKS of PEM or JWK key files", run: (*app).keysJWKS},
 			{name: "thumbprint", summary: "print a key's RFC 7638 thumbprint", run: (*app).keysThumbprint},
 			{name: "list", summary: "list a running node's signing keys", run: (*app).keysList},
 			{name: "rotate", summary: "rotate a running node's signing key", run: (*app).keysRotate},
 		}},
-		{name: "tenants", summary: "manage tenants (namespaces of clients, users and keys) on a running node", subs: []*command{
+		{name: "revoke", group: groupTokens, summary: "revoke a token by jti, or a subject's tokens issued before a time", run: (*app).revoke},
+		{name: "token", group: groupTokens, summary: "get an access token from a running node (--client ID --secret S)", run: (*app).tokenRequest, subs: []*command{
+			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
+			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
+			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
+		}},
+		{name: "tenants", group: groupManage, summary: "manage tenants (namespaces of clients, users and keys) on a running node", subs: []*command{
 			{name: "create", summary: "create a tenant", run: (*app).tenantsCreate},
 			{name: "list", summary: "list tenants", run: (*app).tenantsList},
 			{name: "delete", summary: "delete an empty tenant", run: (*app).tenantsDelete},
 		}},
-		{name: "clients", summary: "manage OAuth clients on a running node", subs: []*command{
+		{name: "clients", group: groupManage, summary: "manage OAuth clients on a running node", subs: []*command{
 			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
 			{name: "list", summary: "list clients", run: (*app).clientsList},
 			{name: "rotate", summary: "replace a client's secret", run: (*app).clientsRotate},
 			{name: "update", summary: "rename a client or replace its scopes", run: (*app).clientsUpdate},
 			{name: "delete", summary: "delete a client", run: (*app).clientsDelete},
 		}},
-		{name: "users", summary: "manage users (password login) on a running node", subs: []*command{
+		{name: "users", group: groupManage, summary: "manage users (password login) on a running node", subs: []*command{
 			{name: "create", summary: "create a user; the password is read without echo", run: (*app).usersCreate},
 			{name: "list", summary: "list users", run: (*app).usersList},
 			{name: "update", summary: "change a user's password, scopes, or disable them", run: (*app).usersUpdate},
 			{name: "delete", summary: "delete a user", run: (*app).usersDelete},
 		}},
-		{name: "revoke", summary: "revoke a token by jti, or a subject's tokens issued before a time", run: (*app).revoke},
-		{name: "token", summary: "get an access token from a running node (--client ID --secret S)", run: (*app).tokenRequest, subs: []*command{
-			{name: "sign", summary: "mint a signed JWT", run: (*app).tokenSign},
-			{name: "verify", summary: "verify a JWT and print its claims", run: (*app).tokenVerify},
-			{name: "inspect", summary: "print a JWT's header and claims WITHOUT verifying", run: (*app).tokenInspect},
-		}},
-		{name: "serve", summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
-		{name: "config", summary: "check a configuration; print a proxy's configuration for keygate's forward-auth", subs: []*command{
-			{name: "check", summary: "validate a configuration file and print it in effect, secrets redacted", run: (*app).configCheck},
-			{name: "nginx", summary: "nginx auth_request locations (keygate serve --proxy nginx)", run: proxyConfig("nginx")},
-			{name: "caddy", summary: "Caddyfile forward_auth directives (keygate serve --proxy caddy)", run: proxyConfig("caddy")},
-			{name: "traefik", summary: "Traefik ForwardAuth dynamic configuration (keygate serve --proxy traefik)", run: proxyConfig("traefik")},
-		}},
-		{name: "keyring", summary: "set up passphrase unsealing", subs: []*command{
+		{name: "keyring", group: groupSeal, summary: "set up passphrase unsealing", subs: []*command{
 			{name: "init", summary: "derive the root key from a passphrase; write keyring.json", run: (*app).keyringInit},
 		}},
-		{name: "operator", summary: "set up a fleet's shared store", subs: []*command{
+		{name: "operator", group: groupSeal, summary: "set up a fleet's shared store", subs: []*command{
 			{name: "init", summary: "generate the root key and admin token; seal the first signing key in the store", run: (*app).operatorInit},
 		}},
-		{name: "unseal", summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
-		{name: "seal", summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},
-		{name: "audit", summary: "verify audit logs, print a node's audit key", subs: auditCommands()},
-		{name: "bench", summary: "measure signing and verification throughput; load-test helpers", subs: []*command{
+		{name: "unseal", group: groupSeal, summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
+		{name: "seal", group: groupSeal, summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},
+		{name: "audit", group: groupSeal, summary: "verify audit logs, print a node's audit key", subs: auditCommands()},
+		{name: "bench", group: groupMeasure, summary: "measure signing and verification throughput; load-test helpers", subs: []*command{
 			{name: "verify", summary: "verifications per second by algorithm", run: (*app).benchVerify},
 			{name: "sign", summary: "signatures per second by algorithm", run: (*app).benchSign},
 			{name: "server", summary: "reference server (no-op, raw ES256 verify or sign) to load-test keygate against", run: (*app).benchServer},
@@ -239,8 +249,16 @@ func (a *app) printCommands(w io.Writer, path string, cmds []*command) {
 		fmt.Fprintln(w, "keygate verifies and issues JWTs: a forward-auth gateway and key service.")
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "Usage:\n  %s <command> [flags] [arguments]\n\nCommands:\n", path)
-	for _, c := range cmds {
+	fmt.Fprintf(w, "Usage:\n  %s <command> [flags] [arguments]\n", path)
+	heading := ""
+	for i, c := range cmds {
+		if i == 0 || c.group != heading {
+			heading = c.group
+			if heading == "" {
+				heading = "Commands"
+			}
+			fmt.Fprintf(w, "\n%s:\n", heading)
+		}
 		for _, line := range c.lines() {
 			fmt.Fprintf(w, "  %-18s %s\n", line[0], line[1])
 		}

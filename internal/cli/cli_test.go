@@ -157,6 +157,31 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	walk("", commands())
 }
 
+// TestHelpGroups: keygate --help lists every top-level command under a
+// heading, each heading once, and the load-testing commands together
+// under their own, apart from the product's.
+func TestHelpGroups(t *testing.T) {
+	seen := map[string]bool{}
+	last := ""
+	for _, c := range commands() {
+		if c.group == "" {
+			t.Errorf("command %q has no group", c.name)
+		}
+		if c.group != last && seen[c.group] {
+			t.Errorf("group %q is split: %q is listed apart from the rest", c.group, c.name)
+		}
+		seen[c.group], last = true, c.group
+	}
+	out := newHarness(t).must("help")
+	i := strings.Index(out, groupMeasure+":\n")
+	if i < 0 {
+		t.Fatalf("no %q heading in:\n%s", groupMeasure, out)
+	}
+	if strings.Contains(out[:i], "  bench ") || !strings.Contains(out[i:], "  bench load ") {
+		t.Errorf("bench commands are not all under %q:\n%s", groupMeasure, out)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	h := newHarness(t)
 	out := h.must("version")
