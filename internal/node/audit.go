@@ -439,10 +439,15 @@ func (s storeSink) Write(ctx context.Context, lines []audit.Line) error {
 	return err
 }
 
+// auditEntries is the one store method lastAuditLine reads through.
+type auditEntries interface {
+	AuditEntries(ctx context.Context, node string, fromSeq uint64, limit int) ([]store.AuditEntry, error)
+}
+
 // lastAuditLine finds the last line the store holds of node's chain, by
 // galloping and then bisecting over AuditEntries (seqs ascend), and
 // returns it as an anchor; nil when the store holds none.
-func lastAuditLine(ctx context.Context, st store.Store, node string) (*audit.Anchor, error) {
+func lastAuditLine(ctx context.Context, st auditEntries, node string) (*audit.Anchor, error) {
 	first := func(from uint64) (uint64, bool, error) {
 		es, err := st.AuditEntries(ctx, node, from, 1)
 		if err != nil || len(es) == 0 {

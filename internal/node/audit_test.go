@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -260,5 +261,114 @@ func TestAuditStoreSink(t *testing.T) {
 		Audit: config.Audit{Node: "node-d", Store: true}})
 	if !errors.Is(err, errDuplicateNode) || !strings.Contains(err.Error(), "audit.node") {
 		t.Errorf("a second writer of the chain: %v", err)
+	}
+}
+
+// fakeAuditEntries is a store's AuditEntries and nothing else, over
+// entries ascending by Seq.
+type fakeAuditEntries struct {
+	entries []store.AuditEntry
+	err     error
+}
+
+func (f fakeAuditEntries) AuditEntries(_ context.Context, node string, fromSeq uint64, limit int) ([]store.AuditEntry, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []store.AuditEntry
+	for _, e := range f.entries {
+		if e.Node == node && e.Seq >= fromSeq && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// auditLines returns the lines a sealed audit log of node writes for n
+// records, by seq: real lines, as the store sink stores them.
+func auditLines(t *testing.T, node string, n int) map[uint64][]byte {
+	t.Helper()
+	var buf bytes.Buffer
+	l, err := audit.New(audit.Config{Node: node, Sealed: true, Sinks: []audit.Sink{audit.NewWriterSink("mem", &buf)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := audit.Record{RequestID: fmt.Sprintf("r%d", i), Operation: "oauth2.token", Result: audit.ResultOK, Status: 200,
+			Remote: netip.MustParseAddr("10.0.0.1")}
+		if err := l.Write(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[uint64][]byte{}
+	for line := range bytes.Lines(buf.Bytes()) {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		e, err := audit.ParseLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines[e.Seq] = line
+	}
+	return lines
+}
+
+// lastAuditLine finds the last line of a node's chain however the seqs
+// the store holds are spread, and only that node's.
+func TestLastAuditLine(t *testing.T) {
+	lines := auditLines(t, "n1", 70)
+	entries := func(node string, seqs ...uint64) []store.AuditEntry {
+		es := make([]store.AuditEntry, len(seqs))
+		for i, s := range seqs {
+			if lines[s] == nil {
+				t.Fatalf("no line %d", s)
+			}
+			es[i] = store.AuditEntry{Node: node, Seq: s, Line: lines[s]}
+		}
+		return es
+	}
+	span := func(from, to uint64) (seqs []uint64) {
+		for s := from; s <= to; s++ {
+			seqs = append(seqs, s)
+		}
+		return seqs
+	}
+	errDown := errors.New("store down")
+	for _, tc := range []struct {
+		name    string
+		st      fakeAuditEntries
+		want    uint64 // 0: no anchor
+		wantErr error
+	}{
+		{"none", fakeAuditEntries{}, 0, nil},
+		{"one", fakeAuditEntries{entries: entries("n1", 1)}, 1, nil},
+		{"contiguous", fakeAuditEntries{entries: entries("n1", span(1, 70)...)}, 70, nil},
+		{"a power of two past the first", fakeAuditEntries{entries: entries("n1", span(1, 65)...)}, 65, nil},
+		{"gaps", fakeAuditEntries{entries: entries("n1", 1, 2, 3, 17, 40, 41)}, 41, nil},
+		{"trimmed head", fakeAuditEntries{entries: entries("n1", span(5, 20)...)}, 20, nil},
+		{"another node's later lines", fakeAuditEntries{entries: append(entries("n1", span(1, 9)...), entries("n2", span(10, 30)...)...)}, 9, nil},
+		{"store error", fakeAuditEntries{entries: entries("n1", 1), err: errDown}, 0, errDown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := lastAuditLine(t.Context(), tc.st, "n1")
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if tc.want == 0 {
+				if a != nil {
+					t.Fatalf("anchor %+v, want none", a)
+				}
+				return
+			}
+			e, _ := audit.ParseLine(lines[tc.want])
+			if a == nil || a.Seq != tc.want || a.Hash != e.Hash {
+				t.Fatalf("anchor %+v, want seq %d hash %s", a, tc.want, e.Hash)
+			}
+		})
 	}
 }

@@ -23,6 +23,11 @@ import (
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
+// The store's tracing wrapper (tracedStore, Config.Traced) is generated
+// from store.Store's method set; a test in gentrace fails when it is out
+// of date.
+//go:generate go run ./internal/gentrace -o storetrace.go
+
 // openStore opens PostgreSQL when ts has a database URL, else SQLite in
 // dataDir.
 func openStore(ctx context.Context, ts config.TokenService, dataDir string) (store.Store, error) {

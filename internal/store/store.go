@@ -1,8 +1,9 @@
-// Package store is keygate's durable state behind one interface: tenants,
-// OAuth clients, users, signing keys, refresh tokens, revocations,
-// transit keys and the audit log. Two backends implement it and pass one
-// shared test suite: SQLite (the embedded default, one file in the data
-// directory) and PostgreSQL (a fleet).
+// Package store is keygate's durable state, one small interface per
+// domain — [Tenants], [Clients], [Users], [SigningKeys], [RefreshTokens],
+// [Revocations], [TransitKeys] and the [AuditLog] — and [Store], all of
+// them together. Two backends implement Store and pass one shared test
+// suite: SQLite (the embedded default, one file in the data directory)
+// and PostgreSQL (a fleet).
 //
 // Secrets never reach the store in the clear: signing keys, transit key
 // versions and tenants' data keys arrive already sealed by the keyring,
@@ -24,16 +25,17 @@
 // A [TransitKey] is stored as one row for the key and one row per
 // [TransitKeyVersion], never as one record that grows with every rotation.
 // Nodes of a fleet change a key with optimistic concurrency:
-// [Store.UpdateTransitKey] compares the Revision it was given, and
-// [Store.AddTransitKeyVersion] adds version n only while n-1 is the latest,
-// so of nodes rotating a key at once exactly one wins; the others get
-// [ErrConflict], re-read the key and decide again.
+// [TransitKeys.UpdateTransitKey] compares the Revision it was given, and
+// [TransitKeys.AddTransitKeyVersion] adds version n only while n-1 is the
+// latest, so of nodes rotating a key at once exactly one wins; the others
+// get [ErrConflict], re-read the key and decide again.
 //
 // # Audit log
 //
-// Each node numbers the records of its own audit log; [Store.AppendAudit]
-// writes a batch of them all or nothing, and never a (Node, Seq) twice, so
-// a record acknowledged as stored is stored once, where it was numbered.
+// Each node numbers the records of its own audit log;
+// [AuditLog.AppendAudit] writes a batch of them all or nothing, and never
+// a (Node, Seq) twice, so a record acknowledged as stored is stored once,
+// where it was numbered.
 package store
 
 import (
@@ -374,13 +376,34 @@ func CheckAuditRead(node string, fromSeq uint64, limit int) (ok bool, err error)
 	return fromSeq <= math.MaxInt64, nil
 }
 
-// Store is the durable state. Every method is safe for concurrent use and
-// either completes or leaves nothing half-written; a write that returned nil
-// is durable (it survives kill -9).
+// Store is the durable state: every domain's interface and the store's
+// lifecycle. The backends implement all of it and storetest checks all
+// of it; the node that opens a store owns it whole. Any other consumer
+// takes only the domain interface it needs (or a smaller one of its own),
+// so a change to one domain touches that domain's users only.
 //
-// A method that takes a tenant name refuses one ValidTenantName refuses
-// with ErrInvalid.
+// Every method of every domain is safe for concurrent use and either
+// completes or leaves nothing half-written; a write that returned nil is
+// durable (it survives kill -9). A method that takes a tenant name refuses
+// one ValidTenantName refuses with ErrInvalid.
 type Store interface {
+	Tenants
+	Clients
+	Users
+	SigningKeys
+	RefreshTokens
+	Revocations
+	TransitKeys
+	AuditLog
+
+	// Close releases the store's connections or file; no method may be
+	// called after it.
+	Close() error
+}
+
+// Tenants stores the tenants themselves and each one's sealed data key.
+// What a tenant holds is stored by Clients, Users and TransitKeys.
+type Tenants interface {
 	// CreateTenant stores a new tenant (its DataKey may be nil); an
 	// existing name is ErrConflict.
 	CreateTenant(ctx context.Context, t Tenant) error
@@ -398,7 +421,11 @@ type Store interface {
 	// keep it from being deleted. DefaultTenant is never deleted
 	// (ErrInvalid).
 	DeleteTenant(ctx context.Context, name string) error
+}
 
+// Clients stores OAuth clients, each in one tenant, found by an id unique
+// across tenants.
+type Clients interface {
 	// CreateClient stores a new client in c.Tenant (empty: DefaultTenant);
 	// a tenant that does not exist is ErrNotFound.
 	CreateClient(ctx context.Context, c Client) error
@@ -414,7 +441,12 @@ type Store interface {
 	// with c.ID (its secret, Tenant and CreatedAt are kept).
 	UpdateClient(ctx context.Context, c Client) error
 	DeleteClient(ctx context.Context, id string) error
+}
 
+// Users stores the accounts that log in with a password, each in one
+// tenant, found by an id unique across tenants or by a username unique
+// within the tenant.
+type Users interface {
 	// CreateUser stores a new user in u.Tenant (empty: DefaultTenant); a
 	// tenant that does not exist is ErrNotFound, a Username taken in the
 	// tenant ErrConflict.
@@ -431,14 +463,22 @@ type Store interface {
 	// Disabled and UpdatedAt; its Tenant and CreatedAt are kept.
 	UpdateUser(ctx context.Context, u User) error
 	DeleteUser(ctx context.Context, id string) error
+}
 
+// SigningKeys stores the token service's sealed signing keys through
+// their life: published, signing, retired, deleted.
+type SigningKeys interface {
 	PutSigningKey(ctx context.Context, k SigningKey) error
 	ListSigningKeys(ctx context.Context) ([]SigningKey, error)
 	// RetireSigningKey sets RetireAt on a key.
 	RetireSigningKey(ctx context.Context, kid string, at time.Time) error
 	// DeleteSigningKey removes a key (after retirement has passed).
 	DeleteSigningKey(ctx context.Context, kid string) error
+}
 
+// RefreshTokens stores refresh tokens by digest, in families that rotate
+// one token into the next and are revoked whole when one is reused.
+type RefreshTokens interface {
 	// CreateRefreshToken stores the first token of a new family; a zero
 	// OriginAt is taken to be its IssuedAt.
 	CreateRefreshToken(ctx context.Context, t RefreshToken) error
@@ -463,7 +503,11 @@ type Store interface {
 	// DeleteExpiredRefreshTokens removes tokens expired before now and
 	// returns how many.
 	DeleteExpiredRefreshTokens(ctx context.Context, now time.Time) (int, error)
+}
 
+// Revocations stores the revocations of access tokens, by jti or by
+// subject, until they may be forgotten.
+type Revocations interface {
 	AddRevocation(ctx context.Context, r Revocation) error
 	// Revocations lists revocations still in force at now (jti revocations
 	// whose Until has not passed, and every subject revocation).
@@ -474,7 +518,12 @@ type Store interface {
 	// all) and whose Until, if set, is at or before now; it returns how
 	// many. Adding a revocation again keeps the later Until and Before.
 	DeleteExpiredRevocations(ctx context.Context, now, subjectsBefore time.Time) (int, error)
+}
 
+// TransitKeys stores the transit engine's keys, each in one tenant, and
+// their sealed versions; every change is checked against the key's
+// Revision or Latest, so that of nodes changing a key at once one wins.
+type TransitKeys interface {
 	// CreateTransitKey stores a new key and its first version at once
 	// (see NewTransitKey): version 1, or for an imported key the version
 	// given. A name the tenant has is ErrConflict, a tenant that does not
@@ -506,7 +555,11 @@ type Store interface {
 	// since it was read, and what the deletion was decided on may have
 	// too: deletion_allowed) and nothing is deleted.
 	DeleteTransitKey(ctx context.Context, tenant, name string, revision int64) error
+}
 
+// AuditLog stores the audit logs of the nodes, each a sequence of records
+// its node numbers.
+type AuditLog interface {
 	// AppendAudit stores entries all or nothing (see
 	// AuditEntry.Validate); an entry whose Node and Seq are stored
 	// already, or twice among entries, is ErrConflict and nothing of the
@@ -517,6 +570,4 @@ type Store interface {
 	AuditEntries(ctx context.Context, node string, fromSeq uint64, limit int) ([]AuditEntry, error)
 	// AuditNodes returns the nodes that have audit entries, sorted.
 	AuditNodes(ctx context.Context) ([]string, error)
-
-	Close() error
 }

@@ -567,7 +567,7 @@ func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) er
 const lockFamilyOf = `SELECT family_id, pg_advisory_xact_lock($2, hashtext(family_id))
 	FROM refresh_tokens WHERE digest = $1`
 
-// RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
+// RotateRefreshToken implements [store.RefreshTokens.RotateRefreshToken]: in one
 // transaction, holding the family's lock and the token's row lock, it
 // marks old used at now and stores next in old's family (next.FamilyID and
 // next.OriginAt are old's). It returns old as it was before, also with

@@ -532,7 +532,7 @@ func (s *Store) CreateRefreshToken(ctx context.Context, t store.RefreshToken) er
 	return nil
 }
 
-// RotateRefreshToken implements [store.Store.RotateRefreshToken]: in one
+// RotateRefreshToken implements [store.RefreshTokens.RotateRefreshToken]: in one
 // transaction it marks old used at now and stores next in old's family
 // (next.FamilyID and next.OriginAt are old's). It returns old as it was
 // before, also with ErrReused, ErrRevoked, ErrSubjectRevoked and
