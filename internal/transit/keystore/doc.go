@@ -10,7 +10,7 @@
 // A key is one store row (its configuration, [transit.MarshalConfig]) and
 // one row per version ([transit.MarshalVersion]), never one record that
 // grows with every rotation. A version's row is sealed under its tenant's
-// data key ([node.DataKey], AES-256-GCM), with associated data naming the
+// data key ([tenantkey.Key], AES-256-GCM), with associated data naming the
 // key and the version, so a row copied to another key, version or tenant
 // does not open; the data key alone is sealed under the root key. A
 // tenant's keys are found under its name only: a caller of one tenant
@@ -43,7 +43,7 @@
 // A tenant made again under a deleted one's name is another tenant with
 // another data key. New key material (a key's first version, a rotation,
 // an import, the wrapping key) is sealed under the data key the tenant's
-// row holds as it is read for the change (node.Node.FreshTenantDataKey),
+// row holds as it is read for the change (tenantkey.Keys.Fresh),
 // never under one held in memory; a version that does not open under the
 // held key is opened again under the row's before it is reported
 // corrupt; and a deletion announced by the admin API (node's

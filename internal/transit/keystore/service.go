@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
 )
@@ -374,7 +375,7 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 		return nil, fmt.Errorf("transitkeys: %w", err)
 	}
 	e, err := s.open(dk, tk, rows, reuse)
-	if errors.Is(err, node.ErrDataKeyOpen) {
+	if errors.Is(err, tenantkey.ErrOpen) {
 		fresh, ferr := s.sealingKey(ctx, id.tenant)
 		if ferr != nil {
 			return nil, ferr
@@ -387,19 +388,19 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 }
 
 // dataKey is the tenant's data key to open its keys' versions with (see
-// node.Node.TenantDataKey); a tenant that does not exist has no keys.
-func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	return tenantKey(s.n.TenantDataKey(ctx, tenant))
+// tenantkey.Keys.Get); a tenant that does not exist has no keys.
+func (s *Service) dataKey(ctx context.Context, tenant string) (*tenantkey.Key, error) {
+	return tenantKey(s.n.TenantKeys().Get(ctx, tenant))
 }
 
 // sealingKey is the tenant's data key as its row holds it now, read
 // afresh: the one new key material is sealed under (see
-// node.Node.FreshTenantDataKey).
-func (s *Service) sealingKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	return tenantKey(s.n.FreshTenantDataKey(ctx, tenant))
+// tenantkey.Keys.Fresh).
+func (s *Service) sealingKey(ctx context.Context, tenant string) (*tenantkey.Key, error) {
+	return tenantKey(s.n.TenantKeys().Fresh(ctx, tenant))
 }
 
-func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
+func tenantKey(dk *tenantkey.Key, err error) (*tenantkey.Key, error) {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 		return nil, ErrNotFound
 	}
@@ -410,7 +411,7 @@ func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
 // configuration, with the latest version and the oldest one kept as the
 // store's columns say, and its versions from min_decryption_version up
 // (older ones are opened only when a configuration change needs them).
-func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
+func (s *Service) open(dk *tenantkey.Key, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
 	corrupt := func(what string, err error) error {
 		return fmt.Errorf("%w: %s/%s: %s: %w", ErrCorrupt, tk.Tenant, tk.Name, what, err)
 	}
@@ -446,7 +447,7 @@ func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.Trans
 
 // openVersion opens a version's row, or takes it from reuse when reuse
 // holds the same row.
-func (s *Service) openVersion(dk *node.DataKey, r store.TransitKeyVersion, reuse *entry) (*transit.Version, error) {
+func (s *Service) openVersion(dk *tenantkey.Key, r store.TransitKeyVersion, reuse *entry) (*transit.Version, error) {
 	if reuse != nil && string(reuse.sealed[r.Version]) == string(r.Sealed) {
 		if v, ok := reuse.key.Version(r.Version); ok {
 			return v, nil
@@ -468,7 +469,7 @@ func (s *Service) openVersion(dk *node.DataKey, r store.TransitKeyVersion, reuse
 }
 
 // sealVersion seals a version for its row.
-func sealVersion(dk *node.DataKey, name string, v *transit.Version) ([]byte, error) {
+func sealVersion(dk *tenantkey.Key, name string, v *transit.Version) ([]byte, error) {
 	b, err := transit.MarshalVersion(v)
 	if err != nil {
 		return nil, err

@@ -308,8 +308,8 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme, _ := s.n.TenantDataKey(ctx, "acme")
-	def, _ := s.n.TenantDataKey(ctx, store.DefaultTenant)
+	acme, _ := s.n.TenantKeys().Get(ctx, "acme")
+	def, _ := s.n.TenantKeys().Get(ctx, store.DefaultTenant)
 	moved := rows[0]
 	moved.Name = "other"
 	if _, err := s.openVersion(acme, moved, nil); err == nil {
@@ -648,7 +648,7 @@ func TestTenantRecreated(t *testing.T) {
 	}
 	mk()
 	for _, s := range svcs[:2] {
-		if _, err := s.n.TenantDataKey(ctx, "acme"); err != nil {
+		if _, err := s.n.TenantKeys().Get(ctx, "acme"); err != nil {
 			t.Fatal(err)
 		}
 	}
