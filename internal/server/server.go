@@ -269,7 +269,7 @@ func (s *Server) openTransit() (err error) {
 	tc := s.cfg.Gateway.Transit
 	eng := transit.New(transit.Options{Now: s.cfg.Now, MaxBatchCost: tc.MaxBatchCost,
 		PrivateKeyWorkers: tc.PrivateKeyWorkers, TenantQueue: tc.TenantQueue, CallerQueue: tc.CallerQueue})
-	if s.transitKeys, err = keystore.New(n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
+	if s.transitKeys, err = keystore.New(n.Store(), n.TenantKeys(), n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	pipe, err := verify.New(verify.Config{

@@ -1,9 +1,10 @@
 // Package keystore keeps keygate's named transit keys: each tenant's
-// keys in the store, opened under the tenant's data key, assembled into
-// [transit.Key] snapshots and cached, and the changes Vault's transit API
-// makes to them — create, configure, rotate, trim, delete, import,
-// import_version — stored so that the nodes of a fleet agree. Package
-// vaultapi serves it over HTTP; package transit does the cryptography.
+// keys in the store, opened under the tenant's data key (package
+// tenantkey), assembled into [transit.Key] snapshots and cached, and the
+// changes Vault's transit API makes to them — create, configure, rotate,
+// trim, delete, import, import_version — stored so that the nodes of a
+// fleet agree. Package vaultapi serves it over HTTP; package transit does
+// the cryptography.
 //
 // # Storage and sealing
 //
@@ -46,13 +47,13 @@
 // row holds as it is read for the change (tenantkey.Keys.Fresh),
 // never under one held in memory; a version that does not open under the
 // held key is opened again under the row's before it is reported
-// corrupt; and a deletion announced by the admin API (node's
-// OnTenantDeleted) drops the tenant's opened keys and wrapping key at
+// corrupt; and a deletion announced by the admin API (the node's
+// OnTenantDeleted, see [Node]) drops the tenant's opened keys and wrapping key at
 // every node at once.
 //
 // # Sealing the node
 //
-// While the node is sealed every operation fails with keyring.ErrSealed,
+// While the node is sealed every operation fails with rootkey.ErrSealed,
 // and when it seals the cache, the wrapping keys and the keys the engine
 // derived from a context are dropped at once, with the tenants' data keys:
 // no opened key version, nor anything derived from one, outlives the seal.
