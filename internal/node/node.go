@@ -1,11 +1,12 @@
 // Package node owns the state a keygate node keeps for its token service,
-// transit and tenants: the root key, the store, the
-// signing keys, the revocation set, the rate limiters, the audit log and,
-// in a fleet, the Redis connection that carries revocations and notices
-// between nodes. [Open] opens all of it from the token_service and audit
-// configuration, [Node.Run] runs its schedule and [Node.Close] releases it;
-// package server serves it over HTTP, every request to its APIs recorded
-// through [Node.Auditor] (package httpaudit).
+// transit and tenants: the root key and the tenants' data keys under it
+// (package tenantkey), the store, the signing keys, the revocation set,
+// the rate limiters, the audit log and, in a fleet, the Redis connection
+// that carries revocations and notices between nodes. [Open] opens all of
+// it from the token_service and audit configuration, [Node.Run] runs its
+// schedule and [Node.Close] releases it; package server serves it over
+// HTTP, every request to its APIs recorded through [Node.Auditor]
+// (package httpaudit).
 //
 // # Security
 //
@@ -48,6 +49,7 @@ import (
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
@@ -145,7 +147,7 @@ type Node struct {
 	admin    issuer.Bearer // the configured admin token, or the dev one
 	boot     Bootstrap
 	schedule schedule
-	tenants  tenantKeys // the tenants' data keys, unsealed
+	tenants  *tenantkey.Keys // the tenants' data keys, unsealed
 	hooks    hooks
 	audit    auditing
 }
@@ -240,6 +242,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Traced {
 		n.store = tracedStore{n.store}
 	}
+	n.tenants = tenantkey.New(tenantkey.Config{Store: n.store, Root: n.keyring, Rand: cfg.Rand, Logger: n.log})
 	if err := n.loadSigningKeys(ctx); err != nil {
 		return nil, err
 	}

@@ -221,7 +221,7 @@ func (n *Node) Seal() {
 	if n.audit.log != nil {
 		n.audit.log.SetKeys(nil, nil)
 	}
-	n.tenants.forget()
+	n.tenants.Forget()
 	n.hooks.sealed()
 }
 

@@ -1,6 +1,7 @@
 // Package rootkey holds keygate's root key and encrypts under it everything
 // keygate stores that is secret: the token service's signing keys and each
-// tenant's data key, under which the tenant's transit keys are sealed.
+// tenant's data key, under which the tenant's transit keys are sealed
+// (package tenantkey, below this one, keeps those).
 //
 // # Root keys
 //

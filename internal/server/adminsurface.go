@@ -15,10 +15,10 @@ import (
 // and pprof, even on a gateway-only node) and the optional metrics scrape
 // token, once, before anything is written to disk.
 func (s *Server) readCredentials() (err error) {
-	if s.operator, err = issuer.ReadBearer("admin token", s.cfg.Gateway.TokenService.AdminTokenFile, s.cfg.AdminToken); err != nil {
+	if s.guards.operator, err = issuer.ReadBearer("admin token", s.cfg.Gateway.TokenService.AdminTokenFile, s.cfg.AdminToken); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	if s.scraper, err = issuer.ReadBearer("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
+	if s.guards.scraper, err = issuer.ReadBearer("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	return nil
@@ -30,7 +30,7 @@ func (s *Server) readCredentials() (err error) {
 // password), and the index answers an unknown name, "cmdline" included,
 // with 404.
 func (s *Server) addPprof(mux *http.ServeMux) {
-	guard := func(h http.HandlerFunc) http.Handler { return s.operator.Require("keygate-admin", h) }
+	guard := func(h http.HandlerFunc) http.Handler { return s.guards.operator.Require("keygate-admin", h) }
 	mux.Handle("/debug/pprof/", guard(func(w http.ResponseWriter, r *http.Request) {
 		if strings.TrimPrefix(r.URL.Path, "/debug/pprof/") == "cmdline" {
 			http.NotFound(w, r)

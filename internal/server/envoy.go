@@ -35,16 +35,16 @@ var envoyReasons = slices.DeleteFunc(slices.Clone(decisionReasons), func(r strin
 func (s *Server) envoyDecider(rt *runtime) (*gateway.Decider, error) {
 	cfg := rt.cfg
 	return gateway.NewDecider(gateway.DeciderConfig{Verifier: rt.pipeline, Routes: gatewayRoutes(cfg.ForwardAuth.Rules),
-		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.envoyMetrics, Logger: s.log, AccessLog: s.access, Tracer: s.tracer})
+		Cookie: cfg.ForwardAuth.Cookie, Headers: ClaimHeaders(cfg), Metrics: s.obs.envoyMetrics, Logger: s.log, AccessLog: s.obs.access, Tracer: s.obs.tracer})
 }
 
 // envoyServer builds the gRPC server of the Envoy listener.
 func (s *Server) envoyServer() *extauthz.Server {
 	svc := extauthz.New(extauthz.Config{Decider: func() *gateway.Decider { return s.rt.Load().envoy },
-		Metrics: s.envoyMetrics, Logger: s.log, Tracer: s.tracer})
+		Metrics: s.obs.envoyMetrics, Logger: s.log, Tracer: s.obs.tracer})
 	var tc *tls.Config
-	if s.trafficTLS != nil {
-		tc = s.trafficTLS.ServerConfig()
+	if s.tls.traffic != nil {
+		tc = s.tls.traffic.ServerConfig()
 	}
 	srv := extauthz.NewServer(svc, extauthz.ServerOptions{TLS: tc, Reflection: s.rt.Load().cfg.EnvoyGRPCReflection})
 	srv.SetReady(len(s.notReady()) == 0)
@@ -53,7 +53,7 @@ func (s *Server) envoyServer() *extauthz.Server {
 
 // pollHealth sets the Envoy listener's gRPC health to the node's readiness.
 func (s *Server) pollHealth() {
-	if g := s.grpc.Load(); g != nil {
+	if g := s.fronts.grpc.Load(); g != nil {
 		g.SetReady(len(s.notReady()) == 0)
 	}
 }

@@ -150,18 +150,18 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("/v1/sys/unseal", s.audited("sys.unseal", methodNotAllowed(http.MethodPost)))
 		mux.Handle("/v1/sys/seal", s.audited("sys.seal", methodNotAllowed(http.MethodPost)))
 	}
-	if s.metrics != nil {
+	if s.obs.metrics != nil {
 		// OpenMetrics when the scraper asks for it: the one format that
 		// carries the latency histograms' exemplars (trace ids).
-		var metrics http.Handler = promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
-		if s.scraper.Set() {
-			metrics = s.scraper.Require("keygate-metrics", metrics)
+		var metrics http.Handler = promhttp.HandlerFor(s.obs.metrics.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
+		if s.guards.scraper.Set() {
+			metrics = s.guards.scraper.Require("keygate-metrics", metrics)
 		}
 		mux.Handle("GET /metrics", metrics)
 	}
-	if s.admin != nil {
-		mux.Handle("/v1/admin/", s.audited("admin.request", s.admin.Handler()))
-		mux.Handle("GET /v1/admin/audit", s.audited(node.AuditReadOp, s.operator.Require("keygate-admin", s.handle(s.auditStatus))))
+	if s.tokens.admin != nil {
+		mux.Handle("/v1/admin/", s.audited("admin.request", s.tokens.admin.Handler()))
+		mux.Handle("GET /v1/admin/audit", s.audited(node.AuditReadOp, s.guards.operator.Require("keygate-admin", s.handle(s.auditStatus))))
 	}
 	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)

@@ -87,8 +87,8 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 		Cache:        verify.CacheConfig{Disabled: cfg.Cache.Disabled, MaxEntries: cfg.Cache.MaxEntries, MaxBytes: cfg.Cache.MaxBytes, MaxTTL: cfg.Cache.MaxTTL},
 		MaxTokenSize: cfg.MaxTokenSize,
 		Now:          s.cfg.Now,
-		Observe:      s.observe,
-		Traced:       s.tracer != nil,
+		Observe:      s.obs.observe,
+		Traced:       s.obs.tracer != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	rt.authTree = cfg.ForwardAuth.Forwarding().MountPrefix != ""
 	if rt.forward, err = gateway.NewForwardAuth(gateway.ForwardAuthConfig{Verifier: pipe,
 		Routes: gatewayRoutes(cfg.ForwardAuth.Rules), Cookie: cfg.ForwardAuth.Cookie, Forwarding: cfg.ForwardAuth.Forwarding(),
-		Headers: headers, Metrics: s.fwdMetrics, Logger: s.log, AccessLog: s.access, Tracer: s.tracer}); err != nil {
+		Headers: headers, Metrics: s.obs.fwdMetrics, Logger: s.log, AccessLog: s.obs.access, Tracer: s.obs.tracer}); err != nil {
 		return nil, err
 	}
 	if rt.envoy, err = s.envoyDecider(rt); err != nil {
@@ -106,8 +106,8 @@ func (s *Server) buildRuntime(ctx context.Context, cfg *config.Config, prev *run
 	}
 	if len(cfg.Routes) > 0 {
 		if rt.proxy, err = gateway.NewProxy(gateway.ProxyConfig{Verifier: pipe, Routes: gatewayRoutes(cfg.Routes),
-			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.transport, Metrics: s.proxyMetrics, Logger: s.log,
-			AccessLog: s.access, Tracer: s.tracer}); err != nil {
+			Cookie: cfg.ForwardAuth.Cookie, Headers: headers, Transport: s.fronts.transport, Metrics: s.obs.proxyMetrics, Logger: s.log,
+			AccessLog: s.obs.access, Tracer: s.obs.tracer}); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +186,7 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 	rc := verifykeys.RemoteConfig{URL: is.JWKSURL, Algorithms: is.Algs(), MinRefresh: is.JWKS.MinRefresh,
 		MaxRefresh: is.JWKS.MaxRefresh, DefaultRefresh: is.JWKS.DefaultRefresh, MaxStale: is.JWKS.MaxStale,
 		Timeout: is.JWKS.Timeout, MaxBody: is.JWKS.MaxBody, RefetchInterval: is.JWKS.RefetchInterval,
-		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer), Tracer: s.tracer}
+		Logger: s.log.With("issuer", is.Issuer), Now: s.cfg.Now, OnFetch: s.onFetch(is.Issuer), Tracer: s.obs.tracer}
 	// The first fetch is bounded by the source's own timeout; on failure the
 	// source keeps trying in the background and /readyz reports it.
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -200,20 +200,20 @@ func (s *Server) issuerSource(ctx context.Context, is *config.Issuer, prev *runt
 
 func (s *Server) onFetch(issuer string) func(verifykeys.FetchEvent) {
 	return func(ev verifykeys.FetchEvent) {
-		if s.metrics == nil {
+		if s.obs.metrics == nil {
 			return
 		}
-		s.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
+		s.obs.metrics.JWKSFetch(issuer, ev.Result, ev.Keys, ev.At)
 		for _, sk := range ev.Skipped {
-			s.metrics.JWKSKeySkipped(issuer, string(sk.Reason))
+			s.obs.metrics.JWKSKeySkipped(issuer, string(sk.Reason))
 		}
 	}
 }
 
 func (s *Server) onKeyFileLoad(issuer string) func(verifykeys.LoadEvent) {
 	return func(ev verifykeys.LoadEvent) {
-		if s.metrics != nil {
-			s.metrics.KeyFileLoad(issuer, ev.Result == verifykeys.ResultOK, ev.Keys, ev.At)
+		if s.obs.metrics != nil {
+			s.obs.metrics.KeyFileLoad(issuer, ev.Result == verifykeys.ResultOK, ev.Keys, ev.At)
 		}
 	}
 }
@@ -279,8 +279,8 @@ func (s *Server) Reload(ctx context.Context) error {
 		return errors.New("server: no configuration file to reload")
 	}
 	err := s.reload(ctx)
-	if s.metrics != nil {
-		s.metrics.Reload(err == nil)
+	if s.obs.metrics != nil {
+		s.obs.metrics.Reload(err == nil)
 	}
 	if err != nil {
 		s.log.Error("configuration reload refused; the previous configuration keeps serving", "err", err)
@@ -398,10 +398,10 @@ func (s *Server) traffic() http.Handler {
 		op           audit.Operation // "": not audited
 	}
 	own := []route{{"GET", "/healthz", s.handle(s.healthz), ""}}
-	if s.tokens != nil { // a gateway-only node leaves these paths to the proxy
+	if s.tokens.service != nil { // a gateway-only node leaves these paths to the proxy
 		// Every request to the token endpoints is audited; the keys and
 		// discovery documents are public and change nothing.
-		tokens := s.tokens.Handler()
+		tokens := s.tokens.service.Handler()
 		own = append(own, route{"GET", "/.well-known/jwks.json", tokens, ""}, route{"GET", "/.well-known/openid-configuration", tokens, ""},
 			route{"GET", "/.well-known/oauth-authorization-server", tokens, ""},
 			route{"POST", "/oauth2/token", tokens, "oauth2.token"},
@@ -431,10 +431,10 @@ func (s *Server) traffic() http.Handler {
 		}
 		http.NotFound(w, r)
 	}
-	if s.transit != nil {
+	if s.transit.api != nil {
 		// Only a spelling with dot or empty segments gets here, for the
 		// mux to redirect to the clean path.
-		mux.Handle(vaultapi.Prefix, s.transit)
+		mux.Handle(vaultapi.Prefix, s.transit.api)
 	}
 	// The mux serves keygate's own paths, and redirects a spelling of one
 	// with dot or empty segments to it: such a request (a transit one
@@ -445,16 +445,16 @@ func (s *Server) traffic() http.Handler {
 	// answer for them with a redirect.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
-		if s.transit != nil && strings.HasPrefix(p, vaultapi.Prefix) {
+		if s.transit.api != nil && strings.HasPrefix(p, vaultapi.Prefix) {
 			// Vault's transit API takes every method (LIST too), routes
 			// its paths itself and answers those it does not know; it
 			// skips the mux's pattern matching (seven allocations of a
 			// request that otherwise makes two).
-			s.transit.ServeHTTP(w, r)
+			s.transit.api.ServeHTTP(w, r)
 			return
 		}
 		switch clean := cleanPath(p); {
-		case ownPaths[clean] || s.transit != nil && strings.HasPrefix(clean, vaultapi.Prefix):
+		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)

@@ -107,7 +107,7 @@ func (g *passphraseGate) allow(now time.Time) (time.Duration, bool) {
 
 // gatePassphrase answers 429 when the gate is closed.
 func (s *Server) gatePassphrase() error {
-	if wait, ok := s.passGate.allow(s.cfg.Now()); !ok {
+	if wait, ok := s.guards.passGate.allow(s.cfg.Now()); !ok {
 		return &httperr.Error{Status: http.StatusTooManyRequests, Code: "slow_down",
 			Description: "too many passphrase attempts; retry later", RetryAfter: max(wait, time.Second)}
 	}
@@ -212,7 +212,7 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	note := httpaudit.From(w)
-	if s.operator.Allows(r) {
+	if s.guards.operator.Allows(r) {
 		note.Admin()
 		if err := note.Intent(r.Context()); err != nil {
 			return err

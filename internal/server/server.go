@@ -120,37 +120,70 @@ func (c *Config) Validate() error {
 
 // Server is keygate's HTTP service. Create it with New.
 type Server struct {
-	cfg          Config
-	log          *slog.Logger
-	errs         httperr.Writer // answers the admin listener's errors
-	node         *node.Node     // nil on a gateway-only node
-	operator     issuer.Bearer  // the admin token: the admin API (through admin), seal, pprof
-	passGate     passphraseGate // spaces unauthenticated passphrase checks (seal.go)
-	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
-	tokens       *issuer.Service
-	admin        *issuer.Admin
-	transitKeys  *keystore.Service // nil on a gateway-only node
-	transit      http.Handler      // /v1/transit/, audited; nil without a token service
-	metrics      *telemetry.Metrics
-	fwdMetrics   *telemetry.Decisions
-	proxyMetrics *telemetry.Decisions
-	access       *gateway.AccessLog                                   // nil: no access log
-	tracing      *tracing.Provider                                    // nil: tracing off
-	tracer       *telemetry.Tracer                                    // the provider's; nil: off
-	accessFile   *os.File                                             // the access log's file, closed by Close
-	envoyMetrics *telemetry.Decisions                                 // nil without envoy_grpc_listen
+	cfg      Config
+	log      *slog.Logger
+	errs     httperr.Writer          // answers the admin listener's errors
+	node     *node.Node              // nil on a gateway-only node
+	rt       atomic.Pointer[runtime] // the configuration in force, swapped whole on reload
+	reloadMu sync.Mutex              // one reload at a time
+
+	guards  adminGuards    // the admin and metrics tokens
+	tokens  tokenService   // the token service and its admin API
+	transit transitService // Vault's transit API
+	fronts  frontEnds      // what the traffic and Envoy listeners serve
+	tls     listenerTLS    // the listeners' certificates
+	obs     observability  // metrics, access log, traces
+}
+
+// adminGuards are what guard the admin listener's endpoints.
+type adminGuards struct {
+	operator issuer.Bearer  // the admin token: the admin API (through tokens.admin), seal, pprof
+	scraper  issuer.Bearer  // the metrics scrape token; unset: /metrics is open
+	passGate passphraseGate // spaces unauthenticated passphrase checks (seal.go)
+}
+
+// tokenService is the token service on the node; all nil on a
+// gateway-only node.
+type tokenService struct {
+	service *issuer.Service
+	admin   *issuer.Admin // nil without an admin token
+}
+
+// transitService is the transit API on the node's transit keys; all nil
+// on a gateway-only node.
+type transitService struct {
+	keys *keystore.Service
+	api  http.Handler // /v1/transit/, audited
+}
+
+// frontEnds are what the traffic and Envoy listeners serve. The routes,
+// the pipeline and the key sources they use are the runtime's (rt).
+type frontEnds struct {
+	traffic   http.Handler                    // forward auth, the reverse proxy, the token service, transit
+	transport *http.Transport                 // the reverse proxy's, kept across reloads
+	grpc      atomic.Pointer[extauthz.Server] // the Envoy listener's, while it serves
+}
+
+// listenerTLS are the listeners' certificates; nil: plain HTTP.
+type listenerTLS struct {
+	traffic *tlscert.Files // the traffic and probe listeners' (and the Envoy listener's)
+	admin   *tlscert.Files
+}
+
+// observability is what tells of the server's work.
+type observability struct {
+	metrics      *telemetry.Metrics                                   // nil: no metrics
 	observe      func(context.Context, jose.Alg, time.Duration, bool) // verification latency, nil without metrics
-	transport    *http.Transport
-	cacheHits    atomic.Uint64 // the last cache hit count the metrics read
+	fwdMetrics   *telemetry.Decisions                                 // forward auth's decisions
+	proxyMetrics *telemetry.Decisions                                 // the reverse proxy's
+	envoyMetrics *telemetry.Decisions                                 // nil without envoy_grpc_listen
+	cacheHits    atomic.Uint64                                        // the last cache hit count the metrics read
 	cacheMisses  atomic.Uint64
 
-	trafficTLS *tlscert.Files // the traffic and probe listeners' certificate; nil: plain HTTP
-	adminTLS   *tlscert.Files // the admin listener's; nil: plain HTTP
-
-	rt       atomic.Pointer[runtime]
-	grpc     atomic.Pointer[extauthz.Server] // the Envoy listener's, while it serves
-	reloadMu sync.Mutex                      // one reload at a time
-	handler  http.Handler
+	access     *gateway.AccessLog // nil: no access log
+	accessFile *os.File           // the access log's file, closed by Close
+	tracing    *tracing.Provider  // nil: tracing off
+	tracer     *telemetry.Tracer  // the provider's; nil: off
 }
 
 // New opens the node (see node.Open), builds the token service on it and
@@ -171,20 +204,21 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.Gateway = &config.Config{}
 		cfg.Gateway.SetDefaults()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, errs: httperr.Writer{Log: cfg.Logger}, metrics: cfg.Metrics,
-		transport: gateway.NewTransport()}
+	s := &Server{cfg: cfg, log: cfg.Logger, errs: httperr.Writer{Log: cfg.Logger}}
+	s.obs.metrics = cfg.Metrics
+	s.fronts.transport = gateway.NewTransport()
 	defer func() {
 		if err != nil {
 			s.Close() // what was opened before the failure; Close skips the rest
 		}
 	}()
-	if s.metrics != nil {
-		s.observe = s.metrics.VerifyObserver()
+	if s.obs.metrics != nil {
+		s.obs.observe = s.obs.metrics.VerifyObserver()
 	}
-	s.fwdMetrics = newDecisions(s.metrics, telemetry.FrontForwardAuth)
-	s.proxyMetrics = newDecisions(s.metrics, telemetry.FrontProxy)
-	if cfg.Gateway.EnvoyGRPCListen != "" && s.metrics != nil {
-		s.envoyMetrics = s.metrics.Decisions(extauthz.FrontEnd, envoyReasons)
+	s.obs.fwdMetrics = newDecisions(s.obs.metrics, telemetry.FrontForwardAuth)
+	s.obs.proxyMetrics = newDecisions(s.obs.metrics, telemetry.FrontProxy)
+	if cfg.Gateway.EnvoyGRPCListen != "" && s.obs.metrics != nil {
+		s.obs.envoyMetrics = s.obs.metrics.Decisions(extauthz.FrontEnd, envoyReasons)
 	}
 	if err := s.openAccessLog(cfg.Gateway.AccessLog); err != nil {
 		return nil, fmt.Errorf("server: access_log: %w", err)
@@ -193,11 +227,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if topts.Logger == nil {
 		topts.Logger = s.log
 	}
-	if s.tracing, err = tracing.New(ctx, cfg.Gateway.Tracing, topts); err != nil {
+	if s.obs.tracing, err = tracing.New(ctx, cfg.Gateway.Tracing, topts); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.tracer = s.tracing.Tracer()
-	if s.tracer != nil {
+	s.obs.tracer = s.obs.tracing.Tracer()
+	if s.obs.tracer != nil {
 		s.log.Info("tracing on", "protocol", tracing.Protocol(cfg.Gateway.Tracing, getenvOr(topts.Getenv)))
 	}
 	// Certificates first: a listener that cannot serve is reported before
@@ -213,7 +247,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	} else if err := s.openNode(ctx); err != nil {
 		return nil, err
 	}
-	if cfg.Gateway.Pprof && !s.operator.Set() {
+	if cfg.Gateway.Pprof && !s.guards.operator.Set() {
 		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
@@ -221,17 +255,17 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rt.Store(rt)
-	if s.metrics != nil && s.node != nil {
-		s.metrics.Cache(s.cacheStats)
+	if s.obs.metrics != nil && s.node != nil {
+		s.obs.metrics.Cache(s.cacheStats)
 	}
-	s.handler = s.traffic()
+	s.fronts.traffic = s.traffic()
 	return s, nil
 }
 
 // openNode opens the node and the token service and admin API on it.
 func (s *Server) openNode(ctx context.Context) (err error) {
 	ncfg := *s.cfg.Node
-	ncfg.AdminToken = s.operator
+	ncfg.AdminToken = s.guards.operator
 	if ncfg.Logger == nil {
 		ncfg.Logger = s.log
 	}
@@ -239,21 +273,21 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 		ncfg.Now = s.cfg.Now
 	}
 	if ncfg.Metrics == nil {
-		ncfg.Metrics = s.metrics
+		ncfg.Metrics = s.obs.metrics
 	}
-	ncfg.Traced = s.tracer != nil
+	ncfg.Traced = s.obs.tracer != nil
 	if s.node, err = node.Open(ctx, ncfg); err != nil {
 		return err
 	}
-	s.operator = s.node.AdminToken() // the dev one, if the node made it
+	s.guards.operator = s.node.AdminToken() // the dev one, if the node made it
 	icfg := s.node.IssuerConfig()
 	icfg.Trusts = s.trusts
-	icfg.Tracer = s.tracer
-	if s.tokens, err = issuer.New(icfg); err != nil {
+	icfg.Tracer = s.obs.tracer
+	if s.tokens.service, err = issuer.New(icfg); err != nil {
 		return fmt.Errorf("server: token service: %w", err)
 	}
-	if s.operator.Set() {
-		if s.admin, err = issuer.NewAdmin(s.tokens, s.operator); err != nil {
+	if s.guards.operator.Set() {
+		if s.tokens.admin, err = issuer.NewAdmin(s.tokens.service, s.guards.operator); err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
 	}
@@ -269,7 +303,7 @@ func (s *Server) openTransit() (err error) {
 	tc := s.cfg.Gateway.Transit
 	eng := transit.New(transit.Options{Now: s.cfg.Now, MaxBatchCost: tc.MaxBatchCost,
 		PrivateKeyWorkers: tc.PrivateKeyWorkers, TenantQueue: tc.TenantQueue, CallerQueue: tc.CallerQueue})
-	if s.transitKeys, err = keystore.New(n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
+	if s.transit.keys, err = keystore.New(n.Store(), n.TenantKeys(), n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	pipe, err := verify.New(verify.Config{
@@ -282,13 +316,13 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: transit token verification: %w", err)
 	}
-	opts := vaultapi.Options{Keys: s.transitKeys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
-	if s.metrics != nil {
-		s.metrics.TransitPool(func() telemetry.TransitPoolStats {
+	opts := vaultapi.Options{Keys: s.transit.keys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
+	if s.obs.metrics != nil {
+		s.obs.metrics.TransitPool(func() telemetry.TransitPoolStats {
 			st := eng.PrivateKeyStats()
 			return telemetry.TransitPoolStats{Workers: st.Workers, Running: st.Running, Waiting: st.Waiting, Started: st.Started}
 		})
-		m := s.metrics.Transit(vaultapi.Operations())
+		m := s.obs.metrics.Transit(vaultapi.Operations())
 		opts.Measure = func(o *vaultapi.Outcome, elapsed time.Duration) {
 			m.Observe(o.Operation, o.Status, o.Reason, o.Items, o.Failed, elapsed)
 		}
@@ -297,7 +331,7 @@ func (s *Server) openTransit() (err error) {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.transit = s.auditedAs("transit.request", httperr.Writer{Envelope: httperr.Vault, Log: s.log}, h)
+	s.transit.api = s.auditedAs("transit.request", httperr.Writer{Envelope: httperr.Vault, Log: s.log}, h)
 	return nil
 }
 
@@ -333,7 +367,7 @@ func (s *Server) revocation() revoke.Checker {
 func (s *Server) cacheStats() (entries int, hits, misses uint64) {
 	rt := s.rt.Load()
 	st := rt.pipeline.Stats()
-	return st.Entries, monotonic(&s.cacheHits, rt.hitsBase+st.Hits), monotonic(&s.cacheMisses, rt.missesBase+st.Misses)
+	return st.Entries, monotonic(&s.obs.cacheHits, rt.hitsBase+st.Hits), monotonic(&s.obs.cacheMisses, rt.missesBase+st.Misses)
 }
 
 // monotonic raises *last to v if v is higher and returns *last.
@@ -352,21 +386,21 @@ func (s *Server) Close() {
 	if rt := s.rt.Load(); rt != nil {
 		rt.closeSources(nil)
 	}
-	if s.accessFile != nil {
-		s.accessFile.Close()
+	if s.obs.accessFile != nil {
+		s.obs.accessFile.Close()
 	}
-	s.transport.CloseIdleConnections()
-	if s.transitKeys != nil {
-		s.transitKeys.Close()
+	s.fronts.transport.CloseIdleConnections()
+	if s.transit.keys != nil {
+		s.transit.keys.Close()
 	}
 	if s.node != nil {
 		s.node.Close()
 	}
-	if s.tracing != nil {
+	if s.obs.tracing != nil {
 		// The spans still queued are sent, for as long as a stop can
 		// wait: a dead collector must not hold the process.
 		ctx, cancel := context.WithTimeout(context.Background(), TracingFlushTimeout)
-		if err := s.tracing.Shutdown(ctx); err != nil {
+		if err := s.obs.tracing.Shutdown(ctx); err != nil {
 			s.log.Warn("tracing: flushing spans at stop failed", "err", err)
 		}
 		cancel()
@@ -402,18 +436,18 @@ func (s *Server) openAccessLog(c config.AccessLog) error {
 		if err != nil {
 			return err
 		}
-		s.accessFile, w = f, f
+		s.obs.accessFile, w = f, f
 	}
 	sample := 1.0
 	if c.SampleAllowed != nil {
 		sample = *c.SampleAllowed
 	}
-	s.access = gateway.NewAccessLog(w, sample)
+	s.obs.access = gateway.NewAccessLog(w, sample)
 	return nil
 }
 
 // Handler returns the traffic handler, for tests and for embedding.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.fronts.traffic }
 
 // Serve serves traffic on ln, and the admin endpoints on admin when it is
 // not nil; see ServeListeners.
@@ -450,9 +484,9 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		h           func() http.Handler
 		tls         *tlscert.Files
 		addr, state string // the log line's keys
-	}{{ls.Traffic, func() http.Handler { return s.handler }, s.trafficTLS, "addr", "tls"},
-		{ls.Admin, s.adminHandler, s.adminTLS, ListenerAdmin, ListenerAdmin + "_tls"},
-		{ls.Probe, s.probeHandler, s.trafficTLS, ListenerProbe, ListenerProbe + "_tls"}} {
+	}{{ls.Traffic, func() http.Handler { return s.fronts.traffic }, s.tls.traffic, "addr", "tls"},
+		{ls.Admin, s.adminHandler, s.tls.admin, ListenerAdmin, ListenerAdmin + "_tls"},
+		{ls.Probe, s.probeHandler, s.tls.traffic, ListenerProbe, ListenerProbe + "_tls"}} {
 		if l.ln == nil {
 			continue
 		}
@@ -469,10 +503,10 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	var grpcSrv *extauthz.Server
 	if ls.EnvoyGRPC != nil {
 		grpcSrv = s.envoyServer()
-		s.grpc.Store(grpcSrv)
-		defer s.grpc.Store(nil)
+		s.fronts.grpc.Store(grpcSrv)
+		defer s.fronts.grpc.Store(nil)
 		go func() { errc <- grpcSrv.Serve(ls.EnvoyGRPC) }()
-		attrs = append(attrs, ListenerEnvoyGRPC, ls.EnvoyGRPC.Addr().String(), ListenerEnvoyGRPC+"_tls", tlsState(s.trafficTLS))
+		attrs = append(attrs, ListenerEnvoyGRPC, ls.EnvoyGRPC.Addr().String(), ListenerEnvoyGRPC+"_tls", tlsState(s.tls.traffic))
 	}
 	fw := s.rt.Load().cfg.ForwardAuth.Forwarding()
 	if n := s.node; n != nil {

@@ -40,14 +40,14 @@ func (s *Server) openTLS(c *config.Config) error {
 		if err != nil {
 			return err
 		}
-		s.trafficTLS = f
+		s.tls.traffic = f
 	}
 	if c.AdminTLS.Enabled() && c.AdminListen != "off" {
 		f, err := s.loadCert(ListenerAdmin, "admin_tls", c.AdminTLS.TLS, c.AdminTLS.ClientCAFile)
 		if err != nil {
 			return err
 		}
-		s.adminTLS = f
+		s.tls.admin = f
 	}
 	return nil
 }
@@ -56,8 +56,8 @@ func (s *Server) loadCert(listener, field string, t config.TLS, clientCA string)
 	return tlscert.Load(tlscert.Config{Name: field, CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: clientCA,
 		NextProtos: nextProtos, Logger: s.log.With("listener", listener), Now: s.cfg.Now,
 		OnLoad: func(ev tlscert.LoadEvent) {
-			if s.metrics != nil {
-				s.metrics.TLSCertificateLoad(listener, ev.OK, ev.NotAfter)
+			if s.obs.metrics != nil {
+				s.obs.metrics.TLSCertificateLoad(listener, ev.OK, ev.NotAfter)
 			}
 		}})
 }
@@ -65,7 +65,7 @@ func (s *Server) loadCert(listener, field string, t config.TLS, clientCA string)
 // pollCerts reads the listeners' certificate files again where they
 // changed; a pair that fails to load is logged and counted by its Files.
 func (s *Server) pollCerts() {
-	for _, f := range []*tlscert.Files{s.trafficTLS, s.adminTLS} {
+	for _, f := range []*tlscert.Files{s.tls.traffic, s.tls.admin} {
 		if f != nil {
 			f.Poll() //nolint:errcheck // logged and counted by the Files
 		}

@@ -100,7 +100,7 @@ func testTransitFair(t *testing.T, f fairFlood) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	eng = s.transitKeys.Engine()
+	eng = s.transit.keys.Engine()
 	h := s.Handler()
 	probePath := "/v1/transit/" + f.probeOp + "/probe"
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -282,7 +282,7 @@ func TestTransitBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	eng := s.transitKeys.Engine()
+	eng := s.transit.keys.Engine()
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	token := func(tenant, client string) string {

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
 )
@@ -55,7 +55,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 }
 
 // storeNew stores a new key k (its first version) and returns its entry.
-func (s *Service) storeNew(ctx context.Context, dk *node.DataKey, tenant string, k *transit.Key) (*entry, error) {
+func (s *Service) storeNew(ctx context.Context, dk *tenantkey.Key, tenant string, k *transit.Key) (*entry, error) {
 	cfg, err := transit.MarshalConfig(k.Config())
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 // last read and returns the new entry, or nil for no change; a
 // store.ErrConflict from f makes change read the key again and call f
 // again.
-func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *node.DataKey, e *entry) (*entry, error)) (*entry, error) {
+func (s *Service) change(ctx context.Context, tenant, name string, f func(dk *tenantkey.Key, e *entry) (*entry, error)) (*entry, error) {
 	id := keyID{tenant, name}
 	if !ValidName(name) {
 		return nil, ErrNotFound
@@ -172,7 +172,7 @@ func (s *Service) Rotate(ctx context.Context, tenant, name, principal string) (*
 
 // newVersion stores the version make adds to the key as its new latest.
 func (s *Service) newVersion(ctx context.Context, tenant, name string, make func(*transit.Key) (*transit.Key, error)) (*transit.Key, error) {
-	e, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
+	e, err := s.change(ctx, tenant, name, func(dk *tenantkey.Key, e *entry) (*entry, error) {
 		nk, err := make(e.key)
 		if err != nil {
 			return nil, err
@@ -191,7 +191,7 @@ func (s *Service) newVersion(ctx context.Context, tenant, name string, make func
 // rotated meanwhile.
 func (s *Service) rotateIfDue(ctx context.Context, tenant, name string, latest int) (bool, error) {
 	rotated := false
-	_, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
+	_, err := s.change(ctx, tenant, name, func(dk *tenantkey.Key, e *entry) (*entry, error) {
 		switch {
 		case e.key.LatestVersion() < latest:
 			return nil, store.ErrConflict // read it again
@@ -224,7 +224,7 @@ func (s *Service) ImportVersion(ctx context.Context, tenant, name string, o tran
 // addVersion stores nk's latest version, which e does not have, after e's
 // latest; a rotation that cleared the key's imported mark stores the
 // configuration too.
-func (s *Service) addVersion(ctx context.Context, dk *node.DataKey, tenant string, e *entry, nk *transit.Key) (*entry, error) {
+func (s *Service) addVersion(ctx context.Context, dk *tenantkey.Key, tenant string, e *entry, nk *transit.Key) (*entry, error) {
 	v, _ := nk.Version(nk.LatestVersion())
 	sealed, err := sealVersion(dk, nk.Name(), v)
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *Service) clearImported(ctx context.Context, tenant, name string) error 
 // key and Vault's warnings. A change that changes nothing writes nothing.
 func (s *Service) Configure(ctx context.Context, tenant, name string, u transit.ConfigUpdate) (*transit.Key, []string, error) {
 	var warnings []string
-	e, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
+	e, err := s.change(ctx, tenant, name, func(dk *tenantkey.Key, e *entry) (*entry, error) {
 		base, added := e.key, map[int][]byte(nil)
 		nk, w, err := s.eng.Configure(base, u)
 		var te *transit.Error
@@ -328,7 +328,7 @@ func (s *Service) writeConfig(ctx context.Context, tenant string, e *entry, cfg 
 // withOlder returns e's key with its versions from "from" up to the oldest
 // it holds added, read and opened from the store. A version already
 // trimmed is the engine's ErrVersionNotLoaded.
-func (s *Service) withOlder(ctx context.Context, dk *node.DataKey, tenant string, e *entry, from int) (*transit.Key, map[int][]byte, error) {
+func (s *Service) withOlder(ctx context.Context, dk *tenantkey.Key, tenant string, e *entry, from int) (*transit.Key, map[int][]byte, error) {
 	_, rows, err := s.st.GetTransitKey(ctx, tenant, e.key.Name())
 	if err != nil {
 		return nil, nil, fmt.Errorf("transitkeys: %w", err)
@@ -359,7 +359,7 @@ func (s *Service) withOlder(ctx context.Context, dk *node.DataKey, tenant string
 // deleted: a node stopping between the two leaves rows that no snapshot
 // uses, deleted by the next trim.
 func (s *Service) Trim(ctx context.Context, tenant, name string, minAvailable int) (*transit.Key, error) {
-	e, err := s.change(ctx, tenant, name, func(dk *node.DataKey, e *entry) (*entry, error) {
+	e, err := s.change(ctx, tenant, name, func(dk *tenantkey.Key, e *entry) (*entry, error) {
 		nk, err := s.eng.Trim(e.key, minAvailable)
 		if err != nil {
 			return nil, err

@@ -1,16 +1,17 @@
 // Package keystore keeps keygate's named transit keys: each tenant's
-// keys in the store, opened under the tenant's data key, assembled into
-// [transit.Key] snapshots and cached, and the changes Vault's transit API
-// makes to them — create, configure, rotate, trim, delete, import,
-// import_version — stored so that the nodes of a fleet agree. Package
-// vaultapi serves it over HTTP; package transit does the cryptography.
+// keys in the store, opened under the tenant's data key (package
+// tenantkey), assembled into [transit.Key] snapshots and cached, and the
+// changes Vault's transit API makes to them — create, configure, rotate,
+// trim, delete, import, import_version — stored so that the nodes of a
+// fleet agree. Package vaultapi serves it over HTTP; package transit does
+// the cryptography.
 //
 // # Storage and sealing
 //
 // A key is one store row (its configuration, [transit.MarshalConfig]) and
 // one row per version ([transit.MarshalVersion]), never one record that
 // grows with every rotation. A version's row is sealed under its tenant's
-// data key ([node.DataKey], AES-256-GCM), with associated data naming the
+// data key ([tenantkey.Key], AES-256-GCM), with associated data naming the
 // key and the version, so a row copied to another key, version or tenant
 // does not open; the data key alone is sealed under the root key. A
 // tenant's keys are found under its name only: a caller of one tenant
@@ -43,16 +44,16 @@
 // A tenant made again under a deleted one's name is another tenant with
 // another data key. New key material (a key's first version, a rotation,
 // an import, the wrapping key) is sealed under the data key the tenant's
-// row holds as it is read for the change (node.Node.FreshTenantDataKey),
+// row holds as it is read for the change (tenantkey.Keys.Fresh),
 // never under one held in memory; a version that does not open under the
 // held key is opened again under the row's before it is reported
-// corrupt; and a deletion announced by the admin API (node's
-// OnTenantDeleted) drops the tenant's opened keys and wrapping key at
+// corrupt; and a deletion announced by the admin API (the node's
+// OnTenantDeleted, see [Node]) drops the tenant's opened keys and wrapping key at
 // every node at once.
 //
 // # Sealing the node
 //
-// While the node is sealed every operation fails with keyring.ErrSealed,
+// While the node is sealed every operation fails with rootkey.ErrSealed,
 // and when it seals the cache, the wrapping keys and the keys the engine
 // derived from a context are dropped at once, with the tenants' data keys:
 // no opened key version, nor anything derived from one, outlives the seal.

@@ -26,7 +26,7 @@ func (s *Service) tick(context.Context) {
 	now := s.now()
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
-	if now.Before(s.nextCheck) || s.scanning || s.n.Sealed() {
+	if now.Before(s.nextCheck) || s.scanning || s.keys.Sealed() {
 		return
 	}
 	s.fmu.Lock()

@@ -10,14 +10,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
 )
 
 // Errors callers branch on with errors.Is. Store failures come wrapped as
 // they are (store.ErrUnavailable, ...), and a sealed node is
-// keyring.ErrSealed.
+// rootkey.ErrSealed.
 var (
 	// ErrNotFound: the tenant has no key of that name (or the tenant does
 	// not exist).
@@ -77,6 +77,33 @@ func isWord(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
+// Store is what the service reads and writes of the store: the tenants'
+// transit keys, and the tenants whose keys the automatic rotations scan
+// (store.Store is one).
+type Store interface {
+	ListTenants(ctx context.Context) ([]store.Tenant, error)
+	CreateTransitKey(ctx context.Context, k store.TransitKey, first store.TransitKeyVersion) error
+	GetTransitKey(ctx context.Context, tenant, name string) (store.TransitKey, []store.TransitKeyVersion, error)
+	GetTransitKeyVersion(ctx context.Context, tenant, name string, version int) (store.TransitKeyVersion, error)
+	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
+	UpdateTransitKey(ctx context.Context, k store.TransitKey) error
+	AddTransitKeyVersion(ctx context.Context, v store.TransitKeyVersion) error
+	TrimTransitKey(ctx context.Context, tenant, name string, minAvailable int) error
+	DeleteTransitKey(ctx context.Context, tenant, name string, revision int64) error
+}
+
+// Node is what the service needs of the node it runs on (*node.Node is
+// one): the fleet's notices, on which it announces its changes and hears
+// the other nodes', and the node's events at which it forgets what it
+// holds (a seal, a tenant's deletion) or rotates keys (a tick).
+type Node interface {
+	Subscribe(ctx context.Context, channel string, handle func(ctx context.Context, payload string)) error
+	Publish(ctx context.Context, channel, payload string) error
+	OnSeal(f func())
+	OnTenantDeleted(f func(tenant string))
+	OnTick(f func(ctx context.Context))
+}
+
 // Options configure a Service. The zero value is ready for use.
 type Options struct {
 	Logger *slog.Logger     // nil discards logs
@@ -102,8 +129,9 @@ type Options struct {
 // Service keeps a node's transit keys. Create it with New; it is safe for
 // concurrent use.
 type Service struct {
-	n     *node.Node
-	st    store.Store
+	n     Node
+	st    Store
+	keys  *tenantkey.Keys
 	eng   *transit.Engine
 	log   *slog.Logger
 	now   func() time.Time
@@ -136,10 +164,11 @@ type flight struct {
 	again bool // a change was announced during the read: read once more after it (under fmu)
 }
 
-// New returns the service of n's transit keys and subscribes it to the
-// fleet's notices, the node's seal and its schedule. Close stops its
+// New returns the service of the transit keys in st, sealed under the
+// tenants' data keys, and subscribes it to the fleet's notices and the
+// node's seal, tenant deletions and schedule through n. Close stops its
 // background reads.
-func New(n *node.Node, o Options) (*Service, error) {
+func New(st Store, keys *tenantkey.Keys, n Node, o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -162,7 +191,7 @@ func New(n *node.Node, o Options) (*Service, error) {
 		o.Attempts = 8
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{n: n, st: n.Store(), eng: o.Engine, log: o.Logger, now: o.Now, opts: o, cache: newCache(o.CacheEntries),
+	s := &Service{n: n, st: st, keys: keys, eng: o.Engine, log: o.Logger, now: o.Now, opts: o, cache: newCache(o.CacheEntries),
 		flights: map[keyID]*flight{}, wrap: map[string]*transit.WrappingKey{}, ctx: ctx, cancel: cancel}
 	if err := n.Subscribe(ctx, Channel, s.notice); err != nil {
 		// Redis is down: the subscription is made when it is back, and
@@ -187,8 +216,9 @@ func (s *Service) Close() {
 // Engine is the engine that runs operations on the service's keys.
 func (s *Service) Engine() *transit.Engine { return s.eng }
 
-// Sealed reports whether the node is sealed: every operation then fails.
-func (s *Service) Sealed() bool { return s.n.Sealed() }
+// Sealed reports whether the node is sealed (its root key, and so the
+// tenants' data keys): every operation then fails.
+func (s *Service) Sealed() bool { return s.keys.Sealed() }
 
 // forget drops every opened key, and every key derived from one, when the
 // node seals.
@@ -374,7 +404,7 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 		return nil, fmt.Errorf("transitkeys: %w", err)
 	}
 	e, err := s.open(dk, tk, rows, reuse)
-	if errors.Is(err, node.ErrDataKeyOpen) {
+	if errors.Is(err, tenantkey.ErrOpen) {
 		fresh, ferr := s.sealingKey(ctx, id.tenant)
 		if ferr != nil {
 			return nil, ferr
@@ -387,19 +417,19 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 }
 
 // dataKey is the tenant's data key to open its keys' versions with (see
-// node.Node.TenantDataKey); a tenant that does not exist has no keys.
-func (s *Service) dataKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	return tenantKey(s.n.TenantDataKey(ctx, tenant))
+// tenantkey.Keys.Get); a tenant that does not exist has no keys.
+func (s *Service) dataKey(ctx context.Context, tenant string) (*tenantkey.Key, error) {
+	return tenantKey(s.keys.Get(ctx, tenant))
 }
 
 // sealingKey is the tenant's data key as its row holds it now, read
 // afresh: the one new key material is sealed under (see
-// node.Node.FreshTenantDataKey).
-func (s *Service) sealingKey(ctx context.Context, tenant string) (*node.DataKey, error) {
-	return tenantKey(s.n.FreshTenantDataKey(ctx, tenant))
+// tenantkey.Keys.Fresh).
+func (s *Service) sealingKey(ctx context.Context, tenant string) (*tenantkey.Key, error) {
+	return tenantKey(s.keys.Fresh(ctx, tenant))
 }
 
-func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
+func tenantKey(dk *tenantkey.Key, err error) (*tenantkey.Key, error) {
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
 		return nil, ErrNotFound
 	}
@@ -410,7 +440,7 @@ func tenantKey(dk *node.DataKey, err error) (*node.DataKey, error) {
 // configuration, with the latest version and the oldest one kept as the
 // store's columns say, and its versions from min_decryption_version up
 // (older ones are opened only when a configuration change needs them).
-func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
+func (s *Service) open(dk *tenantkey.Key, tk store.TransitKey, rows []store.TransitKeyVersion, reuse *entry) (*entry, error) {
 	corrupt := func(what string, err error) error {
 		return fmt.Errorf("%w: %s/%s: %s: %w", ErrCorrupt, tk.Tenant, tk.Name, what, err)
 	}
@@ -446,7 +476,7 @@ func (s *Service) open(dk *node.DataKey, tk store.TransitKey, rows []store.Trans
 
 // openVersion opens a version's row, or takes it from reuse when reuse
 // holds the same row.
-func (s *Service) openVersion(dk *node.DataKey, r store.TransitKeyVersion, reuse *entry) (*transit.Version, error) {
+func (s *Service) openVersion(dk *tenantkey.Key, r store.TransitKeyVersion, reuse *entry) (*transit.Version, error) {
 	if reuse != nil && string(reuse.sealed[r.Version]) == string(r.Sealed) {
 		if v, ok := reuse.key.Version(r.Version); ok {
 			return v, nil
@@ -468,7 +498,7 @@ func (s *Service) openVersion(dk *node.DataKey, r store.TransitKeyVersion, reuse
 }
 
 // sealVersion seals a version for its row.
-func sealVersion(dk *node.DataKey, name string, v *transit.Version) ([]byte, error) {
+func sealVersion(dk *tenantkey.Key, name string, v *transit.Version) ([]byte, error) {
 	b, err := transit.MarshalVersion(v)
 	if err != nil {
 		return nil, err

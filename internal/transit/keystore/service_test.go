@@ -62,7 +62,7 @@ func fleet(t *testing.T, count int, pg bool, o Options) []*Service {
 			t.Fatal(err)
 		}
 		t.Cleanup(n.Close)
-		s, err := New(n, o)
+		s, err := New(n.Store(), n.TenantKeys(), n, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +73,9 @@ func fleet(t *testing.T, count int, pg bool, o Options) []*Service {
 }
 
 var ctx = context.Background()
+
+// nodeOf is the node s runs on: the tests open real nodes.
+func nodeOf(s *Service) *node.Node { return s.n.(*node.Node) }
 
 // TestKeyTypes: a key of every type is stored and read back by another
 // node, which decrypts, verifies and checks HMACs made by the first.
@@ -196,7 +199,7 @@ func TestLifecycle(t *testing.T) {
 // fleet2 opens one more service on a's store and root key.
 func fleet2(t *testing.T, a *Service) *Service {
 	t.Helper()
-	s, err := New(a.n, Options{})
+	s, err := New(a.st, a.keys, a.n, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +283,7 @@ func TestNewer(t *testing.T) {
 // under another key's or tenant's name.
 func TestTenantIsolation(t *testing.T) {
 	s := fleet(t, 1, false, Options{})[0]
-	if err := s.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+	if err := nodeOf(s).Store().CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Create(ctx, "acme", "secret", transit.CreateOptions{}); err != nil {
@@ -308,8 +311,8 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme, _ := s.n.TenantDataKey(ctx, "acme")
-	def, _ := s.n.TenantDataKey(ctx, store.DefaultTenant)
+	acme, _ := s.keys.Get(ctx, "acme")
+	def, _ := s.keys.Get(ctx, store.DefaultTenant)
 	moved := rows[0]
 	moved.Name = "other"
 	if _, err := s.openVersion(acme, moved, nil); err == nil {
@@ -338,7 +341,7 @@ func TestSealForgets(t *testing.T) {
 	if _, err := s.WrappingKey(ctx, store.DefaultTenant); err != nil {
 		t.Fatal(err)
 	}
-	s.n.Seal()
+	nodeOf(s).Seal()
 	if n := s.cache.len(); n != 0 || len(s.wrap) != 0 {
 		t.Errorf("after Seal: %d keys, %d wrapping keys cached", n, len(s.wrap))
 	}
@@ -409,7 +412,7 @@ func testAutoRotate(t *testing.T, pg bool) {
 	}
 	// The node's schedule runs it (on a goroutine of its own).
 	c.add(61 * time.Minute)
-	svcs[2].n.Tick(ctx)
+	nodeOf(svcs[2]).Tick(ctx)
 	eventually(t, "a tick rotates the key", func() bool {
 		tk, _, err := svcs[0].st.GetTransitKey(ctx, tn, "auto")
 		return err == nil && tk.Latest == 3
@@ -466,7 +469,7 @@ func TestAutoRotateClaimLapses(t *testing.T) {
 // gatedStore holds each AddTransitKeyVersion until release is closed,
 // telling entered first, and counts ListTenants (once per scan).
 type gatedStore struct {
-	store.Store
+	Store
 	entered chan struct{}
 	release chan struct{}
 	adds    atomic.Int32
@@ -506,7 +509,7 @@ func TestAutoRotateOffTick(t *testing.T) {
 	}
 	c.add(61 * time.Minute)
 	ticked := make(chan struct{})
-	go func() { s.n.Tick(ctx); close(ticked) }()
+	go func() { nodeOf(s).Tick(ctx); close(ticked) }()
 	<-g.entered // the scan is storing a's new version, held there
 	select {
 	case <-ticked:
@@ -515,7 +518,7 @@ func TestAutoRotateOffTick(t *testing.T) {
 		t.Fatal("the node's tick waits for the automatic rotation")
 	}
 	c.add(2 * time.Minute) // another check is due, the first scan still on
-	s.n.Tick(ctx)
+	nodeOf(s).Tick(ctx)
 	close(g.release)
 	for _, name := range []string{"a", "b"} {
 		eventually(t, name+" rotated", func() bool {
@@ -534,7 +537,7 @@ func TestAutoRotateOffTick(t *testing.T) {
 func TestWrappingKey(t *testing.T) {
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
-	if err := a.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+	if err := nodeOf(a).Store().CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	var wa, wb *transit.WrappingKey
@@ -642,17 +645,17 @@ func TestTenantRecreated(t *testing.T) {
 	a, b, c := svcs[0], svcs[1], svcs[2]
 	mk := func() {
 		t.Helper()
-		if err := a.st.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
+		if err := nodeOf(a).Store().CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mk()
 	for _, s := range svcs[:2] {
-		if _, err := s.n.TenantDataKey(ctx, "acme"); err != nil {
+		if _, err := s.keys.Get(ctx, "acme"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.st.DeleteTenant(ctx, "acme"); err != nil {
+	if err := nodeOf(a).Store().DeleteTenant(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	mk()
@@ -682,7 +685,7 @@ func TestTenantRecreated(t *testing.T) {
 // afterRead is a store that calls hook once, after the first
 // GetTransitKey of a key named name returns.
 type afterRead struct {
-	store.Store
+	Store
 	name string
 	once sync.Once
 	hook func()
@@ -768,7 +771,7 @@ func TestDerivedForgotten(t *testing.T) {
 	if n := b.Engine().DerivedCached(); n != 2 {
 		t.Errorf("after a deletion notice: %d derived keys cached, want 2", n)
 	}
-	a.n.Seal()
+	nodeOf(a).Seal()
 	if n := a.Engine().DerivedCached(); n != 0 {
 		t.Errorf("after Seal: %d derived keys cached", n)
 	}
