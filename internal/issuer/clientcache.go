@@ -156,3 +156,9 @@ func (cc *clientCache) forget(id string) {
 	delete(cc.missing, k)
 	cc.mu.Unlock()
 }
+
+// ForgetClient drops what the service holds in memory on the client id,
+// after the admin API changed it (created, updated, deleted, a new secret),
+// so that the change takes effect on this node at once; other nodes see it
+// within clientCacheTTL.
+func (s *Service) ForgetClient(id string) { s.clients.forget(id) }

@@ -11,7 +11,7 @@
 // tenant exactly as for a name no tenant has, after the same password
 // work; introspection shows a client the tokens of its own tenant only. A
 // client's or user's tenant never changes, so a refresh takes it from the
-// client. The admin API ([Admin]) manages tenants and sees them all.
+// client. The admin API (package admin) manages tenants and sees them all.
 package issuer
 
 import (

@@ -163,6 +163,11 @@ func New(cfg Config) (*Service, error) {
 		discoveryDoc: discoveryDoc(&cfg), errs: httperr.Writer{Log: cfg.Logger}}, nil
 }
 
+// Config returns the service's configuration, defaults filled in: what the
+// admin API reads of the clock, the random source, the signing keys, the
+// Publisher and the issuers it may revoke for.
+func (s *Service) Config() Config { return s.cfg }
+
 // Handler routes the token service's endpoints.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -177,12 +182,12 @@ func (s *Service) Handler() http.Handler {
 }
 
 // endpoint serves h, a token endpoint that returns its refusals and
-// failures, answering them with answer, and reports each outcome to the
+// failures, answering them with WriteError, and reports each outcome to the
 // Observer, if there is one.
 func (s *Service) endpoint(name, grant string, h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return s.observed(name, grant, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			s.answer(w, r, err)
+			s.WriteError(w, r, err)
 		}
 	})
 }
@@ -220,14 +225,15 @@ var (
 		Description: "too many password checks at once; retry shortly", RetryAfter: time.Second}
 )
 
-// answer writes err, a handler's refusal or failure, as the token
+// WriteError writes err, a handler's refusal or failure, as the token
 // service's JSON error (httperr), with the headers of every token endpoint
 // answer, and records its code for the Observer. The node's states that
-// are not the client's doing are classified here, once: sealed or no key
-// active yet, a store that does not answer, every password-hash slot busy
-// are 503 temporarily_unavailable; any other error that is not an
+// are not the client's doing are classified here, once, for the token
+// endpoints and the admin API alike: sealed or no key active yet, a store
+// that does not answer, every password-hash slot busy (ErrHashBusy) are
+// 503 temporarily_unavailable; any other error that is not an
 // *httperr.Error is a 500 that reveals nothing, and is logged.
-func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Service) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrSealed):
 		err = errSealed
@@ -236,7 +242,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("request failed: the store is unavailable", "path", r.URL.Path, "err", err)
 		err = errStoreDown
-	case errors.Is(err, errHashBusy):
+	case errors.Is(err, ErrHashBusy):
 		err = errHashesBusy
 	}
 	noStore(w)
@@ -244,7 +250,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // noStore sets the headers RFC 6749 §5.1 asks of every token endpoint
-// answer; the admin API's answers carry them too.
+// answer; the admin API's answers carry them too (see WriteError).
 func noStore(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
@@ -558,7 +564,7 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
 		httpaudit.From(w).Hash("jti", t.Claims.ID)
 		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: time.Unix(t.Claims.Expiry.Unix, 0), CreatedAt: s.cfg.Now()}
-		if err := s.addRevocation(r.Context(), rev); err != nil {
+		if err := s.AddRevocation(r.Context(), rev); err != nil {
 			return fmt.Errorf("storing a revocation: %w", err)
 		}
 	}
@@ -567,9 +573,10 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// addRevocation stores a revocation, then publishes it to the node (and,
-// through the Publisher, the fleet) at once.
-func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error {
+// AddRevocation stores a revocation, then publishes it to the node (and,
+// through the Publisher, the fleet) at once: what the token service's own
+// revocation endpoint and the admin API's do.
+func (s *Service) AddRevocation(ctx context.Context, rv store.Revocation) error {
 	if err := s.cfg.Store.AddRevocation(ctx, rv); err != nil {
 		return err
 	}
@@ -583,10 +590,11 @@ func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error 
 	return nil
 }
 
-// revokeSubject revokes everything issued to subject until now.
-func (s *Service) revokeSubject(ctx context.Context, subject string) error {
+// RevokeSubject revokes everything the token service issued to subject
+// until now (AddRevocation).
+func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
 	now := s.cfg.Now().UTC()
-	return s.addRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
+	return s.AddRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
 }
 
 func clientOf(t *jose.Token) string { return stringClaim(t, "client_id") }

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keygate/keygate/internal/admin"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/gateway/extauthz"
@@ -128,7 +129,7 @@ type Server struct {
 	passGate     passphraseGate // spaces unauthenticated passphrase checks (seal.go)
 	scraper      issuer.Bearer  // the metrics scrape token; unset: /metrics is open
 	tokens       *issuer.Service
-	admin        *issuer.Admin
+	admin        *admin.API
 	transitKeys  *keystore.Service // nil on a gateway-only node
 	transit      http.Handler      // /v1/transit/, audited; nil without a token service
 	metrics      *telemetry.Metrics
@@ -253,7 +254,7 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 		return fmt.Errorf("server: token service: %w", err)
 	}
 	if s.operator.Set() {
-		if s.admin, err = issuer.NewAdmin(s.tokens, s.operator); err != nil {
+		if s.admin, err = admin.New(s.tokens, s.node.Store(), s.operator); err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
 	}
