@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
@@ -44,7 +45,7 @@ func openStore(t testing.TB) *sqlite.Store {
 
 // newKeys returns the signing keys on st, sealed under a keyring of a fresh
 // root key, loaded on the clock now.
-func newKeys(t testing.TB, st store.Store, now func() time.Time) *issuer.KeyManager {
+func newKeys(t testing.TB, st store.Store, now func() time.Time) *signingkeys.KeyManager {
 	t.Helper()
 	root, err := rootkey.Generate(rand.Reader)
 	if err != nil {
@@ -54,7 +55,7 @@ func newKeys(t testing.TB, st store.Store, now func() time.Time) *issuer.KeyMana
 	if err != nil {
 		t.Fatal(err)
 	}
-	km := issuer.NewKeyManager(st, kr, issuer.KeyPolicy{}, now)
+	km := signingkeys.NewKeyManager(st, kr, signingkeys.KeyPolicy{}, now)
 	if err := km.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func newService(t testing.TB, st store.Store, cfg issuer.Config) (svc *issuer.Se
 // adminFixture is the admin API and the token endpoints of one service on
 // the real SQLite store, with a clock the test moves.
 type adminFixture struct {
-	km       *issuer.KeyManager
+	km       *signingkeys.KeyManager
 	svc      *issuer.Service
 	admin    *API
 	adm, pub *httptest.Server

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
@@ -62,7 +64,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // keeps a load already under way from caching.
 func TestUnknownClientCacheBounded(t *testing.T) {
 	var cc clientCache
-	st := &memStore{keyStore: newKeyStore(), clients: map[string]store.Client{}}
+	st := &memStore{Store: signingkeystest.NewStore(), clients: map[string]store.Client{}}
 	now := time.Unix(1_800_000_000, 0)
 	load := func(st store.Store, id string, at time.Time) error {
 		_, err := cc.load(context.Background(), st, id, keyOf(id), at)
@@ -132,7 +134,7 @@ func BenchmarkClientLookup(b *testing.B) {
 	if err := st.CreateClient(ctx, store.Client{ID: "kgc_known0000000000000", Name: "svc", SecretDigest: d[:], CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := NewKeyManager(st, newSealer(b), KeyPolicy{}, nil)
+	km := signingkeys.NewKeyManager(st, signingkeystest.NewSealer(b), signingkeys.KeyPolicy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
@@ -63,7 +64,7 @@ type Config struct {
 	PasswordHashes   int
 	PasswordHashWait time.Duration
 	Store            store.Store
-	Keys             *KeyManager
+	Keys             *signingkeys.KeyManager
 	// Publisher, if set, is told of every revocation stored here and
 	// every rotation and tenant deletion made through the admin API, so
 	// that this node and the others of its fleet act on them at once.
@@ -235,9 +236,9 @@ var (
 // *httperr.Error is a 500 that reveals nothing, and is logged.
 func (s *Service) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrSealed):
+	case errors.Is(err, signingkeys.ErrSealed):
 		err = errSealed
-	case errors.Is(err, ErrNoActiveKey):
+	case errors.Is(err, signingkeys.ErrNoActiveKey):
 		err = errNoKey
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("request failed: the store is unavailable", "path", r.URL.Path, "err", err)
@@ -482,9 +483,9 @@ func (s *Service) canSign() error {
 		return nil
 	}
 	if s.cfg.Keys.Sealed() {
-		return ErrSealed
+		return signingkeys.ErrSealed
 	}
-	return ErrNoActiveKey
+	return signingkeys.ErrNoActiveKey
 }
 
 // accessToken signs a token for sub, obtained by client cl, issued at (its
@@ -532,7 +533,7 @@ func (s *Service) verifyCached(token string) (verifiedToken, error) {
 
 // currentKeys resolves keys in the key manager's published set as it is at
 // each call, so one Verifier serves across rotations.
-type currentKeys struct{ km *KeyManager }
+type currentKeys struct{ km *signingkeys.KeyManager }
 
 func (c currentKeys) ResolveKey(kid string, alg jose.Alg) (*jose.Key, error) {
 	return c.km.KeySet().ResolveKey(kid, alg)

@@ -1,18 +1,8 @@
-// Package issuer is keygate's token service: it signs tokens with managed,
-// scheduled-rotation signing keys and answers the OAuth 2.0 endpoints.
-// Private keys exist in the clear only in memory; in the store they are
-// sealed by the keyring.
-//
-// # Tenants
-//
-// Every access token names its client's tenant in the [TenantClaim] claim,
-// the default tenant's included. A login looks the user up in the
-// authenticating client's tenant only, and answers for a user of another
-// tenant exactly as for a name no tenant has, after the same password
-// work; introspection shows a client the tokens of its own tenant only. A
-// client's or user's tenant never changes, so a refresh takes it from the
-// client. The admin API (package admin) manages tenants and sees them all.
-package issuer
+// Package signingkeys manages the token service's signing keys: it creates
+// them, seals them under the keyring for the store, schedules their
+// rotation and retirement, and hands out the signer in force and the JWKS
+// to publish. Private keys exist in the clear only in memory.
+package signingkeys
 
 import (
 	"context"
