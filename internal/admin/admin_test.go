@@ -45,7 +45,7 @@ func openStore(t testing.TB) *sqlite.Store {
 
 // newKeys returns the signing keys on st, sealed under a keyring of a fresh
 // root key, loaded on the clock now.
-func newKeys(t testing.TB, st store.Store, now func() time.Time) *signingkeys.KeyManager {
+func newKeys(t testing.TB, st store.Store, now func() time.Time) *signingkeys.Manager {
 	t.Helper()
 	root, err := rootkey.Generate(rand.Reader)
 	if err != nil {
@@ -55,7 +55,7 @@ func newKeys(t testing.TB, st store.Store, now func() time.Time) *signingkeys.Ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	km := signingkeys.NewKeyManager(st, kr, signingkeys.KeyPolicy{}, now)
+	km := signingkeys.New(st, kr, signingkeys.Policy{}, now)
 	if err := km.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func newService(t testing.TB, st store.Store, cfg issuer.Config) (svc *issuer.Se
 // adminFixture is the admin API and the token endpoints of one service on
 // the real SQLite store, with a clock the test moves.
 type adminFixture struct {
-	km       *signingkeys.KeyManager
+	km       *signingkeys.Manager
 	svc      *issuer.Service
 	admin    *API
 	adm, pub *httptest.Server

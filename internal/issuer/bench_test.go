@@ -46,7 +46,7 @@ func BenchmarkClientCredentials(b *testing.B) {
 		CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := signingkeys.NewKeyManager(st, signingkeystest.NewSealer(b), signingkeys.KeyPolicy{}, nil)
+	km := signingkeys.New(st, signingkeystest.NewSealer(b), signingkeys.Policy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

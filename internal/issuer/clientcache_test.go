@@ -134,7 +134,7 @@ func BenchmarkClientLookup(b *testing.B) {
 	if err := st.CreateClient(ctx, store.Client{ID: "kgc_known0000000000000", Name: "svc", SecretDigest: d[:], CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := signingkeys.NewKeyManager(st, signingkeystest.NewSealer(b), signingkeys.KeyPolicy{}, nil)
+	km := signingkeys.New(st, signingkeystest.NewSealer(b), signingkeys.Policy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -696,7 +696,7 @@ func TestLoginIPv6Prefix(t *testing.T) {
 		})
 	}
 	for _, bits := range []int{-1, 31, 129} {
-		if _, err := New(Config{Issuer: testIssuer, Store: &memStore{}, Keys: &signingkeys.KeyManager{}, IPv6Prefix: bits}); err == nil {
+		if _, err := New(Config{Issuer: testIssuer, Store: &memStore{}, Keys: &signingkeys.Manager{}, IPv6Prefix: bits}); err == nil {
 			t.Errorf("New accepted IPv6Prefix %d", bits)
 		}
 	}

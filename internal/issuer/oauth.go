@@ -64,7 +64,7 @@ type Config struct {
 	PasswordHashes   int
 	PasswordHashWait time.Duration
 	Store            store.Store
-	Keys             *signingkeys.KeyManager
+	Keys             *signingkeys.Manager
 	// Publisher, if set, is told of every revocation stored here and
 	// every rotation and tenant deletion made through the admin API, so
 	// that this node and the others of its fleet act on them at once.
@@ -533,7 +533,7 @@ func (s *Service) verifyCached(token string) (verifiedToken, error) {
 
 // currentKeys resolves keys in the key manager's published set as it is at
 // each call, so one Verifier serves across rotations.
-type currentKeys struct{ km *signingkeys.KeyManager }
+type currentKeys struct{ km *signingkeys.Manager }
 
 func (c currentKeys) ResolveKey(kid string, alg jose.Alg) (*jose.Key, error) {
 	return c.km.KeySet().ResolveKey(kid, alg)

@@ -64,7 +64,7 @@ type oauthFixture struct {
 	st       *memStore
 	secrets  map[string]string
 	revoked  []string
-	keys     *signingkeys.KeyManager
+	keys     *signingkeys.Manager
 	seal     *signingkeystest.Sealer
 	clockNow time.Time
 }
@@ -86,7 +86,7 @@ func newOAuthFixture(t testing.TB) *oauthFixture {
 		f.secrets[id] = secret
 	}
 	f.seal = signingkeystest.NewSealer(t)
-	f.keys = signingkeys.NewKeyManager(f.st, f.seal, signingkeys.KeyPolicy{}, now)
+	f.keys = signingkeys.New(f.st, f.seal, signingkeys.Policy{}, now)
 	if err := f.keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	seal := signingkeystest.NewSealer(t)
 	now := func() time.Time { return f.clockNow }
 	keys := signingkeystest.NewStore()
-	old := signingkeys.NewKeyManager(keys, seal, signingkeys.KeyPolicy{Alg: jose.EdDSA}, now)
+	old := signingkeys.New(keys, seal, signingkeys.Policy{Alg: jose.EdDSA}, now)
 	if err := old.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	f.srv.Config.Handler = svc.Handler()
 	tok := f.issue(t, "svc-a", "")
 
-	changed := signingkeys.NewKeyManager(keys, seal, signingkeys.KeyPolicy{Alg: jose.ES256}, now)
+	changed := signingkeys.New(keys, seal, signingkeys.Policy{Alg: jose.ES256}, now)
 	if err := changed.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err er
 		return "", err
 	}
 	defer st.Close()
-	kid, err = signingkeys.NewKeyManager(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
+	kid, err = signingkeys.New(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
 	if err != nil {
 		return "", fmt.Errorf("node: init: %w", err)
 	}

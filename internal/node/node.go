@@ -138,7 +138,7 @@ type Node struct {
 	keyring  *rootkey.Keyring
 	unsealMu sync.Mutex // one unseal or seal at a time
 	store    store.Store
-	keys     *signingkeys.KeyManager
+	keys     *signingkeys.Manager
 	keySrc   *managedKeys
 	revs     revocations
 	fleet    *fleet // nil without Redis
@@ -310,7 +310,7 @@ func (n *Node) Keyring() *rootkey.Keyring { return n.keyring }
 func (n *Node) Store() store.Store { return n.store }
 
 // Keys returns the signing-key manager.
-func (n *Node) Keys() *signingkeys.KeyManager { return n.keys }
+func (n *Node) Keys() *signingkeys.Manager { return n.keys }
 
 // Revocations is the node's revocation set, answering from memory: kept
 // current through Redis in a fleet.
@@ -400,11 +400,11 @@ func (n *Node) IssuerConfig() issuer.Config {
 }
 
 // keyPolicy is the signing-key schedule the settings ask for.
-func (n *Node) keyPolicy() signingkeys.KeyPolicy { return keyPolicy(n.ts) }
+func (n *Node) keyPolicy() signingkeys.Policy { return keyPolicy(n.ts) }
 
-func keyPolicy(ts config.TokenService) signingkeys.KeyPolicy {
+func keyPolicy(ts config.TokenService) signingkeys.Policy {
 	alg, _ := jose.ParseAlg(ts.SigningAlg) // checked by config and serve; Open refuses another
-	return signingkeys.KeyPolicy{Alg: alg, RotateEvery: *ts.KeyRotation, PrePublish: ts.KeyPrePublish,
+	return signingkeys.Policy{Alg: alg, RotateEvery: *ts.KeyRotation, PrePublish: ts.KeyPrePublish,
 		MaxTokenTTL: max(time.Hour, ts.AccessTokenTTL)}
 }
 

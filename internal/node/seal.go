@@ -249,7 +249,7 @@ func (n *Node) loadSigningKeys(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: signing keys: %w", err)
 	}
-	km := signingkeys.NewKeyManager(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
+	km := signingkeys.New(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
 	switch err := km.Load(ctx); {
 	case err == nil && km.Sealed():
 		n.log.Info("signing keys published; sealed, so none signs", "published", km.KeySet().Len())

@@ -16,9 +16,9 @@ import (
 // another node just rotated in is accepted before its notice arrives.
 func (n *Node) KeySource() verifykeys.Source { return n.keySrc }
 
-// managedKeys is the verifykeys.Source of a KeyManager's published keys.
+// managedKeys is the verifykeys.Source of a signingkeys.Manager's published keys.
 type managedKeys struct {
-	km   *signingkeys.KeyManager
+	km   *signingkeys.Manager
 	now  func() time.Time
 	last atomic.Int64 // unix nanoseconds of the last re-read
 }

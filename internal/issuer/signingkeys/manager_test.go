@@ -20,7 +20,7 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func published(t *testing.T, m *KeyManager) []string {
+func published(t *testing.T, m *Manager) []string {
 	t.Helper()
 	set, err := jose.ParseKeySet(m.JWKS(), jose.ES256)
 	if err != nil {
@@ -35,7 +35,7 @@ func published(t *testing.T, m *KeyManager) []string {
 }
 
 // signsVerifiably checks that the signer's tokens verify against the JWKS.
-func signsVerifiably(t *testing.T, m *KeyManager) {
+func signsVerifiably(t *testing.T, m *Manager) {
 	t.Helper()
 	tok, err := m.Signer().Sign([]byte(`{"sub":"x"}`))
 	if err != nil {
@@ -55,10 +55,10 @@ func signsVerifiably(t *testing.T, m *KeyManager) {
 	}
 }
 
-func TestKeyManagerManualRotation(t *testing.T) {
+func TestManagerManualRotation(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
 	// RotateEvery 0: manual rotation only.
-	m := NewKeyManager(st, signingkeystest.NewSealer(t), KeyPolicy{PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
+	m := New(st, signingkeystest.NewSealer(t), Policy{PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
 		RetireSlack: time.Minute}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
@@ -109,15 +109,15 @@ func TestKeyManagerManualRotation(t *testing.T) {
 	}
 
 	// A restart loads the same key in force.
-	again := NewKeyManager(st, m.sealer, m.policy, c.now)
+	again := New(st, m.sealer, m.policy, c.now)
 	if err := again.Load(ctx); err != nil || again.Signer().KeyID() != second {
 		t.Fatalf("reload: %v, signer %v", err, again.Signer())
 	}
 }
 
-func TestKeyManagerScheduledRotation(t *testing.T) {
+func TestManagerScheduledRotation(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, signingkeystest.NewSealer(t), KeyPolicy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now)
+	m := New(st, signingkeystest.NewSealer(t), Policy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -147,10 +147,10 @@ func TestKeyManagerScheduledRotation(t *testing.T) {
 	}
 }
 
-func TestKeyManagerSealing(t *testing.T) {
+func TestManagerSealing(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Now()}
 	seal := signingkeystest.NewSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -170,19 +170,19 @@ func TestKeyManagerSealing(t *testing.T) {
 	if err := elsewhere.PutSigningKey(ctx, moved); err != nil {
 		t.Fatal(err)
 	}
-	fresh := NewKeyManager(elsewhere, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	fresh := New(elsewhere, seal, Policy{Alg: jose.EdDSA}, c.now)
 	if err := fresh.Load(ctx); err == nil {
 		t.Fatal("a sealed key unsealed under another kid")
 	}
 }
 
-// TestKeyManagerCheckSealer: CheckSealer tells whether a sealer opens
+// TestManagerCheckSealer: CheckSealer tells whether a sealer opens
 // every stored key (the check an unseal runs on a candidate root key)
 // without touching the manager, which keeps signing with what it had.
-func TestKeyManagerCheckSealer(t *testing.T) {
+func TestManagerCheckSealer(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Now()}
 	seal := signingkeystest.NewSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	ctx := context.Background()
 	if n, err := m.CheckSealer(ctx, signingkeystest.NewSealer(t)); n != 0 || err != nil {
 		t.Errorf("an empty store: %d, %v", n, err)
@@ -201,7 +201,7 @@ func TestKeyManagerCheckSealer(t *testing.T) {
 		t.Errorf("another sealer: %d, %v", n, err)
 	}
 	// One key sealed under another sealer is enough to refuse.
-	other := NewKeyManager(st, signingkeystest.NewSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now)
+	other := New(st, signingkeystest.NewSealer(t), Policy{Alg: jose.EdDSA}, c.now)
 	other.Rotate(ctx, false) //nolint:errcheck // stores its key, then cannot open the one in force
 	if len(st.Keys()) != 3 {
 		t.Fatalf("%d stored keys, want 3", len(st.Keys()))
@@ -228,15 +228,15 @@ func (s *hidingStore) ListSigningKeys(ctx context.Context) ([]store.SigningKey, 
 	return s.Store.ListSigningKeys(ctx)
 }
 
-// TestKeyManagerInit: Init stores the first key of an empty store and
+// TestManagerInit: Init stores the first key of an empty store and
 // refuses a store with keys; an Init that finds another one's key after
 // storing its own withdraws it, so the store never holds keys under two
 // sealers.
-func TestKeyManagerInit(t *testing.T) {
+func TestManagerInit(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Now()}
 	st, seal := signingkeystest.NewStore(), signingkeystest.NewSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	kid, err := m.Init(ctx)
 	if err != nil || kid == "" {
 		t.Fatalf("Init on an empty store: %q, %v", kid, err)
@@ -247,18 +247,18 @@ func TestKeyManagerInit(t *testing.T) {
 	if err := m.Load(ctx); err != nil || m.Signer().KeyID() != kid {
 		t.Fatalf("Load after Init: %v, signer %v", err, m.Signer())
 	}
-	if _, err := NewKeyManager(st, signingkeystest.NewSealer(t), KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) || len(st.Keys()) != 1 {
+	if _, err := New(st, signingkeystest.NewSealer(t), Policy{}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) || len(st.Keys()) != 1 {
 		t.Errorf("Init on an initialized store: %v, %d keys", err, len(st.Keys()))
 	}
 	sealed := signingkeystest.NewSealer(t)
 	sealed.SetSealed(true)
-	if _, err := NewKeyManager(signingkeystest.NewStore(), sealed, KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrSealed) {
+	if _, err := New(signingkeystest.NewStore(), sealed, Policy{}, c.now).Init(ctx); !errors.Is(err, ErrSealed) {
 		t.Errorf("Init with a sealed sealer: %v", err)
 	}
 
 	// The race: the first listing misses the other Init's key.
 	race := &hidingStore{Store: st}
-	if _, err := NewKeyManager(race, signingkeystest.NewSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) {
+	if _, err := New(race, signingkeystest.NewSealer(t), Policy{Alg: jose.EdDSA}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) {
 		t.Fatalf("Init that lost a race: %v", err)
 	}
 	if _, ok := st.Keys()[kid]; !ok || len(st.Keys()) != 1 {
@@ -266,19 +266,19 @@ func TestKeyManagerInit(t *testing.T) {
 	}
 }
 
-// TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
+// TestManagerImmediateRotationFrozenClock: an immediate rotation signs
 // with the new key at once even when the clock has not moved since the
 // previous key was made (the keys must not tie).
-// TestKeyManagerSealed: a sealed manager publishes the stored keys but
+// TestManagerSealed: a sealed manager publishes the stored keys but
 // signs, creates and rotates nothing; unsealed again, it signs with the
 // same key as before.
-func TestKeyManagerSealed(t *testing.T) {
+func TestManagerSealed(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Now()}
 	seal := signingkeystest.NewSealer(t)
 	ctx := context.Background()
 
 	seal.SetSealed(true)
-	empty := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	empty := New(st, seal, Policy{}, c.now)
 	if err := empty.Load(ctx); !errors.Is(err, ErrSealed) {
 		t.Fatalf("sealed Load on an empty store: %v, want ErrSealed", err)
 	}
@@ -287,7 +287,7 @@ func TestKeyManagerSealed(t *testing.T) {
 	}
 
 	seal.SetSealed(false)
-	m := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	m := New(st, seal, Policy{}, c.now)
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestKeyManagerSealed(t *testing.T) {
 		t.Fatalf("Rotate while sealed: %v, want ErrSealed", err)
 	}
 	c.t = c.t.Add(40 * 24 * time.Hour) // past the rotation schedule
-	cold := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	cold := New(st, seal, Policy{}, c.now)
 	for name, fn := range map[string]func(context.Context) error{"Load": cold.Load, "Tick": cold.Tick} {
 		if err := fn(ctx); err != nil {
 			t.Fatalf("sealed %s with keys stored: %v", name, err)
@@ -323,17 +323,17 @@ func TestKeyManagerSealed(t *testing.T) {
 	signsVerifiably(t, cold)
 }
 
-// TestKeyManagerReload: Reload picks up keys another node made and never
+// TestManagerReload: Reload picks up keys another node made and never
 // creates one itself, not even on an empty store.
-func TestKeyManagerReload(t *testing.T) {
+func TestManagerReload(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Now()}
 	seal := signingkeystest.NewSealer(t)
 	ctx := context.Background()
-	b := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	b := New(st, seal, Policy{}, c.now)
 	if err := b.Reload(ctx); !errors.Is(err, ErrNoActiveKey) || len(st.Keys()) != 0 {
 		t.Fatalf("Reload on an empty store: %v, %d keys stored; want ErrNoActiveKey and none", err, len(st.Keys()))
 	}
-	a := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	a := New(st, seal, Policy{}, c.now)
 	if err := a.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -350,9 +350,9 @@ func TestKeyManagerReload(t *testing.T) {
 	}
 }
 
-func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
+func TestManagerImmediateRotationFrozenClock(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, signingkeystest.NewSealer(t), KeyPolicy{}, c.now) // manual rotation only
+	m := New(st, signingkeystest.NewSealer(t), Policy{}, c.now) // manual rotation only
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -368,15 +368,15 @@ func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
 	}
 }
 
-// TestKeyManagerConcurrentFirstLoad: nodes that start together on an empty
+// TestManagerConcurrentFirstLoad: nodes that start together on an empty
 // store agree on the signer and publish every key any of them made.
-func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
+func TestManagerConcurrentFirstLoad(t *testing.T) {
 	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
 	seal := signingkeystest.NewSealer(t)
-	ms := make([]*KeyManager, 4)
+	ms := make([]*Manager, 4)
 	var wg sync.WaitGroup
 	for i := range ms {
-		ms[i] = NewKeyManager(st, seal, KeyPolicy{}, c.now) // manual rotation only
+		ms[i] = New(st, seal, Policy{}, c.now) // manual rotation only
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
