@@ -64,7 +64,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // keeps a load already under way from caching.
 func TestUnknownClientCacheBounded(t *testing.T) {
 	var cc clientCache
-	st := &memStore{Store: signingkeystest.NewStore(), clients: map[string]store.Client{}}
+	st := &memStore{clients: map[string]store.Client{}}
 	now := time.Unix(1_800_000_000, 0)
 	load := func(st store.Store, id string, at time.Time) error {
 		_, err := cc.load(context.Background(), st, id, keyOf(id), at)

@@ -21,9 +21,10 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// memStore adds clients and revocations to a store of signing keys.
+// memStore keeps clients and revocations in memory; the store methods it
+// does not fake are the embedded nil interface's, which panic.
 type memStore struct {
-	*signingkeystest.Store
+	store.Store
 	mu      sync.Mutex
 	clients map[string]store.Client
 	revs    []store.Revocation
@@ -65,6 +66,7 @@ type oauthFixture struct {
 	secrets  map[string]string
 	revoked  []string
 	keys     *signingkeys.Manager
+	signing  *signingkeystest.Store // the keys' store
 	seal     *signingkeystest.Sealer
 	clockNow time.Time
 }
@@ -73,7 +75,7 @@ const testIssuer = "https://auth.example.com/"
 
 func newOAuthFixture(t testing.TB) *oauthFixture {
 	t.Helper()
-	f := &oauthFixture{st: &memStore{Store: signingkeystest.NewStore(), clients: map[string]store.Client{}}, secrets: map[string]string{},
+	f := &oauthFixture{st: &memStore{clients: map[string]store.Client{}}, secrets: map[string]string{},
 		clockNow: time.Unix(1_800_000_000, 0)}
 	now := func() time.Time { return f.clockNow }
 	for id, scopes := range map[string][]string{"svc-a": {"orders:read", "orders:write"}, "svc-b": {"x"}, "rs": {"introspect"}} {
@@ -86,7 +88,8 @@ func newOAuthFixture(t testing.TB) *oauthFixture {
 		f.secrets[id] = secret
 	}
 	f.seal = signingkeystest.NewSealer(t)
-	f.keys = signingkeys.New(f.st, f.seal, signingkeys.Policy{}, now)
+	f.signing = signingkeystest.NewStore()
+	f.keys = signingkeys.New(f.signing, f.seal, signingkeys.Policy{}, now)
 	if err := f.keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +286,7 @@ func TestIntrospectCache(t *testing.T) {
 		t.Error("a token differing from a cached one by a byte is active")
 	}
 	kid := f.keys.Signer().KeyID()
-	if err := f.st.DeleteSigningKey(context.Background(), kid); err != nil {
+	if err := f.signing.DeleteSigningKey(context.Background(), kid); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.keys.Load(context.Background()); err != nil {

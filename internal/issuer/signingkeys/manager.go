@@ -30,6 +30,19 @@ type Sealer interface {
 	Sealed() bool
 }
 
+// Store is what the manager needs of the store: the signing keys, each
+// sealed. The methods are store.Store's, with the contracts written there
+// (a kid stored twice is store.ErrConflict, an unknown one
+// store.ErrNotFound), and every backend implements them.
+type Store interface {
+	ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
+	PutSigningKey(ctx context.Context, k store.SigningKey) error
+	RetireSigningKey(ctx context.Context, kid string, at time.Time) error
+	DeleteSigningKey(ctx context.Context, kid string) error
+}
+
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
+
 // Policy schedules signing keys.
 type Policy struct {
 	Alg jose.Alg // ES256 by default; RS256, PS256 and EdDSA by configuration
@@ -66,7 +79,7 @@ func (p *Policy) defaults() {
 // retires them, and hands out the signer in force and the JWKS to publish as
 // one immutable snapshot.
 type Manager struct {
-	store  store.Store
+	store  Store
 	sealer Sealer
 	policy Policy
 	now    func() time.Time
@@ -108,7 +121,7 @@ var ErrNoActiveKey = errors.New("issuer: no signing key is active")
 var ErrSealed = errors.New("issuer: sealed")
 
 // New returns a manager; call Load before use.
-func New(st store.Store, sealer Sealer, policy Policy, now func() time.Time) *Manager {
+func New(st Store, sealer Sealer, policy Policy, now func() time.Time) *Manager {
 	policy.defaults()
 	if now == nil {
 		now = time.Now

@@ -21,11 +21,9 @@ import (
 	"github.com/keygate/keygate/internal/store"
 )
 
-// Store keeps signing keys in memory, with the store contract's errors.
-// The other store methods are not used by a key manager: the embedded nil
-// interface panics if they are.
+// Store keeps signing keys in memory, with the store contract's errors: a
+// signingkeys.Store.
 type Store struct {
-	store.Store
 	mu   sync.Mutex
 	keys map[string]store.SigningKey
 }
