@@ -90,11 +90,16 @@ func (cc *clientCache) cached(k clientKey, now time.Time) (c client, ok bool, er
 	return client{}, false, nil
 }
 
+// clientReader is what the cache reads clients from: the service's Store.
+type clientReader interface {
+	GetClient(ctx context.Context, id string) (store.Client, error)
+}
+
 // load reads the client id (keyed k) from the store, as of now, and caches
 // what it found: the client, or that there is none (store.ErrNotFound,
 // which it returns). Other errors are not cached. The client it returns is
 // marked fresh.
-func (cc *clientCache) load(ctx context.Context, st store.Store, id string, k clientKey, now time.Time) (client, error) {
+func (cc *clientCache) load(ctx context.Context, st clientReader, id string, k clientKey, now time.Time) (client, error) {
 	cc.mu.RLock()
 	gen := cc.gen
 	cc.mu.RUnlock()

@@ -66,7 +66,7 @@ func TestUnknownClientCacheBounded(t *testing.T) {
 	var cc clientCache
 	st := &memStore{clients: map[string]store.Client{}}
 	now := time.Unix(1_800_000_000, 0)
-	load := func(st store.Store, id string, at time.Time) error {
+	load := func(st clientReader, id string, at time.Time) error {
 		_, err := cc.load(context.Background(), st, id, keyOf(id), at)
 		return err
 	}

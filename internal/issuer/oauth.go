@@ -63,7 +63,7 @@ type Config struct {
 	// address and account limits before it waits.
 	PasswordHashes   int
 	PasswordHashWait time.Duration
-	Store            store.Store
+	Store            Store
 	Keys             *signingkeys.Manager
 	// Publisher, if set, is told of every revocation stored here and
 	// every rotation and tenant deletion made through the admin API, so
@@ -91,6 +91,26 @@ type Config struct {
 	Rand   io.Reader
 	Logger *slog.Logger
 }
+
+// Store is what the token service needs of the store: it reads clients and
+// users, keeps the refresh-token families, and stores and reads
+// revocations. The methods are store.Store's, with the contracts written
+// there, and every backend implements them; the admin API writes the rest.
+type Store interface {
+	GetClient(ctx context.Context, id string) (store.Client, error)
+	GetUser(ctx context.Context, id string) (store.User, error)
+	GetUserByName(ctx context.Context, tenant, username string) (store.User, error)
+
+	CreateRefreshToken(ctx context.Context, t store.RefreshToken) error
+	GetRefreshToken(ctx context.Context, digest []byte) (store.RefreshToken, error)
+	RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error)
+	RevokeRefreshFamily(ctx context.Context, digest []byte) error
+
+	AddRevocation(ctx context.Context, r store.Revocation) error
+	Revocations(ctx context.Context, now time.Time) ([]store.Revocation, error)
+}
+
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
 
 // Publisher is told what the token service changed that the node's memory,
 // and through it every node of the fleet, must see at once. What it is

@@ -21,10 +21,10 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// memStore keeps clients and revocations in memory; the store methods it
+// memStore keeps clients and revocations in memory; the Store methods it
 // does not fake are the embedded nil interface's, which panic.
 type memStore struct {
-	store.Store
+	Store
 	mu      sync.Mutex
 	clients map[string]store.Client
 	revs    []store.Revocation
