@@ -24,19 +24,51 @@ import (
 	"github.com/keygate/keygate/internal/store"
 )
 
+// Store is what the admin API needs of the store: it writes tenants,
+// clients and users, lists the signing keys, and counts a tenant's transit
+// keys when it refuses to delete the tenant. The methods are store.Store's,
+// with the contracts written there, and every backend implements them.
+// Revocations go through the token service (issuer.Service.AddRevocation).
+type Store interface {
+	CreateTenant(ctx context.Context, t store.Tenant) error
+	GetTenant(ctx context.Context, name string) (store.Tenant, error)
+	ListTenants(ctx context.Context) ([]store.Tenant, error)
+	DeleteTenant(ctx context.Context, name string) error
+
+	CreateClient(ctx context.Context, c store.Client) error
+	GetClient(ctx context.Context, id string) (store.Client, error)
+	ListClients(ctx context.Context) ([]store.Client, error)
+	ListClientsIn(ctx context.Context, tenant string) ([]store.Client, error)
+	UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error
+	UpdateClient(ctx context.Context, c store.Client) error
+	DeleteClient(ctx context.Context, id string) error
+
+	CreateUser(ctx context.Context, u store.User) error
+	GetUser(ctx context.Context, id string) (store.User, error)
+	ListUsers(ctx context.Context) ([]store.User, error)
+	ListUsersIn(ctx context.Context, tenant string) ([]store.User, error)
+	UpdateUser(ctx context.Context, u store.User) error
+	DeleteUser(ctx context.Context, id string) error
+
+	ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
+	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
+}
+
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
+
 // API is the management API: tenants, clients, users, signing keys and
 // revocations. It belongs on the admin listener, and every request must
 // carry the admin token as a bearer token.
 type API struct {
 	tokens *issuer.Service
 	cfg    issuer.Config // the token service's: its clock, random source, keys, publisher
-	store  store.Store
+	store  Store
 	token  issuer.Bearer // the admin token
 }
 
 // New returns the admin API of the token service tokens, writing to st
 // (the store tokens reads), guarded by the admin token.
-func New(tokens *issuer.Service, st store.Store, adminToken issuer.Bearer) (*API, error) {
+func New(tokens *issuer.Service, st Store, adminToken issuer.Bearer) (*API, error) {
 	if !adminToken.Set() {
 		return nil, errors.New("the admin API needs an admin token")
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -727,3 +728,53 @@ func TestCreatedClientNotCachedUnknown(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// failingStore fails every list of clients with err; the other Store
+// methods are the embedded nil interface's, which panic.
+type failingStore struct {
+	Store
+	err error
+}
+
+func (s failingStore) ListClients(context.Context) ([]store.Client, error) { return nil, s.err }
+
+// TestAdminStoreFailures: a store that does not answer is 503 with
+// Retry-After, as at the token endpoints; any other store failure is a 500
+// that reveals nothing of it. A fake store fails at will, with no
+// database behind it.
+func TestAdminStoreFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		code  int
+		error string
+		retry string
+	}{
+		{"unavailable", fmt.Errorf("postgres: list clients: %w", store.ErrUnavailable), 503, "temporarily_unavailable", "1"},
+		{"other", errors.New("list clients: disk on fire"), 500, "server_error", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := issuer.New(issuer.Config{Issuer: testIssuer, Store: struct{ issuer.Store }{}, Keys: &signingkeys.Manager{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, err := New(svc, failingStore{err: tc.err}, issuer.NewBearer(adminToken))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/v1/admin/clients", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			w := httptest.NewRecorder()
+			api.Handler().ServeHTTP(w, req)
+			var m map[string]any
+			json.Unmarshal(w.Body.Bytes(), &m) //nolint:errcheck // checked through m
+			if w.Code != tc.code || m["error"] != tc.error || w.Header().Get("Retry-After") != tc.retry {
+				t.Errorf("list clients: %d %v, Retry-After %q; want %d %s, Retry-After %q",
+					w.Code, m, w.Header().Get("Retry-After"), tc.code, tc.error, tc.retry)
+			}
+			if strings.Contains(w.Body.String(), "disk") || strings.Contains(w.Body.String(), "postgres") {
+				t.Errorf("the answer reveals the store's failure: %s", w.Body)
+			}
+		})
+	}
+}
