@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
@@ -64,14 +65,6 @@ func (m *memSink) take(t *testing.T) []audit.Record {
 	return out
 }
 
-// anyValue in a wanted record's hashed values: present, whatever it is.
-const anyValue = "\x00any"
-
-// tokenOps are the server's operations for the token endpoints (package
-// server wraps each route with its own).
-var tokenOps = map[string]audit.Operation{"/oauth2/token": "oauth2.token", "/oauth2/revoke": "oauth2.revoke",
-	"/oauth2/introspect": "oauth2.introspect", "/v1/login": "login.password"}
-
 // newAuditLog starts an audit log writing to a memory sink.
 func newAuditLog(t testing.TB, sink audit.Sink) (*audit.Log, *audit.HMACKey) {
 	t.Helper()
@@ -88,21 +81,48 @@ func newAuditLog(t testing.TB, sink audit.Sink) (*audit.Log, *audit.HMACKey) {
 	return l, mac
 }
 
-// auditedHandlers wraps the token endpoints and the admin API the way
-// package server does.
-func auditedHandlers(t testing.TB, a *httpaudit.Auditor, svc *Service, admin *Admin) (tokens, adm http.Handler) {
-	t.Helper()
-	mux := http.NewServeMux()
-	for path, op := range tokenOps {
-		mux.Handle("POST "+path, a.Handler(op, httperr.Writer{}, svc.Handler()))
-	}
-	return mux, a.Handler("admin.request", httperr.Writer{}, admin.Handler())
+// anyValue in a wanted record's hashed values: present, whatever it is.
+const anyValue = "\x00any"
+
+// wantRecord is what an audit record should say.
+type wantRecord struct {
+	op        audit.Operation
+	result    audit.Result
+	principal audit.PrincipalKind
+	id        string
+	reason    audit.Reason
+	key       string
+	hashed    map[string]string // name → the value whose HMAC it holds, or anyValue
 }
 
-// TestAuditRecords: the token endpoints and the admin API tell each
-// request's record who made it, what it did, with which key, and the
-// values an auditor must match (HMAC'd), with a pending record before every
-// change; no record holds a secret, a password or a token.
+// checkRecords fails t unless got are the records ws, of one request.
+func checkRecords(t *testing.T, mac *audit.HMACKey, step string, got []audit.Record, ws ...wantRecord) {
+	t.Helper()
+	if len(got) != len(ws) {
+		t.Fatalf("%s: %d records, want %d: %+v", step, len(got), len(ws), got)
+	}
+	for i, w := range ws {
+		r := got[i]
+		if r.Operation != w.op || r.Result != w.result || r.Principal.Kind != w.principal || r.Principal.ID != w.id ||
+			r.Reason != w.reason || r.Key.Name != w.key || r.RequestID != got[0].RequestID || !r.Remote.IsLoopback() {
+			t.Errorf("%s: record %d %+v, want %+v", step, i, r, w)
+		}
+		if len(r.Hashed) != len(w.hashed) {
+			t.Errorf("%s: record %d hashed %v, want %v", step, i, r.Hashed, w.hashed)
+		}
+		for name, v := range w.hashed {
+			if d, ok := r.Hashed[name]; !ok || v != anyValue && !d.Equal(mac.Sum(v)) {
+				t.Errorf("%s: record %d: hashed %s is not the HMAC of %q", step, i, name, v)
+			}
+		}
+	}
+}
+
+// TestAuditRecords: the token endpoints tell each request's record who
+// made it, what it did, with which key, and the values an auditor must
+// match (HMAC'd), with a pending record before every change; no record
+// holds a secret, a password or a token. (The admin API's records are
+// package admin's to test.)
 func TestAuditRecords(t *testing.T) {
 	sink := &memSink{}
 	log, mac := newAuditLog(t, sink)
@@ -110,191 +130,82 @@ func TestAuditRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newAdminFixture(t)
-	f.adm.Close()
-	f.pub.Close()
-	svc := f.svc
-	tokens, adm := auditedHandlers(t, a, svc, f.admin)
-	f.adm, f.pub = httptest.NewServer(adm), httptest.NewServer(tokens)
-	t.Cleanup(f.adm.Close)
-	t.Cleanup(f.pub.Close)
-	kid := f.km.Signer().Key().Thumbprint()
-
-	type want struct {
-		op        audit.Operation
-		result    audit.Result
-		principal audit.PrincipalKind
-		id        string
-		reason    audit.Reason
-		key       string
-		hashed    map[string]string
-	}
-	check := func(step string, ws ...want) {
-		t.Helper()
-		got := sink.take(t)
-		if len(got) != len(ws) {
-			t.Fatalf("%s: %d records, want %d: %+v", step, len(got), len(ws), got)
-		}
-		for i, w := range ws {
-			r := got[i]
-			if r.Operation != w.op || r.Result != w.result || r.Principal.Kind != w.principal || r.Principal.ID != w.id ||
-				r.Reason != w.reason || r.Key.Name != w.key || r.RequestID != got[0].RequestID || !r.Remote.IsLoopback() {
-				t.Errorf("%s: record %d %+v, want %+v", step, i, r, w)
-			}
-			if len(r.Hashed) != len(w.hashed) {
-				t.Errorf("%s: record %d hashed %v, want %v", step, i, r.Hashed, w.hashed)
-			}
-			for name, v := range w.hashed {
-				if d, ok := r.Hashed[name]; !ok || v != anyValue && !d.Equal(mac.Sum(v)) {
-					t.Errorf("%s: record %d: hashed %s is not the HMAC of %q", step, i, name, v)
-				}
-			}
-		}
-	}
-
-	adminW := func(op audit.Operation, r audit.Result, hashed map[string]string) want {
-		return want{op: op, result: r, principal: audit.PrincipalAdmin, hashed: hashed}
-	}
-	code, c := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": "app", "scopes": []string{"read"}})
-	if code != 201 {
-		t.Fatalf("create client: %d %v", code, c)
-	}
-	client := [2]string{c["client_id"].(string), c["client_secret"].(string)}
-	check("create client", adminW("admin.clients.create", audit.ResultPending, nil),
-		adminW("admin.clients.create", audit.ResultOK, map[string]string{"id": client[0]}))
-
-	code, u := f.call(t, "POST", "/v1/admin/users", adminToken, map[string]any{"username": "alice", "password": "correct horse battery", "scopes": []string{"read"}})
-	if code != 201 {
-		t.Fatalf("create user: %d %v", code, u)
-	}
-	userID := u["id"].(string)
-	check("create user", adminW("admin.users.create", audit.ResultPending, nil),
-		adminW("admin.users.create", audit.ResultOK, map[string]string{"id": userID}))
-
-	code, tok := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, client[0], client[1])
-	if code != 200 {
-		t.Fatalf("login: %d %v", code, tok)
-	}
-	access, refresh := tok["access_token"].(string), tok["refresh_token"].(string)
-	check("login",
-		want{op: "login.password", result: audit.ResultPending, principal: audit.PrincipalUser, id: userID,
-			hashed: map[string]string{"username": "alice", "family": anyValue}},
-		want{op: "login.password", result: audit.ResultOK, principal: audit.PrincipalUser, id: userID, key: kid,
-			hashed: map[string]string{"username": "alice", "family": anyValue, "jti": jtiOf(t, svc, access)}})
-
-	cc := f.tokenFor(t, client)
-	check("client_credentials", want{op: "oauth2.token.client_credentials", result: audit.ResultOK, principal: audit.PrincipalClient,
-		id: client[0], key: kid, hashed: map[string]string{"jti": jtiOf(t, svc, cc)}})
-
-	if code, _ := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, client[0], "wrong-secret"); code != 401 {
-		t.Fatalf("wrong secret: %d", code)
-	}
-	check("wrong secret", want{op: "oauth2.token", result: audit.ResultRefused, reason: "invalid_client",
-		hashed: map[string]string{"client_id": client[0]}})
-
-	code, tok = f.refresh(t, client, refresh)
-	if code != 200 {
-		t.Fatalf("refresh: %d %v", code, tok)
-	}
-	access2 := tok["access_token"].(string)
-	check("refresh",
-		want{op: "oauth2.token.refresh_token", result: audit.ResultPending, principal: audit.PrincipalClient, id: client[0]},
-		want{op: "oauth2.token.refresh_token", result: audit.ResultOK, principal: audit.PrincipalUser, id: userID, key: kid,
-			hashed: map[string]string{"family": anyValue, "jti": jtiOf(t, svc, access2)}})
-
-	if code, _ := f.post(t, "/oauth2/revoke", url.Values{"token": {cc}}, client[0], client[1]); code != 200 {
-		t.Fatalf("revoke: %d", code)
-	}
-	check("revoke",
-		want{op: "oauth2.revoke", result: audit.ResultPending, principal: audit.PrincipalClient, id: client[0]},
-		want{op: "oauth2.revoke", result: audit.ResultOK, principal: audit.PrincipalClient, id: client[0],
-			hashed: map[string]string{"jti": jtiOf(t, svc, cc)}})
-
-	if !f.active(t, client, access2) {
-		t.Fatal("the refreshed access token is not active")
-	}
-	check("introspect", want{op: "oauth2.introspect", result: audit.ResultOK, principal: audit.PrincipalClient, id: client[0],
-		hashed: map[string]string{"jti": jtiOf(t, svc, access2)}})
-
-	if code, _ := f.call(t, "GET", "/v1/admin/clients", adminToken, nil); code != 200 {
-		t.Fatal("list clients")
-	}
-	check("list clients", adminW("admin.clients.list", audit.ResultOK, nil))
-	if code, _ := f.call(t, "POST", "/v1/admin/clients", "not-the-admin-token-at-all-0123456789", map[string]any{"name": "x"}); code != 401 {
-		t.Fatal("a wrong admin token was accepted")
-	}
-	check("wrong admin token", want{op: "admin.request", result: audit.ResultRefused, reason: "unauthorized"})
-
-	if code, _ := f.call(t, "POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": userID}); code != 201 {
-		t.Fatal("revoke subject")
-	}
-	check("revoke subject", adminW("admin.revocations.create", audit.ResultPending, nil),
-		adminW("admin.revocations.create", audit.ResultOK, map[string]string{"subject": userID}))
-	if code, _ := f.call(t, "DELETE", "/v1/admin/users/"+userID, adminToken, nil); code != 204 {
-		t.Fatal("delete user")
-	}
-	check("delete user", adminW("admin.users.delete", audit.ResultPending, map[string]string{"id": userID}),
-		adminW("admin.users.delete", audit.ResultOK, map[string]string{"id": userID}))
-	if code, _ := f.call(t, "POST", "/v1/admin/keys/rotate", adminToken, nil); code != 200 {
-		t.Fatal("rotate")
-	}
-	got := sink.take(t)
-	if len(got) != 2 || got[1].Key.Name == "" || got[1].Key.Name == kid || got[1].Operation != "admin.keys.rotate" {
-		t.Errorf("rotate: %+v, want the new kid as the key", got)
-	}
-
-	for name, secret := range map[string]string{"client secret": client[1], "password": "correct horse battery",
-		"access token": access, "refresh token": refresh, "client_credentials token": cc, "admin token": adminToken,
-		"username": "alice"} {
-		if bytes.Contains(sink.all(), []byte(secret)) {
-			t.Errorf("the %s is in the audit log", name)
-		}
-	}
-}
-
-// jtiOf returns the jti of a token the service issued.
-func jtiOf(t *testing.T, svc *Service, token string) string {
-	t.Helper()
-	tok, err := svc.verifyOwn(token)
+	f, us := newLoginFixture(t, 100)
+	svc, err := New(Config{Issuer: testIssuer, Store: us, Keys: f.keys, Now: func() time.Time { return f.clockNow }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok.Claims.ID
-}
-
-// tokenFor issues a client_credentials token.
-func (f *adminFixture) tokenFor(t *testing.T, client [2]string) string {
-	t.Helper()
-	code, m := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, client[0], client[1])
-	if code != 200 {
-		t.Fatalf("token: %d %v", code, m)
+	mux := http.NewServeMux()
+	for path, op := range map[string]audit.Operation{"/oauth2/token": "oauth2.token", "/oauth2/revoke": "oauth2.revoke",
+		"/oauth2/introspect": "oauth2.introspect", "/v1/login": "login.password"} {
+		mux.Handle("POST "+path, a.Handler(op, httperr.Writer{}, svc.Handler())) // as package server wraps them
 	}
-	return m["access_token"].(string)
-}
-
-func TestAdminOp(t *testing.T) {
-	for pattern, want := range map[string]audit.Operation{
-		"POST /v1/admin/clients":               "admin.clients.create",
-		"POST /v1/admin/tenants":               "admin.tenants.create",
-		"PUT /v1/admin/tenants":                "admin.tenants.put",
-		"DELETE /v1/admin/tenants/{name}":      "admin.tenants.delete",
-		"POST /v1/admin/audit-keys/{id}/renew": "admin.audit_keys.renew.post",
-		"":                                     "admin.request",
-		"GET /v1/admin/Ünïcode":                "admin.request",
-	} {
-		if got := adminOp(pattern); got != want {
-			t.Errorf("adminOp(%q) = %q, want %q", pattern, got, want)
+	f.srv.Config.Handler = mux
+	kid := f.keys.Signer().Key().Thumbprint()
+	client := [2]string{"svc-a", f.secrets["svc-a"]}
+	check := func(step string, ws ...wantRecord) {
+		t.Helper()
+		checkRecords(t, mac, step, sink.take(t), ws...)
+	}
+	jti := func(token string) string {
+		t.Helper()
+		tok, err := svc.verifyOwn(token)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return tok.Claims.ID
 	}
-}
 
-// TestAdminOpsNameEveryRoute: every admin route has its operation named in
-// adminOps, so that a new route cannot reach the records under a name made
-// up from its pattern.
-func TestAdminOpsNameEveryRoute(t *testing.T) {
-	for pattern := range (&Admin{}).routes() {
-		if _, ok := adminOps[pattern]; !ok {
-			t.Errorf("admin route %q has no operation in adminOps", pattern)
+	r := f.post(t, "/v1/login", url.Values{"username": {"alice"}, "password": {"correct horse battery"}}, client, "")
+	if r.status != 200 {
+		t.Fatalf("login: %d %v", r.status, r.body)
+	}
+	access, refresh := r.body["access_token"].(string), r.body["refresh_token"].(string)
+	check("login",
+		wantRecord{op: "login.password", result: audit.ResultPending, principal: audit.PrincipalUser, id: "u-alice",
+			hashed: map[string]string{"username": "alice", "family": anyValue}},
+		wantRecord{op: "login.password", result: audit.ResultOK, principal: audit.PrincipalUser, id: "u-alice", key: kid,
+			hashed: map[string]string{"username": "alice", "family": anyValue, "jti": jti(access)}})
+
+	cc := f.issue(t, "svc-a", "")
+	check("client_credentials", wantRecord{op: "oauth2.token.client_credentials", result: audit.ResultOK,
+		principal: audit.PrincipalClient, id: "svc-a", key: kid, hashed: map[string]string{"jti": jti(cc)}})
+
+	if r := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, [2]string{"svc-a", "wrong-secret"}, ""); r.status != 401 {
+		t.Fatalf("wrong secret: %d", r.status)
+	}
+	check("wrong secret", wantRecord{op: "oauth2.token", result: audit.ResultRefused, reason: "invalid_client",
+		hashed: map[string]string{"client_id": "svc-a"}})
+
+	r = f.post(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, client, "")
+	if r.status != 200 {
+		t.Fatalf("refresh: %d %v", r.status, r.body)
+	}
+	access2 := r.body["access_token"].(string)
+	check("refresh",
+		wantRecord{op: "oauth2.token.refresh_token", result: audit.ResultPending, principal: audit.PrincipalClient, id: "svc-a"},
+		wantRecord{op: "oauth2.token.refresh_token", result: audit.ResultOK, principal: audit.PrincipalUser, id: "u-alice", key: kid,
+			hashed: map[string]string{"family": anyValue, "jti": jti(access2)}})
+
+	if r := f.post(t, "/oauth2/revoke", url.Values{"token": {cc}}, client, ""); r.status != 200 {
+		t.Fatalf("revoke: %d", r.status)
+	}
+	check("revoke",
+		wantRecord{op: "oauth2.revoke", result: audit.ResultPending, principal: audit.PrincipalClient, id: "svc-a"},
+		wantRecord{op: "oauth2.revoke", result: audit.ResultOK, principal: audit.PrincipalClient, id: "svc-a",
+			hashed: map[string]string{"jti": jti(cc)}})
+
+	if r := f.post(t, "/oauth2/introspect", url.Values{"token": {access2}}, client, ""); r.status != 200 || r.body["active"] != true {
+		t.Fatalf("introspect the refreshed access token: %d %v", r.status, r.body)
+	}
+	check("introspect", wantRecord{op: "oauth2.introspect", result: audit.ResultOK, principal: audit.PrincipalClient, id: "svc-a",
+		hashed: map[string]string{"jti": jti(access2)}})
+
+	// The username quoted: the user's id, u-alice, is in the records.
+	for name, secret := range map[string]string{"client secret": client[1], "password": "correct horse battery",
+		"access token": access, "refresh token": refresh, "client_credentials token": cc, "username": `"alice"`} {
+		if bytes.Contains(sink.all(), []byte(secret)) {
+			t.Errorf("the %s is in the audit log", name)
 		}
 	}
 }

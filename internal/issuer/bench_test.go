@@ -17,6 +17,8 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
@@ -44,7 +46,7 @@ func BenchmarkClientCredentials(b *testing.B) {
 		CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := NewKeyManager(st, newSealer(b), KeyPolicy{}, nil)
+	km := signingkeys.New(st, signingkeystest.NewSealer(b), signingkeys.Policy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

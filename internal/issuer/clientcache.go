@@ -90,11 +90,16 @@ func (cc *clientCache) cached(k clientKey, now time.Time) (c client, ok bool, er
 	return client{}, false, nil
 }
 
+// clientReader is what the cache reads clients from: the service's Store.
+type clientReader interface {
+	GetClient(ctx context.Context, id string) (store.Client, error)
+}
+
 // load reads the client id (keyed k) from the store, as of now, and caches
 // what it found: the client, or that there is none (store.ErrNotFound,
 // which it returns). Other errors are not cached. The client it returns is
 // marked fresh.
-func (cc *clientCache) load(ctx context.Context, st store.Store, id string, k clientKey, now time.Time) (client, error) {
+func (cc *clientCache) load(ctx context.Context, st clientReader, id string, k clientKey, now time.Time) (client, error) {
 	cc.mu.RLock()
 	gen := cc.gen
 	cc.mu.RUnlock()
@@ -156,3 +161,9 @@ func (cc *clientCache) forget(id string) {
 	delete(cc.missing, k)
 	cc.mu.Unlock()
 }
+
+// ForgetClient drops what the service holds in memory on the client id,
+// after the admin API changed it (created, updated, deleted, a new secret),
+// so that the change takes effect on this node at once; other nodes see it
+// within clientCacheTTL.
+func (s *Service) ForgetClient(id string) { s.clients.forget(id) }

@@ -1,12 +1,8 @@
 package issuer
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
@@ -14,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
@@ -57,54 +55,6 @@ func TestClientLookupSameShape(t *testing.T) {
 	}
 }
 
-// TestCreatedClientNotCachedUnknown: a client created through this node's
-// admin API authenticates at once, though a request named its id (cached
-// as unknown) just before.
-func TestCreatedClientNotCachedUnknown(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	now := time.Unix(1_800_000_000, 0)
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, func() time.Time { return now })
-	if err := km.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	// A random source the test can predict: the next client id is
-	// "kgc_" and the base64url of sixteen zero bytes.
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: func() time.Time { return now },
-		Rand: io.MultiReader(bytes.NewReader(make([]byte, 16)), zeros{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := NewAdmin(svc, NewBearer(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, pub := httptest.NewServer(admin.Handler()), httptest.NewServer(svc.Handler())
-	t.Cleanup(adm.Close)
-	t.Cleanup(pub.Close)
-	next := "kgc_" + base64.RawURLEncoding.EncodeToString(make([]byte, 16))
-	token := func(id, secret string) int {
-		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
-		code, _ := jsonReply(t)(http.Post(pub.URL+"/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode())))
-		return code
-	}
-	if code := token(next, "kgs_guess"); code != 401 {
-		t.Fatalf("an id not created yet: %d", code)
-	}
-	req, _ := http.NewRequest("POST", adm.URL+"/v1/admin/clients", strings.NewReader(`{"name":"app"}`))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	code, c := jsonReply(t)(http.DefaultClient.Do(req))
-	if code != 201 || c["client_id"] != next {
-		t.Fatalf("create client: %d %v, want id %s", code, c, next)
-	}
-	if code := token(next, c["client_secret"].(string)); code != 200 {
-		t.Errorf("the client just created, named before as unknown: %d, want 200", code)
-	}
-}
-
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
@@ -114,9 +64,9 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // keeps a load already under way from caching.
 func TestUnknownClientCacheBounded(t *testing.T) {
 	var cc clientCache
-	st := &memStore{keyStore: newKeyStore(), clients: map[string]store.Client{}}
+	st := &memStore{clients: map[string]store.Client{}}
 	now := time.Unix(1_800_000_000, 0)
-	load := func(st store.Store, id string, at time.Time) error {
+	load := func(st clientReader, id string, at time.Time) error {
 		_, err := cc.load(context.Background(), st, id, keyOf(id), at)
 		return err
 	}
@@ -184,7 +134,7 @@ func BenchmarkClientLookup(b *testing.B) {
 	if err := st.CreateClient(ctx, store.Client{ID: "kgc_known0000000000000", Name: "svc", SecretDigest: d[:], CreatedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
-	km := NewKeyManager(st, newSealer(b), KeyPolicy{}, nil)
+	km := signingkeys.New(st, signingkeystest.NewSealer(b), signingkeys.Policy{}, nil)
 	if err := km.Load(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -1,22 +1,14 @@
 package issuer
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
-
-	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
 // TestLoginHashSlots: with every password-hash slot taken, a login waits
@@ -57,69 +49,6 @@ func TestLoginHashSlots(t *testing.T) {
 	clear(lim.seen)
 	if r := f.post(t, "/v1/login", login, cl, ""); r.status != 200 {
 		t.Errorf("login with a free slot: %d %v", r.status, r.body)
-	}
-}
-
-// TestAdminHashSlots: the admin API's password hashing (a new user, a new
-// password) takes a hash slot too, and answers 503 with Retry-After when
-// none frees up in time; a password too short is still 400 without one.
-func TestAdminHashSlots(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, time.Now)
-	if err := km.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, PasswordHashes: 1, PasswordHashWait: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := NewAdmin(svc, NewBearer(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(admin.Handler())
-	t.Cleanup(srv.Close)
-	call := func(method, path string, body map[string]any) (int, http.Header, map[string]any) {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m) //nolint:errcheck // checked through m
-		return resp.StatusCode, resp.Header, m
-	}
-	code, _, u := call("POST", "/v1/admin/users", map[string]any{"username": "alice", "password": "a long password"})
-	if code != 201 {
-		t.Fatalf("create user: %d %v", code, u)
-	}
-	svc.hashes.sem <- struct{}{}
-	for _, c := range []struct {
-		method, path string
-		body         map[string]any
-	}{
-		{"POST", "/v1/admin/users", map[string]any{"username": "bob", "password": "a long password"}},
-		{"PATCH", "/v1/admin/users/" + u["id"].(string), map[string]any{"password": "another long password"}},
-	} {
-		code, h, m := call(c.method, c.path, c.body)
-		if code != 503 || m["error"] != "temporarily_unavailable" || h.Get("Retry-After") != "1" {
-			t.Errorf("%s %s with every hash slot busy: %d %v, want 503 with Retry-After", c.method, c.path, code, m)
-		}
-	}
-	if code, _, m := call("POST", "/v1/admin/users", map[string]any{"username": "carol", "password": "short"}); code != 400 {
-		t.Errorf("a short password with every slot busy: %d %v, want 400", code, m)
-	}
-	<-svc.hashes.sem
-	if code, _, m := call("POST", "/v1/admin/users", map[string]any{"username": "bob", "password": "a long password"}); code != 201 {
-		t.Errorf("create user with a free slot: %d %v", code, m)
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	// After the limits above: an attempt they refuse never waits for, or
 	// takes, a hash slot.
 	ok, herr := s.checkPassword(r.Context(), hash, password)
-	if errors.Is(herr, errHashBusy) {
+	if errors.Is(herr, ErrHashBusy) {
 		return herr
 	}
 	if err != nil || u.Disabled || herr != nil || !ok {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -227,7 +228,7 @@ func TestSealedService(t *testing.T) {
 	}
 	refresh, access := r.body["refresh_token"].(string), r.body["access_token"].(string)
 
-	f.seal.sealed.Store(true)
+	f.seal.SetSealed(true)
 	f.keys.DropSigner()
 	stored := len(us.refresh)
 	for name, form := range map[string]url.Values{
@@ -252,7 +253,7 @@ func TestSealedService(t *testing.T) {
 		t.Errorf("introspection while sealed: %d %v, want active", r.status, r.body)
 	}
 
-	f.seal.sealed.Store(false)
+	f.seal.SetSealed(false)
 	if err := f.keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -695,7 +696,7 @@ func TestLoginIPv6Prefix(t *testing.T) {
 		})
 	}
 	for _, bits := range []int{-1, 31, 129} {
-		if _, err := New(Config{Issuer: testIssuer, Store: &memStore{}, Keys: &KeyManager{}, IPv6Prefix: bits}); err == nil {
+		if _, err := New(Config{Issuer: testIssuer, Store: &memStore{}, Keys: &signingkeys.Manager{}, IPv6Prefix: bits}); err == nil {
 			t.Errorf("New accepted IPv6Prefix %d", bits)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
@@ -62,8 +63,8 @@ type Config struct {
 	// address and account limits before it waits.
 	PasswordHashes   int
 	PasswordHashWait time.Duration
-	Store            store.Store
-	Keys             *KeyManager
+	Store            Store
+	Keys             *signingkeys.Manager
 	// Publisher, if set, is told of every revocation stored here and
 	// every rotation and tenant deletion made through the admin API, so
 	// that this node and the others of its fleet act on them at once.
@@ -90,6 +91,26 @@ type Config struct {
 	Rand   io.Reader
 	Logger *slog.Logger
 }
+
+// Store is what the token service needs of the store: it reads clients and
+// users, keeps the refresh-token families, and stores and reads
+// revocations. The methods are store.Store's, with the contracts written
+// there, and every backend implements them; the admin API writes the rest.
+type Store interface {
+	GetClient(ctx context.Context, id string) (store.Client, error)
+	GetUser(ctx context.Context, id string) (store.User, error)
+	GetUserByName(ctx context.Context, tenant, username string) (store.User, error)
+
+	CreateRefreshToken(ctx context.Context, t store.RefreshToken) error
+	GetRefreshToken(ctx context.Context, digest []byte) (store.RefreshToken, error)
+	RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error)
+	RevokeRefreshFamily(ctx context.Context, digest []byte) error
+
+	AddRevocation(ctx context.Context, r store.Revocation) error
+	Revocations(ctx context.Context, now time.Time) ([]store.Revocation, error)
+}
+
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
 
 // Publisher is told what the token service changed that the node's memory,
 // and through it every node of the fleet, must see at once. What it is
@@ -163,6 +184,11 @@ func New(cfg Config) (*Service, error) {
 		discoveryDoc: discoveryDoc(&cfg), errs: httperr.Writer{Log: cfg.Logger}}, nil
 }
 
+// Config returns the service's configuration, defaults filled in: what the
+// admin API reads of the clock, the random source, the signing keys, the
+// Publisher and the issuers it may revoke for.
+func (s *Service) Config() Config { return s.cfg }
+
 // Handler routes the token service's endpoints.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -177,12 +203,12 @@ func (s *Service) Handler() http.Handler {
 }
 
 // endpoint serves h, a token endpoint that returns its refusals and
-// failures, answering them with answer, and reports each outcome to the
+// failures, answering them with WriteError, and reports each outcome to the
 // Observer, if there is one.
 func (s *Service) endpoint(name, grant string, h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return s.observed(name, grant, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			s.answer(w, r, err)
+			s.WriteError(w, r, err)
 		}
 	})
 }
@@ -220,23 +246,24 @@ var (
 		Description: "too many password checks at once; retry shortly", RetryAfter: time.Second}
 )
 
-// answer writes err, a handler's refusal or failure, as the token
+// WriteError writes err, a handler's refusal or failure, as the token
 // service's JSON error (httperr), with the headers of every token endpoint
 // answer, and records its code for the Observer. The node's states that
-// are not the client's doing are classified here, once: sealed or no key
-// active yet, a store that does not answer, every password-hash slot busy
-// are 503 temporarily_unavailable; any other error that is not an
+// are not the client's doing are classified here, once, for the token
+// endpoints and the admin API alike: sealed or no key active yet, a store
+// that does not answer, every password-hash slot busy (ErrHashBusy) are
+// 503 temporarily_unavailable; any other error that is not an
 // *httperr.Error is a 500 that reveals nothing, and is logged.
-func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Service) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrSealed):
+	case errors.Is(err, signingkeys.ErrSealed):
 		err = errSealed
-	case errors.Is(err, ErrNoActiveKey):
+	case errors.Is(err, signingkeys.ErrNoActiveKey):
 		err = errNoKey
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("request failed: the store is unavailable", "path", r.URL.Path, "err", err)
 		err = errStoreDown
-	case errors.Is(err, errHashBusy):
+	case errors.Is(err, ErrHashBusy):
 		err = errHashesBusy
 	}
 	noStore(w)
@@ -244,7 +271,7 @@ func (s *Service) answer(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // noStore sets the headers RFC 6749 §5.1 asks of every token endpoint
-// answer; the admin API's answers carry them too.
+// answer; the admin API's answers carry them too (see WriteError).
 func noStore(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
@@ -476,9 +503,9 @@ func (s *Service) canSign() error {
 		return nil
 	}
 	if s.cfg.Keys.Sealed() {
-		return ErrSealed
+		return signingkeys.ErrSealed
 	}
-	return ErrNoActiveKey
+	return signingkeys.ErrNoActiveKey
 }
 
 // accessToken signs a token for sub, obtained by client cl, issued at (its
@@ -526,7 +553,7 @@ func (s *Service) verifyCached(token string) (verifiedToken, error) {
 
 // currentKeys resolves keys in the key manager's published set as it is at
 // each call, so one Verifier serves across rotations.
-type currentKeys struct{ km *KeyManager }
+type currentKeys struct{ km *signingkeys.Manager }
 
 func (c currentKeys) ResolveKey(kid string, alg jose.Alg) (*jose.Key, error) {
 	return c.km.KeySet().ResolveKey(kid, alg)
@@ -558,7 +585,7 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	} else if t, err := s.verifyOwn(token); err == nil && clientOf(t) == c.ID {
 		httpaudit.From(w).Hash("jti", t.Claims.ID)
 		rev := store.Revocation{Issuer: s.cfg.Issuer, JTI: t.Claims.ID, Until: time.Unix(t.Claims.Expiry.Unix, 0), CreatedAt: s.cfg.Now()}
-		if err := s.addRevocation(r.Context(), rev); err != nil {
+		if err := s.AddRevocation(r.Context(), rev); err != nil {
 			return fmt.Errorf("storing a revocation: %w", err)
 		}
 	}
@@ -567,9 +594,10 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// addRevocation stores a revocation, then publishes it to the node (and,
-// through the Publisher, the fleet) at once.
-func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error {
+// AddRevocation stores a revocation, then publishes it to the node (and,
+// through the Publisher, the fleet) at once: what the token service's own
+// revocation endpoint and the admin API's do.
+func (s *Service) AddRevocation(ctx context.Context, rv store.Revocation) error {
 	if err := s.cfg.Store.AddRevocation(ctx, rv); err != nil {
 		return err
 	}
@@ -583,10 +611,11 @@ func (s *Service) addRevocation(ctx context.Context, rv store.Revocation) error 
 	return nil
 }
 
-// revokeSubject revokes everything issued to subject until now.
-func (s *Service) revokeSubject(ctx context.Context, subject string) error {
+// RevokeSubject revokes everything the token service issued to subject
+// until now (AddRevocation).
+func (s *Service) RevokeSubject(ctx context.Context, subject string) error {
 	now := s.cfg.Now().UTC()
-	return s.addRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
+	return s.AddRevocation(ctx, store.Revocation{Issuer: s.cfg.Issuer, Subject: subject, Before: now, CreatedAt: now})
 }
 
 func clientOf(t *jose.Token) string { return stringClaim(t, "client_id") }

@@ -15,13 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/jose"
 )
 
-// memStore adds clients and revocations to keyStore.
+// memStore keeps clients and revocations in memory; the Store methods it
+// does not fake are the embedded nil interface's, which panic.
 type memStore struct {
-	*keyStore
+	Store
 	mu      sync.Mutex
 	clients map[string]store.Client
 	revs    []store.Revocation
@@ -62,8 +65,9 @@ type oauthFixture struct {
 	st       *memStore
 	secrets  map[string]string
 	revoked  []string
-	keys     *KeyManager
-	seal     *gcmSealer
+	keys     *signingkeys.Manager
+	signing  *signingkeystest.Store // the keys' store
+	seal     *signingkeystest.Sealer
 	clockNow time.Time
 }
 
@@ -71,7 +75,7 @@ const testIssuer = "https://auth.example.com/"
 
 func newOAuthFixture(t testing.TB) *oauthFixture {
 	t.Helper()
-	f := &oauthFixture{st: &memStore{keyStore: newKeyStore(), clients: map[string]store.Client{}}, secrets: map[string]string{},
+	f := &oauthFixture{st: &memStore{clients: map[string]store.Client{}}, secrets: map[string]string{},
 		clockNow: time.Unix(1_800_000_000, 0)}
 	now := func() time.Time { return f.clockNow }
 	for id, scopes := range map[string][]string{"svc-a": {"orders:read", "orders:write"}, "svc-b": {"x"}, "rs": {"introspect"}} {
@@ -83,8 +87,9 @@ func newOAuthFixture(t testing.TB) *oauthFixture {
 		f.st.clients[id] = store.Client{ID: id, Name: id, SecretDigest: d[:], Scopes: scopes}
 		f.secrets[id] = secret
 	}
-	f.seal = newSealer(t)
-	f.keys = NewKeyManager(f.st, f.seal, KeyPolicy{}, now)
+	f.seal = signingkeystest.NewSealer(t)
+	f.signing = signingkeystest.NewStore()
+	f.keys = signingkeys.New(f.signing, f.seal, signingkeys.Policy{}, now)
 	if err := f.keys.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +286,7 @@ func TestIntrospectCache(t *testing.T) {
 		t.Error("a token differing from a cached one by a byte is active")
 	}
 	kid := f.keys.Signer().KeyID()
-	if err := f.st.keyStore.DeleteSigningKey(context.Background(), kid); err != nil {
+	if err := f.signing.DeleteSigningKey(context.Background(), kid); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.keys.Load(context.Background()); err != nil {
@@ -374,10 +379,10 @@ func TestIntrospectChecker(t *testing.T) {
 // active at introspection.
 func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	f := newOAuthFixture(t)
-	seal := newSealer(t)
+	seal := signingkeystest.NewSealer(t)
 	now := func() time.Time { return f.clockNow }
-	old := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.EdDSA}, now)
-	f.st.keyStore.keys = map[string]store.SigningKey{}
+	keys := signingkeystest.NewStore()
+	old := signingkeys.New(keys, seal, signingkeys.Policy{Alg: jose.EdDSA}, now)
 	if err := old.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +390,7 @@ func TestIntrospectAfterAlgorithmChange(t *testing.T) {
 	f.srv.Config.Handler = svc.Handler()
 	tok := f.issue(t, "svc-a", "")
 
-	changed := NewKeyManager(f.st.keyStore, seal, KeyPolicy{Alg: jose.ES256}, now)
+	changed := signingkeys.New(keys, seal, signingkeys.Policy{Alg: jose.ES256}, now)
 	if err := changed.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

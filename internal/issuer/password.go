@@ -131,15 +131,16 @@ func cgroupMemoryLimit(readFile func(string) ([]byte, error)) int64 {
 	return math.MaxInt64
 }
 
-// errHashBusy: every password-hash slot stayed taken for the whole wait.
-var errHashBusy = errors.New("issuer: too many password hashes at once")
+// ErrHashBusy: every password-hash slot stayed taken for the whole wait.
+// WriteError answers it 503 temporarily_unavailable with Retry-After.
+var ErrHashBusy = errors.New("issuer: too many password hashes at once")
 
 // hashSlots bounds the Argon2id computations running at once. Each costs
 // 19 MiB and tens of milliseconds of a core; without a bound, a burst of
 // logins (each within its per-address and per-account limits, from many
 // addresses) or of admin password changes costs memory and CPU without
 // limit. A request that gets no slot within wait is refused with
-// errHashBusy, so that a queue of hashes never outgrows what the node can
+// ErrHashBusy, so that a queue of hashes never outgrows what the node can
 // finish in about that time.
 type hashSlots struct {
 	sem  chan struct{}
@@ -156,7 +157,7 @@ func newHashSlots(n int, wait time.Duration) hashSlots {
 	return hashSlots{sem: make(chan struct{}, n), wait: wait}
 }
 
-// do runs fn in a slot, or returns errHashBusy when none frees up within
+// do runs fn in a slot, or returns ErrHashBusy when none frees up within
 // the wait (or the request ends first).
 func (h hashSlots) do(ctx context.Context, fn func()) error {
 	select {
@@ -167,9 +168,9 @@ func (h hashSlots) do(ctx context.Context, fn func()) error {
 		select {
 		case h.sem <- struct{}{}:
 		case <-t.C:
-			return errHashBusy
+			return ErrHashBusy
 		case <-ctx.Done():
-			return errHashBusy
+			return ErrHashBusy
 		}
 	}
 	defer func() { <-h.sem }()
@@ -185,9 +186,10 @@ func (s *Service) checkPassword(ctx context.Context, hash, password string) (ok 
 	return ok, err
 }
 
-// hashPassword is HashPassword in a hash slot; a password too short to
-// hash is refused without taking one.
-func (s *Service) hashPassword(ctx context.Context, password string) (hash string, err error) {
+// HashPassword is the package's HashPassword in a hash slot, for the admin
+// API's new passwords: it is ErrHashBusy when no slot frees up in time, and
+// a password too short to hash is refused without taking one.
+func (s *Service) HashPassword(ctx context.Context, password string) (hash string, err error) {
 	if len(password) < MinPasswordLen {
 		return HashPassword(password, s.cfg.Rand)
 	}

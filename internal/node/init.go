@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/rootkey"
 )
 
@@ -19,7 +19,7 @@ import (
 // none, so no caller of the unauthenticated unseal endpoint can choose the
 // fleet's root key. cfg needs TokenService.DatabaseURL; its store timeout
 // and signing-key settings are used as by Open. A store that already
-// holds signing keys is [issuer.ErrInitialized] and is left alone.
+// holds signing keys is [signingkeys.ErrInitialized] and is left alone.
 func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err error) {
 	ts := cfg.TokenService.WithDefaults()
 	if ts.DatabaseURL == "" {
@@ -41,7 +41,7 @@ func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err er
 		return "", err
 	}
 	defer st.Close()
-	kid, err = issuer.NewKeyManager(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
+	kid, err = signingkeys.New(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
 	if err != nil {
 		return "", fmt.Errorf("node: init: %w", err)
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/revoke"
@@ -139,7 +140,7 @@ type Node struct {
 	keyring  *rootkey.Keyring
 	unsealMu sync.Mutex // one unseal or seal at a time
 	store    store.Store
-	keys     *issuer.KeyManager
+	keys     *signingkeys.Manager
 	keySrc   *managedKeys
 	revs     revocations
 	fleet    *fleet // nil without Redis
@@ -312,7 +313,7 @@ func (n *Node) Keyring() *rootkey.Keyring { return n.keyring }
 func (n *Node) Store() store.Store { return n.store }
 
 // Keys returns the signing-key manager.
-func (n *Node) Keys() *issuer.KeyManager { return n.keys }
+func (n *Node) Keys() *signingkeys.Manager { return n.keys }
 
 // Revocations is the node's revocation set, answering from memory: kept
 // current through Redis in a fleet.
@@ -342,7 +343,7 @@ func (n *Node) Thumbprint() string {
 // Mint signs claims with the signing key in force; an empty Issuer becomes
 // the node's own, and claims that name no tenant (issuer.TenantClaim) are
 // the default tenant's, as every token the token service signs names its
-// tenant. It fails with issuer.ErrSealed while sealed.
+// tenant. It fails with signingkeys.ErrSealed while sealed.
 func (n *Node) Mint(c mint.Claims) (string, error) {
 	if c.Issuer == "" {
 		c.Issuer = n.cfg.Issuer
@@ -357,7 +358,7 @@ func (n *Node) Mint(c mint.Claims) (string, error) {
 	}
 	sg := n.keys.Signer()
 	if sg == nil {
-		return "", issuer.ErrSealed
+		return "", signingkeys.ErrSealed
 	}
 	return mint.Sign(sg, c, n.cfg.Now(), n.cfg.Rand)
 }
@@ -402,11 +403,11 @@ func (n *Node) IssuerConfig() issuer.Config {
 }
 
 // keyPolicy is the signing-key schedule the settings ask for.
-func (n *Node) keyPolicy() issuer.KeyPolicy { return keyPolicy(n.ts) }
+func (n *Node) keyPolicy() signingkeys.Policy { return keyPolicy(n.ts) }
 
-func keyPolicy(ts config.TokenService) issuer.KeyPolicy {
+func keyPolicy(ts config.TokenService) signingkeys.Policy {
 	alg, _ := jose.ParseAlg(ts.SigningAlg) // checked by config and serve; Open refuses another
-	return issuer.KeyPolicy{Alg: alg, RotateEvery: *ts.KeyRotation, PrePublish: ts.KeyPrePublish,
+	return signingkeys.Policy{Alg: alg, RotateEvery: *ts.KeyRotation, PrePublish: ts.KeyPrePublish,
 		MaxTokenTTL: max(time.Hour, ts.AccessTokenTTL)}
 }
 

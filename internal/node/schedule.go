@@ -77,7 +77,7 @@ func (n *Node) Tick(ctx context.Context) {
 // verifiers' leeway and a margin. Past it every token the entry refuses
 // has expired anyway. The same retention applies to the subject
 // revocations of the gateway's issuers, whose tokens' lifetimes keygate
-// cannot know (issuer.ExternalTokenLifetime, also 30 days): a revocation
+// cannot know (admin.ExternalTokenLifetime, also 30 days): a revocation
 // made with an until is kept until then if that is later.
 func (n *Node) subjectRetention() time.Duration {
 	return max(issuer.DefaultRefreshTTL, n.ts.AccessTokenTTL) + RevocationGrace

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/rootkey"
 )
 
@@ -249,7 +249,7 @@ func (n *Node) loadSigningKeys(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node: signing keys: %w", err)
 	}
-	km := issuer.NewKeyManager(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
+	km := signingkeys.New(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
 	switch err := km.Load(ctx); {
 	case err == nil && km.Sealed():
 		n.log.Info("signing keys published; sealed, so none signs", "published", km.KeySet().Len())
@@ -259,7 +259,7 @@ func (n *Node) loadSigningKeys(ctx context.Context) error {
 			msg = "signing key created"
 		}
 		n.log.Info(msg, "alg", km.Signer().Alg().String(), "thumbprint", km.Signer().Key().Thumbprint(), "published", km.KeySet().Len())
-	case errors.Is(err, issuer.ErrSealed):
+	case errors.Is(err, signingkeys.ErrSealed):
 		n.log.Info("no signing key yet: with a keyring.json the first is created at unseal; without one, initialize the store with keygate operator init")
 	default:
 		return fmt.Errorf("node: signing keys: %w", err)

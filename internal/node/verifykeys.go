@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
@@ -16,9 +16,9 @@ import (
 // another node just rotated in is accepted before its notice arrives.
 func (n *Node) KeySource() verifykeys.Source { return n.keySrc }
 
-// managedKeys is the verifykeys.Source of a KeyManager's published keys.
+// managedKeys is the verifykeys.Source of a signingkeys.Manager's published keys.
 type managedKeys struct {
-	km   *issuer.KeyManager
+	km   *signingkeys.Manager
 	now  func() time.Time
 	last atomic.Int64 // unix nanoseconds of the last re-read
 }
@@ -52,7 +52,7 @@ func (m *managedKeys) Status() verifykeys.Status {
 		st.LastSuccess = m.now()
 		st.LastAttempt = st.LastSuccess
 	} else {
-		st.LastError = issuer.ErrNoActiveKey
+		st.LastError = signingkeys.ErrNoActiveKey
 	}
 	return st
 }

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/keygate/keygate/internal/admin"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/gateway/extauthz"
@@ -146,7 +147,7 @@ type adminGuards struct {
 // gateway-only node.
 type tokenService struct {
 	service *issuer.Service
-	admin   *issuer.Admin // nil without an admin token
+	admin   *admin.API // nil without an admin token
 }
 
 // transitService is the transit API on the node's transit keys; all nil
@@ -287,7 +288,7 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 		return fmt.Errorf("server: token service: %w", err)
 	}
 	if s.guards.operator.Set() {
-		if s.tokens.admin, err = issuer.NewAdmin(s.tokens.service, s.guards.operator); err != nil {
+		if s.tokens.admin, err = admin.New(s.tokens.service, s.node.Store(), s.guards.operator); err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
 	}

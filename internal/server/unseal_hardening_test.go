@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/rootkey"
@@ -419,7 +419,7 @@ func TestInit(t *testing.T) {
 	}
 	other, _ := rootkey.Generate(nil)
 	defer other.Destroy()
-	if _, err := node.Init(t.Context(), *cfg.Node, other); !errors.Is(err, issuer.ErrInitialized) {
+	if _, err := node.Init(t.Context(), *cfg.Node, other); !errors.Is(err, signingkeys.ErrInitialized) {
 		t.Errorf("a second Init: %v, want ErrInitialized", err)
 	}
 	if _, err := node.Init(t.Context(), node.Config{DataDir: t.TempDir()}, root); err == nil {

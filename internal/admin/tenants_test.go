@@ -1,4 +1,4 @@
-package issuer
+package admin
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/issuer"
 )
 
 // ids is the sorted values of key in the objects of list[field].
@@ -367,9 +369,8 @@ func (r tenantRecorder) TenantDeleted(_ context.Context, tenant string) {
 // to the Publisher (which makes every node forget the tenant's data key),
 // and a deletion refused is not.
 func TestAdminTenantDeletedPublished(t *testing.T) {
-	f := newAdminFixture(t)
 	var deleted []string
-	f.svc.cfg.Publisher = tenantRecorder{deleted: &deleted}
+	f := newAdminFixture(t, func(cfg *issuer.Config) { cfg.Publisher = tenantRecorder{deleted: &deleted} })
 	f.call(t, "POST", "/v1/admin/tenants", adminToken, map[string]any{"name": "acme"})
 	f.call(t, "POST", "/v1/admin/tenants", adminToken, map[string]any{"name": "busy"})
 	f.mkClient(t, "busy")

@@ -1,4 +1,9 @@
-package issuer
+// Package admin is keygate's management API: tenants, clients, users,
+// signing keys and revocations, served on the admin listener to the bearer
+// of the admin token. It writes what the token service reads from the store,
+// and tells the token service (package issuer) what must take effect at
+// once: a client changed, a revocation, a key rotated.
+package admin
 
 import (
 	"context"
@@ -14,27 +19,64 @@ import (
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
 )
 
-// Admin is the management API: tenants, clients, users, signing keys and
-// revocations. It belongs on the admin listener, and every request must
-// carry the admin token as a bearer token.
-type Admin struct {
-	svc   *Service
-	token Bearer // the admin token
+// Store is what the admin API needs of the store: it writes tenants,
+// clients and users, lists the signing keys, and counts a tenant's transit
+// keys when it refuses to delete the tenant. The methods are store.Store's,
+// with the contracts written there, and every backend implements them.
+// Revocations go through the token service (issuer.Service.AddRevocation).
+type Store interface {
+	CreateTenant(ctx context.Context, t store.Tenant) error
+	GetTenant(ctx context.Context, name string) (store.Tenant, error)
+	ListTenants(ctx context.Context) ([]store.Tenant, error)
+	DeleteTenant(ctx context.Context, name string) error
+
+	CreateClient(ctx context.Context, c store.Client) error
+	GetClient(ctx context.Context, id string) (store.Client, error)
+	ListClients(ctx context.Context) ([]store.Client, error)
+	ListClientsIn(ctx context.Context, tenant string) ([]store.Client, error)
+	UpdateClientSecret(ctx context.Context, id string, digest []byte, at time.Time) error
+	UpdateClient(ctx context.Context, c store.Client) error
+	DeleteClient(ctx context.Context, id string) error
+
+	CreateUser(ctx context.Context, u store.User) error
+	GetUser(ctx context.Context, id string) (store.User, error)
+	ListUsers(ctx context.Context) ([]store.User, error)
+	ListUsersIn(ctx context.Context, tenant string) ([]store.User, error)
+	UpdateUser(ctx context.Context, u store.User) error
+	DeleteUser(ctx context.Context, id string) error
+
+	ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
+	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
 }
 
-// NewAdmin returns the admin API guarded by the admin token.
-func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
+
+// API is the management API: tenants, clients, users, signing keys and
+// revocations. It belongs on the admin listener, and every request must
+// carry the admin token as a bearer token.
+type API struct {
+	tokens *issuer.Service
+	cfg    issuer.Config // the token service's: its clock, random source, keys, publisher
+	store  Store
+	token  issuer.Bearer // the admin token
+}
+
+// New returns the admin API of the token service tokens, writing to st
+// (the store tokens reads), guarded by the admin token.
+func New(tokens *issuer.Service, st Store, adminToken issuer.Bearer) (*API, error) {
 	if !adminToken.Set() {
-		return nil, errors.New("issuer: the admin API needs an admin token")
+		return nil, errors.New("the admin API needs an admin token")
 	}
-	return &Admin{svc: svc, token: adminToken}, nil
+	return &API{tokens: tokens, cfg: tokens.Config(), store: st, token: adminToken}, nil
 }
 
 // Handler routes the admin API.
-func (a *Admin) Handler() http.Handler {
+func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for pattern, h := range a.routes() {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +85,7 @@ func (a *Admin) Handler() http.Handler {
 				err = h(w, r)
 			}
 			if err != nil {
-				a.svc.answer(w, r, err)
+				a.tokens.WriteError(w, r, err)
 			}
 		})
 	}
@@ -57,7 +99,7 @@ func (a *Admin) Handler() http.Handler {
 
 // routes are the admin API's route patterns and their handlers; each has
 // its audit operation in adminOps.
-func (a *Admin) routes() map[string]func(http.ResponseWriter, *http.Request) error {
+func (a *API) routes() map[string]func(http.ResponseWriter, *http.Request) error {
 	return map[string]func(http.ResponseWriter, *http.Request) error{
 		"POST /v1/admin/tenants":             a.createTenant,
 		"GET /v1/admin/tenants":              a.listTenants,
@@ -121,6 +163,28 @@ func jsonKind(k reflect.Kind) string {
 	return "a number"
 }
 
+// writeJSON sends v as the JSON body, with the headers RFC 6749 §5.1 asks
+// of a token endpoint's answer: the admin API's answers carry secrets too.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"server_error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n')) //nolint:errcheck // the client went away
+}
+
+// randomID returns prefix followed by 128 random bits, base64url (a jti,
+// as mint.NewID makes them): a client's or a user's id.
+func randomID(r io.Reader, prefix string) (string, error) {
+	id, err := mint.NewID(r)
+	return prefix + id, err
+}
+
 func invalidRequest(desc string) *httperr.Error {
 	return &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
 }
@@ -132,16 +196,16 @@ var (
 )
 
 // hashError is a password that could not be hashed: 503 when every hash
-// slot stayed busy (see Service.answer), else 400 (too short).
+// slot stayed busy (see issuer.Service.WriteError), else 400 (too short).
 func hashError(err error) error {
-	if errors.Is(err, errHashBusy) {
+	if errors.Is(err, issuer.ErrHashBusy) {
 		return err
 	}
 	return invalidRequest(err.Error())
 }
 
 // storeError is a failed store operation on what: 404 or 409 when the
-// store says so, else the failure itself (see Service.answer).
+// store says so, else the failure itself (see issuer.Service.WriteError).
 func storeError(what string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -189,7 +253,7 @@ type clientView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
+func (a *API) createClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name   string   `json:"name"`
 		Scopes []string `json:"scopes"`
@@ -209,20 +273,20 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 		return invalidTenant(err)
 	}
 	httpaudit.From(w).Tenant(tenant)
-	id, err := randomID(a.svc.cfg.Rand, "kgc_")
+	id, err := randomID(a.cfg.Rand, "kgc_")
 	if err != nil {
 		return fmt.Errorf("making a client id: %w", err)
 	}
 	httpaudit.From(w).Hash("id", id)
-	secret, err := NewSecret(a.svc.cfg.Rand)
+	secret, err := issuer.NewSecret(a.cfg.Rand)
 	if err != nil {
 		return fmt.Errorf("making a client secret: %w", err)
 	}
-	now := a.svc.cfg.Now().UTC()
-	d := SecretDigest(secret)
+	now := a.cfg.Now().UTC()
+	d := issuer.SecretDigest(secret)
 	c := store.Client{ID: id, Tenant: tenant, Name: in.Name, SecretDigest: d[:], Scopes: slices.Clone(in.Scopes), CreatedAt: now, UpdatedAt: now}
-	err = a.svc.cfg.Store.CreateClient(r.Context(), c)
-	a.svc.clients.forget(id) // a request that named the id before it existed cached it as unknown
+	err = a.store.CreateClient(r.Context(), c)
+	a.tokens.ForgetClient(id) // a request that named the id before it existed cached it as unknown
 	if err != nil {
 		return inTenantError("client", tenant, err)
 	}
@@ -231,8 +295,8 @@ func (a *Admin) createClient(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listClients lists every tenant's clients, or with ?tenant= one tenant's.
-func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) error {
-	cs, err := listIn(a, r, "clients", a.svc.cfg.Store.ListClients, a.svc.cfg.Store.ListClientsIn)
+func (a *API) listClients(w http.ResponseWriter, r *http.Request) error {
+	cs, err := listIn(a, r, "clients", a.store.ListClients, a.store.ListClientsIn)
 	if err != nil {
 		return err
 	}
@@ -244,15 +308,15 @@ func (a *Admin) listClients(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) error {
+func (a *API) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	secret, err := NewSecret(a.svc.cfg.Rand)
+	secret, err := issuer.NewSecret(a.cfg.Rand)
 	if err != nil {
 		return fmt.Errorf("making a client secret: %w", err)
 	}
-	d := SecretDigest(secret)
-	err = a.svc.cfg.Store.UpdateClientSecret(r.Context(), id, d[:], a.svc.cfg.Now().UTC())
-	a.svc.clients.forget(id)
+	d := issuer.SecretDigest(secret)
+	err = a.store.UpdateClientSecret(r.Context(), id, d[:], a.cfg.Now().UTC())
+	a.tokens.ForgetClient(id)
 	if err != nil {
 		return storeError("client", err)
 	}
@@ -264,7 +328,7 @@ func (a *Admin) rotateSecret(w http.ResponseWriter, r *http.Request) error {
 // the client_credentials tokens issued to it until now, so that none
 // carries a scope the client lost; its secret is rotated on its own
 // endpoint. Its tenant is never changed (errFixedTenant).
-func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
+func (a *API) updateClient(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name   *string         `json:"name"`
 		Scopes *[]string       `json:"scopes"`
@@ -288,7 +352,7 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	id := r.PathValue("id")
-	c, err := a.svc.cfg.Store.GetClient(r.Context(), id)
+	c, err := a.store.GetClient(r.Context(), id)
 	if err != nil {
 		return storeError("client", err)
 	}
@@ -300,9 +364,9 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 		c.Scopes = slices.Clone(*in.Scopes)
 	}
 	if err := a.writeRevoking(r, "client", id, revoke, func(ctx context.Context) error {
-		defer a.svc.clients.forget(id)
-		c.UpdatedAt = a.svc.cfg.Now().UTC()
-		return a.svc.cfg.Store.UpdateClient(ctx, c)
+		defer a.tokens.ForgetClient(id)
+		c.UpdatedAt = a.cfg.Now().UTC()
+		return a.store.UpdateClient(ctx, c)
 	}); err != nil {
 		return err
 	}
@@ -315,14 +379,14 @@ func (a *Admin) updateClient(w http.ResponseWriter, r *http.Request) error {
 // it, since no one can authenticate as it; access tokens it obtained for
 // users stay valid until they expire. An unknown id is 404 with nothing
 // recorded.
-func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) error {
+func (a *API) deleteClient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if _, err := a.svc.cfg.Store.GetClient(r.Context(), id); err != nil {
+	if _, err := a.store.GetClient(r.Context(), id); err != nil {
 		return storeError("client", err)
 	}
 	if err := a.writeRevoking(r, "client", id, true, func(ctx context.Context) error {
-		defer a.svc.clients.forget(id)
-		return a.svc.cfg.Store.DeleteClient(ctx, id)
+		defer a.tokens.ForgetClient(id)
+		return a.store.DeleteClient(ctx, id)
 	}); err != nil {
 		return err
 	}
@@ -344,9 +408,9 @@ func (a *Admin) deleteClient(w http.ResponseWriter, r *http.Request) error {
 // already made (a disable, narrowed scopes, a delete), so what was issued
 // between the two lives until it expires unless the subject is revoked
 // (POST /v1/admin/revocations).
-func (a *Admin) writeRevoking(r *http.Request, what, id string, revoke bool, write func(context.Context) error) error {
+func (a *API) writeRevoking(r *http.Request, what, id string, revoke bool, write func(context.Context) error) error {
 	if revoke {
-		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+		if err := a.tokens.RevokeSubject(r.Context(), id); err != nil {
 			return storeError("revocation", err)
 		}
 	}
@@ -354,7 +418,7 @@ func (a *Admin) writeRevoking(r *http.Request, what, id string, revoke bool, wri
 		return storeError(what, err)
 	}
 	if revoke {
-		if err := a.svc.revokeSubject(r.Context(), id); err != nil {
+		if err := a.tokens.RevokeSubject(r.Context(), id); err != nil {
 			return storeError("revocation", err)
 		}
 	}
@@ -370,7 +434,7 @@ type userView struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
+func (a *API) createUser(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Username string   `json:"username"`
 		Password string   `json:"password"`
@@ -391,18 +455,18 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 		return invalidTenant(err)
 	}
 	httpaudit.From(w).Tenant(tenant)
-	hash, err := a.svc.hashPassword(r.Context(), in.Password)
+	hash, err := a.tokens.HashPassword(r.Context(), in.Password)
 	if err != nil {
 		return hashError(err)
 	}
-	id, err := randomID(a.svc.cfg.Rand, "kgu_")
+	id, err := randomID(a.cfg.Rand, "kgu_")
 	if err != nil {
 		return fmt.Errorf("making a user id: %w", err)
 	}
 	httpaudit.From(w).Hash("id", id)
-	now := a.svc.cfg.Now().UTC()
+	now := a.cfg.Now().UTC()
 	u := store.User{ID: id, Tenant: tenant, Username: in.Username, PasswordHash: hash, Scopes: in.Scopes, CreatedAt: now, UpdatedAt: now}
-	if err := a.svc.cfg.Store.CreateUser(r.Context(), u); err != nil {
+	if err := a.store.CreateUser(r.Context(), u); err != nil {
 		return inTenantError("user", tenant, err)
 	}
 	writeJSON(w, http.StatusCreated, userView{ID: id, Tenant: tenant, Username: u.Username, Scopes: u.Scopes, CreatedAt: now})
@@ -410,8 +474,8 @@ func (a *Admin) createUser(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listUsers lists every tenant's users, or with ?tenant= one tenant's.
-func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
-	us, err := listIn(a, r, "users", a.svc.cfg.Store.ListUsers, a.svc.cfg.Store.ListUsersIn)
+func (a *API) listUsers(w http.ResponseWriter, r *http.Request) error {
+	us, err := listIn(a, r, "users", a.store.ListUsers, a.store.ListUsersIn)
 	if err != nil {
 		return err
 	}
@@ -428,7 +492,7 @@ func (a *Admin) listUsers(w http.ResponseWriter, r *http.Request) error {
 // the user until now (stored before the change, as for a delete), so that
 // no session outlives what ended it; enabling or widening scopes does not.
 // Their tenant is never changed (errFixedTenant).
-func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
+func (a *API) updateUser(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Password *string         `json:"password"`
 		Scopes   *[]string       `json:"scopes"`
@@ -444,13 +508,13 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 	if in.Password == nil && in.Scopes == nil && in.Disabled == nil {
 		return invalidRequest("give at least one of password, scopes and disabled")
 	}
-	u, err := a.svc.cfg.Store.GetUser(r.Context(), r.PathValue("id"))
+	u, err := a.store.GetUser(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return storeError("user", err)
 	}
 	revoke := false
 	if in.Password != nil {
-		if u.PasswordHash, err = a.svc.hashPassword(r.Context(), *in.Password); err != nil {
+		if u.PasswordHash, err = a.tokens.HashPassword(r.Context(), *in.Password); err != nil {
 			return hashError(err)
 		}
 		revoke = true
@@ -467,8 +531,8 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 		u.Disabled = *in.Disabled
 	}
 	if err := a.writeRevoking(r, "user", u.ID, revoke, func(ctx context.Context) error {
-		u.UpdatedAt = a.svc.cfg.Now().UTC()
-		return a.svc.cfg.Store.UpdateUser(ctx, u)
+		u.UpdatedAt = a.cfg.Now().UTC()
+		return a.store.UpdateUser(ctx, u)
 	}); err != nil {
 		return err
 	}
@@ -479,13 +543,13 @@ func (a *Admin) updateUser(w http.ResponseWriter, r *http.Request) error {
 // deleteUser removes a user and revokes everything issued to them: their
 // access tokens at once and their refresh tokens at next use. An unknown
 // id is 404 with nothing recorded.
-func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) error {
+func (a *API) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if _, err := a.svc.cfg.Store.GetUser(r.Context(), id); err != nil {
+	if _, err := a.store.GetUser(r.Context(), id); err != nil {
 		return storeError("user", err)
 	}
 	if err := a.writeRevoking(r, "user", id, true, func(ctx context.Context) error {
-		return a.svc.cfg.Store.DeleteUser(ctx, id)
+		return a.store.DeleteUser(ctx, id)
 	}); err != nil {
 		return err
 	}
@@ -493,7 +557,7 @@ func (a *Admin) deleteUser(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
+func (a *API) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Immediate bool `json:"immediate"`
 	}
@@ -502,20 +566,20 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	kid, err := a.svc.cfg.Keys.Rotate(r.Context(), in.Immediate)
+	kid, err := a.cfg.Keys.Rotate(r.Context(), in.Immediate)
 	if err != nil {
 		return fmt.Errorf("rotating the signing key: %w", err)
 	}
 	httpaudit.From(w).Key(kid, 0)
-	if p := a.svc.cfg.Publisher; p != nil {
+	if p := a.cfg.Publisher; p != nil {
 		p.Rotated(r.Context(), kid)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"kid": kid})
 	return nil
 }
 
-func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) error {
-	ks, err := a.svc.cfg.Store.ListSigningKeys(r.Context())
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
+	ks, err := a.store.ListSigningKeys(r.Context())
 	if err != nil {
 		return storeError("signing keys", err)
 	}
@@ -528,7 +592,7 @@ func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) error {
 		Signing   bool       `json:"signing"`
 	}
 	signing := ""
-	if s := a.svc.cfg.Keys.Signer(); s != nil {
+	if s := a.cfg.Keys.Signer(); s != nil {
 		signing = s.KeyID()
 	}
 	out := make([]keyView, 0, len(ks))
@@ -554,12 +618,13 @@ const ExternalTokenLifetime = 30 * 24 * time.Hour
 
 // revoke records a revocation by jti or of everything issued to a subject
 // before a time (default now), of the token service's own tokens or, with
-// issuer, of the tokens of an issuer the gateway trusts (Config.Trusts).
-// until is when it may be forgotten: for a jti the token's expiry (default
-// now + the access-token lifetime, or ExternalTokenLifetime for another
-// issuer); for a subject, optional, a time to keep it at least until, for
-// tokens that live longer than the default retention.
-func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
+// issuer, of the tokens of an issuer the gateway trusts
+// (issuer.Config.Trusts). until is when it may be forgotten: for a jti
+// the token's expiry (default now + the access-token lifetime, or
+// ExternalTokenLifetime for another issuer); for a subject, optional, a
+// time to keep it at least until, for tokens that live longer than the
+// default retention.
+func (a *API) revoke(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Issuer  string    `json:"issuer"`
 		JTI     string    `json:"jti"`
@@ -570,20 +635,20 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	own := a.svc.cfg.Issuer
+	own := a.cfg.Issuer
 	if in.Issuer == "" {
 		in.Issuer = own
 	}
-	if in.Issuer != own && (a.svc.cfg.Trusts == nil || !a.svc.cfg.Trusts(in.Issuer)) {
+	if in.Issuer != own && (a.cfg.Trusts == nil || !a.cfg.Trusts(in.Issuer)) {
 		return invalidRequest(fmt.Sprintf(
 			"issuer %q is not trusted here: give the token service's issuer (%q, the default) or one of the gateway's issuers", in.Issuer, own))
 	}
-	now := a.svc.cfg.Now().UTC()
+	now := a.cfg.Now().UTC()
 	rv := store.Revocation{Issuer: in.Issuer, CreatedAt: now}
 	switch {
 	case in.JTI != "" && in.Subject == "":
 		if in.Until.IsZero() {
-			lifetime := a.svc.cfg.AccessTokenTTL
+			lifetime := a.cfg.AccessTokenTTL
 			if in.Issuer != own {
 				lifetime = ExternalTokenLifetime
 			}
@@ -604,7 +669,7 @@ func (a *Admin) revoke(w http.ResponseWriter, r *http.Request) error {
 	note := httpaudit.From(w)
 	note.Hash("jti", rv.JTI)
 	note.Hash("subject", rv.Subject)
-	if err := a.svc.addRevocation(r.Context(), rv); err != nil {
+	if err := a.tokens.AddRevocation(r.Context(), rv); err != nil {
 		return storeError("revocation", err)
 	}
 	writeJSON(w, http.StatusCreated, revocationView(rv))

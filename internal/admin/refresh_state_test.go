@@ -1,4 +1,4 @@
-package issuer
+package admin
 
 import (
 	"bytes"
@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
@@ -39,32 +39,15 @@ type node struct {
 // uses.
 func newTwoNodes(t *testing.T, wrapB func(store.Store) store.Store) *twoNodes {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	f := &twoNodes{st: st, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return f.now }
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
-	if err := km.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	km := newKeys(t, st, clock)
 	mk := func(st store.Store) *node {
 		mem := revoke.NewMemory()
-		svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
+		_, _, adm, pub := newService(t, st, issuer.Config{Issuer: testIssuer, Keys: km, Now: clock, Checker: mem,
 			Publisher: memoryPublisher{mem}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		admin, err := NewAdmin(svc, NewBearer(adminToken))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{adm: httptest.NewServer(admin.Handler()), pub: httptest.NewServer(svc.Handler()), mem: mem}
-		t.Cleanup(n.adm.Close)
-		t.Cleanup(n.pub.Close)
-		return n
+		return &node{adm: adm, pub: pub, mem: mem}
 	}
 	var bst store.Store = st
 	if wrapB != nil {
@@ -140,7 +123,7 @@ func (f *twoNodes) session(t *testing.T, username string, clientScopes, userScop
 // familyRevoked reports whether the store holds token's family as revoked.
 func (f *twoNodes) familyRevoked(t *testing.T, token string) bool {
 	t.Helper()
-	d := SecretDigest(token)
+	d := issuer.SecretDigest(token)
 	rt, err := f.st.GetRefreshToken(t.Context(), d[:])
 	if err != nil {
 		t.Fatalf("GetRefreshToken: %v", err)
@@ -252,13 +235,10 @@ func TestRefreshFamilyOrigin(t *testing.T) {
 
 	f.now = f.now.Add(time.Minute)
 	revokedAt := f.now.Add(-30 * time.Second) // A's clock when it decided
-	next, err := randomSecret(rand.Reader, "kgr_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, nd := SecretDigest(s.refresh), SecretDigest(next)
-	_, err = f.st.RotateRefreshToken(ctx, testIssuer, old[:], store.RefreshToken{Digest: nd[:], ClientID: s.client[0], Subject: s.userID,
-		Scopes: []string{"read"}, IssuedAt: f.now.UTC(), ExpiresAt: f.now.Add(DefaultRefreshTTL).UTC()}, f.now.UTC())
+	next := "kgr_" + rand.Text()              // any secret will do: the store keeps its digest
+	old, nd := issuer.SecretDigest(s.refresh), issuer.SecretDigest(next)
+	_, err := f.st.RotateRefreshToken(ctx, testIssuer, old[:], store.RefreshToken{Digest: nd[:], ClientID: s.client[0], Subject: s.userID,
+		Scopes: []string{"read"}, IssuedAt: f.now.UTC(), ExpiresAt: f.now.Add(issuer.DefaultRefreshTTL).UTC()}, f.now.UTC())
 	if err != nil {
 		t.Fatalf("B's rotation: %v", err)
 	}

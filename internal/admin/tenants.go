@@ -1,4 +1,4 @@
-package issuer
+package admin
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // Tenants through the admin API. A tenant is a namespace of clients, users
 // and transit keys (store.Tenant); every token names its client's tenant
-// (TenantClaim). The admin token sees every tenant. A tenant is named
+// (issuer.TenantClaim). The admin token sees every tenant. A tenant is named
 // wherever the admin API takes one the same way: a name that
 // store.ValidTenantName refuses is 400 invalid_request saying why, a
 // tenant that does not exist 404 not_found naming it, as Vault answers a
@@ -60,7 +60,7 @@ func inTenantError(what, tenant string, err error) error {
 // tenantFilter reads a list's ?tenant= filter: filter is false without
 // one; a tenant that cannot be a name is 400, one that does not exist 404,
 // and the parameter given twice or empty 400.
-func (a *Admin) tenantFilter(r *http.Request) (tenant string, filter bool, err error) {
+func (a *API) tenantFilter(r *http.Request) (tenant string, filter bool, err error) {
 	vs, ok := r.URL.Query()["tenant"]
 	switch {
 	case !ok:
@@ -76,7 +76,7 @@ func (a *Admin) tenantFilter(r *http.Request) (tenant string, filter bool, err e
 
 // listIn lists what (clients, users) of every tenant with all, or, with the
 // request's ?tenant= filter (tenantFilter), of that tenant with in.
-func listIn[T any](a *Admin, r *http.Request, what string,
+func listIn[T any](a *API, r *http.Request, what string,
 	all func(context.Context) ([]T, error), in func(context.Context, string) ([]T, error)) ([]T, error) {
 	tenant, filter, err := a.tenantFilter(r)
 	if err != nil {
@@ -95,17 +95,17 @@ func listIn[T any](a *Admin, r *http.Request, what string,
 }
 
 // tenantExists is nil if name is a tenant, else 400 or 404 (see above).
-func (a *Admin) tenantExists(ctx context.Context, name string) error {
+func (a *API) tenantExists(ctx context.Context, name string) error {
 	if err := invalidTenant(store.ValidTenantName(name)); err != nil {
 		return err
 	}
-	if _, err := a.svc.cfg.Store.GetTenant(ctx, name); err != nil {
+	if _, err := a.store.GetTenant(ctx, name); err != nil {
 		return inTenantError("tenant", name, err)
 	}
 	return nil
 }
 
-func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) error {
+func (a *API) createTenant(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Name string `json:"name"`
 	}
@@ -116,8 +116,8 @@ func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	httpaudit.From(w).Tenant(in.Name)
-	t := store.Tenant{Name: in.Name, CreatedAt: a.svc.cfg.Now().UTC()}
-	err := a.svc.cfg.Store.CreateTenant(r.Context(), t)
+	t := store.Tenant{Name: in.Name, CreatedAt: a.cfg.Now().UTC()}
+	err := a.store.CreateTenant(r.Context(), t)
 	if errors.Is(err, store.ErrConflict) {
 		return &httperr.Error{Status: http.StatusConflict, Code: "conflict", Description: fmt.Sprintf("tenant %q already exists", in.Name)}
 	}
@@ -128,8 +128,8 @@ func (a *Admin) createTenant(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *Admin) listTenants(w http.ResponseWriter, r *http.Request) error {
-	ts, err := a.svc.cfg.Store.ListTenants(r.Context())
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request) error {
+	ts, err := a.store.ListTenants(r.Context())
 	if err != nil {
 		return storeError("tenants", err)
 	}
@@ -141,12 +141,12 @@ func (a *Admin) listTenants(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) error {
+func (a *API) getTenant(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := invalidTenant(store.ValidTenantName(name)); err != nil {
 		return err
 	}
-	t, err := a.svc.cfg.Store.GetTenant(r.Context(), name)
+	t, err := a.store.GetTenant(r.Context(), name)
 	if err != nil {
 		return inTenantError("tenant", name, err)
 	}
@@ -157,19 +157,19 @@ func (a *Admin) getTenant(w http.ResponseWriter, r *http.Request) error {
 // deleteTenant removes an empty tenant. The default tenant is never
 // deleted (400); a tenant that still holds clients, users or transit keys
 // is 409, saying how many of each, and is left as it was.
-func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) error {
+func (a *API) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if err := invalidTenant(store.DeletableTenant(name)); err != nil {
 		return err
 	}
-	err := a.svc.cfg.Store.DeleteTenant(r.Context(), name)
+	err := a.store.DeleteTenant(r.Context(), name)
 	switch {
 	case errors.Is(err, store.ErrNotEmpty):
 		return a.notEmpty(r.Context(), name)
 	case err != nil:
 		return inTenantError("tenant", name, err)
 	}
-	if p := a.svc.cfg.Publisher; p != nil {
+	if p := a.cfg.Publisher; p != nil {
 		p.TenantDeleted(r.Context(), name)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -178,8 +178,8 @@ func (a *Admin) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 
 // notEmpty is the 409 for a tenant the store would not delete: what it
 // still holds, counted now.
-func (a *Admin) notEmpty(ctx context.Context, name string) error {
-	st := a.svc.cfg.Store
+func (a *API) notEmpty(ctx context.Context, name string) error {
+	st := a.store
 	cs, err := st.ListClientsIn(ctx, name)
 	if err != nil {
 		return storeError("clients", err)

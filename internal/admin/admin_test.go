@@ -1,9 +1,12 @@
-package issuer
+package admin
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,50 +20,110 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
-const adminToken = "admin-token-0123456789abcdef0123456789"
+const (
+	adminToken = "admin-token-0123456789abcdef0123456789"
+	testIssuer = "https://auth.example.com/"
+)
 
-// adminFixture is the admin API and the token endpoints of one service on
-// the real SQLite store, with a clock the test moves.
-type adminFixture struct {
-	km       *KeyManager
-	svc      *Service
-	admin    *Admin
-	adm, pub *httptest.Server
-	now      time.Time
-}
-
-func newAdminFixture(t testing.TB) *adminFixture {
+// openStore opens a SQLite store in a directory of t's.
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newKeys returns the signing keys on st, sealed under a keyring of a fresh
+// root key, loaded on the clock now.
+func newKeys(t testing.TB, st store.Store, now func() time.Time) *signingkeys.Manager {
+	t.Helper()
+	root, err := rootkey.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := rootkey.New(rootkey.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	km := signingkeys.New(st, kr, signingkeys.Policy{}, now)
+	if err := km.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return km
+}
+
+// newService returns the token service of cfg and its admin API, and
+// serves both.
+func newService(t testing.TB, st store.Store, cfg issuer.Config) (svc *issuer.Service, admin *API, adm, pub *httptest.Server) {
+	t.Helper()
+	cfg.Store = st
+	svc, err := issuer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admin, err = New(svc, st, issuer.NewBearer(adminToken)); err != nil {
+		t.Fatal(err)
+	}
+	adm, pub = httptest.NewServer(admin.Handler()), httptest.NewServer(svc.Handler())
+	t.Cleanup(adm.Close)
+	t.Cleanup(pub.Close)
+	return svc, admin, adm, pub
+}
+
+// adminFixture is the admin API and the token endpoints of one service on
+// the real SQLite store, with a clock the test moves.
+type adminFixture struct {
+	km       *signingkeys.Manager
+	svc      *issuer.Service
+	admin    *API
+	adm, pub *httptest.Server
+	now      time.Time
+}
+
+// newAdminFixture starts the fixture; configure, if given, changes the
+// token service's configuration first.
+func newAdminFixture(t testing.TB, configure ...func(*issuer.Config)) *adminFixture {
+	t.Helper()
+	st := openStore(t)
 	f := &adminFixture{now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return f.now }
-	f.km = NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
-	if err := f.km.Load(context.Background()); err != nil {
-		t.Fatal(err)
+	f.km = newKeys(t, st, clock)
+	cfg := issuer.Config{Issuer: testIssuer, Keys: f.km, Now: clock}
+	for _, c := range configure {
+		c(&cfg)
 	}
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: f.km, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := NewAdmin(svc, NewBearer(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.svc, f.admin = svc, admin
-	f.adm = httptest.NewServer(admin.Handler())
-	t.Cleanup(f.adm.Close)
-	f.pub = httptest.NewServer(svc.Handler())
-	t.Cleanup(f.pub.Close)
+	f.svc, f.admin, f.adm, f.pub = newService(t, st, cfg)
 	return f
+}
+
+// claims decodes an access token's claims (its signature is checked by
+// the token service's tests; here only what it says matters).
+func claims(t *testing.T, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWS: %q", token)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // call makes an admin API request with a JSON body.
@@ -517,33 +580,16 @@ func TestUpdateClient(t *testing.T) {
 // under that issuer, by jti and by subject, with until kept for both; an
 // issuer keygate does not trust is a 400 naming it, with nothing recorded.
 func TestAdminRevokeOtherIssuers(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	now := time.Unix(1_800_000_000, 0).UTC()
 	clock := func() time.Time { return now }
-	km := NewKeyManager(st, newSealer(t), KeyPolicy{}, clock)
-	if err := km.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	const idp, later = "https://idp.example/", "https://later.example/"
 	var trusted atomic.Pointer[[]string]
 	trusted.Store(&[]string{idp})
 	mem := revoke.NewMemory()
-	svc, err := New(Config{Issuer: testIssuer, Store: st, Keys: km, Now: clock, Checker: mem,
+	_, _, srv, _ := newService(t, st, issuer.Config{Issuer: testIssuer, Keys: newKeys(t, st, clock), Now: clock, Checker: mem,
 		Publisher: memoryPublisher{mem},
 		Trusts:    func(iss string) bool { return slices.Contains(*trusted.Load(), iss) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := NewAdmin(svc, NewBearer(adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(admin.Handler())
-	t.Cleanup(srv.Close)
 	call := func(body map[string]any) (int, map[string]any) {
 		t.Helper()
 		b, _ := json.Marshal(body)
@@ -621,7 +667,7 @@ func (m memoryPublisher) RevokeSubject(_ context.Context, iss, sub string, befor
 func (memoryPublisher) Rotated(context.Context, string)       {}
 func (memoryPublisher) TenantDeleted(context.Context, string) {}
 
-var _ Publisher = memoryPublisher{}
+var _ issuer.Publisher = memoryPublisher{}
 
 // A refused admin request body names what is wrong with it: the unknown
 // field, or the field of the wrong type and what it wants.
@@ -645,5 +691,90 @@ func TestAdminBodyErrorsNameTheField(t *testing.T) {
 	code, m := f.call(t, "POST", "/v1/admin/users", adminToken, map[string]any{"username": "bob", "password": "correct horse battery", "scopes": true})
 	if desc, _ := m["error_description"].(string); code != 400 || !strings.Contains(desc, `field "scopes": want a list, got a JSON bool`) {
 		t.Errorf("users: %d %v", code, m)
+	}
+}
+
+// TestCreatedClientNotCachedUnknown: a client created through this node's
+// admin API authenticates at once, though a request named its id (cached
+// as unknown) just before.
+func TestCreatedClientNotCachedUnknown(t *testing.T) {
+	st := openStore(t)
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	// A random source the test can predict: the next client id is
+	// "kgc_" and the base64url of sixteen zero bytes.
+	_, _, adm, pub := newService(t, st, issuer.Config{Issuer: testIssuer, Keys: newKeys(t, st, clock), Now: clock,
+		Rand: io.MultiReader(bytes.NewReader(make([]byte, 16)), zeros{})})
+	next := "kgc_" + base64.RawURLEncoding.EncodeToString(make([]byte, 16))
+	token := func(id, secret string) int {
+		form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
+		code, _ := jsonReply(t)(http.Post(pub.URL+"/oauth2/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode())))
+		return code
+	}
+	if code := token(next, "kgs_guess"); code != 401 {
+		t.Fatalf("an id not created yet: %d", code)
+	}
+	req, _ := http.NewRequest("POST", adm.URL+"/v1/admin/clients", strings.NewReader(`{"name":"app"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	code, c := jsonReply(t)(http.DefaultClient.Do(req))
+	if code != 201 || c["client_id"] != next {
+		t.Fatalf("create client: %d %v, want id %s", code, c, next)
+	}
+	if code := token(next, c["client_secret"].(string)); code != 200 {
+		t.Errorf("the client just created, named before as unknown: %d, want 200", code)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// failingStore fails every list of clients with err; the other Store
+// methods are the embedded nil interface's, which panic.
+type failingStore struct {
+	Store
+	err error
+}
+
+func (s failingStore) ListClients(context.Context) ([]store.Client, error) { return nil, s.err }
+
+// TestAdminStoreFailures: a store that does not answer is 503 with
+// Retry-After, as at the token endpoints; any other store failure is a 500
+// that reveals nothing of it. A fake store fails at will, with no
+// database behind it.
+func TestAdminStoreFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		code  int
+		error string
+		retry string
+	}{
+		{"unavailable", fmt.Errorf("postgres: list clients: %w", store.ErrUnavailable), 503, "temporarily_unavailable", "1"},
+		{"other", errors.New("list clients: disk on fire"), 500, "server_error", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := issuer.New(issuer.Config{Issuer: testIssuer, Store: struct{ issuer.Store }{}, Keys: &signingkeys.Manager{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, err := New(svc, failingStore{err: tc.err}, issuer.NewBearer(adminToken))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := httptest.NewRequest("GET", "/v1/admin/clients", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			w := httptest.NewRecorder()
+			api.Handler().ServeHTTP(w, req)
+			var m map[string]any
+			json.Unmarshal(w.Body.Bytes(), &m) //nolint:errcheck // checked through m
+			if w.Code != tc.code || m["error"] != tc.error || w.Header().Get("Retry-After") != tc.retry {
+				t.Errorf("list clients: %d %v, Retry-After %q; want %d %s, Retry-After %q",
+					w.Code, m, w.Header().Get("Retry-After"), tc.code, tc.error, tc.retry)
+			}
+			if strings.Contains(w.Body.String(), "disk") || strings.Contains(w.Body.String(), "postgres") {
+				t.Errorf("the answer reveals the store's failure: %s", w.Body)
+			}
+		})
 	}
 }

@@ -1,11 +1,8 @@
-package issuer
+package signingkeys
 
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"errors"
 	"slices"
 	"strings"
@@ -14,107 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/jose"
 )
-
-// keyStore keeps signing keys in memory; the other store methods are not
-// used by the key manager (the embedded nil interface panics if they are).
-type keyStore struct {
-	store.Store
-	mu   sync.Mutex
-	keys map[string]store.SigningKey
-}
-
-func newKeyStore() *keyStore { return &keyStore{keys: map[string]store.SigningKey{}} }
-
-func (s *keyStore) PutSigningKey(_ context.Context, k store.SigningKey) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.keys[k.KID]; ok {
-		return store.ErrConflict
-	}
-	s.keys[k.KID] = k
-	return nil
-}
-
-func (s *keyStore) ListSigningKeys(context.Context) ([]store.SigningKey, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []store.SigningKey
-	for _, k := range s.keys {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b store.SigningKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	return out, nil
-}
-
-func (s *keyStore) RetireSigningKey(_ context.Context, kid string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, ok := s.keys[kid]
-	if !ok {
-		return store.ErrNotFound
-	}
-	k.RetireAt = at
-	s.keys[kid] = k
-	return nil
-}
-
-func (s *keyStore) DeleteSigningKey(_ context.Context, kid string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.keys[kid]; !ok {
-		return store.ErrNotFound
-	}
-	delete(s.keys, kid)
-	return nil
-}
-
-// gcmSealer is a one-layer AES-256-GCM sealer standing in for the keyring.
-type gcmSealer struct {
-	aead   cipher.AEAD
-	sealed atomic.Bool
-}
-
-func newSealer(t testing.TB) *gcmSealer {
-	key := make([]byte, 32)
-	rand.Read(key)
-	b, _ := aes.NewCipher(key)
-	a, err := cipher.NewGCM(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &gcmSealer{aead: a}
-}
-
-func (g *gcmSealer) Sealed() bool { return g.sealed.Load() }
-
-func (g *gcmSealer) Encrypt(pt, aad []byte) ([]byte, error) {
-	if g.sealed.Load() {
-		return nil, errors.New("gcmSealer: sealed")
-	}
-	nonce := make([]byte, g.aead.NonceSize())
-	rand.Read(nonce)
-	return g.aead.Seal(nonce, nonce, pt, aad), nil
-}
-
-func (g *gcmSealer) Decrypt(ct, aad []byte) ([]byte, error) {
-	if g.sealed.Load() {
-		return nil, errors.New("gcmSealer: sealed")
-	}
-	n := g.aead.NonceSize()
-	if len(ct) < n {
-		return nil, errors.New("short")
-	}
-	return g.aead.Open(nil, ct[:n], ct[n:], aad)
-}
 
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func published(t *testing.T, m *KeyManager) []string {
+func published(t *testing.T, m *Manager) []string {
 	t.Helper()
 	set, err := jose.ParseKeySet(m.JWKS(), jose.ES256)
 	if err != nil {
@@ -129,7 +35,7 @@ func published(t *testing.T, m *KeyManager) []string {
 }
 
 // signsVerifiably checks that the signer's tokens verify against the JWKS.
-func signsVerifiably(t *testing.T, m *KeyManager) {
+func signsVerifiably(t *testing.T, m *Manager) {
 	t.Helper()
 	tok, err := m.Signer().Sign([]byte(`{"sub":"x"}`))
 	if err != nil {
@@ -149,10 +55,10 @@ func signsVerifiably(t *testing.T, m *KeyManager) {
 	}
 }
 
-func TestKeyManagerManualRotation(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+func TestManagerManualRotation(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
 	// RotateEvery 0: manual rotation only.
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
+	m := New(st, signingkeystest.NewSealer(t), Policy{PrePublish: time.Hour, MaxTokenTTL: 30 * time.Minute,
 		RetireSlack: time.Minute}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
@@ -198,20 +104,20 @@ func TestKeyManagerManualRotation(t *testing.T) {
 	if got := published(t, m); len(got) != 1 || got[0] != second {
 		t.Fatalf("after retirement: %v", got)
 	}
-	if _, ok := st.keys[first]; ok {
+	if _, ok := st.Keys()[first]; ok {
 		t.Error("retired key not deleted from the store")
 	}
 
 	// A restart loads the same key in force.
-	again := NewKeyManager(st, m.sealer, m.policy, c.now)
+	again := New(st, m.sealer, m.policy, c.now)
 	if err := again.Load(ctx); err != nil || again.Signer().KeyID() != second {
 		t.Fatalf("reload: %v, signer %v", err, again.Signer())
 	}
 }
 
-func TestKeyManagerScheduledRotation(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now)
+func TestManagerScheduledRotation(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	m := New(st, signingkeystest.NewSealer(t), Policy{RotateEvery: 10 * time.Hour, PrePublish: time.Hour}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -241,16 +147,16 @@ func TestKeyManagerScheduledRotation(t *testing.T) {
 	}
 }
 
-func TestKeyManagerSealing(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Now()}
-	seal := newSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+func TestManagerSealing(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Now()}
+	seal := signingkeystest.NewSealer(t)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	kid := m.Signer().KeyID()
-	k := st.keys[kid]
+	k := st.Keys()[kid]
 	if bytes.Contains(k.Sealed, []byte("PRIVATE")) || len(k.Sealed) < 48 {
 		t.Fatal("stored key does not look sealed")
 	}
@@ -260,22 +166,25 @@ func TestKeyManagerSealing(t *testing.T) {
 	// A sealed key moved to another record does not unseal.
 	moved := k
 	moved.KID = "other"
-	st.keys = map[string]store.SigningKey{"other": moved}
-	fresh := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	elsewhere := signingkeystest.NewStore()
+	if err := elsewhere.PutSigningKey(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	fresh := New(elsewhere, seal, Policy{Alg: jose.EdDSA}, c.now)
 	if err := fresh.Load(ctx); err == nil {
 		t.Fatal("a sealed key unsealed under another kid")
 	}
 }
 
-// TestKeyManagerCheckSealer: CheckSealer tells whether a sealer opens
+// TestManagerCheckSealer: CheckSealer tells whether a sealer opens
 // every stored key (the check an unseal runs on a candidate root key)
 // without touching the manager, which keeps signing with what it had.
-func TestKeyManagerCheckSealer(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Now()}
-	seal := newSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+func TestManagerCheckSealer(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Now()}
+	seal := signingkeystest.NewSealer(t)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	ctx := context.Background()
-	if n, err := m.CheckSealer(ctx, newSealer(t)); n != 0 || err != nil {
+	if n, err := m.CheckSealer(ctx, signingkeystest.NewSealer(t)); n != 0 || err != nil {
 		t.Errorf("an empty store: %d, %v", n, err)
 	}
 	if err := m.Load(ctx); err != nil {
@@ -288,14 +197,14 @@ func TestKeyManagerCheckSealer(t *testing.T) {
 	if n, err := m.CheckSealer(ctx, seal); n != 2 || err != nil {
 		t.Errorf("the sealer of both keys: %d, %v", n, err)
 	}
-	if n, err := m.CheckSealer(ctx, newSealer(t)); err == nil || n != 0 {
+	if n, err := m.CheckSealer(ctx, signingkeystest.NewSealer(t)); err == nil || n != 0 {
 		t.Errorf("another sealer: %d, %v", n, err)
 	}
 	// One key sealed under another sealer is enough to refuse.
-	other := NewKeyManager(st, newSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now)
+	other := New(st, signingkeystest.NewSealer(t), Policy{Alg: jose.EdDSA}, c.now)
 	other.Rotate(ctx, false) //nolint:errcheck // stores its key, then cannot open the one in force
-	if len(st.keys) != 3 {
-		t.Fatalf("%d stored keys, want 3", len(st.keys))
+	if len(st.Keys()) != 3 {
+		t.Fatalf("%d stored keys, want 3", len(st.Keys()))
 	}
 	if _, err := m.CheckSealer(ctx, seal); err == nil || !strings.Contains(err.Error(), "signing key") {
 		t.Errorf("a store with a key sealed under another sealer: %v", err)
@@ -308,7 +217,7 @@ func TestKeyManagerCheckSealer(t *testing.T) {
 // hidingStore hides its keys from the first listing, as if another Init
 // had stored them just after this one looked.
 type hidingStore struct {
-	*keyStore
+	*signingkeystest.Store
 	listed atomic.Bool
 }
 
@@ -316,18 +225,18 @@ func (s *hidingStore) ListSigningKeys(ctx context.Context) ([]store.SigningKey, 
 	if !s.listed.Swap(true) {
 		return nil, nil
 	}
-	return s.keyStore.ListSigningKeys(ctx)
+	return s.Store.ListSigningKeys(ctx)
 }
 
-// TestKeyManagerInit: Init stores the first key of an empty store and
+// TestManagerInit: Init stores the first key of an empty store and
 // refuses a store with keys; an Init that finds another one's key after
 // storing its own withdraws it, so the store never holds keys under two
 // sealers.
-func TestKeyManagerInit(t *testing.T) {
+func TestManagerInit(t *testing.T) {
 	ctx := context.Background()
 	c := &clock{time.Now()}
-	st, seal := newKeyStore(), newSealer(t)
-	m := NewKeyManager(st, seal, KeyPolicy{Alg: jose.EdDSA}, c.now)
+	st, seal := signingkeystest.NewStore(), signingkeystest.NewSealer(t)
+	m := New(st, seal, Policy{Alg: jose.EdDSA}, c.now)
 	kid, err := m.Init(ctx)
 	if err != nil || kid == "" {
 		t.Fatalf("Init on an empty store: %q, %v", kid, err)
@@ -338,53 +247,53 @@ func TestKeyManagerInit(t *testing.T) {
 	if err := m.Load(ctx); err != nil || m.Signer().KeyID() != kid {
 		t.Fatalf("Load after Init: %v, signer %v", err, m.Signer())
 	}
-	if _, err := NewKeyManager(st, newSealer(t), KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) || len(st.keys) != 1 {
-		t.Errorf("Init on an initialized store: %v, %d keys", err, len(st.keys))
+	if _, err := New(st, signingkeystest.NewSealer(t), Policy{}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) || len(st.Keys()) != 1 {
+		t.Errorf("Init on an initialized store: %v, %d keys", err, len(st.Keys()))
 	}
-	sealed := newSealer(t)
-	sealed.sealed.Store(true)
-	if _, err := NewKeyManager(newKeyStore(), sealed, KeyPolicy{}, c.now).Init(ctx); !errors.Is(err, ErrSealed) {
+	sealed := signingkeystest.NewSealer(t)
+	sealed.SetSealed(true)
+	if _, err := New(signingkeystest.NewStore(), sealed, Policy{}, c.now).Init(ctx); !errors.Is(err, ErrSealed) {
 		t.Errorf("Init with a sealed sealer: %v", err)
 	}
 
 	// The race: the first listing misses the other Init's key.
-	race := &hidingStore{keyStore: st}
-	if _, err := NewKeyManager(race, newSealer(t), KeyPolicy{Alg: jose.EdDSA}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) {
+	race := &hidingStore{Store: st}
+	if _, err := New(race, signingkeystest.NewSealer(t), Policy{Alg: jose.EdDSA}, c.now).Init(ctx); !errors.Is(err, ErrInitialized) {
 		t.Fatalf("Init that lost a race: %v", err)
 	}
-	if _, ok := st.keys[kid]; !ok || len(st.keys) != 1 {
-		t.Errorf("after a lost race the store holds %d keys; want only %s", len(st.keys), kid)
+	if _, ok := st.Keys()[kid]; !ok || len(st.Keys()) != 1 {
+		t.Errorf("after a lost race the store holds %d keys; want only %s", len(st.Keys()), kid)
 	}
 }
 
-// TestKeyManagerImmediateRotationFrozenClock: an immediate rotation signs
+// TestManagerImmediateRotationFrozenClock: an immediate rotation signs
 // with the new key at once even when the clock has not moved since the
 // previous key was made (the keys must not tie).
-// TestKeyManagerSealed: a sealed manager publishes the stored keys but
+// TestManagerSealed: a sealed manager publishes the stored keys but
 // signs, creates and rotates nothing; unsealed again, it signs with the
 // same key as before.
-func TestKeyManagerSealed(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Now()}
-	seal := newSealer(t)
+func TestManagerSealed(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Now()}
+	seal := signingkeystest.NewSealer(t)
 	ctx := context.Background()
 
-	seal.sealed.Store(true)
-	empty := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	seal.SetSealed(true)
+	empty := New(st, seal, Policy{}, c.now)
 	if err := empty.Load(ctx); !errors.Is(err, ErrSealed) {
 		t.Fatalf("sealed Load on an empty store: %v, want ErrSealed", err)
 	}
-	if len(st.keys) != 0 || empty.KeySet().Len() != 0 {
+	if len(st.Keys()) != 0 || empty.KeySet().Len() != 0 {
 		t.Fatal("a sealed manager created a key")
 	}
 
-	seal.sealed.Store(false)
-	m := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	seal.SetSealed(false)
+	m := New(st, seal, Policy{}, c.now)
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	kid := m.Signer().KeyID()
 
-	seal.sealed.Store(true)
+	seal.SetSealed(true)
 	m.DropSigner()
 	if m.Signer() != nil || m.AccessSigner() != nil || !m.Sealed() {
 		t.Fatal("the signer survived sealing")
@@ -393,17 +302,17 @@ func TestKeyManagerSealed(t *testing.T) {
 		t.Fatalf("Rotate while sealed: %v, want ErrSealed", err)
 	}
 	c.t = c.t.Add(40 * 24 * time.Hour) // past the rotation schedule
-	cold := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	cold := New(st, seal, Policy{}, c.now)
 	for name, fn := range map[string]func(context.Context) error{"Load": cold.Load, "Tick": cold.Tick} {
 		if err := fn(ctx); err != nil {
 			t.Fatalf("sealed %s with keys stored: %v", name, err)
 		}
-		if cold.Signer() != nil || !slices.Equal(published(t, cold), []string{kid}) || len(st.keys) != 1 {
-			t.Fatalf("sealed %s: signer %v, published %v, stored %d; want none, [%s], 1", name, cold.Signer(), published(t, cold), len(st.keys), kid)
+		if cold.Signer() != nil || !slices.Equal(published(t, cold), []string{kid}) || len(st.Keys()) != 1 {
+			t.Fatalf("sealed %s: signer %v, published %v, stored %d; want none, [%s], 1", name, cold.Signer(), published(t, cold), len(st.Keys()), kid)
 		}
 	}
 
-	seal.sealed.Store(false)
+	seal.SetSealed(false)
 	c.t = c.t.Add(-40 * 24 * time.Hour)
 	if err := cold.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -414,17 +323,17 @@ func TestKeyManagerSealed(t *testing.T) {
 	signsVerifiably(t, cold)
 }
 
-// TestKeyManagerReload: Reload picks up keys another node made and never
+// TestManagerReload: Reload picks up keys another node made and never
 // creates one itself, not even on an empty store.
-func TestKeyManagerReload(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Now()}
-	seal := newSealer(t)
+func TestManagerReload(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Now()}
+	seal := signingkeystest.NewSealer(t)
 	ctx := context.Background()
-	b := NewKeyManager(st, seal, KeyPolicy{}, c.now)
-	if err := b.Reload(ctx); !errors.Is(err, ErrNoActiveKey) || len(st.keys) != 0 {
-		t.Fatalf("Reload on an empty store: %v, %d keys stored; want ErrNoActiveKey and none", err, len(st.keys))
+	b := New(st, seal, Policy{}, c.now)
+	if err := b.Reload(ctx); !errors.Is(err, ErrNoActiveKey) || len(st.Keys()) != 0 {
+		t.Fatalf("Reload on an empty store: %v, %d keys stored; want ErrNoActiveKey and none", err, len(st.Keys()))
 	}
-	a := NewKeyManager(st, seal, KeyPolicy{}, c.now)
+	a := New(st, seal, Policy{}, c.now)
 	if err := a.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -436,14 +345,14 @@ func TestKeyManagerReload(t *testing.T) {
 	if err := b.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if b.Signer().KeyID() != kid || len(st.keys) != 2 {
-		t.Fatalf("after Reload B signs with %s (want %s), %d keys stored (want 2)", b.Signer().KeyID(), kid, len(st.keys))
+	if b.Signer().KeyID() != kid || len(st.Keys()) != 2 {
+		t.Fatalf("after Reload B signs with %s (want %s), %d keys stored (want 2)", b.Signer().KeyID(), kid, len(st.Keys()))
 	}
 }
 
-func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	m := NewKeyManager(st, newSealer(t), KeyPolicy{}, c.now) // manual rotation only
+func TestManagerImmediateRotationFrozenClock(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	m := New(st, signingkeystest.NewSealer(t), Policy{}, c.now) // manual rotation only
 	ctx := context.Background()
 	if err := m.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -459,15 +368,15 @@ func TestKeyManagerImmediateRotationFrozenClock(t *testing.T) {
 	}
 }
 
-// TestKeyManagerConcurrentFirstLoad: nodes that start together on an empty
+// TestManagerConcurrentFirstLoad: nodes that start together on an empty
 // store agree on the signer and publish every key any of them made.
-func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
-	st, c := newKeyStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
-	seal := newSealer(t)
-	ms := make([]*KeyManager, 4)
+func TestManagerConcurrentFirstLoad(t *testing.T) {
+	st, c := signingkeystest.NewStore(), &clock{time.Unix(1_800_000_000, 0).UTC()}
+	seal := signingkeystest.NewSealer(t)
+	ms := make([]*Manager, 4)
 	var wg sync.WaitGroup
 	for i := range ms {
-		ms[i] = NewKeyManager(st, seal, KeyPolicy{}, c.now) // manual rotation only
+		ms[i] = New(st, seal, Policy{}, c.now) // manual rotation only
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -484,8 +393,8 @@ func TestKeyManagerConcurrentFirstLoad(t *testing.T) {
 		}
 	}
 	for _, m := range ms[1:] {
-		if m.Signer().KeyID() != ms[0].Signer().KeyID() || len(published(t, m)) != len(st.keys) {
-			t.Fatalf("nodes disagree: %s vs %s, %d published of %d", m.Signer().KeyID(), ms[0].Signer().KeyID(), len(published(t, m)), len(st.keys))
+		if m.Signer().KeyID() != ms[0].Signer().KeyID() || len(published(t, m)) != len(st.Keys()) {
+			t.Fatalf("nodes disagree: %s vs %s, %d published of %d", m.Signer().KeyID(), ms[0].Signer().KeyID(), len(published(t, m)), len(st.Keys()))
 		}
 	}
 }

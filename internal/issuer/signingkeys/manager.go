@@ -1,18 +1,8 @@
-// Package issuer is keygate's token service: it signs tokens with managed,
-// scheduled-rotation signing keys and answers the OAuth 2.0 endpoints.
-// Private keys exist in the clear only in memory; in the store they are
-// sealed by the keyring.
-//
-// # Tenants
-//
-// Every access token names its client's tenant in the [TenantClaim] claim,
-// the default tenant's included. A login looks the user up in the
-// authenticating client's tenant only, and answers for a user of another
-// tenant exactly as for a name no tenant has, after the same password
-// work; introspection shows a client the tokens of its own tenant only. A
-// client's or user's tenant never changes, so a refresh takes it from the
-// client. The admin API ([Admin]) manages tenants and sees them all.
-package issuer
+// Package signingkeys manages the token service's signing keys: it creates
+// them, seals them under the keyring for the store, schedules their
+// rotation and retirement, and hands out the signer in force and the JWKS
+// to publish. Private keys exist in the clear only in memory.
+package signingkeys
 
 import (
 	"context"
@@ -30,7 +20,7 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// Sealer encrypts private keys for the store; the keyring implements it.
+// Sealer encrypts private keys for the store; the keyring (rootkey.Keyring) implements it.
 // aad binds a ciphertext to its record, so a sealed key cannot be moved.
 // While Sealed reports true the manager publishes the stored public keys
 // but holds no private key, creates none and signs nothing.
@@ -40,8 +30,21 @@ type Sealer interface {
 	Sealed() bool
 }
 
-// KeyPolicy schedules signing keys.
-type KeyPolicy struct {
+// Store is what the manager needs of the store: the signing keys, each
+// sealed. The methods are store.Store's, with the contracts written there
+// (a kid stored twice is store.ErrConflict, an unknown one
+// store.ErrNotFound), and every backend implements them.
+type Store interface {
+	ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
+	PutSigningKey(ctx context.Context, k store.SigningKey) error
+	RetireSigningKey(ctx context.Context, kid string, at time.Time) error
+	DeleteSigningKey(ctx context.Context, kid string) error
+}
+
+var _ Store = store.Store(nil) // the whole store, and so each backend, is one
+
+// Policy schedules signing keys.
+type Policy struct {
 	Alg jose.Alg // ES256 by default; RS256, PS256 and EdDSA by configuration
 	// RotateEvery is how long a key signs before its successor takes
 	// over; 0 is manual rotation only (Rotate), never by the schedule.
@@ -57,7 +60,7 @@ type KeyPolicy struct {
 	RetireSlack time.Duration
 }
 
-func (p *KeyPolicy) defaults() {
+func (p *Policy) defaults() {
 	if p.Alg == 0 {
 		p.Alg = jose.ES256
 	}
@@ -72,13 +75,13 @@ func (p *KeyPolicy) defaults() {
 	}
 }
 
-// KeyManager owns the signing keys: it creates, seals, stores, schedules and
+// Manager owns the signing keys: it creates, seals, stores, schedules and
 // retires them, and hands out the signer in force and the JWKS to publish as
 // one immutable snapshot.
-type KeyManager struct {
-	store  store.Store
+type Manager struct {
+	store  Store
 	sealer Sealer
-	policy KeyPolicy
+	policy Policy
 	now    func() time.Time
 
 	mu    sync.Mutex // one rotation or reload at a time
@@ -93,20 +96,20 @@ type keyState struct {
 	activeAt time.Time    // when the key in force became active
 }
 
-// KeyStatus is the key schedule's state, for metrics.
-type KeyStatus struct {
+// Status is the key schedule's state, for metrics.
+type Status struct {
 	Published   int       // keys in the JWKS
 	ActiveSince time.Time // when the key in force became active; zero before Load
 }
 
 // Status reports the key schedule's state. It reads one snapshot and
 // takes no lock.
-func (m *KeyManager) Status() KeyStatus {
+func (m *Manager) Status() Status {
 	s := m.state.Load()
 	if s == nil {
-		return KeyStatus{}
+		return Status{}
 	}
-	return KeyStatus{Published: s.set.Len(), ActiveSince: s.activeAt}
+	return Status{Published: s.set.Len(), ActiveSince: s.activeAt}
 }
 
 // ErrNoActiveKey means no stored key is active yet (all pre-published).
@@ -117,17 +120,17 @@ var ErrNoActiveKey = errors.New("issuer: no signing key is active")
 // with 503.
 var ErrSealed = errors.New("issuer: sealed")
 
-// NewKeyManager returns a manager; call Load before use.
-func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() time.Time) *KeyManager {
+// New returns a manager; call Load before use.
+func New(st Store, sealer Sealer, policy Policy, now func() time.Time) *Manager {
 	policy.defaults()
 	if now == nil {
 		now = time.Now
 	}
-	return &KeyManager{store: st, sealer: sealer, policy: policy, now: now}
+	return &Manager{store: st, sealer: sealer, policy: policy, now: now}
 }
 
 // Signer returns the signer in force, or nil before Load and while sealed.
-func (m *KeyManager) Signer() *jose.Signer {
+func (m *Manager) Signer() *jose.Signer {
 	if s := m.state.Load(); s != nil {
 		return s.signer
 	}
@@ -136,12 +139,12 @@ func (m *KeyManager) Signer() *jose.Signer {
 
 // Sealed reports whether the sealer is sealed: nothing can be signed until
 // an operator unseals it and Load runs again.
-func (m *KeyManager) Sealed() bool { return m.sealer.Sealed() }
+func (m *Manager) Sealed() bool { return m.sealer.Sealed() }
 
 // DropSigner forgets the private key in force, keeping the published set,
 // after the sealer has been sealed. It touches no store, so sealing takes
 // effect at once even when the store is unreachable.
-func (m *KeyManager) DropSigner() {
+func (m *Manager) DropSigner() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur := m.state.Load(); cur != nil {
@@ -153,7 +156,7 @@ func (m *KeyManager) DropSigner() {
 
 // AccessSigner returns the signer in force for RFC 9068 access tokens, whose
 // header says "typ":"at+jwt", or nil before Load.
-func (m *KeyManager) AccessSigner() *jose.Signer {
+func (m *Manager) AccessSigner() *jose.Signer {
 	if s := m.state.Load(); s != nil {
 		return s.access
 	}
@@ -161,7 +164,7 @@ func (m *KeyManager) AccessSigner() *jose.Signer {
 }
 
 // JWKS returns the published key set document.
-func (m *KeyManager) JWKS() []byte {
+func (m *Manager) JWKS() []byte {
 	if s := m.state.Load(); s != nil {
 		return s.jwks
 	}
@@ -169,7 +172,7 @@ func (m *KeyManager) JWKS() []byte {
 }
 
 // KeySet returns the published keys, parsed.
-func (m *KeyManager) KeySet() *jose.KeySet {
+func (m *Manager) KeySet() *jose.KeySet {
 	if s := m.state.Load(); s != nil {
 		return s.set
 	}
@@ -178,7 +181,7 @@ func (m *KeyManager) KeySet() *jose.KeySet {
 
 // Load reads the keys from the store, creating the first one if there is
 // none, and builds the snapshot for now.
-func (m *KeyManager) Load(ctx context.Context) error {
+func (m *Manager) Load(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keys, err := m.store.ListSigningKeys(ctx)
@@ -216,7 +219,7 @@ var ErrInitialized = errors.New("issuer: the store already holds signing keys")
 // each store a key; one that then finds a key its sealer does not open
 // deletes its own and returns ErrInitialized, so the store never keeps
 // keys under two root keys (if both withdraw, it is empty again).
-func (m *KeyManager) Init(ctx context.Context) (string, error) {
+func (m *Manager) Init(ctx context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sealer.Sealed() {
@@ -250,11 +253,11 @@ func (m *KeyManager) Init(ctx context.Context) (string, error) {
 
 // CheckSealer reports whether s opens every stored signing key, and how
 // many keys there are, without changing the manager: what an unseal asks
-// of a candidate root key before installing it (see keyring.Verifier). A
+// of a candidate root key before installing it (see rootkey.Verifier). A
 // key s does not open is an error naming its kid and wrapping s's error
-// (keyring.ErrUnknownKey or keyring.ErrDecrypt for the keyring); a store
+// (rootkey.ErrUnknownKey or rootkey.ErrDecrypt for the keyring); a store
 // failure wraps the store's error.
-func (m *KeyManager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
+func (m *Manager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("issuer: list signing keys: %w", err)
@@ -282,7 +285,7 @@ func unopened(s Sealer, keys []store.SigningKey) (store.SigningKey, error) {
 // creating, retiring and deleting nothing: what a node does when another
 // node has changed the keys, and on the request path when a token names a
 // kid it does not know.
-func (m *KeyManager) Reload(ctx context.Context) error {
+func (m *Manager) Reload(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keys, err := m.store.ListSigningKeys(ctx)
@@ -297,7 +300,7 @@ func (m *KeyManager) Reload(ctx context.Context) error {
 // whose retirement has passed, and rebuilds the snapshot. Run it
 // periodically (every minute is plenty) and after another node's rotation
 // notice.
-func (m *KeyManager) Tick(ctx context.Context) error {
+func (m *Manager) Tick(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -324,7 +327,7 @@ func (m *KeyManager) Tick(ctx context.Context) error {
 // Rotate creates a new key now, published at once and signing after
 // PrePublish (or at once with immediate set, for a compromised key), and
 // schedules the retirement of the keys it replaces. It returns the new kid.
-func (m *KeyManager) Rotate(ctx context.Context, immediate bool) (string, error) {
+func (m *Manager) Rotate(ctx context.Context, immediate bool) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sealer.Sealed() {
@@ -363,7 +366,7 @@ func (m *KeyManager) Rotate(ctx context.Context, immediate bool) (string, error)
 
 // retire schedules retirement for every key superseded by a newer active
 // one, and deletes keys whose retirement has passed.
-func (m *KeyManager) retire(ctx context.Context, keys []store.SigningKey, now time.Time) ([]store.SigningKey, error) {
+func (m *Manager) retire(ctx context.Context, keys []store.SigningKey, now time.Time) ([]store.SigningKey, error) {
 	var kept []store.SigningKey
 	for _, k := range keys {
 		if succ, ok := successor(keys, k); ok && k.RetireAt.IsZero() {
@@ -407,7 +410,7 @@ func newestKey(keys []store.SigningKey) store.SigningKey {
 
 // create generates, seals and stores a key published at publish and
 // active from active.
-func (m *KeyManager) create(ctx context.Context, publish, active time.Time) (store.SigningKey, error) {
+func (m *Manager) create(ctx context.Context, publish, active time.Time) (store.SigningKey, error) {
 	priv, err := keyfile.Generate(m.policy.Alg, 0)
 	if err != nil {
 		return store.SigningKey{}, err
@@ -444,7 +447,7 @@ func aad(kid string) []byte { return []byte("keygate signing-key " + kid) }
 // key whose PublishAt has come and whose RetireAt has not. While the
 // sealer is sealed it builds the published set alone, with no signer, so
 // that a sealed node still serves its JWKS and verifies its own tokens.
-func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
+func (m *Manager) build(keys []store.SigningKey, now time.Time) error {
 	slices.SortFunc(keys, func(a, b store.SigningKey) int {
 		if c := a.ActiveAt.Compare(b.ActiveAt); c != 0 {
 			return c
@@ -490,7 +493,7 @@ func (m *KeyManager) build(keys []store.SigningKey, now time.Time) error {
 	return nil
 }
 
-func (m *KeyManager) unseal(k *store.SigningKey) (*jose.Signer, error) {
+func (m *Manager) unseal(k *store.SigningKey) (*jose.Signer, error) {
 	if cur := m.state.Load(); cur != nil && cur.signer != nil && cur.signer.KeyID() == k.KID {
 		return cur.signer, nil // already unsealed
 	}
