@@ -304,7 +304,7 @@ func TestPassphraseAttemptsSpaced(t *testing.T) {
 		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	jh := http.Header{"Content-Type": {"application/json"}}
 	wrong := `{"passphrase":"not the passphrase at all"}`
-	for i := range passphraseBurst {
+	for i := range PassphraseBurst {
 		if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", wrong, jh); resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("attempt %d inside the burst: %d %s", i+1, resp.StatusCode, b)
 		}
@@ -314,7 +314,7 @@ func TestPassphraseAttemptsSpaced(t *testing.T) {
 		t.Fatalf("past the burst, even the right passphrase: %d %s (Retry-After %q), sealed=%v; want 429 and still sealed",
 			resp.StatusCode, b, resp.Header.Get("Retry-After"), l.Sealed())
 	}
-	later := t0.Add(passphraseEvery)
+	later := t0.Add(PassphraseEvery)
 	now.Store(&later)
 	if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK || l.Sealed() {
 		t.Fatalf("after the gate refilled: %d %s", resp.StatusCode, b)

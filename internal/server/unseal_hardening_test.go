@@ -461,9 +461,9 @@ func TestUnsealMalformedKeys(t *testing.T) {
 			t.Errorf("key %.12q...: %d %s, sealed=%v", key, resp.StatusCode, body, l.Sealed())
 		}
 	}
-	huge := `{"key":"` + strings.Repeat("A", maxUnsealBody) + `"}`
+	huge := `{"key":"` + strings.Repeat("A", MaxUnsealBody) + `"}`
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", huge, jsonHeader); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
-		t.Errorf("a body over %d bytes: %d %s", maxUnsealBody, resp.StatusCode, body)
+		t.Errorf("a body over %d bytes: %d %s", MaxUnsealBody, resp.StatusCode, body)
 	}
 	if n := storedKeys(t, l); n != 0 {
 		t.Errorf("%d signing keys stored", n)
