@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -35,7 +36,7 @@ import (
 // from certificates a test CA issued; the admin listener requires client
 // certificates from clientCA.
 type tlsNode struct {
-	*Server
+	*server.Server
 	ca, clientCA          *testnet.CA
 	dir                   string
 	certFile, keyFile     string // the traffic listener's
@@ -63,13 +64,13 @@ func startTLSNode(t *testing.T) *tlsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Node: &node.Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.Server = s
-	var ls Listeners
+	var ls server.Listeners
 	for _, l := range []*net.Listener{&ls.Traffic, &ls.Admin, &ls.Probe} {
 		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
@@ -341,7 +342,7 @@ func TestTLSBadRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the mismatched key counted", func() bool { return strings.Contains(errors(), want(1)) })
-	time.Sleep(2*WatchInterval + 500*time.Millisecond) // two more polls of the same files
+	time.Sleep(2*server.WatchInterval + 500*time.Millisecond) // two more polls of the same files
 	if !strings.Contains(errors(), want(1)) {
 		t.Error("the same broken files counted more than once")
 	}
@@ -410,7 +411,7 @@ func TestTLSStartRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.SetDefaults()
 			data := filepath.Join(t.TempDir(), "data")
-			s, err := New(context.Background(), Config{Gateway: &tt.cfg, Node: &node.Config{DataDir: data, Issuer: "https://self", Audience: "x"}})
+			s, err := server.New(context.Background(), server.Config{Gateway: &tt.cfg, Node: &node.Config{DataDir: data, Issuer: "https://self", Audience: "x"}})
 			if err == nil {
 				s.Close()
 				t.Fatal("New succeeded")
@@ -489,7 +490,7 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		s, err := New(ctx, Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		s, err := server.New(ctx, server.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 			Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second}}})
 		if err == nil {
