@@ -264,6 +264,9 @@ func TestAuditUnauthenticatedEveryEndpoint(t *testing.T) {
 // limit's burst of attempts and one aggregate, and the right key, sent
 // once the address may try again (Retry-After), unseals.
 func TestAuditUnsealAttemptsLimited(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a flood of unseal attempts, then a wait for Retry-After; run without -short")
+	}
 	cfg, _, keyFile := rotatingConfig(t)
 	cfg.Node.RefusalLimit = ratelimit.Limit{}
 	l := startLive(t, cfg)

@@ -21,6 +21,9 @@ import (
 // alone gives each /64 its own 30, so the flood wrote a record per request
 // as it did before that limit.
 func TestAuditUnauthenticatedFloodManyAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a flood of unauthenticated requests from many addresses; run without -short")
+	}
 	data := filepath.Join(t.TempDir(), "data")
 	nc := auditNode(data, config.Audit{})
 	nc.TokenService.TrustedProxies = []string{"127.0.0.1/32"}

@@ -18,5 +18,8 @@
 //
 // Without DATABASE_URL or REDIS_URL the tests that need them skip, and
 // without nginx or caddy on PATH so do the real-proxy rows (unless
-// KEYGATE_REQUIRE_NGINX or KEYGATE_REQUIRE_CADDY is set).
+// KEYGATE_REQUIRE_NGINX or KEYGATE_REQUIRE_CADDY is set). Under -short,
+// the contributors' inner loop, the scenarios that take a second or more,
+// need PostgreSQL or Redis, or start a real proxy skip, each saying why;
+// .ci/run never passes -short.
 package e2e

@@ -77,6 +77,9 @@ func TestFleetMetrics(t *testing.T) {
 // TestFleetMetricsFailClosed: with Redis unreachable and MaxStaleness set,
 // /metrics shows the node failing closed.
 func TestFleetMetricsFailClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a node with Redis unreachable; run without -short")
+	}
 	l := startLive(t, server.Config{Metrics: telemetry.New(),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 			TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})

@@ -26,8 +26,15 @@ import (
 	"github.com/keygate/keygate/internal/testnet"
 )
 
-// redisPrefix returns REDIS_URL and a fresh prefix for t (testnet.RedisPrefix).
-func redisPrefix(t *testing.T) (redisURL, prefix string) { return testnet.RedisPrefix(t) }
+// redisPrefix returns REDIS_URL and a fresh prefix for t (testnet.RedisPrefix);
+// under -short it skips.
+func redisPrefix(t *testing.T) (redisURL, prefix string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: Redis; run without -short")
+	}
+	return testnet.RedisPrefix(t)
+}
 
 // TestFleet runs three nodes on one PostgreSQL schema and one Redis prefix:
 // a token of one is accepted by the others, a revocation at one reaches the
@@ -301,6 +308,9 @@ func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 // refuses every token and /readyz says why; refreshes, decided on the
 // store, go on.
 func TestRedisFailClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits out the revocation set's staleness with Redis unreachable; run without -short")
+	}
 	l := startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 		TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	tok, err := l.Mint(mint.Claims{Subject: "x", Audience: []string{testAudience}, TTL: time.Hour})

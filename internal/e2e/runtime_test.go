@@ -283,6 +283,9 @@ func TestReload(t *testing.T) {
 
 // TestReloadOnFileChange: the watcher picks the new file up by itself.
 func TestReloadOnFileChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits for the configuration watcher's poll; run without -short")
+	}
 	p := newIDP(t)
 	k1 := ecSigner(t, "k1")
 	p.publish(t, k1)
@@ -306,6 +309,9 @@ func TestReloadOnFileChange(t *testing.T) {
 // (as every real IdP does), and the old key stays published until its
 // tokens are gone. No valid request may be refused.
 func TestRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: an IdP's key rotation under load; run without -short")
+	}
 	p := newIDP(t)
 	k1, k2 := ecSigner(t, "k1"), ecSigner(t, "k2")
 	p.publish(t, k1)
@@ -373,6 +379,9 @@ func scrape(t *testing.T, c *configured) string {
 // TestReloadUnderLoad reloads the configuration again and again while
 // clients send requests: none may fail or be refused.
 func TestReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: reloads under load; run without -short")
+	}
 	p := newIDP(t)
 	k1 := ecSigner(t, "k1")
 	p.publish(t, k1)

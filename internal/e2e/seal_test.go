@@ -77,6 +77,9 @@ func passphraseDataDir(t *testing.T) string {
 // the store still work — and the passphrase over the admin API unseals it.
 // Sealing again through the API stops issuance at once.
 func TestSealedStartPassphrase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a sealed start unsealed by passphrase (Argon2id); run without -short")
+	}
 	dir := passphraseDataDir(t)
 	cfg := server.Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}}
 	l := startLive(t, cfg)
@@ -217,6 +220,9 @@ func randomKey(t *testing.T) string {
 // can still be sealed, by the unseal passphrase; a wrong passphrase, or a
 // passphrase on a node without a keyring, seals nothing.
 func TestSealWithPassphrase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: sealing by passphrase (Argon2id); run without -short")
+	}
 	dir := passphraseDataDir(t)
 	l := startLive(t, server.Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	jh := http.Header{"Content-Type": {"application/json"}}
@@ -297,6 +303,9 @@ func TestSealedStartPostgres(t *testing.T) {
 // Argon2id derivation) are spaced node-wide: after a burst, 429 with
 // Retry-After, and nothing is checked or sealed; time refills the gate.
 func TestPassphraseAttemptsSpaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a burst of passphrase checks (Argon2id); run without -short")
+	}
 	var now atomic.Pointer[time.Time]
 	t0 := time.Now()
 	now.Store(&t0)

@@ -15,6 +15,9 @@ import (
 // its wrapping key (stored as an internal transit key row) is deleted once
 // its clients, users and keys are gone; a key of its own keeps it.
 func TestDeleteTenantAfterWrappingKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: makes a tenant's RSA-4096 wrapping key; run without -short")
+	}
 	l := startLive(t, server.Config{AdminToken: auditAdminToken,
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{Disabled: true})})
 	admin := func(method, path, body string) (int, string) {

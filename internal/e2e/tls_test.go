@@ -124,6 +124,9 @@ func fetch(c *http.Client, url string) (*http.Response, string, error) {
 // client CA, on every path; TLS below 1.2 and plain HTTP are refused
 // with a clear answer.
 func TestTLSListeners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: TLS listeners with client certificates, TLS versions and plain HTTP; run without -short")
+	}
 	n := startTLSNode(t)
 	c := n.client(nil)
 	for _, u := range []string{n.traffic + "/healthz", n.traffic + "/.well-known/jwks.json", n.probe + "/healthz", n.probe + "/readyz"} {
@@ -211,6 +214,9 @@ func TestTLSListeners(t *testing.T) {
 // certificate, and once the watcher has read the new pair every new
 // handshake presents its serial.
 func TestTLSRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: certificate rotation under load; run without -short")
+	}
 	n := startTLSNode(t)
 	oldSerial := certSerial(t, n.certFile)
 	next := n.issue(t)
@@ -326,6 +332,9 @@ func certSerial(t *testing.T, path string) *big.Int {
 // a key file that is gone, never replace the pair in force: each is logged
 // once and counted once, and new handshakes keep the old certificate.
 func TestTLSBadRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: bad certificate rotations, each waited for through the watcher; run without -short")
+	}
 	n := startTLSNode(t)
 	oldSerial := certSerial(t, n.certFile)
 	errors := func() string {

@@ -332,9 +332,13 @@ func TestTokenServiceRootKeyFromEnv(t *testing.T) {
 }
 
 // newSchema creates an empty schema on DATABASE_URL for t, dropped when t
-// ends, and returns a URL that uses it; without DATABASE_URL it skips.
+// ends, and returns a URL that uses it; without DATABASE_URL, or under
+// -short, it skips.
 func newSchema(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: PostgreSQL; run without -short")
+	}
 	base := os.Getenv("DATABASE_URL")
 	if base == "" {
 		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")

@@ -281,6 +281,9 @@ func TestTracingExport(t *testing.T) {
 // answers holds no request up, and a stop waits for it at most
 // TracingFlushTimeout.
 func TestTracingDeadCollector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits out the tracing flush timeout against a dead collector; run without -short")
+	}
 	for _, v := range otelVars {
 		t.Setenv(v, "")
 	}

@@ -289,6 +289,9 @@ func rotatingNode(t *testing.T) (*live, rootkey.Key, string) {
 // again on failure, and the schedule sealed new signing keys under wrong
 // keys in between.
 func TestUnsealNoWrongKeyWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: unseals racing the key schedule and rotations; run without -short")
+	}
 	l, root, keyFile := rotatingNode(t)
 	stop := churnKeys(l)
 	var wg sync.WaitGroup
@@ -352,6 +355,9 @@ func TestUnsealNoWrongKeyWindow(t *testing.T) {
 // Before the fix it was installed, and the schedule sealed keys under it,
 // until loading the signing keys failed.
 func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: passphrase unseals racing the key schedule (Argon2id); run without -short")
+	}
 	cfg, root, _ := rotatingConfig(t)
 	first := startLive(t, cfg) // seals the first signing key under root
 	if err := first.stop(); err != nil {
