@@ -277,6 +277,9 @@ func keyPolicyRefusal(pub any) string {
 }
 
 func TestVectorsWycheproofPrimitives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: every Wycheproof primitive vector; run without -short")
+	}
 	dir := vectorsDir(t, "wycheproof")
 	for _, tc := range wycheproofPrimitives {
 		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-proxy tests (internal/gateway: TestRealProxyForgedHeaders,
-# TestRealProxyAmbiguousPaths; internal/server: TestFrontEndEquivalence)
+# TestRealProxyAmbiguousPaths; internal/e2e: TestFrontEndEquivalence)
 # against a real Traefik, which Debian does not package: this builds Traefik
 # from its Go module (source from the Go module proxy, built with this
 # machine's Go), then runs those tests with it, so that the README's Traefik
@@ -55,5 +55,5 @@ log "running the real-proxy tests with Traefik"
 cd "$ROOT"
 # pipefail: the test's exit status is the script's.
 KEYGATE_TRAEFIK_BIN=$BIN KEYGATE_REQUIRE_TRAEFIK=1 go test -count=1 -v -run 'TestRealProxy|TestFrontEndEquivalence' \
-	./internal/gateway ./internal/server |
+	./internal/gateway ./internal/e2e |
 	grep -E '^(--- |    --- |    [a-z_]+_test\.go:|FAIL|ok)'

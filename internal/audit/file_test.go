@@ -405,6 +405,9 @@ func TestSyncPolicies(t *testing.T) {
 }
 
 func TestConcurrentWritersLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: a stress test of concurrent writers; run without -short")
+	}
 	dir := t.TempDir()
 	var batches, records atomic.Int64
 	l, _ := newLog(t, func(c *Config) {

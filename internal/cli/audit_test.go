@@ -142,6 +142,9 @@ func auditKey(t *testing.T) (*audit.SigningKey, []byte) {
 // first checkpoint after. No file holds the passphrase, the admin token, a
 // client secret or a token.
 func TestServeAuditRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: a sealed serve's audit log across seal and unseal (Argon2id); run without -short")
+	}
 	const pass = "a long unseal passphrase"
 	h := newHarness(t)
 	data := h.path("data")

@@ -108,6 +108,9 @@ func (h *harness) background(args ...string) (addr string, stop func() result) {
 // answer, says on stderr what it is, and listens on loopback only unless
 // --allow-remote.
 func TestBenchServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: starts the bench server in each mode; run without -short")
+	}
 	for _, mode := range []string{"noop", "es256"} {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarness(t)

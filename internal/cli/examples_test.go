@@ -189,6 +189,9 @@ func TestExampleFleet(t *testing.T) {
 // The sealed example walks its own cycle: keyring init, a sealed start,
 // unseal with the passphrase, seal with the admin token.
 func TestExampleSealed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: the sealed example's whole cycle (Argon2id); run without -short")
+	}
 	const pass = "a long unseal passphrase"
 	h := newHarness(t)
 	data := h.path("data")

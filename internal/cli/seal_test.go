@@ -19,6 +19,9 @@ import (
 // keyring init, serve starting sealed, clients created while sealed,
 // unseal with the passphrase on standard input, tokens, seal again.
 func TestPassphraseSealFlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: an operator's passphrase set-up end to end, each unseal an Argon2id derivation; run without -short")
+	}
 	const pass = "a long unseal passphrase"
 	h := newHarness(t)
 	data := h.path("data")

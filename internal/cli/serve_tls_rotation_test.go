@@ -34,6 +34,9 @@ import (
 //     CA is refused before and accepted after, one from the old CA accepted
 //     before and refused after.
 func TestServeTLSRotationWithCurl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: certificate rotation seen by curl under a live serve; run without -short")
+	}
 	curl := curlBinary(t)
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)

@@ -79,6 +79,9 @@ func TestAuditNodeID(t *testing.T) {
 // them. Seal forgets the keys again. Without the kept public key, a sealed
 // start refuses to continue a signed chain, and says why.
 func TestAuditSealed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: sealed starts and unseals, each an Argon2id derivation; run without -short")
+	}
 	dir := t.TempDir()
 	root, err := rootkey.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
 	if err != nil {

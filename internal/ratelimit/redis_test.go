@@ -114,6 +114,9 @@ func TestRedisBurstThenRate(t *testing.T) {
 // says wait d, one request passes after d; and however the requests come,
 // no more than 2 + 5/s pass.
 func TestRedisRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: times a Redis limiter's refill; run without -short")
+	}
 	prefix, cs := fleet(t, 1)
 	r := newRedisLimiter(t, RedisConfig{Client: cs[0], Prefix: prefix, Limit: Limit{Rate: 5, Burst: 2}, Timeout: testTimeout})
 	ctx := context.Background()

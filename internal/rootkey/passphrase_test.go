@@ -220,6 +220,9 @@ func TestHeaderTampering(t *testing.T) {
 // TestDefaultArgon2 runs the real parameters once: InitPassphrase writes
 // them, ReadHeader reads them back, and the passphrase unseals.
 func TestDefaultArgon2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: the real Argon2id parameters (64 MiB); run without -short")
+	}
 	path := filepath.Join(t.TempDir(), "keyring.json")
 	root, err := InitPassphrase(path, []byte(testPassphrase), nil)
 	if err != nil {

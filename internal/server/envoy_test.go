@@ -193,6 +193,9 @@ func TestEnvoyGRPCListener(t *testing.T) {
 // issuer whose JWKS cannot be fetched yet), and SERVING once the node is
 // ready, found by the watcher's poll.
 func TestEnvoyGRPCHealthFollowsReadiness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits for the watcher's poll to find the node ready; run without -short")
+	}
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,9 @@ import (
 // root key is itself the credential, so unsealing needs no admin token;
 // sealing does.
 
-// maxUnsealBody bounds an unseal request: a passphrase or a base64 key.
-const maxUnsealBody = 4 << 10
+// MaxUnsealBody bounds an unseal or seal request's body: a passphrase or a
+// base64 key.
+const MaxUnsealBody = 4 << 10
 
 // sealStatus is the body of every seal endpoint's answer.
 func (s *Server) sealStatus() map[string]any {
@@ -74,7 +75,7 @@ func checkSysPost(r *http.Request) error {
 // costs an Argon2id derivation (64 MiB, a good part of a core for a
 // fraction of a second), and the seal check runs on a live node too, so
 // an unlimited caller could keep a core busy and guess at Argon2id speed.
-// A burst of passphraseBurst, then one every passphraseEvery; beyond
+// A burst of PassphraseBurst, then one every PassphraseEvery; beyond
 // that, 429 with Retry-After. The gate is the node's, not a caller's:
 // guesses are what it bounds, from anywhere.
 type passphraseGate struct {
@@ -83,9 +84,11 @@ type passphraseGate struct {
 	last   time.Time
 }
 
+// The rate of unauthenticated passphrase checks (unseal, seal by
+// passphrase) a node starts; beyond it, 429 with Retry-After.
 const (
-	passphraseBurst = 5
-	passphraseEvery = 2 * time.Second
+	PassphraseBurst = 5               // checks allowed at once
+	PassphraseEvery = 2 * time.Second // then one more per interval
 )
 
 // allow takes one check from the gate at now, or says how long to wait.
@@ -93,13 +96,13 @@ func (g *passphraseGate) allow(now time.Time) (time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.last.IsZero() {
-		g.tokens = passphraseBurst
+		g.tokens = PassphraseBurst
 	} else {
-		g.tokens = min(passphraseBurst, g.tokens+float64(now.Sub(g.last))/float64(passphraseEvery))
+		g.tokens = min(PassphraseBurst, g.tokens+float64(now.Sub(g.last))/float64(PassphraseEvery))
 	}
 	g.last = now
 	if g.tokens < 1 {
-		return time.Duration((1 - g.tokens) * float64(passphraseEvery)), false
+		return time.Duration((1 - g.tokens) * float64(PassphraseEvery)), false
 	}
 	g.tokens--
 	return 0, true
@@ -135,7 +138,7 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var in unsealRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUnsealBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || dec.Decode(&struct{}{}) != io.EOF {
 		return badUnseal(`the body must be {"passphrase":"..."} or {"key":"<base64 root key>"}`)
@@ -225,7 +228,7 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Passphrase string `json:"passphrase"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxUnsealBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); (err != nil && err != io.EOF) || in.Passphrase == "" {
 		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",

@@ -64,6 +64,9 @@ type fairFlood struct {
 // reading to its queue (an rsa-4096 encryption, the cheapest, about 0.4
 // ms), so that at most one starts in between.
 func TestTransitFair(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: floods the transit workers to count fairness; run without -short")
+	}
 	for _, f := range []fairFlood{
 		{"sign", "rsa-3072", "sign", 50, "rsa-2048", "sign"},
 		{"verify", "ecdsa-p521", "verify", 50, "ed25519", "verify"},

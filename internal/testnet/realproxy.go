@@ -19,13 +19,17 @@ import (
 // keygate. Each binary is found on PATH (Traefik also at
 // $KEYGATE_TRAEFIK_BIN), or the test skips; with KEYGATE_REQUIRE_NGINX,
 // KEYGATE_REQUIRE_CADDY or KEYGATE_REQUIRE_TRAEFIK set (as CI sets the
-// first two) it fails instead.
+// first two) it fails instead. Under -short (go test -short, which CI
+// never passes) the test skips whatever is installed.
 
 // ProxyBinary finds a proxy's binary on PATH or at fallback, or skips the
 // test; with requireEnv set in the environment (as .ci/run sets it) it
 // fails instead, so that CI cannot skip a real-proxy test.
 func ProxyBinary(t *testing.T, name, fallback, requireEnv, pkg string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("integration: the real %s; run without -short", name)
+	}
 	if bin, err := exec.LookPath(name); err == nil {
 		return bin
 	}

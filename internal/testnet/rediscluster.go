@@ -97,9 +97,13 @@ func clusterPort(t testing.TB) int {
 // startRedisServer starts the redis-server on PATH with args, stopped when
 // the test ends, and waits until a PING with opts is answered. Without
 // redis-server the test skips (what names the tests skipped), unless
-// KEYGATE_REQUIRE_REDIS_CLUSTER is set, which .ci/run does.
+// KEYGATE_REQUIRE_REDIS_CLUSTER is set, which .ci/run does; under -short
+// it skips whatever is installed.
 func startRedisServer(t testing.TB, what string, opts *redis.Options, args ...string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: " + what + " from redis-server; run without -short")
+	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("KEYGATE_REQUIRE_REDIS_CLUSTER") != "" {

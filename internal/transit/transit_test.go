@@ -72,6 +72,9 @@ func TestKeyTypeNamesAndCapabilities(t *testing.T) {
 
 // TestRoundTrip runs every operation each key type supports.
 func TestRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: every operation of every key type, RSA up to 4096 bits; run without -short")
+	}
 	e := testEngine(t)
 	msg := []byte("the quick brown fox")
 	for _, typ := range KeyTypes() {

@@ -150,6 +150,9 @@ func TestWycheproofAEAD(t *testing.T) {
 }
 
 func TestWycheproofSignatures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: every Wycheproof signature vector; run without -short")
+	}
 	e := testEngine(t)
 	hashes := map[string]HashAlgorithm{"SHA-256": SHA2_256, "SHA-384": SHA2_384, "SHA-512": SHA2_512}
 	for _, tc := range []struct {

@@ -40,6 +40,9 @@ func runOK(t *testing.T, cfg Config) *Result {
 }
 
 func TestRunAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: runs the generator against test servers; run without -short")
+	}
 	var n atomic.Int64
 	tests := []struct {
 		name    string
@@ -132,6 +135,9 @@ func hijacker(every int64, raw string) http.HandlerFunc {
 }
 
 func TestRunErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: runs the generator against failing servers; run without -short")
+	}
 	t.Run("read", func(t *testing.T) {
 		url, _ := server(t, hijacker(10, ""))
 		res := runOK(t, Config{Request: Request{URL: url}, Connections: 3, Requests: 300})
@@ -181,6 +187,9 @@ func TestRunErrors(t *testing.T) {
 // loop, the requests its schedule meant to send during the stall are late
 // too, and their latency counts from when they were meant to be sent.
 func TestCoordinatedOmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: open and closed loops against a stalling server; run without -short")
+	}
 	const stall = 200 * time.Millisecond
 	const slow = stall / 2
 	stallOnce := func() http.HandlerFunc {
@@ -281,6 +290,9 @@ func TestEnsureFileLimit(t *testing.T) {
 }
 
 func TestRunProgressAndRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test: a paced run of 750 requests at 500/s; run without -short")
+	}
 	url, _ := server(t, func(w http.ResponseWriter, r *http.Request) {})
 	var calls []Progress
 	var mu sync.Mutex

@@ -21,8 +21,12 @@ import (
 
 // chromium is Debian's chromium, or the test skips; with
 // KEYGATE_REQUIRE_CHROMIUM set (as .ci/run sets it) it fails instead.
+// Under -short it skips whatever is installed.
 func chromium(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: headless Chromium; run without -short")
+	}
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if bin, err := exec.LookPath(name); err == nil {
 			return bin

@@ -31,6 +31,9 @@ func (f *fakeProbe) Read(context.Context) (Sample, error) {
 }
 
 func TestSampler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits for one-second samples; run without -short")
+	}
 	for _, metrics := range []bool{true, false} {
 		p := &fakeProbe{metrics: metrics}
 		s := StartSampler(context.Background(), p, 10*time.Millisecond)

@@ -150,6 +150,9 @@ func TestFanoutPropagation(t *testing.T) {
 // batches rather than with one copy of the set each (one copy each took
 // 5 s here under -race; batched, half a second).
 func TestFanoutBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a burst of revocations through Redis into a 50,000-entry set; run without -short")
+	}
 	_, nodes := startFleet(t, 2, nil)
 	b, c := nodes[0], nodes[1]
 	c.mem.Update(func(batch *revoke.Batch) {
@@ -320,6 +323,9 @@ func fieldOf(line, name string) (string, bool) {
 // it serves the last known set until MaxStaleness, then refuses every
 // token, and recovers when Redis is back.
 func TestFanoutStalenessFailClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: cuts a node off Redis and waits out its staleness; run without -short")
+	}
 	admin := testnet.RedisClient(t, nil)
 	mustPing(t, admin)
 	cfg := fleetConfig(testPrefix(t, admin))

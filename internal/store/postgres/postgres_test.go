@@ -92,6 +92,9 @@ func open(t testing.TB, url string) *Store {
 }
 
 func TestStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: the shared store suite on PostgreSQL; run without -short")
+	}
 	databaseURL(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, newSchema(t)) })
 }

@@ -80,6 +80,9 @@ func nodeOf(s *Service) *node.Node { return s.n.(*node.Node) }
 // TestKeyTypes: a key of every type is stored and read back by another
 // node, which decrypts, verifies and checks HMACs made by the first.
 func TestKeyTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: a key of every type, RSA up to 4096 bits, made at one node and used at another; run without -short")
+	}
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
 	for _, typ := range transit.KeyTypes() {
@@ -535,6 +538,9 @@ func TestAutoRotateOffTick(t *testing.T) {
 // TestWrappingKey: a tenant's wrapping key is made once and read by every
 // node; tenants have different ones; it is not listed.
 func TestWrappingKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: makes tenants' RSA-4096 wrapping keys; run without -short")
+	}
 	svcs := fleet(t, 2, false, Options{})
 	a, b := svcs[0], svcs[1]
 	if err := nodeOf(a).Store().CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: time.Now()}); err != nil {

@@ -68,6 +68,9 @@ func fleetOf(t *testing.T, n int) []*env {
 // and a rotation made at one node is used for encryption at the other
 // within a second.
 func TestFleetRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: two nodes on one store, rotating while both encrypt; run without -short")
+	}
 	nodes := fleetOf(t, 2)
 	a, b := nodes[0], nodes[1]
 	tok := a.token("default", allScopes...)

@@ -20,6 +20,9 @@ const denied = `{"errors":["permission denied"]}` + "\n"
 // shows them. A caller without the route's scope is refused 403 from its
 // scopes alone: the same answer whether the key exists or not.
 func TestTenantIsolation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: every route and scope against another tenant's keys; run without -short")
+	}
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	e := startWith(t, func(_ http.ResponseWriter, _ *http.Request, o vaultapi.Outcome) error {

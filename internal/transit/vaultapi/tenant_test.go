@@ -89,6 +89,9 @@ func TestTenantRecreated(t *testing.T) {
 // third that never knew the old tenant, agree on the new tenant's wrapping
 // key, and a key made at one node opens at the others.
 func TestFleetTenantRecreated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: three nodes on one store, a tenant deleted and made again; run without -short")
+	}
 	ctx := context.Background()
 	nodes := fleetOf(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]

@@ -77,6 +77,9 @@ func statusOf(err error) int {
 // TestVaultClient round-trips every operation of the transit API with
 // Vault's official Go client.
 func TestVaultClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: every transit operation through Vault's Go client, keys of every type; run without -short")
+	}
 	e := start(t)
 	c := vaultClient(t, e)
 

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
 )
@@ -49,7 +50,7 @@ func auditNode(dir string, a config.Audit, sinks ...audit.Sink) *node.Config {
 // requests succeed and the failures are counted.
 func TestAuditFailClosed(t *testing.T) {
 	sink := &failSink{}
-	l := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
 	secret := addClient(t, l, "svc")
 	if code, body := tokenStatus(t, l, "svc", secret); code != 200 {
@@ -107,7 +108,7 @@ func TestAuditFailClosed(t *testing.T) {
 	// Two sinks, one failing: the file sink takes every record.
 	bad := &failSink{}
 	bad.fail.Store(true)
-	l2 := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+	l2 := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{}, bad)})
 	secret = addClient(t, l2, "svc")
 	for range 3 {
@@ -146,7 +147,7 @@ func basicAuth(id, secret string) string {
 // unsigned line, against the anchor it gave.
 func TestAuditStatusSignsTheLog(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	l := startLive(t, Config{AdminToken: auditAdminToken, Node: auditNode(dir, config.Audit{CheckpointEvery: 1000, CheckpointInterval: time.Hour})})
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Node: auditNode(dir, config.Audit{CheckpointEvery: 1000, CheckpointInterval: time.Hour})})
 	for i := range 3 {
 		if resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", fmt.Sprintf(`{"name":"svc-%d","scopes":["read"]}`, i), adminJSON(auditAdminToken)); resp.StatusCode != 201 {
 			t.Fatalf("create client: %d %s", resp.StatusCode, body)
@@ -191,7 +192,7 @@ func TestAuditStatusSignsTheLog(t *testing.T) {
 // a secret or a token.
 func TestAuditRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	l := startLive(t, Config{AdminToken: auditAdminToken,
+	l := startLive(t, server.Config{AdminToken: auditAdminToken,
 		Node: auditNode(dir, config.Audit{File: config.AuditFile{MaxSize: 2048}, CheckpointEvery: 7})})
 	status := func() map[string]any {
 		t.Helper()

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/ratelimit"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -62,7 +63,7 @@ func auditFiles(t *testing.T, dir string) (records []audit.Record, size int64) {
 // is answered and recorded as usual.
 func TestAuditUnauthenticatedFlood(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	l := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
 		Node: auditNode(data, config.Audit{})})
 	client, tok := transitToken(t, l, "transit:admin", "transit:encrypt:*")
 	good := http.Header{"X-Vault-Token": {tok}, "Content-Type": {"application/json"}}
@@ -192,7 +193,7 @@ func readAll(t *testing.T, dir string) []byte {
 // limit's burst and one aggregate per operation and reason.
 func TestAuditUnauthenticatedEveryEndpoint(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	l := startLive(t, Config{AdminToken: auditAdminToken, Node: auditNode(data, config.Audit{})})
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Node: auditNode(data, config.Audit{})})
 	dir := filepath.Join(data, config.DefaultAuditDir)
 	before, sizeBefore := auditFiles(t, dir)
 	unknown := form()
@@ -263,6 +264,9 @@ func TestAuditUnauthenticatedEveryEndpoint(t *testing.T) {
 // limit's burst of attempts and one aggregate, and the right key, sent
 // once the address may try again (Retry-After), unseals.
 func TestAuditUnsealAttemptsLimited(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a flood of unseal attempts, then a wait for Retry-After; run without -short")
+	}
 	cfg, _, keyFile := rotatingConfig(t)
 	cfg.Node.RefusalLimit = ratelimit.Limit{}
 	l := startLive(t, cfg)

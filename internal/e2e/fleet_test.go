@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -22,11 +22,19 @@ import (
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
-// redisPrefix returns REDIS_URL and a fresh prefix for t (testnet.RedisPrefix).
-func redisPrefix(t *testing.T) (redisURL, prefix string) { return testnet.RedisPrefix(t) }
+// redisPrefix returns REDIS_URL and a fresh prefix for t (testnet.RedisPrefix);
+// under -short it skips.
+func redisPrefix(t *testing.T) (redisURL, prefix string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: Redis; run without -short")
+	}
+	return testnet.RedisPrefix(t)
+}
 
 // TestFleet runs three nodes on one PostgreSQL schema and one Redis prefix:
 // a token of one is accepted by the others, a revocation at one reaches the
@@ -62,7 +70,7 @@ func fleetFlow(t *testing.T, redisURL, prefix string) {
 	const iss = "https://keygate.fleet.test"
 	var nodes []*live
 	for i := range 3 {
-		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+		nodes = append(nodes, startLive(t, server.Config{AdminToken: adminToken,
 			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: iss, Audience: testAudience,
 				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}}))
 	}
@@ -222,7 +230,7 @@ func login(t *testing.T, base string, h http.Header, user string) int {
 }
 
 func TestLoginRateLimitLocal(t *testing.T) {
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l := startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	h := form()
 	req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -243,7 +251,7 @@ func TestLoginRateLimitLocal(t *testing.T) {
 // headers of a login by its demo client forwarded for a client address.
 func behindLoopbackProxy(t *testing.T, ipv6Prefix int) (*live, func(addr string) http.Header) {
 	t.Helper()
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+	l := startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 		TokenService: config.TokenService{TrustedProxies: []string{"127.0.0.0/8", "::1/128"}, IPv6Prefix: ipv6Prefix}}})
 	b := l.Bootstrap()
 	h := form()
@@ -300,7 +308,10 @@ func TestLoginRateLimitIPv6Prefix(t *testing.T) {
 // refuses every token and /readyz says why; refreshes, decided on the
 // store, go on.
 func TestRedisFailClosed(t *testing.T) {
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+	if testing.Short() {
+		t.Skip("integration: waits out the revocation set's staleness with Redis unreachable; run without -short")
+	}
+	l := startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 		TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	tok, err := l.Mint(mint.Claims{Subject: "x", Audience: []string{testAudience}, TTL: time.Hour})
 	if err != nil {
@@ -381,7 +392,7 @@ func TestFleetTokenRateLimit(t *testing.T) {
 	}
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
+		nodes = append(nodes, startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix, TokenRateLimit: new(1.5)}}}))
 	}
 	secret := addClient(t, nodes[0], "svc")

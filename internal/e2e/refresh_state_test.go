@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"crypto/rand"
@@ -15,6 +15,7 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -36,7 +37,7 @@ func TestRefreshRedisDown(t *testing.T) {
 	adminToken := strings.Repeat("r", 40)
 	var nodes []*live
 	for i := range 2 {
-		nodes = append(nodes, startLive(t, Config{AdminToken: adminToken,
+		nodes = append(nodes, startLive(t, server.Config{AdminToken: adminToken,
 			Node: &node.Config{DataDir: filepath.Join(dir, "node"+string(rune('a'+i))), Issuer: testIssuer, Audience: testAudience,
 				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL}}}))
 	}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/ratelimit"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -44,7 +45,7 @@ func sealedWithHeader(t *testing.T) (*live, string, rootkey.Key) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+	l := startLive(t, server.Config{AdminToken: "admin-token-0123456789abcdef0123456789",
 		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	if !l.Sealed() {
 		t.Fatal("a node with only a keyring.json is not sealed")
@@ -176,7 +177,7 @@ func TestUnsealHidesStoreErrors(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	token := "admin-token-0123456789abcdef0123456789"
-	l := startLive(t, Config{AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	l := startLive(t, server.Config{AdminToken: token, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "{}", adminJSON(token)); resp.StatusCode != http.StatusOK {
@@ -247,7 +248,7 @@ func churnKeys(l *live) (stop func()) {
 // rotatingConfig is a node on a fresh SQLite store with a root key file,
 // under a schedule in which every unsealed Tick creates a key; it returns
 // the root key and its file too.
-func rotatingConfig(t *testing.T) (Config, rootkey.Key, string) {
+func rotatingConfig(t *testing.T) (server.Config, rootkey.Key, string) {
 	t.Helper()
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "root.key")
@@ -259,7 +260,7 @@ func rotatingConfig(t *testing.T) (Config, rootkey.Key, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(root.Destroy)
-	return Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+	return server.Config{AdminToken: "admin-token-0123456789abcdef0123456789",
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{RootKeyFile: keyFile, KeyRotation: new(time.Minute), KeyPrePublish: 2 * time.Hour},
 			// Hundreds of wrong keys from one address, each tried: the
@@ -288,6 +289,9 @@ func rotatingNode(t *testing.T) (*live, rootkey.Key, string) {
 // again on failure, and the schedule sealed new signing keys under wrong
 // keys in between.
 func TestUnsealNoWrongKeyWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: unseals racing the key schedule and rotations; run without -short")
+	}
 	l, root, keyFile := rotatingNode(t)
 	stop := churnKeys(l)
 	var wg sync.WaitGroup
@@ -351,6 +355,9 @@ func TestUnsealNoWrongKeyWindow(t *testing.T) {
 // Before the fix it was installed, and the schedule sealed keys under it,
 // until loading the signing keys failed.
 func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: passphrase unseals racing the key schedule (Argon2id); run without -short")
+	}
 	cfg, root, _ := rotatingConfig(t)
 	first := startLive(t, cfg) // seals the first signing key under root
 	if err := first.stop(); err != nil {
@@ -385,7 +392,7 @@ func TestUnsealPassphraseNoWrongKeyWindow(t *testing.T) {
 // first key it is given. Before the fix, whoever reached an admin listener
 // first chose the fleet's root key, with no credential at all.
 func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
-	l := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+	l := startLive(t, server.Config{AdminToken: "admin-token-0123456789abcdef0123456789",
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{DatabaseURL: newSchema(t)}}})
 	if !l.Sealed() {
@@ -405,7 +412,7 @@ func TestUnsealEmptyStoreNeedsInit(t *testing.T) {
 // other, and a second Init changes nothing.
 func TestInit(t *testing.T) {
 	dbURL := newSchema(t)
-	cfg := Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+	cfg := server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
 		TokenService: config.TokenService{DatabaseURL: dbURL, SigningAlg: "EdDSA"}}}
 	key := randomKey(t)
 	root, err := rootkey.ParseKey([]byte(key))
@@ -461,9 +468,9 @@ func TestUnsealMalformedKeys(t *testing.T) {
 			t.Errorf("key %.12q...: %d %s, sealed=%v", key, resp.StatusCode, body, l.Sealed())
 		}
 	}
-	huge := `{"key":"` + strings.Repeat("A", maxUnsealBody) + `"}`
+	huge := `{"key":"` + strings.Repeat("A", server.MaxUnsealBody) + `"}`
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", huge, jsonHeader); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
-		t.Errorf("a body over %d bytes: %d %s", maxUnsealBody, resp.StatusCode, body)
+		t.Errorf("a body over %d bytes: %d %s", server.MaxUnsealBody, resp.StatusCode, body)
 	}
 	if n := storedKeys(t, l); n != 0 {
 		t.Errorf("%d signing keys stored", n)
@@ -480,7 +487,7 @@ func TestStartRefusesKeyFileNotMatchingHeader(t *testing.T) {
 	if err := rootkey.GenerateKeyFile(keyFile, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(t.Context(), Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
+	s, err := server.New(t.Context(), server.Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience,
 		TokenService: config.TokenService{RootKeyFile: keyFile}}})
 	if !errors.Is(err, rootkey.ErrWrongKey) {
 		if s != nil {

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -111,7 +112,7 @@ func TestStaticHMACIssuerWeakSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(context.Background(), Config{Gateway: cfg, ConfigPath: cfgPath,
+	_, err = server.New(context.Background(), server.Config{Gateway: cfg, ConfigPath: cfgPath,
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "shorter than the hash output") {
 		t.Fatalf("New with a 16-byte HS256 secret: %v; want an error naming %s and the reason", err, path)

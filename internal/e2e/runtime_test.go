@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/jose"
@@ -101,7 +102,7 @@ issuers:
 }
 
 type configured struct {
-	*Server
+	*server.Server
 	*node.Node
 	path    string
 	metrics *telemetry.Metrics
@@ -134,7 +135,7 @@ func startConfiguredWith(t *testing.T, yaml string, logs io.Writer) *configured 
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log,
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg, ConfigPath: path, Metrics: m, Logger: log,
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +283,9 @@ func TestReload(t *testing.T) {
 
 // TestReloadOnFileChange: the watcher picks the new file up by itself.
 func TestReloadOnFileChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits for the configuration watcher's poll; run without -short")
+	}
 	p := newIDP(t)
 	k1 := ecSigner(t, "k1")
 	p.publish(t, k1)
@@ -305,6 +309,9 @@ func TestReloadOnFileChange(t *testing.T) {
 // (as every real IdP does), and the old key stays published until its
 // tokens are gone. No valid request may be refused.
 func TestRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: an IdP's key rotation under load; run without -short")
+	}
 	p := newIDP(t)
 	k1, k2 := ecSigner(t, "k1"), ecSigner(t, "k2")
 	p.publish(t, k1)
@@ -372,6 +379,9 @@ func scrape(t *testing.T, c *configured) string {
 // TestReloadUnderLoad reloads the configuration again and again while
 // clients send requests: none may fail or be refused.
 func TestReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: reloads under load; run without -short")
+	}
 	p := newIDP(t)
 	k1 := ecSigner(t, "k1")
 	p.publish(t, k1)
@@ -440,7 +450,7 @@ func TestShutdownDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg,
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg,
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
@@ -545,7 +555,7 @@ func TestTransitSpellingsStayOwn(t *testing.T) {
 	defer up.Close()
 	gw := &config.Config{Routes: []config.Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}}}
 	gw.SetDefaults()
-	l := startLive(t, Config{Gateway: gw,
+	l := startLive(t, server.Config{Gateway: gw,
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	tok, err := l.Node.Mint(mint.Claims{Subject: "c", Audience: []string{testAudience}, Scope: "transit:random", TTL: time.Hour})
 	if err != nil {

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"crypto/rand"
@@ -15,6 +15,7 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -76,8 +77,11 @@ func passphraseDataDir(t *testing.T) string {
 // the store still work — and the passphrase over the admin API unseals it.
 // Sealing again through the API stops issuance at once.
 func TestSealedStartPassphrase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a sealed start unsealed by passphrase (Argon2id); run without -short")
+	}
 	dir := passphraseDataDir(t)
-	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}}
+	cfg := server.Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}}
 	l := startLive(t, cfg)
 	if !l.Sealed() || l.Bootstrap().Dev {
 		t.Fatalf("not started sealed: sealed=%v %+v", l.Sealed(), l.Bootstrap())
@@ -172,7 +176,7 @@ func TestUnsealWithRootKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{AdminToken: "admin-token-0123456789abcdef0123456789",
+	cfg := server.Config{AdminToken: "admin-token-0123456789abcdef0123456789",
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{RootKeyFile: keyFile}}}
 	l := startLive(t, cfg)
@@ -216,8 +220,11 @@ func randomKey(t *testing.T) string {
 // can still be sealed, by the unseal passphrase; a wrong passphrase, or a
 // passphrase on a node without a keyring, seals nothing.
 func TestSealWithPassphrase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: sealing by passphrase (Argon2id); run without -short")
+	}
 	dir := passphraseDataDir(t)
-	l := startLive(t, Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
+	l := startLive(t, server.Config{Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	jh := http.Header{"Content-Type": {"application/json"}}
 	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK {
 		t.Fatalf("unseal: %d %s", resp.StatusCode, body)
@@ -237,7 +244,7 @@ func TestSealWithPassphrase(t *testing.T) {
 	}
 
 	// A node without a keyring passphrase takes only the admin token.
-	plain := startLive(t, Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"),
+	plain := startLive(t, server.Config{AdminToken: "admin-token-0123456789abcdef0123456789", Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "d"),
 		Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	if resp, b := do(t, http.MethodPost, plain.admin+"/v1/sys/seal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusUnauthorized ||
 		plain.Sealed() || !strings.Contains(string(b), "no unseal passphrase") {
@@ -250,8 +257,8 @@ func TestSealWithPassphrase(t *testing.T) {
 // signing key under the root key, only that key unseals, on any node.
 func TestSealedStartPostgres(t *testing.T) {
 	dbURL := newSchema(t)
-	cfg := func() Config {
-		return Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
+	cfg := func() server.Config {
+		return server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{DatabaseURL: dbURL}}}
 	}
 	key := randomKey(t)
@@ -296,15 +303,18 @@ func TestSealedStartPostgres(t *testing.T) {
 // Argon2id derivation) are spaced node-wide: after a burst, 429 with
 // Retry-After, and nothing is checked or sealed; time refills the gate.
 func TestPassphraseAttemptsSpaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a burst of passphrase checks (Argon2id); run without -short")
+	}
 	var now atomic.Pointer[time.Time]
 	t0 := time.Now()
 	now.Store(&t0)
 	dir := passphraseDataDir(t)
-	l := startLive(t, Config{Now: func() time.Time { return *now.Load() },
+	l := startLive(t, server.Config{Now: func() time.Time { return *now.Load() },
 		Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience}})
 	jh := http.Header{"Content-Type": {"application/json"}}
 	wrong := `{"passphrase":"not the passphrase at all"}`
-	for i := range passphraseBurst {
+	for i := range server.PassphraseBurst {
 		if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", wrong, jh); resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("attempt %d inside the burst: %d %s", i+1, resp.StatusCode, b)
 		}
@@ -314,7 +324,7 @@ func TestPassphraseAttemptsSpaced(t *testing.T) {
 		t.Fatalf("past the burst, even the right passphrase: %d %s (Retry-After %q), sealed=%v; want 429 and still sealed",
 			resp.StatusCode, b, resp.Header.Get("Retry-After"), l.Sealed())
 	}
-	later := t0.Add(passphraseEvery)
+	later := t0.Add(server.PassphraseEvery)
 	now.Store(&later)
 	if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusOK || l.Sealed() {
 		t.Fatalf("after the gate refilled: %d %s", resp.StatusCode, b)

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -167,7 +168,7 @@ func TestTracingExport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(context.Background(), Config{Gateway: cfg, Logger: slog.New(slog.DiscardHandler), Metrics: telemetry.New(),
+			s, err := server.New(context.Background(), server.Config{Gateway: cfg, Logger: slog.New(slog.DiscardHandler), Metrics: telemetry.New(),
 				Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience}})
 			if err != nil {
 				t.Fatal(err)
@@ -280,6 +281,9 @@ func TestTracingExport(t *testing.T) {
 // answers holds no request up, and a stop waits for it at most
 // TracingFlushTimeout.
 func TestTracingDeadCollector(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits out the tracing flush timeout against a dead collector; run without -short")
+	}
 	for _, v := range otelVars {
 		t.Setenv(v, "")
 	}
@@ -311,7 +315,7 @@ func TestTracingDeadCollector(t *testing.T) {
 	cfg := &config.Config{Tracing: config.Tracing{Enabled: true, Endpoint: "http://" + ln.Addr().String()}}
 	cfg.SetDefaults()
 	dir := t.TempDir()
-	s, err := New(context.Background(), Config{Gateway: cfg, Logger: slog.New(slog.DiscardHandler),
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg, Logger: slog.New(slog.DiscardHandler),
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience}})
 	if err != nil {
 		t.Fatal(err)
@@ -335,8 +339,8 @@ func TestTracingDeadCollector(t *testing.T) {
 	}
 	start = time.Now()
 	s.Close()
-	if d := time.Since(start); d > TracingFlushTimeout+2*time.Second {
-		t.Errorf("Close took %v, want at most about %v", d, TracingFlushTimeout)
+	if d := time.Since(start); d > server.TracingFlushTimeout+2*time.Second {
+		t.Errorf("Close took %v, want at most about %v", d, server.TracingFlushTimeout)
 	}
 }
 

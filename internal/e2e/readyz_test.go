@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -59,6 +60,9 @@ func readyz(t *testing.T, url string) (int, string, readyzBody) {
 // probe's answer holds no path, address or error text, and the admin's
 // holds each.
 func TestReadyzProbeTellsCodesOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: nodes with Redis unreachable, failing audit sinks and a full disk; run without -short")
+	}
 	secretDir := filepath.Join(t.TempDir(), "secret-audit-dir")
 	failing := &pathSink{dir: secretDir}
 	tests := []struct {
@@ -74,7 +78,7 @@ func TestReadyzProbeTellsCodesOnly(t *testing.T) {
 				return &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true,
 					TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}
 			},
-			code:  ReasonRedisUnreachable,
+			code:  server.ReasonRedisUnreachable,
 			leaks: func(string) []string { return []string{"127.0.0.1:1", "connection refused"} },
 		},
 		{
@@ -82,7 +86,7 @@ func TestReadyzProbeTellsCodesOnly(t *testing.T) {
 			cfg: func(dir string) *node.Config {
 				return auditNode(dir, config.Audit{File: config.AuditFile{Disabled: true}}, failing)
 			},
-			code:  ReasonAuditSinkFailing,
+			code:  server.ReasonAuditSinkFailing,
 			leaks: func(string) []string { return []string{secretDir, "permission denied"} },
 			before: func(l *live) {
 				failing.fail.Store(true)
@@ -96,14 +100,14 @@ func TestReadyzProbeTellsCodesOnly(t *testing.T) {
 				c.AuditStatfs = func(string) (uint64, uint64, error) { return 300 << 20, 10 << 30, nil }
 				return c
 			},
-			code:  ReasonAuditDiskLow,
+			code:  server.ReasonAuditDiskLow,
 			leaks: func(dir string) []string { return []string{filepath.Join(dir, config.DefaultAuditDir), "314572800"} },
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
-			l := startLive(t, Config{AdminToken: auditAdminToken, Node: tt.cfg(dir)})
+			l := startLive(t, server.Config{AdminToken: auditAdminToken, Node: tt.cfg(dir)})
 			if tt.before != nil {
 				tt.before(l)
 			}
@@ -137,7 +141,7 @@ func TestReadyzProbeTellsCodesOnly(t *testing.T) {
 				t.Errorf("the admin listener's /readyz has no details of %s: %s", tt.code, adminText)
 			}
 			for _, c := range probe.Reasons {
-				if !slices.Contains([]string{ReasonSealed, ReasonIssuerKeys, ReasonAuditSinkFailing, ReasonAuditDiskLow, ReasonRedisUnreachable}, c) {
+				if !slices.Contains([]string{server.ReasonSealed, server.ReasonIssuerKeys, server.ReasonAuditSinkFailing, server.ReasonAuditDiskLow, server.ReasonRedisUnreachable}, c) {
 					t.Errorf("the probe's /readyz gives %q, not one of the documented codes", c)
 				}
 			}
@@ -160,7 +164,7 @@ func TestAuditDiskLow(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	nc := auditNode(dir, config.Audit{File: config.AuditFile{MinFree: 1 << 30}})
 	nc.AuditStatfs = func(string) (uint64, uint64, error) { return free.Load(), 100 << 30, nil }
-	l := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(logs, nil)), Node: nc})
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(logs, nil)), Node: nc})
 	if code, body, _ := readyz(t, l.probe); code != 200 {
 		t.Fatalf("readyz with room: %d %s", code, body)
 	}
@@ -170,7 +174,7 @@ func TestAuditDiskLow(t *testing.T) {
 		t.Errorf("no warning logged: %s", logs)
 	}
 	code, body, rb := readyz(t, l.probe)
-	if code != 503 || !slices.Equal(rb.Reasons, []string{ReasonAuditDiskLow}) {
+	if code != 503 || !slices.Equal(rb.Reasons, []string{server.ReasonAuditDiskLow}) {
 		t.Errorf("probe readyz with the disk nearly full: %d %s", code, body)
 	}
 	_, metrics := do(t, http.MethodGet, l.admin+"/metrics", "", nil)

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/telemetry"
 )
@@ -94,7 +95,7 @@ func transitToken(t *testing.T, l *live, scopes ...string) (clientID, token stri
 // could not be recorded is not made.
 func TestAuditTransit(t *testing.T) {
 	sink := &captureSink{}
-	l := startLive(t, Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
 	client, tok := transitToken(t, l, "transit:admin", "transit:encrypt:*")
 	h := http.Header{"X-Vault-Token": {tok}, "Content-Type": {"application/json"}}
@@ -179,7 +180,7 @@ func TestAuditTransit(t *testing.T) {
 // there, on the traffic and the admin listener alike.
 func TestAuditWrongMethods(t *testing.T) {
 	sink := &captureSink{}
-	l := startLive(t, Config{AdminToken: auditAdminToken,
+	l := startLive(t, server.Config{AdminToken: auditAdminToken,
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
 	for _, c := range []struct {
 		method, url string

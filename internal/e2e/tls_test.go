@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 )
@@ -35,7 +36,7 @@ import (
 // from certificates a test CA issued; the admin listener requires client
 // certificates from clientCA.
 type tlsNode struct {
-	*Server
+	*server.Server
 	ca, clientCA          *testnet.CA
 	dir                   string
 	certFile, keyFile     string // the traffic listener's
@@ -63,13 +64,13 @@ func startTLSNode(t *testing.T) *tlsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(), Logger: slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Node: &node.Config{DataDir: filepath.Join(n.dir, "data"), Issuer: "https://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.Server = s
-	var ls Listeners
+	var ls server.Listeners
 	for _, l := range []*net.Listener{&ls.Traffic, &ls.Admin, &ls.Probe} {
 		if *l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
@@ -123,6 +124,9 @@ func fetch(c *http.Client, url string) (*http.Response, string, error) {
 // client CA, on every path; TLS below 1.2 and plain HTTP are refused
 // with a clear answer.
 func TestTLSListeners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: TLS listeners with client certificates, TLS versions and plain HTTP; run without -short")
+	}
 	n := startTLSNode(t)
 	c := n.client(nil)
 	for _, u := range []string{n.traffic + "/healthz", n.traffic + "/.well-known/jwks.json", n.probe + "/healthz", n.probe + "/readyz"} {
@@ -210,6 +214,9 @@ func TestTLSListeners(t *testing.T) {
 // certificate, and once the watcher has read the new pair every new
 // handshake presents its serial.
 func TestTLSRotationUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: certificate rotation under load; run without -short")
+	}
 	n := startTLSNode(t)
 	oldSerial := certSerial(t, n.certFile)
 	next := n.issue(t)
@@ -325,6 +332,9 @@ func certSerial(t *testing.T, path string) *big.Int {
 // a key file that is gone, never replace the pair in force: each is logged
 // once and counted once, and new handshakes keep the old certificate.
 func TestTLSBadRotation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: bad certificate rotations, each waited for through the watcher; run without -short")
+	}
 	n := startTLSNode(t)
 	oldSerial := certSerial(t, n.certFile)
 	errors := func() string {
@@ -341,7 +351,7 @@ func TestTLSBadRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the mismatched key counted", func() bool { return strings.Contains(errors(), want(1)) })
-	time.Sleep(2*WatchInterval + 500*time.Millisecond) // two more polls of the same files
+	time.Sleep(2*server.WatchInterval + 500*time.Millisecond) // two more polls of the same files
 	if !strings.Contains(errors(), want(1)) {
 		t.Error("the same broken files counted more than once")
 	}
@@ -410,7 +420,7 @@ func TestTLSStartRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.SetDefaults()
 			data := filepath.Join(t.TempDir(), "data")
-			s, err := New(context.Background(), Config{Gateway: &tt.cfg, Node: &node.Config{DataDir: data, Issuer: "https://self", Audience: "x"}})
+			s, err := server.New(context.Background(), server.Config{Gateway: &tt.cfg, Node: &node.Config{DataDir: data, Issuer: "https://self", Audience: "x"}})
 			if err == nil {
 				s.Close()
 				t.Fatal("New succeeded")
@@ -489,7 +499,7 @@ func TestPostgresTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := &syncBuffer{}
-		s, err := New(ctx, Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		s, err := server.New(ctx, server.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 			Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, StoreTimeout: 5 * time.Second}}})
 		if err == nil {

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // TestREADMEEnvoyHTTPBlock: the README's ext_authz http_service filter is a
@@ -51,7 +52,7 @@ func TestREADMEEnvoyHTTPBlock(t *testing.T) {
 	gw := &config.Config{ForwardAuth: config.Forward{Proxy: "envoy", Rules: []config.Route{
 		{PathPrefix: "/public", Anonymous: true}, {PathPrefix: "/admin", Scopes: []string{"admin"}}, {PathPrefix: "/"}}}}
 	gw.SetDefaults()
-	l := startLive(t, Config{Gateway: gw,
+	l := startLive(t, server.Config{Gateway: gw,
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	tok := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
@@ -94,7 +95,7 @@ func TestREADMEEnvoyHTTPBlock(t *testing.T) {
 			}
 			continue
 		}
-		for _, name := range ClaimHeaders(gw) {
+		for _, name := range server.ClaimHeaders(gw) {
 			if !upstream[strings.ToLower(name)] {
 				t.Errorf("claim header %s is not in allowed_upstream_headers", name)
 			}

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -175,6 +175,9 @@ func TestKeyFileBrokenOnReload(t *testing.T) {
 // replaced by rename, and an edit of the same size whose modification time
 // was put back, and applies both on the next request after it has.
 func TestKeyFileWatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits for the key-file watcher's polls; run without -short")
+	}
 	k1, k2, k3 := ecSigner(t, "k1"), ecSigner(t, "k2"), ecSigner(t, "k3")
 	f := newKeyFile(t, k1, k2)
 	c := startConfigured(t, keyFileYAML(f.path))
@@ -217,6 +220,9 @@ func TestKeyFileWatched(t *testing.T) {
 // once and counted, and the last good keys keep serving; once fixed it is
 // read again.
 func TestKeyFileWatchedBroken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits for the key-file watcher's polls; run without -short")
+	}
 	k1, k2 := ecSigner(t, "k1"), ecSigner(t, "k2")
 	f := newKeyFile(t, k1)
 	var logs syncBuffer

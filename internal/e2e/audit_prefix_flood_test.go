@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // TestAuditUnauthenticatedFloodManyAddresses: refusals before
@@ -20,10 +21,13 @@ import (
 // alone gives each /64 its own 30, so the flood wrote a record per request
 // as it did before that limit.
 func TestAuditUnauthenticatedFloodManyAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: a flood of unauthenticated requests from many addresses; run without -short")
+	}
 	data := filepath.Join(t.TempDir(), "data")
 	nc := auditNode(data, config.Audit{})
 	nc.TokenService.TrustedProxies = []string{"127.0.0.1/32"}
-	l := startLive(t, Config{AdminToken: auditAdminToken, Node: nc})
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Node: nc})
 	dir := filepath.Join(data, config.DefaultAuditDir)
 	l.Node.Tick(t.Context())
 	before, sizeBefore := auditFiles(t, dir)

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/jose"
@@ -400,13 +401,13 @@ func equivNode(t *testing.T, jwksURL, proxy, app string, grpcListener bool) (tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(),
+	s, err := server.New(context.Background(), server.Config{Gateway: cfg, ConfigPath: path, Metrics: telemetry.New(),
 		Logger: slog.New(slog.DiscardHandler),
 		Node:   &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: "http://self", Audience: "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ls Listeners
+	var ls server.Listeners
 	listen := []*net.Listener{&ls.Traffic}
 	if grpcListener {
 		listen = append(listen, &ls.EnvoyGRPC)

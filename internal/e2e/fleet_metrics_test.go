@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"net/http"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -34,7 +35,7 @@ func metricValue(t *testing.T, body, name string) (float64, bool) {
 // login and token limiters, each under its own label.
 func TestFleetMetrics(t *testing.T) {
 	redisURL, prefix := redisPrefix(t)
-	l := startLive(t, Config{Metrics: telemetry.New(),
+	l := startLive(t, server.Config{Metrics: telemetry.New(),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 			TokenService: config.TokenService{RedisURL: redisURL, RedisPrefix: prefix, RevocationMaxStaleness: 30 * time.Second, TokenRateLimit: new(100.0)}}})
 	b := l.Bootstrap()
@@ -76,7 +77,10 @@ func TestFleetMetrics(t *testing.T) {
 // TestFleetMetricsFailClosed: with Redis unreachable and MaxStaleness set,
 // /metrics shows the node failing closed.
 func TestFleetMetricsFailClosed(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(),
+	if testing.Short() {
+		t.Skip("integration: a node with Redis unreachable; run without -short")
+	}
+	l := startLive(t, server.Config{Metrics: telemetry.New(),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 			TokenService: config.TokenService{RedisURL: "redis://127.0.0.1:1/0", RevocationMaxStaleness: 3 * time.Second}}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
@@ -92,7 +96,7 @@ func TestFleetMetricsFailClosed(t *testing.T) {
 // TestFleetMetricsAbsentWithoutRedis: a node without Redis has no
 // shared-state metrics.
 func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(),
+	l := startLive(t, server.Config{Metrics: telemetry.New(),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	_, body := do(t, http.MethodGet, l.admin+"/metrics", "", nil)
 	if strings.Contains(string(body), "keygate_revocations_") {
@@ -103,7 +107,7 @@ func TestFleetMetricsAbsentWithoutRedis(t *testing.T) {
 // TestTokenRequestMetrics: token service requests show on /metrics by
 // endpoint, grant and result.
 func TestTokenRequestMetrics(t *testing.T) {
-	l := startLive(t, Config{Metrics: telemetry.New(),
+	l := startLive(t, server.Config{Metrics: telemetry.New(),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	for range 2 {

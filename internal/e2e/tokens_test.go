@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -22,19 +22,20 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
 // live is a Server serving traffic and admin listeners on loopback.
 type live struct {
-	*Server
+	*server.Server
 	*node.Node
 	base, admin, probe string
 	stop               func() error
 }
 
-func startLive(t *testing.T, cfg Config) *live {
+func startLive(t *testing.T, cfg server.Config) *live {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +54,7 @@ func startLive(t *testing.T, cfg Config) *live {
 		n.Issuer = "http://" + ln.Addr().String()
 		cfg.Node = &n
 	}
-	s, err := New(context.Background(), cfg)
+	s, err := server.New(context.Background(), cfg)
 	if err != nil {
 		ln.Close()
 		adm.Close()
@@ -62,7 +63,7 @@ func startLive(t *testing.T, cfg Config) *live {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- s.ServeListeners(ctx, Listeners{Traffic: ln, Admin: adm, Probe: probe}) }()
+	go func() { errc <- s.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: adm, Probe: probe}) }()
 	l := &live{Server: s, Node: s.Node(), base: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String(),
 		probe: "http://" + probe.Addr().String()}
 	stopped := false
@@ -76,7 +77,7 @@ func startLive(t *testing.T, cfg Config) *live {
 		select {
 		case err := <-errc:
 			return err
-		case <-time.After(ShutdownTimeout + 5*time.Second):
+		case <-time.After(server.ShutdownTimeout + 5*time.Second):
 			return errors.New("Serve did not return")
 		}
 	}
@@ -147,7 +148,7 @@ func clientToken(t *testing.T, base, id, secret string) string {
 
 // tokenServiceFlow is the dev-mode flow against cfg's store: demo client,
 // token, /auth, revocation, admin API, restart.
-func tokenServiceFlow(t *testing.T, cfg Config) {
+func tokenServiceFlow(t *testing.T, cfg server.Config) {
 	l := startLive(t, cfg)
 	b := l.Bootstrap()
 	if !b.Dev || b.DemoClientID == "" || b.DemoClientSecret == "" || b.AdminToken == "" {
@@ -276,7 +277,7 @@ func clientToken2(base, id, secret string) (string, error) {
 
 func TestTokenServiceSQLite(t *testing.T) {
 	logs := &syncBuffer{}
-	cfg := Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	cfg := server.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}}
 	tokenServiceFlow(t, cfg)
 	for _, name := range []string{node.RootKeyFile, node.AdminTokenFile, node.StoreFile} {
@@ -293,7 +294,7 @@ func TestTokenServicePostgres(t *testing.T) {
 	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
+	cfg := server.Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, Dev: true,
 		TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey}}}
 	tokenServiceFlow(t, cfg)
 	if _, err := os.Stat(filepath.Join(cfg.Node.DataDir, node.StoreFile)); err == nil {
@@ -311,13 +312,13 @@ func TestTokenServiceRootKeyFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, LookupEnv: func(n string) (string, bool) {
+	cfg := server.Config{Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience, LookupEnv: func(n string) (string, bool) {
 		if n == node.RootKeyEnv {
 			return strings.TrimSpace(string(key)), true
 		}
 		return "", false
 	}}}
-	s, err := New(context.Background(), cfg)
+	s, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,9 +332,13 @@ func TestTokenServiceRootKeyFromEnv(t *testing.T) {
 }
 
 // newSchema creates an empty schema on DATABASE_URL for t, dropped when t
-// ends, and returns a URL that uses it; without DATABASE_URL it skips.
+// ends, and returns a URL that uses it; without DATABASE_URL, or under
+// -short, it skips.
 func newSchema(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: PostgreSQL; run without -short")
+	}
 	base := os.Getenv("DATABASE_URL")
 	if base == "" {
 		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
@@ -350,7 +355,7 @@ func TestPurgeExpired(t *testing.T) {
 	now.Store(&t0)
 	clock := func() time.Time { return *now.Load() }
 	adminToken := strings.Repeat("p", 40)
-	l := startLive(t, Config{AdminToken: adminToken, Now: clock,
+	l := startLive(t, server.Config{AdminToken: adminToken, Now: clock,
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	jh := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + adminToken}}
@@ -445,7 +450,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 	now.Store(&t0)
 	clock := func() time.Time { return *now.Load() }
 	dir := filepath.Join(t.TempDir(), "data")
-	cfg := Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}}
+	cfg := server.Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}}
 	l := startLive(t, cfg)
 	b := l.Bootstrap()
 	access := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
@@ -453,7 +458,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 		t.Fatalf("revoke: %d %s", resp.StatusCode, body)
 	}
 	// Past exp, within the leeway.
-	late := t0.Add(15*time.Minute + Leeway/2)
+	late := t0.Add(15*time.Minute + server.Leeway/2)
 	now.Store(&late)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -467,7 +472,7 @@ func TestRevocationOutlivesLeeway(t *testing.T) {
 	if err := l.stop(); err != nil {
 		t.Fatal(err)
 	}
-	again := startLive(t, Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	again := startLive(t, server.Config{Now: clock, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	if resp, _ := do(t, http.MethodGet, again.base+"/auth", "", bearer(access)); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a revoked token within the leeway after a restart: %d, want 401", resp.StatusCode)
 	}

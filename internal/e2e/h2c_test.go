@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // TestH2C: a plaintext traffic listener speaks HTTP/2 to a client with
@@ -18,7 +19,7 @@ import (
 // HTTP/1.1, and decides /auth alike; an HTTP/1.1 "Upgrade: h2c" is not
 // honoured (h2c smuggling past a front proxy).
 func TestH2C(t *testing.T) {
-	l := startLive(t, Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l := startLive(t, server.Config{Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	b := l.Bootstrap()
 	tok := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)
 

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -27,7 +28,7 @@ func TestAccessLog(t *testing.T) {
 			var buf testnet.SyncBuffer
 			gw := &config.Config{AccessLog: config.AccessLog{Enabled: true, SampleAllowed: c.sample}}
 			gw.SetDefaults()
-			l := startLive(t, Config{Gateway: gw, AccessLogWriter: &buf,
+			l := startLive(t, server.Config{Gateway: gw, AccessLogWriter: &buf,
 				Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 			b := l.Bootstrap()
 			tok := clientToken(t, l.base, b.DemoClientID, b.DemoClientSecret)

@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"crypto/ecdsa"
@@ -22,6 +22,9 @@ import (
 // keygate_jwks_keys_skipped_total, however many times the unchanged JWKS is
 // fetched again.
 func TestJWKSSkippedKeysReportedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: waits for three JWKS refreshes; run without -short")
+	}
 	p := newIDP(t)
 	k1 := ecSigner(t, "k1")
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)

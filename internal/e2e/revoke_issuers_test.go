@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // adminRevoke posts a revocation to the admin API at adminURL.
@@ -127,7 +128,7 @@ func TestFleetRevokeKeyFileIssuer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return startLive(t, Config{AdminToken: adminToken, Gateway: gw, ConfigPath: cfgPath,
+		return startLive(t, server.Config{AdminToken: adminToken, Gateway: gw, ConfigPath: cfgPath,
 			Node: &node.Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.fleet.test", Audience: testAudience,
 				TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: rootKey, RedisURL: redisURL, RedisPrefix: prefix}}})
 	}

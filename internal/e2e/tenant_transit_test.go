@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"encoding/json"
@@ -8,13 +8,17 @@ import (
 	"testing"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // TestDeleteTenantAfterWrappingKey: a tenant whose transit callers read
 // its wrapping key (stored as an internal transit key row) is deleted once
 // its clients, users and keys are gone; a key of its own keeps it.
 func TestDeleteTenantAfterWrappingKey(t *testing.T) {
-	l := startLive(t, Config{AdminToken: auditAdminToken,
+	if testing.Short() {
+		t.Skip("integration: makes a tenant's RSA-4096 wrapping key; run without -short")
+	}
+	l := startLive(t, server.Config{AdminToken: auditAdminToken,
 		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{Disabled: true})})
 	admin := func(method, path, body string) (int, string) {
 		t.Helper()

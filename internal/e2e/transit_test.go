@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"crypto/rand"
@@ -13,6 +13,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/server"
 )
 
 // TestTransitServed: a node with a token service serves Vault's transit
@@ -38,7 +39,7 @@ func TestTransitServed(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 
-	only, err := New(t.Context(), Config{Gateway: gw})
+	only, err := server.New(t.Context(), server.Config{Gateway: gw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestTransitServed(t *testing.T) {
 		t.Errorf("gateway-only node: %d %s", st, body)
 	}
 
-	withNode, err := New(t.Context(), Config{Gateway: gw,
+	withNode, err := server.New(t.Context(), server.Config{Gateway: gw,
 		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
 	if err != nil {
 		t.Fatal(err)

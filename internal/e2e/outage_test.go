@@ -1,4 +1,4 @@
-package server
+package e2e
 
 import (
 	"crypto/rand"
@@ -14,6 +14,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -48,7 +49,7 @@ func newOutage(t *testing.T, storeTimeout time.Duration) *outage {
 		t.Fatal(err)
 	}
 	adminToken := strings.Repeat("o", 40)
-	l := startLive(t, Config{AdminToken: adminToken,
+	l := startLive(t, server.Config{AdminToken: adminToken,
 		Node: &node.Config{DataDir: filepath.Join(dir, "data"), Issuer: testIssuer, Audience: testAudience,
 			TokenService: config.TokenService{DatabaseURL: u.String(), StoreTimeout: storeTimeout, RootKeyFile: rootKey}}})
 	secret := addClient(t, l, "svc")
