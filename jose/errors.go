@@ -54,7 +54,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := "jose: " + e.Reason.String()
+	s := e.Reason.String()
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}

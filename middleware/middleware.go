@@ -91,7 +91,7 @@ type Middleware struct {
 // succeeds its issuer's tokens are refused.
 func New(ctx context.Context, cfg Config) (*Middleware, error) {
 	if len(cfg.Issuers) == 0 {
-		return nil, errors.New("middleware: no issuers")
+		return nil, errors.New("no issuers")
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*Middleware, error) {
 		src, closer, err := source(ctx, is, log)
 		if err != nil {
 			m.Close()
-			return nil, fmt.Errorf("middleware: issuer %d (%s): %w", i, is.Issuer, err)
+			return nil, fmt.Errorf("issuer %d (%s): %w", i, is.Issuer, err)
 		}
 		m.closers = append(m.closers, closer)
 		policies = append(policies, verify.Policy{Issuer: is.Issuer, Keys: src, Algorithms: is.Algorithms,
@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Middleware, error) {
 	}
 	if err != nil {
 		m.Close()
-		return nil, fmt.Errorf("middleware: %w", err)
+		return nil, err
 	}
 	return m, nil
 }

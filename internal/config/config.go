@@ -537,7 +537,7 @@ const DefaultLeeway = verify.DefaultLeeway
 func Load(path string, env []string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	c, err := Parse(data)
 	if err != nil {

@@ -115,7 +115,7 @@ func (c *Config) ApplyEnv(env []string) error {
 	set, _ := readEnv(env)
 	for _, s := range set {
 		if err := setFromEnv(fieldByIndexAlloc(root, s.index), s.value); err != nil {
-			return fmt.Errorf("config: %s=%q: %v", s.given, s.value, err)
+			return fmt.Errorf("%s=%q: %v", s.given, s.value, err)
 		}
 	}
 	return nil

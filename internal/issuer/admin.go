@@ -28,7 +28,7 @@ type Admin struct {
 // NewAdmin returns the admin API guarded by the admin token.
 func NewAdmin(svc *Service, adminToken Bearer) (*Admin, error) {
 	if !adminToken.Set() {
-		return nil, errors.New("issuer: the admin API needs an admin token")
+		return nil, errors.New("the admin API needs an admin token")
 	}
 	return &Admin{svc: svc, token: adminToken}, nil
 }

@@ -34,7 +34,7 @@ func openStore(ctx context.Context, ts config.TokenService, dataDir string) (sto
 		st, err = sqlite.Open(ctx, filepath.Join(dataDir, StoreFile))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("node: store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	return st, nil
 }
@@ -128,7 +128,7 @@ func localHost(host string) bool {
 func (n *Node) loadRevocations(ctx context.Context) (int, error) {
 	revs, err := n.store.Revocations(ctx, n.cfg.Now().Add(-RevocationGrace))
 	if err != nil {
-		return 0, fmt.Errorf("node: revocations: %w", err)
+		return 0, fmt.Errorf("revocations: %w", err)
 	}
 	mem := revoke.NewMemory()
 	mem.Update(func(b *revoke.Batch) {
@@ -157,14 +157,14 @@ func (n *Node) devAdminToken() error {
 		n.admin = tok
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("node: %w", err)
+		return err
 	}
 	token, err := NewAdminToken(n.cfg.Rand)
 	if err != nil {
-		return fmt.Errorf("node: admin token: %w", err)
+		return fmt.Errorf("admin token: %w", err)
 	}
 	if err := keyfile.WriteNew(path, []byte(token+"\n")); err != nil {
-		return fmt.Errorf("node: admin token: %w", err)
+		return fmt.Errorf("admin token: %w", err)
 	}
 	n.boot.AdminToken = token
 	n.admin = issuer.NewBearer(token)
@@ -187,7 +187,7 @@ func NewAdminToken(rand io.Reader) (string, error) {
 func (n *Node) demoClient(ctx context.Context) error {
 	secret, err := issuer.NewSecret(n.cfg.Rand)
 	if err != nil {
-		return fmt.Errorf("node: demo client: %w", err)
+		return fmt.Errorf("demo client: %w", err)
 	}
 	now := n.cfg.Now().UTC()
 	d := issuer.SecretDigest(secret)
@@ -197,7 +197,7 @@ func (n *Node) demoClient(ctx context.Context) error {
 	case errors.Is(err, store.ErrConflict):
 		return nil
 	case err != nil:
-		return fmt.Errorf("node: demo client: %w", err)
+		return fmt.Errorf("demo client: %w", err)
 	}
 	n.boot.DemoClientID, n.boot.DemoClientSecret = DemoClientID, secret
 	n.log.Info("demo client created", "client_id", DemoClientID)

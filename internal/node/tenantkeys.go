@@ -54,7 +54,7 @@ const DataKeyOverhead = 1 + 12 + 16
 
 // ErrDataKeyOpen: a value sealed under a data key does not open: it was
 // altered, moved to another record, or is not in the format.
-var ErrDataKeyOpen = errors.New("node: sealed value does not open under the tenant's data key")
+var ErrDataKeyOpen = errors.New("sealed value does not open under the tenant's data key")
 
 // Tenant is the tenant the key belongs to.
 func (k *DataKey) Tenant() string { return k.tenant }
@@ -68,7 +68,7 @@ func (k *DataKey) Seal(plaintext, ad []byte) ([]byte, error) {
 	out := make([]byte, 1+12, DataKeyOverhead+len(plaintext))
 	out[0] = dataKeyFormat
 	if _, err := io.ReadFull(k.rand, out[1:]); err != nil {
-		return nil, fmt.Errorf("node: data key nonce: %w", err)
+		return nil, fmt.Errorf("data key nonce: %w", err)
 	}
 	return k.aead.Seal(out, out[1:13], plaintext, k.ad(ad)), nil
 }
@@ -175,7 +175,7 @@ func (n *Node) FreshTenantDataKey(ctx context.Context, tenant string) (*DataKey,
 		t.mu.Unlock()
 		return k, nil
 	}
-	return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, store.ErrConflict)
+	return nil, fmt.Errorf("tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
 // loadDataKey reads the tenant's sealed data key and opens it (cur, if
@@ -186,7 +186,7 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 	for range 2 {
 		tn, err := n.store.GetTenant(ctx, tenant)
 		if err != nil {
-			return nil, fmt.Errorf("node: tenant %q: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: %w", tenant, err)
 		}
 		if tn.DataKey != nil {
 			if cur != nil && bytes.Equal(cur.sealed, tn.DataKey) {
@@ -194,18 +194,18 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 			}
 			raw, err := n.keyring.Decrypt(tn.DataKey, rootAD(tenant))
 			if err != nil {
-				return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, err)
+				return nil, fmt.Errorf("tenant %q: data key: %w", tenant, err)
 			}
 			return n.dataKey(tenant, raw, tn.DataKey)
 		}
 		raw := make([]byte, rootkey.KeySize)
 		if _, err := io.ReadFull(n.cfg.Rand, raw); err != nil {
-			return nil, fmt.Errorf("node: tenant %q: new data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: new data key: %w", tenant, err)
 		}
 		sealed, err := n.keyring.Encrypt(raw, rootAD(tenant))
 		if err != nil {
 			clear(raw)
-			return nil, fmt.Errorf("node: tenant %q: sealing its data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: sealing its data key: %w", tenant, err)
 		}
 		switch err := n.store.SetTenantDataKey(ctx, tenant, sealed); {
 		case err == nil:
@@ -215,10 +215,10 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 			clear(raw)
 		default:
 			clear(raw)
-			return nil, fmt.Errorf("node: tenant %q: storing its data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: storing its data key: %w", tenant, err)
 		}
 	}
-	return nil, fmt.Errorf("node: tenant %q: data key: %w", tenant, store.ErrConflict)
+	return nil, fmt.Errorf("tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
 // dataKey builds the AEAD of raw, which it then overwrites; sealed is
@@ -226,7 +226,7 @@ func (n *Node) loadDataKey(ctx context.Context, tenant string, cur *DataKey) (*D
 func (n *Node) dataKey(tenant string, raw, sealed []byte) (*DataKey, error) {
 	defer clear(raw)
 	if len(raw) != rootkey.KeySize {
-		return nil, fmt.Errorf("node: tenant %q: data key of %d bytes", tenant, len(raw))
+		return nil, fmt.Errorf("tenant %q: data key of %d bytes", tenant, len(raw))
 	}
 	block, err := aes.NewCipher(raw)
 	if err != nil {
