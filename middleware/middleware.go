@@ -91,7 +91,7 @@ type Middleware struct {
 // succeeds its issuer's tokens are refused.
 func New(ctx context.Context, cfg Config) (*Middleware, error) {
 	if len(cfg.Issuers) == 0 {
-		return nil, errors.New("no issuers")
+		return nil, errors.New("middleware.Config has no issuers")
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -108,10 +108,10 @@ var (
 // Resume or Write.
 func NewFileSink(cfg FileConfig) (*FileSink, error) {
 	if cfg.Dir == "" {
-		return nil, errors.New("FileConfig.Dir is required")
+		return nil, errors.New("audit.FileConfig.Dir is required")
 	}
 	if cfg.Sync > SyncNever {
-		return nil, errors.New("FileConfig.Sync: unknown policy")
+		return nil, errors.New("audit.FileConfig.Sync: unknown policy")
 	}
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = DefaultMaxSize

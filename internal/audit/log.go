@@ -101,11 +101,11 @@ type BatchStats struct {
 
 // Errors of a Log.
 var (
-	ErrClosed        = errors.New("log is closed")
-	ErrNotStarted    = errors.New("log is not started")
-	ErrNoSink        = errors.New("no sink accepted the record")
-	ErrChainMismatch = errors.New("sinks disagree on where the chain ends")
-	ErrNoSigner      = errors.New("no signing key (sealed): no checkpoint can be written")
+	ErrClosed        = errors.New("audit log is closed")
+	ErrNotStarted    = errors.New("audit log is not started")
+	ErrNoSink        = errors.New("no audit sink accepted the record")
+	ErrChainMismatch = errors.New("audit sinks disagree on where the chain ends")
+	ErrNoSigner      = errors.New("no audit signing key (sealed): no checkpoint can be written")
 )
 
 // A WriteError is a batch no sink accepted: every record in it failed. It
@@ -117,7 +117,7 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	var b strings.Builder
-	b.WriteString("no sink accepted the record")
+	b.WriteString("no audit sink accepted the record")
 	for i, n := range e.Sinks {
 		fmt.Fprintf(&b, "; %s: %v", n, e.Errs[i])
 	}
@@ -227,13 +227,13 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan er
 // New checks cfg and returns a Log that is not yet started.
 func New(cfg Config) (*Log, error) {
 	if err := checkID(cfg.Node, true); err != nil {
-		return nil, fmt.Errorf("Config.Node: %v", err)
+		return nil, fmt.Errorf("audit.Config.Node: %v", err)
 	}
 	if (cfg.Signer == nil) != cfg.Sealed {
-		return nil, errors.New("give exactly one of Config.Signer and Config.Sealed")
+		return nil, errors.New("give exactly one of audit.Config.Signer and Config.Sealed")
 	}
 	if len(cfg.Sinks) == 0 {
-		return nil, errors.New("Config.Sinks: at least one sink is required")
+		return nil, errors.New("audit.Config.Sinks: at least one sink is required")
 	}
 	setDefault(&cfg.CheckpointEvery, DefaultCheckpointEvery)
 	setDefault(&cfg.CheckpointInterval, DefaultCheckpointInterval)
@@ -314,7 +314,7 @@ func (l *Log) Start(ctx context.Context) error {
 	default:
 	}
 	if !first {
-		return errors.New("Start called twice")
+		return errors.New("audit log: Start called twice")
 	}
 	plan, err := l.resume()
 	if err != nil {

@@ -56,7 +56,7 @@ func (r Result) NsPerOp() float64 {
 func (r Result) AllocsPerOp() float64 { return float64(r.Mallocs) / float64(r.Ops) }
 
 // ErrNoOps is returned when a run completed no operation at all.
-var ErrNoOps = errors.New("no operation completed")
+var ErrNoOps = errors.New("the benchmark completed no operation")
 
 func (c Config) withDefaults() (Config, error) {
 	if len(c.Algs) == 0 {

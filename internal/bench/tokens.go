@@ -45,10 +45,10 @@ const tokenBatch = 1024
 // request to carry a token the server has not seen.
 func WriteTokens(ctx context.Context, w io.Writer, cfg TokensConfig) error {
 	if cfg.Signer == nil {
-		return errors.New("tokens need a signer")
+		return errors.New("bench tokens need a signer")
 	}
 	if cfg.N < 0 {
-		return errors.New("negative token count")
+		return errors.New("negative bench token count")
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)

@@ -115,7 +115,7 @@ var ErrNoActiveKey = errors.New("no signing key is active")
 // ErrSealed means the root key is not loaded: private keys cannot be
 // unsealed or created until an operator unseals the node. HTTP answers it
 // with 503.
-var ErrSealed = errors.New("sealed")
+var ErrSealed = errors.New("sealed: the signing key is not loaded")
 
 // NewKeyManager returns a manager; call Load before use.
 func NewKeyManager(st store.Store, sealer Sealer, policy KeyPolicy, now func() time.Time) *KeyManager {

@@ -131,7 +131,7 @@ type Service struct {
 // New checks cfg and returns the service.
 func New(cfg Config) (*Service, error) {
 	if cfg.Issuer == "" || cfg.Store == nil || cfg.Keys == nil {
-		return nil, errors.New("Issuer, Store and Keys are required")
+		return nil, errors.New("issuer.Config: Issuer, Store and Keys are required")
 	}
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = 15 * time.Minute

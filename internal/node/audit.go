@@ -163,7 +163,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 
 	l, err := audit.New(acfg)
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	if signer == nil && acfg.PreviousKeys == nil && files != nil {
 		if existing, _ := files.Files(); len(existing) > 0 {
@@ -172,12 +172,12 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	}
 	if err := l.Start(ctx); err != nil {
 		l.Close(context.Background()) //nolint:errcheck // the start's error says more
-		return fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	n.audit.log, n.audit.files, n.audit.node = l, files, id
 	for _, s := range l.Health().Sinks {
 		if s.Disabled && errors.Is(s.Err, errDuplicateNode) {
-			return fmt.Errorf("audit: %w", s.Err)
+			return fmt.Errorf("audit log: %w", s.Err)
 		}
 	}
 	if signer != nil {
@@ -190,7 +190,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Total: n.limits.refusedTotal, Now: n.cfg.Now, OnTally: m.Tallied,
 			Key: func(a netip.Addr) string { return "unauthenticated:ip:" + issuer.AddrKey(a, bits) }}})
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	n.log.Info("audit log started", "node", id, "sinks", len(acfg.Sinks), "sealed", signer == nil)
 	return nil

@@ -34,7 +34,7 @@ func openStore(ctx context.Context, ts config.TokenService, dataDir string) (sto
 		st, err = sqlite.Open(ctx, filepath.Join(dataDir, StoreFile))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("opening the store: %w", err)
 	}
 	return st, nil
 }

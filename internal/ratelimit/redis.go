@@ -111,7 +111,7 @@ return {1, 0}
 // NewRedis returns a Redis limiter.
 func NewRedis(cfg RedisConfig) (*Redis, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("RedisConfig.Client is required")
+		return nil, errors.New("ratelimit.RedisConfig.Client is required")
 	}
 	if err := cfg.Limit.Validate(); err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		cfg.Cooldown = defaultCooldown
 	}
 	if cfg.Timeout < 0 || cfg.Cooldown < 0 {
-		return nil, errors.New("RedisConfig durations must not be negative")
+		return nil, errors.New("ratelimit.RedisConfig durations must not be negative")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -17,9 +17,9 @@ import (
 // it came from the store.
 var (
 	// ErrSealed: the keyring holds no root key.
-	ErrSealed = errors.New("sealed")
+	ErrSealed = errors.New("sealed: the root key is not loaded")
 	// ErrAlreadyUnsealed: Unseal was called on an unsealed keyring.
-	ErrAlreadyUnsealed = errors.New("already unsealed")
+	ErrAlreadyUnsealed = errors.New("the root key is already unsealed")
 
 	// ErrMalformed: the ciphertext is truncated or otherwise not in the
 	// format.

@@ -65,7 +65,7 @@ var (
 	// time; nothing was written, or the write's outcome is unknown to the
 	// caller only if the connection broke after it was sent. The
 	// operation may be retried later.
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = errors.New("store unavailable")
 	// ErrNotEmpty: a tenant still has clients, users or transit keys, so
 	// it was not deleted.
 	ErrNotEmpty = errors.New("not empty")

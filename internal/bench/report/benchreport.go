@@ -51,7 +51,7 @@ func hash(s string) string {
 // page before writing, so w gets all of it or nothing.
 func WriteHTML(w io.Writer, d *loadgen.Document) error {
 	if d == nil {
-		return errors.New("no document")
+		return errors.New("no bench document to report")
 	}
 	data, err := embedJSON(d)
 	if err != nil {

@@ -126,7 +126,7 @@ func sizedClaims(size string) (mint.Claims, error) {
 func mintN(ctx context.Context, s *jose.Signer, c mint.Claims, n int) ([]string, error) {
 	var buf bytes.Buffer
 	if err := bench.WriteTokens(ctx, &buf, bench.TokensConfig{Signer: s, Claims: c, N: n}); err != nil {
-		return nil, fmt.Errorf("mint: %w", err)
+		return nil, fmt.Errorf("minting tokens: %w", err)
 	}
 	return strings.Fields(buf.String()), nil
 }

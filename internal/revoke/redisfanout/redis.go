@@ -32,7 +32,7 @@ var (
 	// ErrInvalid: a revocation names no jti or no subject.
 	ErrInvalid = errors.New("revocation names nothing")
 	// ErrClosed: the Fanout was closed.
-	ErrClosed = errors.New("fan-out closed")
+	ErrClosed = errors.New("revocation fan-out closed")
 )
 
 // FanoutConfig configures a Fanout. Zero values take the defaults given.
@@ -176,7 +176,7 @@ var _ revoke.Checker = (*Fanout)(nil)
 // it fails closed until Start's first resync succeeds.
 func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("FanoutConfig.Client is required")
+		return nil, errors.New("redisfanout.FanoutConfig.Client is required")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = defaultPrefix
@@ -205,7 +205,7 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	switch {
 	case cfg.ResyncInterval < 0, cfg.PingInterval < 0, cfg.Timeout < 0, cfg.Grace < 0,
 		cfg.MaxStaleness < 0, cfg.SubjectRetention < 0:
-		return nil, errors.New("FanoutConfig durations must not be negative")
+		return nil, errors.New("redisfanout.FanoutConfig durations must not be negative")
 	case cfg.MaxStaleness > 0 && cfg.MaxStaleness <= cfg.PingInterval:
 		return nil, fmt.Errorf("MaxStaleness %v must exceed PingInterval %v", cfg.MaxStaleness, cfg.PingInterval)
 	}
@@ -245,7 +245,7 @@ func (f *Fanout) Start(ctx context.Context) error {
 		return ErrClosed
 	case f.started:
 		f.mu.Unlock()
-		return errors.New("fan-out already started")
+		return errors.New("revocation fan-out already started")
 	}
 	f.started = true
 	f.wg.Add(2)

@@ -21,18 +21,18 @@ import (
 var (
 	// ErrNotFound: the tenant has no key of that name (or the tenant does
 	// not exist).
-	ErrNotFound = errors.New("key not found")
+	ErrNotFound = errors.New("transit key not found")
 	// ErrExists: import names a key the tenant has already.
-	ErrExists = errors.New("key already exists")
+	ErrExists = errors.New("transit key already exists")
 	// ErrDeletionNotAllowed: the key's deletion_allowed is not set.
 	ErrDeletionNotAllowed = errors.New("deletion is not allowed for this key")
 	// ErrInvalidName: the name is outside Vault's key name grammar (see
 	// ValidName).
-	ErrInvalidName = errors.New("invalid key name")
+	ErrInvalidName = errors.New("invalid transit key name")
 	// ErrCorrupt: what the store holds for the key does not load: its
 	// configuration or a version does not parse or open under the
 	// tenant's data key. The store or its sealing is broken (a 500).
-	ErrCorrupt = errors.New("stored key does not load")
+	ErrCorrupt = errors.New("stored transit key does not load")
 )
 
 // Channel is the node notice channel on which changes are announced.

@@ -95,7 +95,7 @@ var _ http.Handler = (*Handler)(nil)
 // New returns the API's handler.
 func New(o Options) (*Handler, error) {
 	if o.Keys == nil || o.Verifier == nil {
-		return nil, errors.New("Keys and Verifier are required")
+		return nil, errors.New("vaultapi.Options: Keys and Verifier are required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

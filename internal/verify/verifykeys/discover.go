@@ -66,7 +66,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (string, 
 func checkIssuer(issuer string) error {
 	u, err := CheckURL(issuer)
 	if err != nil {
-		return fmt.Errorf("issuer: %w", err)
+		return fmt.Errorf("issuer URL: %w", err)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return fmt.Errorf("issuer %s has a query, fragment or user info", u.Redacted())

@@ -38,7 +38,7 @@ var (
 	// loopback host.
 	ErrInsecureURL = errors.New("URL must be https unless its host is a loopback address")
 	// ErrClosed is returned by Start after Close.
-	ErrClosed = errors.New("source closed")
+	ErrClosed = errors.New("key source closed")
 )
 
 // FetchError is a failed JWKS or discovery fetch. Result classifies it for

@@ -178,18 +178,18 @@ func newRemote(cfg RemoteConfig, issuer string) (*Remote, error) {
 	} {
 		switch {
 		case *d.v < 0:
-			return nil, fmt.Errorf("%s is negative", d.name)
+			return nil, fmt.Errorf("RemoteConfig.%s is negative", d.name)
 		case *d.v == 0:
 			*d.v = d.def
 		}
 	}
 	if cfg.MinRefresh > cfg.MaxRefresh {
-		return nil, fmt.Errorf("MinRefresh %v exceeds MaxRefresh %v", cfg.MinRefresh, cfg.MaxRefresh)
+		return nil, fmt.Errorf("RemoteConfig.MinRefresh %v exceeds MaxRefresh %v", cfg.MinRefresh, cfg.MaxRefresh)
 	}
 	cfg.DefaultRefresh = min(max(cfg.DefaultRefresh, cfg.MinRefresh), cfg.MaxRefresh)
 	switch {
 	case cfg.MaxBody < 0:
-		return nil, errors.New("MaxBody is negative")
+		return nil, errors.New("RemoteConfig.MaxBody is negative")
 	case cfg.MaxBody == 0:
 		cfg.MaxBody = defaultMaxBody
 	}
@@ -229,7 +229,7 @@ func (r *Remote) Start(ctx context.Context) error {
 		return ErrClosed
 	case r.started:
 		r.mu.Unlock()
-		return errors.New("source already started")
+		return errors.New("key source already started")
 	}
 	r.started = true
 	r.wg.Add(1)
