@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/rootkey"
 )
 
@@ -21,7 +22,9 @@ import (
 // openKeyring opens the keyring from the root key file, the root key
 // variable or the passphrase header, or starts it sealed; with none of them
 // and no shared database it is dev mode, with a root key generated in the
-// data directory. It reports whether the node runs in dev mode.
+// data directory. It reports whether the node runs in dev mode. Its errors
+// are for the operator (operr): the root key's texts name files and
+// variables, never key material.
 func (n *Node) openKeyring() (dev bool, err error) {
 	cfg, ts := &n.cfg, &n.ts
 	dev = cfg.Dev
@@ -33,7 +36,7 @@ func (n *Node) openKeyring() (dev bool, err error) {
 	} else if ts.KeyringFile != "" {
 		// Named, but not there: never fall back to a generated dev root key
 		// for a node its operator meant to be passphrase-sealed.
-		return false, fmt.Errorf("keyring_file %s: %w (create it with keygate keyring init --keyring-file %s)", header, err, header)
+		return false, operr.Errorf("keyring_file %s: %w (create it with keygate keyring init --keyring-file %s)", header, err, header)
 	}
 	switch {
 	case ts.RootKeyFile != "":
@@ -55,14 +58,14 @@ func (n *Node) openKeyring() (dev bool, err error) {
 		case errors.Is(err, fs.ErrExist):
 			n.log.Info("dev root key loaded", "path", path)
 		default:
-			return false, fmt.Errorf("dev root key: %w", err)
+			return false, operr.Errorf("dev root key: %w", err)
 		}
 		kopts.KeyFile = path
 		n.boot.RootKeyPath = path
 	}
 	n.boot.Dev = dev
 	if n.keyring, err = rootkey.New(kopts); err != nil {
-		return false, fmt.Errorf("root key: %w", err)
+		return false, operr.Errorf("root key: %w", err)
 	}
 	return dev, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/postgres"
@@ -24,7 +25,10 @@ import (
 )
 
 // openStore opens PostgreSQL when ts has a database URL, else SQLite in
-// dataDir.
+// dataDir. Its error is for the operator (operr), with the driver's text:
+// why the store cannot be reached. Except for a connection string pgx cannot
+// parse: it masks the password only as far as it can parse the string, so
+// that text stays out of the message.
 func openStore(ctx context.Context, ts config.TokenService, dataDir string) (store.Store, error) {
 	var st store.Store
 	var err error
@@ -33,8 +37,12 @@ func openStore(ctx context.Context, ts config.TokenService, dataDir string) (sto
 	} else {
 		st, err = sqlite.Open(ctx, filepath.Join(dataDir, StoreFile))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("opening the store: %w", err)
+	var pce *pgconn.ParseConfigError
+	switch {
+	case errors.As(err, &pce):
+		return nil, operr.Wrap(err, "opening the store: the database URL is not a PostgreSQL connection string (postgres://user@host/db, or key=value pairs)")
+	case err != nil:
+		return nil, operr.Errorf("opening the store: %w", err)
 	}
 	return st, nil
 }
