@@ -4,11 +4,12 @@
 // is safe and useful to show at the command line and wraps the internal
 // cause, which errors.Is and errors.As still reach and the logs still print.
 //
-// The command line shows the [*Error.Message] of the first *Error in a
-// chain and any other error in full, as a diagnostic. The model is
-// Tailscale's vizerror, with one difference: Error() is the full text
-// (message and hidden cause), because keygate's logs are for diagnosis,
-// and only Message is the operator's.
+// The command line prints an error in full, as a diagnostic, but with the
+// [*Error.Message] of the first *Error in its chain in place of that
+// error's text: a cause it keeps for the logs is left out, what wrappers
+// around it say stays. The model is Tailscale's vizerror, with one
+// difference: Error() is the full text (message and hidden cause), because
+// keygate's logs are for diagnosis, and only Message is the operator's.
 //
 // A message is built from what the operator gave or may see (a file name,
 // a setting, an address) and never from secret material: no key, token,

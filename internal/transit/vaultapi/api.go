@@ -555,8 +555,8 @@ func transitRefusal(te *transit.Error) *httperr.Error {
 }
 
 // describe is an engine error's message for the caller: what failed,
-// without the package prefix and without the underlying cause (which may
-// come from a library and say more than it should).
+// without the underlying cause (which may come from a library and say more
+// than it should).
 func describe(te *transit.Error) string {
 	s := te.Detail
 	if s == "" {
