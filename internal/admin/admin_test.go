@@ -750,7 +750,7 @@ func TestAdminStoreFailures(t *testing.T) {
 		error string
 		retry string
 	}{
-		{"unavailable", fmt.Errorf("postgres: list clients: %w", store.ErrUnavailable), 503, "temporarily_unavailable", "1"},
+		{"unavailable", fmt.Errorf("list clients: %w", store.ErrUnavailable), 503, "temporarily_unavailable", "1"},
 		{"other", errors.New("list clients: disk on fire"), 500, "server_error", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,7 +23,7 @@ func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 func ParseHash(s string) (Hash, error) {
 	var h Hash
 	if len(s) != 2*len(h) || !parseHex(h[:], s) {
-		return h, errors.New("audit: a hash is 64 lower-case hex digits")
+		return h, errors.New("a hash is 64 lower-case hex digits")
 	}
 	return h, nil
 }

@@ -108,10 +108,10 @@ var (
 // Resume or Write.
 func NewFileSink(cfg FileConfig) (*FileSink, error) {
 	if cfg.Dir == "" {
-		return nil, errors.New("audit: FileConfig.Dir is required")
+		return nil, errors.New("audit.FileConfig.Dir is required")
 	}
 	if cfg.Sync > SyncNever {
-		return nil, errors.New("audit: FileConfig.Sync: unknown policy")
+		return nil, errors.New("audit.FileConfig.Sync: unknown policy")
 	}
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = DefaultMaxSize
@@ -206,7 +206,7 @@ func (s *FileSink) Resume(node string, keys []ed25519.PublicKey) (Tail, error) {
 	var p *Problem
 	switch {
 	case errors.As(err, &p) && p.Kind == ProblemWrongNode:
-		return Tail{}, fmt.Errorf("audit: %s holds another node's chain: %w", s.cfg.Dir, err)
+		return Tail{}, fmt.Errorf("%s holds another node's chain: %w", s.cfg.Dir, err)
 	case errors.As(err, &p):
 		return Tail{}, &TailError{File: path, MaxSeq: maxSeqIn(path), Problem: p}
 	}

@@ -20,7 +20,7 @@ const SeedSize = 32
 
 // ErrKeySize is returned for a signing-key seed or HMAC secret of the wrong
 // size.
-var ErrKeySize = errors.New("audit: key material has the wrong size")
+var ErrKeySize = errors.New("key material has the wrong size")
 
 // A SigningKey is the Ed25519 private key that signs checkpoints. It is
 // opaque: the private key is never exported, it cannot be compared with ==,
@@ -49,7 +49,7 @@ func GenerateSigningKey(rand io.Reader) (*SigningKey, error) {
 	var seed [ed25519.SeedSize]byte
 	defer clear(seed[:])
 	if _, err := io.ReadFull(rand, seed[:]); err != nil {
-		return nil, fmt.Errorf("audit: generate signing key: %w", err)
+		return nil, fmt.Errorf("generate signing key: %w", err)
 	}
 	return NewSigningKey(seed[:])
 }

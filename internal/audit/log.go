@@ -101,11 +101,11 @@ type BatchStats struct {
 
 // Errors of a Log.
 var (
-	ErrClosed        = errors.New("audit: log is closed")
-	ErrNotStarted    = errors.New("audit: log is not started")
-	ErrNoSink        = errors.New("audit: no sink accepted the record")
-	ErrChainMismatch = errors.New("audit: sinks disagree on where the chain ends")
-	ErrNoSigner      = errors.New("audit: no signing key (sealed): no checkpoint can be written")
+	ErrClosed        = errors.New("audit log is closed")
+	ErrNotStarted    = errors.New("audit log is not started")
+	ErrNoSink        = errors.New("no audit sink accepted the record")
+	ErrChainMismatch = errors.New("audit sinks disagree on where the chain ends")
+	ErrNoSigner      = errors.New("no audit signing key (sealed): no checkpoint can be written")
 )
 
 // A WriteError is a batch no sink accepted: every record in it failed. It
@@ -117,7 +117,7 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	var b strings.Builder
-	b.WriteString("audit: no sink accepted the record")
+	b.WriteString("no audit sink accepted the record")
 	for i, n := range e.Sinks {
 		fmt.Fprintf(&b, "; %s: %v", n, e.Errs[i])
 	}
@@ -227,13 +227,13 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan er
 // New checks cfg and returns a Log that is not yet started.
 func New(cfg Config) (*Log, error) {
 	if err := checkID(cfg.Node, true); err != nil {
-		return nil, fmt.Errorf("audit: Config.Node: %v", err)
+		return nil, fmt.Errorf("audit.Config.Node: %v", err)
 	}
 	if (cfg.Signer == nil) != cfg.Sealed {
-		return nil, errors.New("audit: give exactly one of Config.Signer and Config.Sealed")
+		return nil, errors.New("give exactly one of audit.Config.Signer and Config.Sealed")
 	}
 	if len(cfg.Sinks) == 0 {
-		return nil, errors.New("audit: Config.Sinks: at least one sink is required")
+		return nil, errors.New("audit.Config.Sinks: at least one sink is required")
 	}
 	setDefault(&cfg.CheckpointEvery, DefaultCheckpointEvery)
 	setDefault(&cfg.CheckpointInterval, DefaultCheckpointInterval)
@@ -314,7 +314,7 @@ func (l *Log) Start(ctx context.Context) error {
 	default:
 	}
 	if !first {
-		return errors.New("audit: Start called twice")
+		return errors.New("audit log: Start called twice")
 	}
 	plan, err := l.resume()
 	if err != nil {
@@ -323,7 +323,7 @@ func (l *Log) Start(ctx context.Context) error {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if err := l.commit(ctx, nil, &plan, false); err != nil {
 		l.cancel()
-		return fmt.Errorf("audit: start: %w", err)
+		return fmt.Errorf("start: %w", err)
 	}
 	ticker := l.clock.NewTicker(l.cfg.CheckpointInterval)
 	l.running.Store(true)
@@ -359,7 +359,7 @@ func (l *Log) resume() (openPlan, error) {
 			bad = append(bad, te)
 			maxSeq = max(maxSeq, te.MaxSeq)
 		case err != nil:
-			return openPlan{}, fmt.Errorf("audit: read back %s: %w", s.Name(), err)
+			return openPlan{}, fmt.Errorf("read back %s: %w", s.Name(), err)
 		case !t.Empty:
 			tails = append(tails, t)
 			maxSeq = max(maxSeq, t.Seq)
@@ -497,7 +497,7 @@ func (l *Log) submit(ctx context.Context, req *request) error {
 			return err
 		default:
 			// The writer still holds req: it is not returned to the pool.
-			return fmt.Errorf("audit: waiting for the write (the record may yet be written): %w", context.Cause(ctx))
+			return fmt.Errorf("waiting for the write (the record may yet be written): %w", context.Cause(ctx))
 		}
 	}
 }
@@ -521,7 +521,7 @@ func (l *Log) enqueue(ctx context.Context, req *request) error {
 	case l.queue <- req:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("audit: waiting for room in the queue: %w", context.Cause(ctx))
+		return fmt.Errorf("waiting for room in the queue: %w", context.Cause(ctx))
 	}
 }
 
@@ -559,7 +559,7 @@ func (l *Log) closeSinks() error {
 	var errs []error
 	for _, s := range l.sinks {
 		if err := s.sink.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("audit: close %s: %w", s.sink.Name(), err))
+			errs = append(errs, fmt.Errorf("close %s: %w", s.sink.Name(), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -647,7 +647,7 @@ func (l *Log) finish() {
 	var err error
 	if l.st.sinceCP > 0 && l.signer.Load() != nil {
 		if err = l.commit(l.ctx, nil, nil, true); err != nil {
-			err = fmt.Errorf("audit: final checkpoint: %w", err)
+			err = fmt.Errorf("final checkpoint: %w", err)
 		}
 	}
 	err = errors.Join(err, l.closeSinks())

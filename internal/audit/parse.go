@@ -17,7 +17,7 @@ const MaxLineLen = 16 << 10
 
 // ErrMalformed is returned by ParseLine for a line that is not in the
 // canonical form (see the package documentation).
-var ErrMalformed = errors.New("audit: malformed line")
+var ErrMalformed = errors.New("malformed audit line")
 
 // An Entry is one parsed line.
 type Entry struct {

@@ -145,7 +145,7 @@ type KeyRef struct {
 
 // ErrInvalidRecord is returned by Write (and Record.Validate) for a record
 // that breaks the rules above; the error names the field.
-var ErrInvalidRecord = errors.New("audit: invalid record")
+var ErrInvalidRecord = errors.New("invalid audit record")
 
 // FieldError is a Record field that breaks its rules. It matches
 // ErrInvalidRecord with errors.Is. It never repeats the field's value.
@@ -155,7 +155,7 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
-	return "audit: invalid record: " + e.Field + ": " + e.Problem
+	return "invalid audit record: " + e.Field + ": " + e.Problem
 }
 
 // Is makes a FieldError match ErrInvalidRecord.

@@ -40,7 +40,7 @@ type Line struct {
 // ErrSinkBroken is returned by a sink that can no longer keep the chain
 // whole (it failed and could not undo a partial write); the Log stops
 // writing to it until restarted.
-var ErrSinkBroken = errors.New("audit: sink is broken")
+var ErrSinkBroken = errors.New("audit sink is broken")
 
 // A Resumer is a sink that keeps the chain where it can read it back (the
 // file sink): at Start the Log continues the chain from where it ends.
@@ -63,7 +63,7 @@ type Tail struct {
 }
 
 // ErrBadTail matches a *TailError.
-var ErrBadTail = errors.New("audit: the log's tail does not verify")
+var ErrBadTail = errors.New("the audit log's tail does not verify")
 
 // A TailError is a sink's chain whose end does not verify; the Log will
 // not continue it (Config.NewSegment starts a new segment instead).
@@ -74,7 +74,7 @@ type TailError struct {
 }
 
 func (e *TailError) Error() string {
-	return "audit: the tail of " + e.File + " does not verify: " + e.Problem.Error()
+	return "the tail of audit file " + e.File + " does not verify: " + e.Problem.Error()
 }
 
 // Unwrap returns the Problem.

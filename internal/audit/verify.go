@@ -13,7 +13,7 @@ import (
 )
 
 // ErrTampered matches every *Problem: the files do not verify.
-var ErrTampered = errors.New("audit: the log does not verify")
+var ErrTampered = errors.New("the audit log does not verify")
 
 // ProblemKind names what Verify found wrong, for machines.
 type ProblemKind string
@@ -180,7 +180,7 @@ type Verifier struct {
 // NewVerifier returns a Verifier; it fails without keys.
 func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	if len(opts.Keys) == 0 {
-		return nil, errors.New("audit: verify needs at least one public key")
+		return nil, errors.New("verifying an audit log needs at least one public key")
 	}
 	return newVerifier(opts)
 }

@@ -56,7 +56,7 @@ func (r Result) NsPerOp() float64 {
 func (r Result) AllocsPerOp() float64 { return float64(r.Mallocs) / float64(r.Ops) }
 
 // ErrNoOps is returned when a run completed no operation at all.
-var ErrNoOps = errors.New("bench: no operation completed")
+var ErrNoOps = errors.New("the benchmark completed no operation")
 
 func (c Config) withDefaults() (Config, error) {
 	if len(c.Algs) == 0 {
@@ -66,7 +66,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Goroutines = runtime.GOMAXPROCS(0)
 	}
 	if c.Goroutines < 0 || c.Duration <= 0 {
-		return c, errors.New("bench: duration and goroutines must be positive")
+		return c, errors.New("duration and goroutines must be positive")
 	}
 	return c, nil
 }
@@ -97,11 +97,11 @@ func each(ctx context.Context, cfg Config, makeOp opMaker) ([]Result, error) {
 		}
 		op, err := makeOp(f)
 		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", alg, err)
+			return results, fmt.Errorf("%s: %w", alg, err)
 		}
 		r, err := run(ctx, cfg, op)
 		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", alg, err)
+			return results, fmt.Errorf("%s: %w", alg, err)
 		}
 		r.Alg = alg
 		results = append(results, r)
@@ -197,7 +197,7 @@ const (
 func newFixture(alg jose.Alg) (*fixture, error) {
 	signer, priv, err := newSigner(alg)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s key: %w", alg, err)
+		return nil, fmt.Errorf("%s key: %w", alg, err)
 	}
 	payload, err := mint.Payload(realisticClaims(), time.Now(), rand.Reader)
 	if err != nil {
@@ -205,7 +205,7 @@ func newFixture(alg jose.Alg) (*fixture, error) {
 	}
 	token, err := signer.Sign(payload)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s sign: %w", alg, err)
+		return nil, fmt.Errorf("%s sign: %w", alg, err)
 	}
 	return &fixture{signer: signer, priv: priv, payload: payload, token: token}, nil
 }

@@ -99,7 +99,7 @@ func NewGRPCServer(mode string) (*grpc.Server, error) {
 		}
 		a.raw = raw
 	default:
-		return nil, fmt.Errorf("bench: unknown gRPC server mode %q (one of %s)", mode, strings.Join(GRPCModes, ", "))
+		return nil, fmt.Errorf("unknown gRPC server mode %q (one of %s)", mode, strings.Join(GRPCModes, ", "))
 	}
 	s := grpc.NewServer(GRPCServerOptions()...)
 	authv3.RegisterAuthorizationServer(s, a)
@@ -117,7 +117,7 @@ func ServeGRPC(ctx context.Context, ln net.Listener, s *grpc.Server) error {
 	go func() { errc <- s.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("bench: serve gRPC: %w", err)
+		return fmt.Errorf("serve gRPC: %w", err)
 	case <-ctx.Done():
 	}
 	stopped := make(chan struct{})

@@ -96,12 +96,12 @@ func NaiveHandler(mode, keyFile string) (http.Handler, error) {
 func naiveHandler(mode, keyFile string) (http.Handler, error) {
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s key: %w", mode, err)
+		return nil, fmt.Errorf("%s key: %w", mode, err)
 	}
 	switch mode {
 	case ModeNaiveES256:
 		if _, err := parsePEMPublic(key); err != nil {
-			return nil, fmt.Errorf("bench: %s key: %w", mode, err)
+			return nil, fmt.Errorf("%s key: %w", mode, err)
 		}
 		return naiveJWT("ES256", func() (any, error) { return parsePEMPublic(key) }), nil
 	case ModeNaiveHS256:
@@ -111,7 +111,7 @@ func naiveHandler(mode, keyFile string) (http.Handler, error) {
 	case ModeNaiveDecrypt:
 		return naiveDecrypt(key), nil
 	}
-	return nil, fmt.Errorf("bench: %q is not a naive mode (one of %s)", mode, strings.Join(NaiveModes, ", "))
+	return nil, fmt.Errorf("%q is not a naive mode (one of %s)", mode, strings.Join(NaiveModes, ", "))
 }
 
 func parsePEMPublic(b []byte) (any, error) {
@@ -220,7 +220,7 @@ func naiveVerify(token, alg string, key func() (any, error), now time.Time) erro
 func middlewareHS256(secret []byte) (http.Handler, error) {
 	key, err := jose.NewHMACKey(jose.HS256, "", secret)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s secret: %w", ModeMiddlewareHS256, err)
+		return nil, fmt.Errorf("%s secret: %w", ModeMiddlewareHS256, err)
 	}
 	m, err := middleware.New(context.Background(), middleware.Config{Issuers: []middleware.Issuer{{
 		Issuer: issuer, Keys: jose.NewKeySet(key), Algorithms: []jose.Alg{jose.HS256}, Audiences: []string{audience},

@@ -101,7 +101,7 @@ func handler(mode string) (http.Handler, error) {
 	case ModeAESGCM:
 		return aesGCMHandler()
 	}
-	return nil, fmt.Errorf("bench: unknown server mode %q (one of %s)", mode, strings.Join(Modes, ", "))
+	return nil, fmt.Errorf("unknown server mode %q (one of %s)", mode, strings.Join(Modes, ", "))
 }
 
 // aesGCMHandler is ModeAESGCM's handler.
@@ -147,7 +147,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("bench: serve: %w", err)
+		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -188,21 +188,21 @@ func NewRawES256() (*RawES256, error) {
 func newRawES256(f *fixture) (*RawES256, error) {
 	priv, ok := f.priv.(*ecdsa.PrivateKey)
 	if !ok || f.signer.Alg() != jose.ES256 {
-		return nil, fmt.Errorf("bench: raw verification measures ES256 only, not %s", f.signer.Alg())
+		return nil, fmt.Errorf("raw verification measures ES256 only, not %s", f.signer.Alg())
 	}
 	dot := strings.LastIndexByte(f.token, '.')
 	if dot < 0 {
-		return nil, errors.New("bench: fixture token has no signature")
+		return nil, errors.New("fixture token has no signature")
 	}
 	msg := []byte(f.token[:dot])
 	digest := sha256.Sum256(msg)
 	der, err := ecdsa.SignASN1(rand.Reader, priv, digest[:])
 	if err != nil {
-		return nil, fmt.Errorf("bench: sign: %w", err)
+		return nil, fmt.Errorf("sign: %w", err)
 	}
 	r := &RawES256{pub: &priv.PublicKey, priv: priv, msg: msg, der: der}
 	if !r.Verify() {
-		return nil, errors.New("bench: raw ES256 signature does not verify")
+		return nil, errors.New("raw ES256 signature does not verify")
 	}
 	return r, nil
 }

@@ -45,10 +45,10 @@ const tokenBatch = 1024
 // request to carry a token the server has not seen.
 func WriteTokens(ctx context.Context, w io.Writer, cfg TokensConfig) error {
 	if cfg.Signer == nil {
-		return errors.New("bench: tokens need a signer")
+		return errors.New("bench tokens need a signer")
 	}
 	if cfg.N < 0 {
-		return errors.New("bench: negative token count")
+		return errors.New("negative bench token count")
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
@@ -61,7 +61,7 @@ func WriteTokens(ctx context.Context, w io.Writer, cfg TokensConfig) error {
 	}
 	// Fail on bad claims before starting the workers.
 	if _, err := mint.Payload(cfg.Claims, cfg.Now, cfg.Random); err != nil {
-		return fmt.Errorf("bench: tokens: %w", err)
+		return fmt.Errorf("tokens: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -110,11 +110,11 @@ func WriteTokens(ctx context.Context, w io.Writer, cfg TokensConfig) error {
 	}
 	select {
 	case err := <-errc:
-		return fmt.Errorf("bench: tokens: %w", err)
+		return fmt.Errorf("tokens: %w", err)
 	default:
 	}
 	if werr != nil {
-		return fmt.Errorf("bench: write tokens: %w", werr)
+		return fmt.Errorf("write tokens: %w", werr)
 	}
 	return ctx.Err()
 }

@@ -128,7 +128,7 @@ func (a *app) pinFlags(fs *flagSet) pinning {
 func (a *app) benchEnv(fs *flagSet, p pinning, dir string) (*runner.Env, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, nil, fmt.Errorf("bench: the keygate binary: %w", err)
+		return nil, nil, fmt.Errorf("the keygate binary: %w", err)
 	}
 	env := &runner.Env{Exe: exe, Dir: dir}
 	n := runtime.NumCPU()
@@ -195,7 +195,7 @@ func (a *app) benchOutDir(dir, name string) (string, error) {
 		dir = fmt.Sprintf("keygate-bench-%s-%s", name, a.now().UTC().Format("20060102-150405"))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("bench: %w", err)
+		return "", err
 	}
 	return filepath.Abs(dir)
 }
@@ -234,10 +234,10 @@ func (a *app) writeDocument(doc *loadgen.Document, dir string, asJSON bool) erro
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return err
 		}
 		if err := errors.Join(write(f), f.Close()); err != nil {
-			return fmt.Errorf("bench: %s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	if asJSON {

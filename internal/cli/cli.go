@@ -4,6 +4,10 @@
 //
 // Exit codes: 0 on success, 1 when the command fails (a rejected token, a
 // missing file, a key that does not fit), 2 for a usage error.
+//
+// A failed command prints its error in one line: in full, as a diagnostic,
+// except that an error written for the operator (operr) shows its message
+// in place of a cause it keeps for the logs.
 package cli
 
 import (
@@ -13,9 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/keygate/keygate/internal/operr"
 )
 
 // Exit codes.
@@ -54,34 +59,29 @@ func (a *app) main(ctx context.Context, args []string) int {
 	case err == nil, errors.Is(err, errHelpShown):
 		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "%s: %v\nRun '%s -h' for usage.\n", ue.cmd, ue.err, ue.cmd)
+		fmt.Fprintf(a.stderr, "%s: %s\nRun '%s -h' for usage.\n", ue.cmd, operatorMessage(ue.err), ue.cmd)
 		return ExitUsage
 	case errors.As(err, &se):
 		return ExitFail
 	}
-	fmt.Fprintf(a.stderr, "keygate: %s\n", userMessage(err))
+	fmt.Fprintf(a.stderr, "keygate: %s\n", operatorMessage(err))
 	return ExitFail
 }
 
-// internalPrefixes are keygate's package names as its errors begin each
-// layer of wrapping ("node: root key: keyring: key file: ..."): Go's
-// convention, which names code, not what the operator did. "audit" is not
-// among them: it is also a section of the configuration, whose errors
-// name it ("audit: no sink").
-var internalPrefixes = regexp.MustCompile(`(^|: )(?:bench|config|extauthz|gateway|httpaudit|issuer|jose|keyfile|keyring|keys|loadgen|mint|node|postgres|ratelimit|revoke|server|sqlite|store|telemetry|tlscert|transit|transitapi|transitkeys|verify): `)
-
-// userMessage is err's text for the operator: without keygate's package
-// prefixes ("keyring: key file: open /x" for "node: root key: keyring: key
-// file: open /x" keeps "root key: key file: open /x").
-func userMessage(err error) string {
-	msg := err.Error()
-	for {
-		next := internalPrefixes.ReplaceAllString(msg, "$1")
-		if next == msg {
-			return msg
-		}
-		msg = next
+// operatorMessage is err as the operator reads it: its whole text, but for
+// the cause an operr.Error in its chain keeps for the logs, which gives way
+// to that error's message. What the wrappers around it say stays: it is
+// context, and keygate's own.
+func operatorMessage(err error) string {
+	text := err.Error()
+	e, ok := operr.As(err)
+	if !ok || e.Error() == e.Message() {
+		return text
 	}
+	if i := strings.LastIndex(text, e.Error()); i >= 0 {
+		return text[:i] + e.Message() + text[i+len(e.Error()):]
+	}
+	return e.Message() // a wrapper that does not quote it: nothing else to go by
 }
 
 // command is a subcommand: either it runs, or it groups further commands.
@@ -292,7 +292,7 @@ func (e *usageError) Error() string { return e.cmd + ": " + e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
 func usageErrorf(cmd, format string, args ...any) error {
-	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+	return &usageError{cmd: cmd, err: operr.Errorf(format, args...)}
 }
 
 // silentError fails with exit code 1 after the command has already said why.

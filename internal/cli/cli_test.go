@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -112,7 +114,7 @@ func TestDispatch(t *testing.T) {
 		{nil, ExitUsage, "", "no command given"},
 		{[]string{"help"}, ExitOK, "token verify", ""},
 		{[]string{"-h"}, ExitOK, "bench sign", ""},
-		{[]string{"--help"}, ExitOK, "Commands:", ""},
+		{[]string{"--help"}, ExitOK, "Run a node:\n  serve ", ""},
 		{[]string{"frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
 		{[]string{"token"}, ExitUsage, "", "no command given"},
 		{[]string{"token", "frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
@@ -217,16 +219,45 @@ func TestInterspersedArgs(t *testing.T) {
 	}
 }
 
-func TestUserMessage(t *testing.T) {
-	for in, want := range map[string]string{
-		"node: root key: keyring: key file: open /x: no such file": "root key: key file: open /x: no such file",
-		"server: tls.cert_file: open /c.pem: denied":               "tls.cert_file: open /c.pem: denied",
-		"configuration: log_format: must be text or json":          "configuration: log_format: must be text or json",
-		"audit.store: keys: x":                                     "audit.store: x",
-		"config a.yaml: issuers[0] (line 3): unknown field":        "config a.yaml: issuers[0] (line 3): unknown field",
+func TestOperatorMessage(t *testing.T) {
+	cause := errors.New("dial tcp 10.0.0.7:5432: connect: connection refused")
+	hidden := operr.Wrap(cause, "the store does not answer")
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a diagnostic, in full", fmt.Errorf("sample token: %w", cause), "sample token: " + cause.Error()},
+		{"an operr's message, not its cause", hidden, "the store does not answer"},
+		{"an operr deeper in the chain", fmt.Errorf("start: %w", hidden), "start: the store does not answer"},
+		{"an operr behind a wrapper that does not quote it", opaque{hidden}, "the store does not answer"},
+		{"an operr that shows its cause", operr.Errorf("opening the store: %w", cause), "opening the store: " + cause.Error()},
 	} {
-		if got := userMessage(errors.New(in)); got != want {
-			t.Errorf("userMessage(%q) = %q, want %q", in, got, want)
+		t.Run(tt.name, func(t *testing.T) {
+			if got := operatorMessage(tt.err); got != tt.want {
+				t.Errorf("operatorMessage(%q) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// opaque wraps an error without quoting its text.
+type opaque struct{ error }
+
+func (opaque) Error() string   { return "something failed" }
+func (o opaque) Unwrap() error { return o.error }
+
+// TestOperatorMessageHidesItsCause runs a command whose error for the
+// operator differs from its cause: the message is printed, the cause (which
+// here could hold the database password) is not.
+func TestOperatorMessageHidesItsCause(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data"),
+		"--issuer", "https://kg.example", "--database-url", "postgres://keygate:hunter2@db.example:notaport/x")
+	expect(t, r, ExitFail, "", "\nkeygate: opening the store: the database URL is not a PostgreSQL connection string")
+	for _, cause := range []string{"hunter2", "cannot parse", "notaport"} {
+		if strings.Contains(r.stderr, cause) {
+			t.Errorf("stderr shows %q of the cause:\n%s", cause, r.stderr)
 		}
 	}
 }

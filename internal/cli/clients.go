@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/keygate/keygate/internal/operr"
 )
 
 // The commands that talk to a running node: client management through the
@@ -74,7 +76,9 @@ func (f *adminFlags) call(ctx context.Context, a *app, method, path string, body
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // doJSON sends req and decodes a 2xx JSON answer into out, or turns an
-// error answer into a *statusError naming its code.
+// error answer into a *statusError naming its code: the node's refusal,
+// whose description the node writes for its client (httperr), so an error
+// for the operator (operr).
 func doJSON(req *http.Request, out any) error { return sendJSON(httpClient, req, out) }
 
 // statusError is an answer that is not 2xx.
@@ -108,7 +112,7 @@ func sendJSON(c *http.Client, req *http.Request, out any) error {
 			Description string `json:"error_description"`
 		}
 		json.Unmarshal(b, &e)
-		return &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, code: e.Error, description: e.Description}
+		return operr.Errorf("%w", &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, code: e.Error, description: e.Description})
 	}
 	if out == nil || len(b) == 0 {
 		return nil

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/rootkey"
 )
 
@@ -43,7 +44,7 @@ func (a *app) keyringInit(_ context.Context, args []string) error {
 		path = filepath.Join(*dataDir, node.KeyringFile)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), node.RootKeyFile)); err == nil && *file == "" {
-		return fmt.Errorf("%s holds a dev root key (%s): its signing keys are sealed under that key, not a passphrase; use a new data directory", *dataDir, node.RootKeyFile)
+		return operr.Errorf("%s holds a dev root key (%s): its signing keys are sealed under that key, not a passphrase; use a new data directory", *dataDir, node.RootKeyFile)
 	}
 	pass, err := a.readSecret("New unseal passphrase: ", *passFile, true)
 	if err != nil {
@@ -76,7 +77,7 @@ func (a *app) unseal(ctx context.Context, args []string) error {
 	if *keyFile != "" {
 		root, err := rootkey.LoadKeyFile(*keyFile) // checks the file's mode and content
 		if err != nil {
-			return err
+			return operr.Errorf("%w", err) // names the file, never its content
 		}
 		root.Destroy()
 		b, err := os.ReadFile(*keyFile)
@@ -184,7 +185,7 @@ func (a *app) readSecret(prompt, file string, confirm bool) ([]byte, error) {
 			clear(q)
 			if !same {
 				clear(p)
-				return nil, errors.New("the passphrases differ")
+				return nil, operr.New("the passphrases differ")
 			}
 		}
 		return nonEmpty(p)
@@ -205,7 +206,7 @@ func firstLine(b []byte) []byte {
 
 func nonEmpty(p []byte) ([]byte, error) {
 	if len(p) == 0 {
-		return nil, errors.New("empty passphrase")
+		return nil, operr.New("empty passphrase")
 	}
 	return p, nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/jose"
@@ -179,7 +179,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	n := srv.Node()
 	if n != nil && n.Sealed() && admin == nil {
 		closeAll(ln, probe, envoy)
-		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
+		return operr.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
@@ -217,7 +217,7 @@ func (f *serveFlags) logger(fs *flagSet, cfg *config.Config, w io.Writer) (*slog
 	level := f.level
 	if !fs.isSet("log-level") && cfg.LogLevel != "" {
 		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-			return nil, fmt.Errorf("configuration: log_level: %w", err)
+			return nil, operr.Errorf("configuration: log_level: %w", err)
 		}
 	}
 	format := f.logFormat
@@ -312,7 +312,7 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 		cfg.DataDir = f.dataDir
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("configuration: %w", err)
+		return nil, operr.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
@@ -533,22 +534,23 @@ var SigningAlgs = []string{"ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"}
 const DefaultLeeway = verify.DefaultLeeway
 
 // Load reads path, applies environment overrides from env (os.Environ form)
-// and defaults, and validates the result.
+// and defaults, and validates the result. Its errors are for the operator
+// (operr): each names the file, or the variable, and what is wrong.
 func Load(path string, env []string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, operr.Errorf("config file: %w", err)
 	}
 	c, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, operr.Errorf("config %s: %w", path, err)
 	}
 	if err := c.ApplyEnv(env); err != nil {
 		return nil, err
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, operr.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }

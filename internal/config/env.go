@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keygate/keygate/internal/operr"
 )
 
 // EnvPrefix begins every environment variable that sets a configuration
@@ -104,7 +106,7 @@ func yamlTypeName(t reflect.Type) string {
 
 // ApplyEnv sets the fields the environment names (EnvVars), over the
 // file's values; a variable that does not parse as its field's type is an
-// error naming the variable. An empty variable (nothing but spaces, or for
+// error for the operator (operr) naming the variable. An empty variable (nothing but spaces, or for
 // a list nothing but commas) is unset: Compose's ${VAR:-} and Helm's
 // templates write one for every value left out, and it must not clear
 // what the file sets (an admin client CA, a metrics token file). Variables
@@ -115,7 +117,9 @@ func (c *Config) ApplyEnv(env []string) error {
 	set, _ := readEnv(env)
 	for _, s := range set {
 		if err := setFromEnv(fieldByIndexAlloc(root, s.index), s.value); err != nil {
-			return fmt.Errorf("config: %s=%q: %v", s.given, s.value, err)
+			// The value is shown: a secret (a URL with a password) is a
+			// string setting, and a string always parses.
+			return operr.Errorf("%s=%q: %v", s.given, s.value, err)
 		}
 	}
 	return nil

@@ -163,7 +163,7 @@ type DeciderConfig struct {
 // NewDecider builds a Decider.
 func NewDecider(cfg DeciderConfig) (*Decider, error) {
 	if cfg.Verifier == nil {
-		return nil, errors.New("gateway: forward-auth needs a verifier")
+		return nil, errors.New("forward-auth needs a verifier")
 	}
 	rt, err := NewRouter(cfg.Routes)
 	if err != nil {

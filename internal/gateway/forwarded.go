@@ -65,7 +65,7 @@ func Preset(name string) (Forwarding, error) {
 	case ProxyEnvoy:
 		return Forwarding{Proxy: ProxyEnvoy, MountPrefix: AuthPath}, nil
 	}
-	return Forwarding{}, fmt.Errorf("gateway: unknown proxy %q (want one of %s)", name, strings.Join(Proxies, ", "))
+	return Forwarding{}, fmt.Errorf("unknown proxy %q (want one of %s)", name, strings.Join(Proxies, ", "))
 }
 
 // CustomForwarding trusts one named header for each of method, URI and host

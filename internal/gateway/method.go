@@ -39,11 +39,11 @@ import (
 
 // ErrInvalidMethod is the error for a request method, or a method an
 // override names, that is not an RFC 9110 token.
-var ErrInvalidMethod = errors.New("gateway: invalid request method")
+var ErrInvalidMethod = errors.New("invalid request method")
 
 // ErrAmbiguousMethod is the error for a request whose method upstreams read
 // in ways that reach different rules (see "Request methods" above).
-var ErrAmbiguousMethod = errors.New("gateway: ambiguous request method")
+var ErrAmbiguousMethod = errors.New("ambiguous request method")
 
 // MethodOverrideHeaders are the headers upstream frameworks take a request's
 // real method from, canonical.

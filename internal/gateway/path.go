@@ -35,7 +35,7 @@ import (
 // other reading an upstream may apply (see Router.Match).
 // ErrAmbiguousPath is the error for a request path that common upstream
 // servers read in different ways (see "Request paths" above).
-var ErrAmbiguousPath = errors.New("gateway: ambiguous request path")
+var ErrAmbiguousPath = errors.New("ambiguous request path")
 
 // PathOptions are what a rule lets through that a path is otherwise
 // refused for.

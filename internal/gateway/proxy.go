@@ -68,7 +68,7 @@ func NewTransport() *http.Transport {
 // NewProxy builds the proxy.
 func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if len(cfg.Routes) == 0 {
-		return nil, errors.New("gateway: the proxy needs at least one route")
+		return nil, errors.New("the proxy needs at least one route")
 	}
 	auth, err := newForwardAuth(ForwardAuthConfig{Verifier: cfg.Verifier, Routes: cfg.Routes, Cookie: cfg.Cookie,
 		Headers: cfg.Headers, Metrics: cfg.Metrics, Logger: cfg.Logger, AccessLog: cfg.AccessLog, Tracer: cfg.Tracer})
@@ -84,7 +84,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	for i, r := range cfg.Routes {
 		u, err := url.Parse(r.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, errors.New("gateway: route " + r.PathPrefix + ": upstream is not an http(s) URL")
+			return nil, errors.New("route " + r.PathPrefix + ": upstream is not an http(s) URL")
 		}
 		p.backends = append(p.backends, p.backend(u, tr, auth.log, i))
 	}

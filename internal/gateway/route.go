@@ -46,16 +46,16 @@ type Router struct {
 }
 
 // ErrNoRoute is the error for a request that no route covers.
-var ErrNoRoute = errors.New("gateway: no route covers the request")
+var ErrNoRoute = errors.New("no route covers the request")
 
 // NewRouter checks and stores routes.
 func NewRouter(routes []Route) (*Router, error) {
 	for i, r := range routes {
 		if err := CheckPathPrefix(r.PathPrefix); err != nil {
-			return nil, fmt.Errorf("gateway: route %d: %w", i, err)
+			return nil, fmt.Errorf("route %d: %w", i, err)
 		}
 		if r.Anonymous && (len(r.Issuers) > 0 || len(r.Scopes) > 0) {
-			return nil, fmt.Errorf("gateway: route %d: an anonymous route cannot require issuers or scopes", i)
+			return nil, fmt.Errorf("route %d: an anonymous route cannot require issuers or scopes", i)
 		}
 	}
 	rt := &Router{routes: slices.Clone(routes)}
@@ -65,7 +65,7 @@ func NewRouter(routes []Route) (*Router, error) {
 		r.Methods = slices.Clone(r.Methods)
 		for j, m := range r.Methods {
 			if err := CheckMethod(m); err != nil {
-				return nil, fmt.Errorf("gateway: route %d: %w", i, err)
+				return nil, fmt.Errorf("route %d: %w", i, err)
 			}
 			r.Methods[j], _ = upperToken(m)
 		}

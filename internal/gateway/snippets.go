@@ -27,7 +27,7 @@ func (s Snippet) check() error {
 	for _, h := range s.Headers {
 		for _, c := range h {
 			if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-				return fmt.Errorf("gateway: claim header %q: a proxy configuration can only copy headers of letters, digits and '-'", h)
+				return fmt.Errorf("claim header %q: a proxy configuration can only copy headers of letters, digits and '-'", h)
 			}
 		}
 	}

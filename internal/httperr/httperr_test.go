@@ -30,7 +30,7 @@ func TestWrite(t *testing.T) {
 			`{"error":"slow_down","error_description":"d"}` + "\n", http.Header{"Retry-After": {"1"}}},
 		{"challenge", &Error{Status: 401, Code: "invalid_client", Description: "d", Challenge: `Basic realm="keygate"`}, 401,
 			`{"error":"invalid_client","error_description":"d"}` + "\n", http.Header{"Www-Authenticate": {`Basic realm="keygate"`}}},
-		{"internal", errors.New("store: /var/lib/keygate/keygate.db: disk I/O error"), 500,
+		{"internal", errors.New("/var/lib/keygate/keygate.db: disk I/O error"), 500,
 			`{"error":"server_error","error_description":"internal error"}` + "\n", http.Header{}},
 	}
 	for _, tt := range tests {
@@ -103,7 +103,7 @@ func TestWriteVault(t *testing.T) {
 			`{"errors":["invalid ciphertext: no \"vault:v\" prefix"]}` + "\n", ""},
 		{"not found", &Error{Status: 404, Code: "not_found"}, 404, `{"errors":[]}` + "\n", ""},
 		{"busy", &Error{Status: 503, Code: "busy", Description: "busy", RetryAfter: time.Second}, 503, `{"errors":["busy"]}` + "\n", "1"},
-		{"internal", errors.New("store: disk I/O error"), 500, `{"errors":["internal error"]}` + "\n", ""},
+		{"internal", errors.New("disk I/O error"), 500, `{"errors":["internal error"]}` + "\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -152,7 +152,7 @@ type Service struct {
 // New checks cfg and returns the service.
 func New(cfg Config) (*Service, error) {
 	if cfg.Issuer == "" || cfg.Store == nil || cfg.Keys == nil {
-		return nil, errors.New("issuer: Issuer, Store and Keys are required")
+		return nil, errors.New("issuer.Config: Issuer, Store and Keys are required")
 	}
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = 15 * time.Minute
@@ -161,7 +161,7 @@ func New(cfg Config) (*Service, error) {
 	case cfg.IPv6Prefix == 0:
 		cfg.IPv6Prefix = DefaultIPv6Prefix
 	case cfg.IPv6Prefix < MinIPv6Prefix || cfg.IPv6Prefix > MaxIPv6Prefix:
-		return nil, fmt.Errorf("issuer: IPv6Prefix %d is not between %d and %d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
+		return nil, fmt.Errorf("IPv6Prefix %d is not between %d and %d", cfg.IPv6Prefix, MinIPv6Prefix, MaxIPv6Prefix)
 	}
 	if cfg.RefreshTokenTTL == 0 {
 		cfg.RefreshTokenTTL = DefaultRefreshTTL

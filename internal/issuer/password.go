@@ -32,12 +32,12 @@ const (
 	MinPasswordLen = 8
 )
 
-var errBadHash = errors.New("issuer: malformed password hash")
+var errBadHash = errors.New("malformed password hash")
 
 // HashPassword returns a PHC-format Argon2id hash of password.
 func HashPassword(password string, r io.Reader) (string, error) {
 	if len(password) < MinPasswordLen {
-		return "", fmt.Errorf("issuer: passwords need at least %d characters", MinPasswordLen)
+		return "", fmt.Errorf("passwords need at least %d characters", MinPasswordLen)
 	}
 	salt := make([]byte, argonSaltLen)
 	if _, err := io.ReadFull(r, salt); err != nil {
@@ -133,7 +133,7 @@ func cgroupMemoryLimit(readFile func(string) ([]byte, error)) int64 {
 
 // ErrHashBusy: every password-hash slot stayed taken for the whole wait.
 // WriteError answers it 503 temporarily_unavailable with Retry-After.
-var ErrHashBusy = errors.New("issuer: too many password hashes at once")
+var ErrHashBusy = errors.New("too many password hashes at once")
 
 // hashSlots bounds the Argon2id computations running at once. Each costs
 // 19 MiB and tens of milliseconds of a core; without a bound, a burst of

@@ -77,17 +77,17 @@ func (n *Node) nodeID() (string, error) {
 		}
 		id := "kgn_" + base64.RawURLEncoding.EncodeToString(raw)
 		if err := keyfile.WriteNew(path, []byte(id+"\n")); err != nil {
-			return "", fmt.Errorf("node: %s: %w", NodeIDFile, err)
+			return "", fmt.Errorf("%s: %w", NodeIDFile, err)
 		}
 		n.log.Info("node id generated for the audit log", "node", id, "path", path)
 		return id, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("node: %s: %w", NodeIDFile, err)
+		return "", fmt.Errorf("%s: %w", NodeIDFile, err)
 	}
 	id := strings.TrimSpace(string(b))
 	if !audit.ValidID(id) {
-		return "", fmt.Errorf("node: %s does not hold a node id (1 to %d printable characters without spaces)", path, audit.MaxIDLen)
+		return "", fmt.Errorf("%s does not hold a node id (1 to %d printable characters without spaces)", path, audit.MaxIDLen)
 	}
 	return id, nil
 }
@@ -108,7 +108,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		fsink, err := audit.NewFileSink(audit.FileConfig{Dir: ac.File.Dir, MaxSize: ac.File.MaxSize, Sync: sync, SyncInterval: ac.File.SyncInterval,
 			MinFree: ac.File.MinFree, Statfs: n.cfg.AuditStatfs, OnSpace: n.auditSpaceChanged})
 		if err != nil {
-			return fmt.Errorf("node: audit.file: %w", err)
+			return fmt.Errorf("audit.file: %w", err)
 		}
 		files = fsink
 		acfg.Sinks = append(acfg.Sinks, fsink)
@@ -130,7 +130,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 			// from its last line.
 			after, err := lastAuditLine(ctx, n.store, id)
 			if err != nil {
-				return fmt.Errorf("node: audit.store: %w", err)
+				return fmt.Errorf("audit.store: %w", err)
 			}
 			acfg.After = after
 		}
@@ -163,7 +163,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 
 	l, err := audit.New(acfg)
 	if err != nil {
-		return fmt.Errorf("node: audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	if signer == nil && acfg.PreviousKeys == nil && files != nil {
 		if existing, _ := files.Files(); len(existing) > 0 {
@@ -172,12 +172,12 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 	}
 	if err := l.Start(ctx); err != nil {
 		l.Close(context.Background()) //nolint:errcheck // the start's error says more
-		return fmt.Errorf("node: audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	n.audit.log, n.audit.files, n.audit.node = l, files, id
 	for _, s := range l.Health().Sinks {
 		if s.Disabled && errors.Is(s.Err, errDuplicateNode) {
-			return fmt.Errorf("node: audit: %w", s.Err)
+			return fmt.Errorf("audit log: %w", s.Err)
 		}
 	}
 	if signer != nil {
@@ -190,7 +190,7 @@ func (n *Node) openAudit(ctx context.Context, id string) error {
 		Refusals: httpaudit.RefusalConfig{Limiter: n.limits.refused, Total: n.limits.refusedTotal, Now: n.cfg.Now, OnTally: m.Tallied,
 			Key: func(a netip.Addr) string { return "unauthenticated:ip:" + issuer.AddrKey(a, bits) }}})
 	if err != nil {
-		return fmt.Errorf("node: audit: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	n.log.Info("audit log started", "node", id, "sinks", len(acfg.Sinks), "sealed", signer == nil)
 	return nil
@@ -205,14 +205,14 @@ func (n *Node) auditKeys() (*audit.SigningKey, *audit.HMACKey, error) {
 	seed := make([]byte, audit.SeedSize)
 	defer clear(seed)
 	if err := n.keyring.DeriveKey(auditSigningLabel, seed); err != nil {
-		return nil, nil, fmt.Errorf("node: audit signing key: %w", err)
+		return nil, nil, fmt.Errorf("audit signing key: %w", err)
 	}
 	signer, err := audit.NewSigningKey(seed)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := n.keyring.DeriveKey(auditHMACLabel, seed); err != nil {
-		return nil, nil, fmt.Errorf("node: audit HMAC key: %w", err)
+		return nil, nil, fmt.Errorf("audit HMAC key: %w", err)
 	}
 	mac, err := audit.NewHMACKey(seed)
 	if err != nil {
@@ -355,7 +355,7 @@ func (n *Node) AuditStatus() AuditStatus {
 // audit.ErrNoSigner while the node is sealed.
 func (n *Node) AuditCheckpoint(ctx context.Context) (audit.Anchor, error) {
 	if n.audit.log == nil {
-		return audit.Anchor{}, errors.New("node: the audit log is off")
+		return audit.Anchor{}, errors.New("the audit log is off")
 	}
 	return n.audit.log.Checkpoint(ctx)
 }

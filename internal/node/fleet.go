@@ -87,7 +87,7 @@ func (n *Node) openFleet(ctx context.Context) error {
 	routeRedisLogs(n.log)
 	client, cluster, err := redisClient(n.ts.RedisURL, n.ts)
 	if err != nil {
-		return fmt.Errorf("node: redis URL: %w", err)
+		return fmt.Errorf("redis URL: %w", err)
 	}
 	if n.cfg.Traced {
 		client.AddHook(redisTrace{})
@@ -100,7 +100,7 @@ func (n *Node) openFleet(ctx context.Context) error {
 		SubjectRetention: n.subjectRetention(), Logger: n.log, Now: n.cfg.Now})
 	if err != nil {
 		client.Close()
-		return fmt.Errorf("node: revocation fan-out: %w", err)
+		return fmt.Errorf("revocation fan-out: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, n.cfg.RedisStartWait)
 	err = fo.Start(sctx)
@@ -187,7 +187,7 @@ func (n *Node) Subscribe(ctx context.Context, channel string, handle func(ctx co
 	f.handlers[name] = handle
 	f.mu.Unlock()
 	if err := f.notices.Subscribe(ctx, name); err != nil {
-		return fmt.Errorf("node: subscribe to %s: %w", name, err)
+		return fmt.Errorf("subscribe to %s: %w", name, err)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ import (
 func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err error) {
 	ts := cfg.TokenService.WithDefaults()
 	if ts.DatabaseURL == "" {
-		return "", errors.New("node: init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
+		return "", errors.New("init is for a shared store: give a database URL (a single node with SQLite starts with a root key of its own)")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -33,7 +33,7 @@ func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err er
 	}
 	kr, err := rootkey.New(rootkey.Options{Root: root, Rand: cfg.Rand})
 	if err != nil {
-		return "", fmt.Errorf("node: root key: %w", err)
+		return "", fmt.Errorf("root key: %w", err)
 	}
 	defer kr.Seal()
 	st, err := openStore(ctx, ts, "")
@@ -43,7 +43,7 @@ func Init(ctx context.Context, cfg Config, root rootkey.Key) (kid string, err er
 	defer st.Close()
 	kid, err = signingkeys.New(st, kr, keyPolicy(ts), cfg.Now).Init(ctx)
 	if err != nil {
-		return "", fmt.Errorf("node: init: %w", err)
+		return "", fmt.Errorf("init: %w", err)
 	}
 	return kid, nil
 }

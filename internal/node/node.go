@@ -122,11 +122,11 @@ type Config struct {
 func (c *Config) Validate() error {
 	switch {
 	case c.DataDir == "":
-		return errors.New("node: no data directory")
+		return errors.New("no data directory")
 	case c.Issuer == "":
-		return errors.New("node: no issuer")
+		return errors.New("no issuer")
 	case c.Audience == "":
-		return errors.New("node: no audience")
+		return errors.New("no audience")
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, ts: cfg.TokenService.WithDefaults(), log: cfg.Logger, admin: cfg.AdminToken}
 	if !slices.Contains(config.SigningAlgs, n.ts.SigningAlg) {
-		return nil, fmt.Errorf("node: signing algorithm %q: want one of %v", n.ts.SigningAlg, config.SigningAlgs)
+		return nil, fmt.Errorf("signing algorithm %q: want one of %v", n.ts.SigningAlg, config.SigningAlgs)
 	}
 	defer func() {
 		if err != nil {
@@ -220,11 +220,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("node: data directory: %w", err)
+		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	unlock, err := lockDir(cfg.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("node: lock data directory: %w", err)
+		return nil, fmt.Errorf("lock data directory: %w", err)
 	}
 	defer unlock()
 	var auditNode string
@@ -455,29 +455,29 @@ func TokenLimit(perSecond float64) ratelimit.Limit {
 
 func (n *Node) openLimits() (err error) {
 	if n.limits.login, err = n.Limiter("login", LoginLimit); err != nil {
-		return fmt.Errorf("node: login rate limit: %w", err)
+		return fmt.Errorf("login rate limit: %w", err)
 	}
 	if lim := TokenLimit(*n.ts.TokenRateLimit); lim != (ratelimit.Limit{}) {
 		if n.limits.token, err = n.Limiter("token", lim); err != nil {
-			return fmt.Errorf("node: token rate limit: %w", err)
+			return fmt.Errorf("token rate limit: %w", err)
 		}
 	}
 	if n.limits.preauth, err = n.Limiter("preauth", PreAuthLimit); err != nil {
-		return fmt.Errorf("node: pre-authentication rate limit: %w", err)
+		return fmt.Errorf("pre-authentication rate limit: %w", err)
 	}
 	refusals := RefusalLimit
 	if n.cfg.RefusalLimit != (ratelimit.Limit{}) {
 		refusals = n.cfg.RefusalLimit
 	}
 	if n.limits.refused, err = n.Limiter("unauthenticated", refusals); err != nil {
-		return fmt.Errorf("node: unauthenticated refusals' rate limit: %w", err)
+		return fmt.Errorf("unauthenticated refusals' rate limit: %w", err)
 	}
 	total := RefusalTotalLimit
 	if n.cfg.RefusalTotalLimit != (ratelimit.Limit{}) {
 		total = n.cfg.RefusalTotalLimit
 	}
 	if n.limits.refusedTotal, err = ratelimit.NewLocal(ratelimit.LocalConfig{Limit: total, Now: n.cfg.Now}); err != nil {
-		return fmt.Errorf("node: unauthenticated refusals' node-wide limit: %w", err)
+		return fmt.Errorf("unauthenticated refusals' node-wide limit: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/rootkey"
 )
 
@@ -21,7 +22,9 @@ import (
 // openKeyring opens the keyring from the root key file, the root key
 // variable or the passphrase header, or starts it sealed; with none of them
 // and no shared database it is dev mode, with a root key generated in the
-// data directory. It reports whether the node runs in dev mode.
+// data directory. It reports whether the node runs in dev mode. Its errors
+// are for the operator (operr): the root key's texts name files and
+// variables, never key material.
 func (n *Node) openKeyring() (dev bool, err error) {
 	cfg, ts := &n.cfg, &n.ts
 	dev = cfg.Dev
@@ -33,7 +36,7 @@ func (n *Node) openKeyring() (dev bool, err error) {
 	} else if ts.KeyringFile != "" {
 		// Named, but not there: never fall back to a generated dev root key
 		// for a node its operator meant to be passphrase-sealed.
-		return false, fmt.Errorf("keyring_file %s: %w (create it with keygate keyring init --keyring-file %s)", header, err, header)
+		return false, operr.Errorf("keyring_file %s: %w (create it with keygate keyring init --keyring-file %s)", header, err, header)
 	}
 	switch {
 	case ts.RootKeyFile != "":
@@ -55,14 +58,14 @@ func (n *Node) openKeyring() (dev bool, err error) {
 		case errors.Is(err, fs.ErrExist):
 			n.log.Info("dev root key loaded", "path", path)
 		default:
-			return false, fmt.Errorf("node: dev root key: %w", err)
+			return false, operr.Errorf("dev root key: %w", err)
 		}
 		kopts.KeyFile = path
 		n.boot.RootKeyPath = path
 	}
 	n.boot.Dev = dev
 	if n.keyring, err = rootkey.New(kopts); err != nil {
-		return false, fmt.Errorf("node: root key: %w", err)
+		return false, operr.Errorf("root key: %w", err)
 	}
 	return dev, nil
 }
@@ -105,14 +108,14 @@ var (
 	ErrNotInitialized = errors.New("the store holds no signing key and no keyring.json is set up, so no root key can be checked: initialize the fleet with keygate operator init, or start one node with its root key (--root-key-file or KEYGATE_ROOT_KEY)")
 	// ErrStore: the store failed while a candidate key was checked or the
 	// signing keys loaded; the node stays sealed.
-	ErrStore = errors.New("node: the store failed")
+	ErrStore = errors.New("the store failed")
 )
 
 // RefusedError is a passphrase or root key Unseal refused: Reason says why,
 // for the operator who sent it, and names no secret.
 type RefusedError struct{ Reason string }
 
-func (e *RefusedError) Error() string { return "node: unseal refused: " + e.Reason }
+func (e *RefusedError) Error() string { return "unseal refused: " + e.Reason }
 
 func refused(reason string) error { return &RefusedError{Reason: reason} }
 
@@ -247,7 +250,7 @@ func (n *Node) SealWithPassphrase(passphrase []byte) error {
 func (n *Node) loadSigningKeys(ctx context.Context) error {
 	stored, err := n.store.ListSigningKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("node: signing keys: %w", err)
+		return fmt.Errorf("signing keys: %w", err)
 	}
 	km := signingkeys.New(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
 	switch err := km.Load(ctx); {
@@ -262,7 +265,7 @@ func (n *Node) loadSigningKeys(ctx context.Context) error {
 	case errors.Is(err, signingkeys.ErrSealed):
 		n.log.Info("no signing key yet: with a keyring.json the first is created at unseal; without one, initialize the store with keygate operator init")
 	default:
-		return fmt.Errorf("node: signing keys: %w", err)
+		return fmt.Errorf("signing keys: %w", err)
 	}
 	n.keys = km
 	n.keySrc = &managedKeys{km: km, now: n.cfg.Now}

@@ -17,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/keyfile"
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/postgres"
@@ -29,7 +30,10 @@ import (
 //go:generate go run ./internal/gentrace -o storetrace.go
 
 // openStore opens PostgreSQL when ts has a database URL, else SQLite in
-// dataDir.
+// dataDir. Its error is for the operator (operr), with the driver's text:
+// why the store cannot be reached. Except for a connection string pgx cannot
+// parse: it masks the password only as far as it can parse the string, so
+// that text stays out of the message.
 func openStore(ctx context.Context, ts config.TokenService, dataDir string) (store.Store, error) {
 	var st store.Store
 	var err error
@@ -38,8 +42,12 @@ func openStore(ctx context.Context, ts config.TokenService, dataDir string) (sto
 	} else {
 		st, err = sqlite.Open(ctx, filepath.Join(dataDir, StoreFile))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("node: store: %w", err)
+	var pce *pgconn.ParseConfigError
+	switch {
+	case errors.As(err, &pce):
+		return nil, operr.Wrap(err, "opening the store: the database URL is not a PostgreSQL connection string (postgres://user@host/db, or key=value pairs)")
+	case err != nil:
+		return nil, operr.Errorf("opening the store: %w", err)
 	}
 	return st, nil
 }
@@ -133,7 +141,7 @@ func localHost(host string) bool {
 func (n *Node) loadRevocations(ctx context.Context) (int, error) {
 	revs, err := n.store.Revocations(ctx, n.cfg.Now().Add(-RevocationGrace))
 	if err != nil {
-		return 0, fmt.Errorf("node: revocations: %w", err)
+		return 0, fmt.Errorf("revocations: %w", err)
 	}
 	mem := revoke.NewMemory()
 	mem.Update(func(b *revoke.Batch) {
@@ -162,14 +170,14 @@ func (n *Node) devAdminToken() error {
 		n.admin = tok
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("node: %w", err)
+		return err
 	}
 	token, err := NewAdminToken(n.cfg.Rand)
 	if err != nil {
-		return fmt.Errorf("node: admin token: %w", err)
+		return fmt.Errorf("admin token: %w", err)
 	}
 	if err := keyfile.WriteNew(path, []byte(token+"\n")); err != nil {
-		return fmt.Errorf("node: admin token: %w", err)
+		return fmt.Errorf("admin token: %w", err)
 	}
 	n.boot.AdminToken = token
 	n.admin = issuer.NewBearer(token)
@@ -192,7 +200,7 @@ func NewAdminToken(rand io.Reader) (string, error) {
 func (n *Node) demoClient(ctx context.Context) error {
 	secret, err := issuer.NewSecret(n.cfg.Rand)
 	if err != nil {
-		return fmt.Errorf("node: demo client: %w", err)
+		return fmt.Errorf("demo client: %w", err)
 	}
 	now := n.cfg.Now().UTC()
 	d := issuer.SecretDigest(secret)
@@ -202,7 +210,7 @@ func (n *Node) demoClient(ctx context.Context) error {
 	case errors.Is(err, store.ErrConflict):
 		return nil
 	case err != nil:
-		return fmt.Errorf("node: demo client: %w", err)
+		return fmt.Errorf("demo client: %w", err)
 	}
 	n.boot.DemoClientID, n.boot.DemoClientSecret = DemoClientID, secret
 	n.log.Info("demo client created", "client_id", DemoClientID)

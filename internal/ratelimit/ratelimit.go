@@ -38,7 +38,7 @@ type Limit struct {
 }
 
 // ErrInvalidLimit: a Limit with a rate or burst that is not positive.
-var ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+var ErrInvalidLimit = errors.New("invalid rate limit")
 
 // Validate reports whether the limit can be enforced.
 func (l Limit) Validate() error {

@@ -111,7 +111,7 @@ return {1, 0}
 // NewRedis returns a Redis limiter.
 func NewRedis(cfg RedisConfig) (*Redis, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("ratelimit: RedisConfig.Client is required")
+		return nil, errors.New("ratelimit.RedisConfig.Client is required")
 	}
 	if err := cfg.Limit.Validate(); err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		cfg.Cooldown = defaultCooldown
 	}
 	if cfg.Timeout < 0 || cfg.Cooldown < 0 {
-		return nil, errors.New("ratelimit: RedisConfig durations must not be negative")
+		return nil, errors.New("ratelimit.RedisConfig durations must not be negative")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -189,7 +189,7 @@ func (r *Redis) Allow(ctx context.Context, key string) (bool, time.Duration, err
 	}
 	if ctx.Err() != nil {
 		// The caller gave up; that says nothing about Redis.
-		return false, 0, fmt.Errorf("ratelimit: %w", ctx.Err())
+		return false, 0, ctx.Err()
 	}
 	if r.downUntil.Swap(time.Now().UnixNano()+int64(r.cfg.Cooldown)) == 0 {
 		r.log.Warn("Redis failed: limiting with local buckets", "err", err, "cooldown", r.cfg.Cooldown)
@@ -206,7 +206,7 @@ func (r *Redis) allowRedis(ctx context.Context, key string) (bool, time.Duration
 		return false, 0, err
 	}
 	if len(res) != 2 {
-		return false, 0, fmt.Errorf("ratelimit: script returned %d values", len(res))
+		return false, 0, fmt.Errorf("script returned %d values", len(res))
 	}
 	if res[0] == 1 {
 		return true, 0, nil

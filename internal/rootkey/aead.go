@@ -36,7 +36,7 @@ func gcmSeal(key, nonce, plaintext, aad []byte) ([]byte, error) {
 		return nil, err
 	}
 	if len(nonce) != nonceSize {
-		return nil, fmt.Errorf("keyring: nonce is %d bytes, want %d", len(nonce), nonceSize)
+		return nil, fmt.Errorf("nonce is %d bytes, want %d", len(nonce), nonceSize)
 	}
 	return a.Seal(nil, nonce, plaintext, aad), nil
 }
@@ -49,7 +49,7 @@ func gcmOpen(key, nonce, ciphertext, aad []byte) ([]byte, error) {
 		return nil, err
 	}
 	if len(nonce) != nonceSize {
-		return nil, fmt.Errorf("keyring: nonce is %d bytes, want %d", len(nonce), nonceSize)
+		return nil, fmt.Errorf("nonce is %d bytes, want %d", len(nonce), nonceSize)
 	}
 	if len(ciphertext) < tagSize {
 		return nil, ErrDecrypt

@@ -71,7 +71,7 @@ type malformedError string
 
 func malformed(why string) error { return malformedError(why) }
 
-func (e malformedError) Error() string { return "keyring: malformed ciphertext: " + string(e) }
+func (e malformedError) Error() string { return "malformed ciphertext: " + string(e) }
 
 // Is makes errors.Is(err, ErrMalformed) hold.
 func (e malformedError) Is(target error) bool { return target == ErrMalformed }

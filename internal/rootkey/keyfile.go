@@ -28,15 +28,15 @@ const maxKeyFileSize = 1024
 func LoadKeyFile(path string) (Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Key{}, fmt.Errorf("keyring: key file: %w", err)
+		return Key{}, fmt.Errorf("key file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Key{}, fmt.Errorf("keyring: key file: %w", err)
+		return Key{}, fmt.Errorf("key file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return Key{}, fmt.Errorf("keyring: key file %s is not a regular file", path)
+		return Key{}, fmt.Errorf("key file %s is not a regular file", path)
 	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
 		return Key{}, &PermissionError{Path: path, Mode: fi.Mode()}
@@ -45,11 +45,11 @@ func LoadKeyFile(path string) (Key, error) {
 	defer clear(buf)
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return Key{}, fmt.Errorf("keyring: read key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("read key file %s: %w", path, err)
 	}
 	root, err := parseKeyFile(buf[:n])
 	if err != nil {
-		return Key{}, fmt.Errorf("keyring: key file %s: %w", path, err)
+		return Key{}, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return root, nil
 }
@@ -98,7 +98,7 @@ func (e *keyError) Unwrap() error { return e.kind }
 func ParseKey(text []byte) (Key, error) {
 	root, err := parseKey(text)
 	if err != nil {
-		return Key{}, fmt.Errorf("keyring: root key: %w", err)
+		return Key{}, fmt.Errorf("root key: %w", err)
 	}
 	return root, nil
 }
@@ -162,7 +162,7 @@ func GenerateKeyFile(path string, rand io.Reader) error {
 // matches fs.ErrExist through it.
 func wrapWrite(err error) error {
 	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
+		return err
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func New(opts Options) (*Keyring, error) {
 		}
 	}
 	if sources > 1 {
-		return nil, errors.New("keyring: set at most one of Options.Root, KeyFile and KeyEnv")
+		return nil, errors.New("set at most one of Options.Root, KeyFile and KeyEnv")
 	}
 	var root Key
 	var err error
@@ -123,7 +123,7 @@ func keyFromEnv(name string, lookup func(string) (string, bool)) (Key, error) {
 	}
 	root, err := parseKey([]byte(v))
 	if err != nil {
-		return Key{}, fmt.Errorf("keyring: environment variable %s: %w", name, err)
+		return Key{}, fmt.Errorf("environment variable %s: %w", name, err)
 	}
 	return root, nil
 }
@@ -168,7 +168,7 @@ func (k *Keyring) DeriveKey(label string, out []byte) error {
 		return ErrSealed
 	}
 	if label == "" || len(out) == 0 || len(out) > MaxDerivedSize {
-		return fmt.Errorf("keyring: DeriveKey needs a label and 1 to %d bytes, not %d", MaxDerivedSize, len(out))
+		return fmt.Errorf("DeriveKey needs a label and 1 to %d bytes, not %d", MaxDerivedSize, len(out))
 	}
 	var err error
 	secretDo(func() {
@@ -471,10 +471,10 @@ func (k *Keyring) encrypt(root *rootEntry, out, plaintext, aad []byte) error {
 	binary.BigEndian.PutUint32(out[offKeyID:], uint32(root.id))
 	// Wrap nonce and data key are adjacent: one read.
 	if _, err := io.ReadFull(k.rand, out[offWrapNonce:dataKeyEnd]); err != nil {
-		return fmt.Errorf("keyring: random source: %w", err)
+		return fmt.Errorf("random source: %w", err)
 	}
 	if _, err := io.ReadFull(k.rand, out[offPayloadNonce:offPayload]); err != nil {
-		return fmt.Errorf("keyring: random source: %w", err)
+		return fmt.Errorf("random source: %w", err)
 	}
 	dk, err := newGCM(out[offWrappedKey:dataKeyEnd])
 	if err != nil {
@@ -570,7 +570,7 @@ func (k *Keyring) rewrap(old, cur *rootEntry, out, ct []byte) error {
 	}
 	binary.BigEndian.PutUint32(out[offKeyID:], uint32(cur.id))
 	if _, err := io.ReadFull(k.rand, out[offWrapNonce:offWrappedKey]); err != nil {
-		return fmt.Errorf("keyring: random source: %w", err)
+		return fmt.Errorf("random source: %w", err)
 	}
 	cur.aead.Seal(out[offWrappedKey:offWrappedKey], out[offWrapNonce:offWrappedKey],
 		out[offWrappedKey:dataKeyEnd], out[:wrapAADEnd])

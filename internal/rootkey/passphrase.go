@@ -136,7 +136,7 @@ func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Para
 		return Key{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrWeakPassphrase, len(passphrase), MinPassphraseLen)
 	}
 	if enforce && (p.Memory < minArgon2.Memory || p.Time < minArgon2.Time || p.Threads < minArgon2.Threads) {
-		return Key{}, fmt.Errorf("keyring: Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
+		return Key{}, fmt.Errorf("Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
 	}
 	if err := p.validate(); err != nil {
 		return Key{}, err
@@ -144,13 +144,13 @@ func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Para
 	rand = randOrDefault(rand)
 	h := &Header{params: p, salt: make([]byte, SaltSize)}
 	if _, err := io.ReadFull(rand, h.salt); err != nil {
-		return Key{}, fmt.Errorf("keyring: random source: %w", err)
+		return Key{}, fmt.Errorf("random source: %w", err)
 	}
 	root := h.derive(passphrase)
 	nonce := make([]byte, nonceSize)
 	if _, err := io.ReadFull(rand, nonce); err != nil {
 		root.Destroy()
-		return Key{}, fmt.Errorf("keyring: random source: %w", err)
+		return Key{}, fmt.Errorf("random source: %w", err)
 	}
 	var sealed []byte
 	var err error
@@ -202,12 +202,12 @@ func (p Argon2Params) validate() error {
 func ReadHeader(path string) (*Header, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: header: %w", err)
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxHeaderSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("keyring: read header %s: %w", path, err)
+		return nil, fmt.Errorf("read header %s: %w", path, err)
 	}
 	h, err := parseHeader(data)
 	if err != nil {

@@ -68,7 +68,7 @@ func Generate(rand io.Reader) (Key, error) {
 	k := &rootKeyBytes{live: true}
 	if _, err := io.ReadFull(randOrDefault(rand), k.b[:]); err != nil {
 		clear(k.b[:])
-		return Key{}, fmt.Errorf("keyring: generate root key: %w", err)
+		return Key{}, fmt.Errorf("generate root key: %w", err)
 	}
 	k.id = deriveKeyID(&k.b)
 	return Key{k: k}, nil

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -16,10 +15,10 @@ import (
 // token, once, before anything is written to disk.
 func (s *Server) readCredentials() (err error) {
 	if s.guards.operator, err = issuer.ReadBearer("admin token", s.cfg.Gateway.TokenService.AdminTokenFile, s.cfg.AdminToken); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	if s.guards.scraper, err = issuer.ReadBearer("metrics token", s.cfg.Gateway.MetricsTokenFile, s.cfg.MetricsToken); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	return nil
 }

@@ -276,7 +276,7 @@ func (rt *runtime) notReady() []string {
 // running one keeps serving.
 func (s *Server) Reload(ctx context.Context) error {
 	if s.cfg.ConfigPath == "" {
-		return errors.New("server: no configuration file to reload")
+		return errors.New("no configuration file to reload")
 	}
 	err := s.reload(ctx)
 	if s.obs.metrics != nil {

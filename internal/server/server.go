@@ -114,7 +114,7 @@ func (c *Config) Validate() error {
 		return c.Node.Validate()
 	}
 	if c.Gateway == nil || len(c.Gateway.Issuers) == 0 {
-		return errors.New("server: a gateway-only node needs at least one issuer to trust")
+		return errors.New("a gateway-only node needs at least one issuer to trust")
 	}
 	return nil
 }
@@ -222,14 +222,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		s.obs.envoyMetrics = s.obs.metrics.Decisions(extauthz.FrontEnd, envoyReasons)
 	}
 	if err := s.openAccessLog(cfg.Gateway.AccessLog); err != nil {
-		return nil, fmt.Errorf("server: access_log: %w", err)
+		return nil, fmt.Errorf("access_log: %w", err)
 	}
 	topts := cfg.Tracing
 	if topts.Logger == nil {
 		topts.Logger = s.log
 	}
 	if s.obs.tracing, err = tracing.New(ctx, cfg.Gateway.Tracing, topts); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	s.obs.tracer = s.obs.tracing.Tracer()
 	if s.obs.tracer != nil {
@@ -238,7 +238,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// Certificates first: a listener that cannot serve is reported before
 	// anything is written to disk.
 	if err := s.openTLS(cfg.Gateway); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	if err := s.readCredentials(); err != nil {
 		return nil, err
@@ -249,11 +249,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if cfg.Gateway.Pprof && !s.guards.operator.Set() {
-		return nil, errors.New("server: pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
+		return nil, errors.New("pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, err
 	}
 	s.rt.Store(rt)
 	if s.obs.metrics != nil && s.node != nil {
@@ -285,11 +285,11 @@ func (s *Server) openNode(ctx context.Context) (err error) {
 	icfg.Trusts = s.trusts
 	icfg.Tracer = s.obs.tracer
 	if s.tokens.service, err = issuer.New(icfg); err != nil {
-		return fmt.Errorf("server: token service: %w", err)
+		return fmt.Errorf("token service: %w", err)
 	}
 	if s.guards.operator.Set() {
 		if s.tokens.admin, err = admin.New(s.tokens.service, s.node.Store(), s.guards.operator); err != nil {
-			return fmt.Errorf("server: %w", err)
+			return err
 		}
 	}
 	return s.openTransit()
@@ -305,7 +305,7 @@ func (s *Server) openTransit() (err error) {
 	eng := transit.New(transit.Options{Now: s.cfg.Now, MaxBatchCost: tc.MaxBatchCost,
 		PrivateKeyWorkers: tc.PrivateKeyWorkers, TenantQueue: tc.TenantQueue, CallerQueue: tc.CallerQueue})
 	if s.transit.keys, err = keystore.New(n.Store(), n.TenantKeys(), n, keystore.Options{Logger: s.log, Now: s.cfg.Now, Engine: eng}); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	pipe, err := verify.New(verify.Config{
 		Policies: []verify.Policy{{Issuer: n.Issuer(), Keys: n.KeySource(), Algorithms: n.Algorithms(),
@@ -315,7 +315,7 @@ func (s *Server) openTransit() (err error) {
 		Now:        s.cfg.Now,
 	})
 	if err != nil {
-		return fmt.Errorf("server: transit token verification: %w", err)
+		return fmt.Errorf("transit token verification: %w", err)
 	}
 	opts := vaultapi.Options{Keys: s.transit.keys, Verifier: pipe, Logger: s.log, Observe: s.cfg.TransitObserve}
 	if s.obs.metrics != nil {
@@ -330,7 +330,7 @@ func (s *Server) openTransit() (err error) {
 	}
 	h, err := vaultapi.New(opts)
 	if err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	s.transit.api = s.auditedAs("transit.request", httperr.Writer{Envelope: httperr.Vault, Log: s.log}, h)
 	return nil
@@ -541,7 +541,7 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 		if err == nil { // grpc's Serve returns nil only when stopped
 			err = errors.New("the Envoy gRPC server stopped")
 		}
-		return fmt.Errorf("server: serve: %w", err)
+		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "drain", ShutdownTimeout)
@@ -564,7 +564,7 @@ func (s *Server) shutdown(servers []*http.Server, grpcSrv *extauthz.Server, errc
 	}
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("server: drain: %w", err), srv.Close())
+			errs = append(errs, fmt.Errorf("drain: %w", err), srv.Close())
 		}
 	}
 	select {
@@ -572,12 +572,12 @@ func (s *Server) shutdown(servers []*http.Server, grpcSrv *extauthz.Server, errc
 	case <-ctx.Done():
 		grpcSrv.Stop() // ends GracefulStop too
 		<-grpcDone
-		errs = append(errs, fmt.Errorf("server: drain: gRPC calls still running after %s", ShutdownTimeout))
+		errs = append(errs, fmt.Errorf("drain: gRPC calls still running after %s", ShutdownTimeout))
 	}
 	for range n {
 		// grpc's Serve returns nil once stopped, net/http's ErrServerClosed.
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, fmt.Errorf("server: serve: %w", err))
+			errs = append(errs, fmt.Errorf("serve: %w", err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

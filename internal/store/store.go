@@ -49,33 +49,33 @@ import (
 
 // Errors callers branch on with errors.Is.
 var (
-	ErrNotFound = errors.New("store: not found")
-	ErrConflict = errors.New("store: already exists")
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
 	// ErrReused: a refresh token that was already spent was presented
 	// again. The store has revoked its whole family by the time it says so.
-	ErrReused = errors.New("store: refresh token reused")
+	ErrReused = errors.New("refresh token reused")
 	// ErrRevoked: the refresh token, or its family, is revoked.
-	ErrRevoked = errors.New("store: refresh token revoked")
+	ErrRevoked = errors.New("refresh token revoked")
 	// ErrSubjectRevoked: the refresh token's subject was revoked
 	// ("everything issued before T") after its family began. The store has
 	// revoked the whole family by the time it says so. It is also
 	// ErrRevoked.
 	ErrSubjectRevoked = fmt.Errorf("%w: its subject was revoked after its family began", ErrRevoked)
 	// ErrExpired: the refresh token is past its expiry.
-	ErrExpired = errors.New("store: refresh token expired")
+	ErrExpired = errors.New("refresh token expired")
 	// ErrUnavailable: the store could not be reached or did not answer in
 	// time; nothing was written, or the write's outcome is unknown to the
 	// caller only if the connection broke after it was sent. The
 	// operation may be retried later.
-	ErrUnavailable = errors.New("store: unavailable")
+	ErrUnavailable = errors.New("store unavailable")
 	// ErrNotEmpty: a tenant still has clients, users or transit keys, so
 	// it was not deleted.
-	ErrNotEmpty = errors.New("store: not empty")
+	ErrNotEmpty = errors.New("not empty")
 	// ErrInvalid: an argument no backend accepts — a tenant name
 	// ValidTenantName refuses, an empty data key or key version, a
 	// version out of range.
 	// Nothing was written. The error's text says what was wrong.
-	ErrInvalid = errors.New("store: invalid argument")
+	ErrInvalid = errors.New("invalid argument")
 )
 
 // DefaultTenant is the tenant that always exists and cannot be deleted.
@@ -241,11 +241,11 @@ func CheckRotation(cur RefreshToken, revokedBefore, now time.Time) error {
 func (r Revocation) Validate() error {
 	switch {
 	case (r.JTI == "") == (r.Subject == ""):
-		return errors.New("store: a revocation needs exactly one of JTI and Subject")
+		return errors.New("a revocation needs exactly one of JTI and Subject")
 	case r.JTI != "" && r.Until.IsZero():
-		return errors.New("store: a jti revocation needs Until")
+		return errors.New("a jti revocation needs Until")
 	case r.Subject != "" && r.Before.IsZero():
-		return errors.New("store: a subject revocation needs Before")
+		return errors.New("a subject revocation needs Before")
 	}
 	return nil
 }

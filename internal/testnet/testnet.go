@@ -27,7 +27,7 @@ func (s *Switch) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return nil, errors.New("testnet: network is down")
+		return nil, errors.New("network is down")
 	}
 	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {

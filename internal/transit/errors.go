@@ -118,7 +118,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := "transit: " + e.Reason.String()
+	s := e.Reason.String()
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}

@@ -16,9 +16,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Detail == "" {
-		return "verify: " + e.reason
+		return e.reason
 	}
-	return "verify: " + e.reason + ": " + e.Detail
+	return e.reason + ": " + e.Detail
 }
 
 // Reason returns the stable machine-readable name, such as

@@ -65,7 +65,7 @@ type PolicyError struct {
 }
 
 func (e *PolicyError) Error() string {
-	return "verify: policy " + quoteIssuer(e.Issuer) + ": " + e.Field + ": " + e.Msg
+	return "policy " + quoteIssuer(e.Issuer) + ": " + e.Field + ": " + e.Msg
 }
 
 func quoteIssuer(iss string) string {

@@ -312,7 +312,7 @@ func (s *shard) land(e *entry, registered bool) {
 	}
 }
 
-var errIncomplete = errors.New("verify: verification did not complete")
+var errIncomplete = errors.New("verification did not complete")
 
 // verify runs every check on e.token at time now and fills e.
 func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) {

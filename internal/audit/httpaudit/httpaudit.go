@@ -106,7 +106,7 @@ type Auditor struct {
 // New returns an Auditor writing to cfg.Log.
 func New(cfg Config) (*Auditor, error) {
 	if cfg.Log == nil {
-		return nil, errors.New("httpaudit: Config.Log is required")
+		return nil, errors.New("httpaudit.Config.Log is required")
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader

@@ -243,7 +243,7 @@ func (a *Auditor) Flush(ctx context.Context) error {
 			for _, r := range rest {
 				n += r.Count
 			}
-			return fmt.Errorf("httpaudit: %d aggregate records (%d refused requests) not written, kept for the next flush: %w", len(rest), n, err)
+			return fmt.Errorf("%d aggregate records (%d refused requests) not written, kept for the next flush: %w", len(rest), n, err)
 		}
 	}
 	return nil

@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})))
 		if err != nil {
-			return nil, fmt.Errorf("grpcload: %w", err)
+			return nil, err
 		}
 		c.Connect()
 		conns[i] = c

@@ -102,7 +102,7 @@ func newMessages(req *Request, tokens []string) (*messages, error) {
 	if len(tokens) == 0 {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(CheckRequest(req, ""))
 		if err != nil {
-			return nil, fmt.Errorf("grpcload: marshal: %w", err)
+			return nil, fmt.Errorf("marshal: %w", err)
 		}
 		m.fixed = b
 		return m, nil
@@ -114,11 +114,11 @@ func newMessages(req *Request, tokens []string) (*messages, error) {
 		ph := strings.Repeat("\x00", len(t))
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(CheckRequest(req, ph))
 		if err != nil {
-			return nil, fmt.Errorf("grpcload: marshal: %w", err)
+			return nil, fmt.Errorf("marshal: %w", err)
 		}
 		off := bytes.Index(b, []byte("Bearer "+ph))
 		if off < 0 || bytes.Contains(b[off+7+len(t):], []byte(ph)) {
-			return nil, errors.New("grpcload: the token's place in the message is not unique")
+			return nil, errors.New("the token's place in the message is not unique")
 		}
 		m.byLen[len(t)] = &shape{b: b, off: off + len("Bearer ")}
 	}
@@ -156,7 +156,7 @@ func (codec) Name() string { return "proto" }
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	r, ok := v.(rawRequest)
 	if !ok {
-		return nil, fmt.Errorf("grpcload: cannot send %T", v)
+		return nil, fmt.Errorf("cannot send %T", v)
 	}
 	return mem.BufferSlice{mem.SliceBuffer(r)}, nil
 }
@@ -164,7 +164,7 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	vd, ok := v.(*verdict)
 	if !ok {
-		return fmt.Errorf("grpcload: cannot read into %T", v)
+		return fmt.Errorf("cannot read into %T", v)
 	}
 	var b []byte
 	if len(data) == 1 {

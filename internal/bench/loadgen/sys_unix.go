@@ -31,7 +31,7 @@ const FileSlack = 64
 func EnsureFileLimit(conns int) (raised bool, before, after uint64, err error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return false, 0, 0, fmt.Errorf("loadgen: open-file limit: %w", err)
+		return false, 0, 0, fmt.Errorf("open-file limit: %w", err)
 	}
 	need := uint64(conns) + FileSlack
 	if lim.Cur >= need {
@@ -44,7 +44,7 @@ func EnsureFileLimit(conns int) (raised bool, before, after uint64, err error) {
 	before = lim.Cur
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return false, before, before, fmt.Errorf("loadgen: raise the open-file limit from %d to %d: %w", before, lim.Max, err)
+		return false, before, before, fmt.Errorf("raise the open-file limit from %d to %d: %w", before, lim.Max, err)
 	}
 	return true, before, lim.Cur, nil
 }

@@ -51,11 +51,11 @@ func hash(s string) string {
 // page before writing, so w gets all of it or nothing.
 func WriteHTML(w io.Writer, d *loadgen.Document) error {
 	if d == nil {
-		return errors.New("benchreport: no document")
+		return errors.New("no bench document to report")
 	}
 	data, err := embedJSON(d)
 	if err != nil {
-		return fmt.Errorf("benchreport: %w", err)
+		return err
 	}
 	v := newView(d)
 	v.Data = data

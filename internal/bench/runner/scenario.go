@@ -115,7 +115,7 @@ func newTokenSetup(env *Env, o ScenarioOptions) (*tokenSetup, error) {
 	var err error
 	switch {
 	case o.Target != "" && o.KeyFile == "":
-		return nil, fmt.Errorf("benchrun: a running target needs the signing key it trusts (--key)")
+		return nil, fmt.Errorf("a running target needs the signing key it trusts (--key)")
 	case o.KeyFile != "" && keyfile.IsHMAC(alg):
 		signer, err = keyfile.LoadSecretSigner(o.KeyFile, alg, "")
 	case o.KeyFile != "":

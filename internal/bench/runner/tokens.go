@@ -39,10 +39,10 @@ const HotTokens = 16
 // Pool returns the tokens of the set in the order they are to be sent.
 func (ts TokenSet) Pool(ctx context.Context) ([]string, error) {
 	if ts.Distinct <= 0 {
-		return nil, fmt.Errorf("benchrun: %d distinct tokens", ts.Distinct)
+		return nil, fmt.Errorf("%d distinct tokens", ts.Distinct)
 	}
 	if ts.HitRatio < 0 || ts.HitRatio >= 1 || ts.Invalid < 0 || ts.Invalid >= 1 || ts.HitRatio+ts.Invalid >= 1 {
-		return nil, fmt.Errorf("benchrun: hit ratio %v and invalid share %v must each be in [0, 1) and add up to less than 1",
+		return nil, fmt.Errorf("hit ratio %v and invalid share %v must each be in [0, 1) and add up to less than 1",
 			ts.HitRatio, ts.Invalid)
 	}
 	claims, err := sizedClaims(ts.ClaimsSize)
@@ -73,7 +73,7 @@ func (ts TokenSet) Pool(ctx context.Context) ([]string, error) {
 	var invalid []string
 	if nx > 0 {
 		if ts.Other == nil {
-			return nil, fmt.Errorf("benchrun: an invalid share needs a second key")
+			return nil, fmt.Errorf("an invalid share needs a second key")
 		}
 		if invalid, err = mintN(ctx, ts.Other, claims, min(nx, 1024)); err != nil {
 			return nil, err
@@ -104,7 +104,7 @@ func sizedClaims(size string) (mint.Claims, error) {
 		ok = true
 	}
 	if !ok {
-		return c, fmt.Errorf("benchrun: claims size %q is not small, 1kb or 4kb", size)
+		return c, fmt.Errorf("claims size %q is not small, 1kb or 4kb", size)
 	}
 	if want > 0 {
 		base, err := mint.Payload(c, time.Now(), rand.Reader)
@@ -126,7 +126,7 @@ func sizedClaims(size string) (mint.Claims, error) {
 func mintN(ctx context.Context, s *jose.Signer, c mint.Claims, n int) ([]string, error) {
 	var buf bytes.Buffer
 	if err := bench.WriteTokens(ctx, &buf, bench.TokensConfig{Signer: s, Claims: c, N: n}); err != nil {
-		return nil, fmt.Errorf("benchrun: mint: %w", err)
+		return nil, fmt.Errorf("minting tokens: %w", err)
 	}
 	return strings.Fields(buf.String()), nil
 }

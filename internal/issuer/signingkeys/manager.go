@@ -113,12 +113,12 @@ func (m *Manager) Status() Status {
 }
 
 // ErrNoActiveKey means no stored key is active yet (all pre-published).
-var ErrNoActiveKey = errors.New("issuer: no signing key is active")
+var ErrNoActiveKey = errors.New("no signing key is active")
 
 // ErrSealed means the root key is not loaded: private keys cannot be
 // unsealed or created until an operator unseals the node. HTTP answers it
 // with 503.
-var ErrSealed = errors.New("issuer: sealed")
+var ErrSealed = errors.New("sealed: the signing key is not loaded")
 
 // New returns a manager; call Load before use.
 func New(st Store, sealer Sealer, policy Policy, now func() time.Time) *Manager {
@@ -186,7 +186,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	defer m.mu.Unlock()
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("issuer: list signing keys: %w", err)
+		return fmt.Errorf("list signing keys: %w", err)
 	}
 	if len(keys) == 0 {
 		if m.sealer.Sealed() {
@@ -201,7 +201,7 @@ func (m *Manager) Load(ctx context.Context) error {
 		// building from the full list makes them all pick the same signer
 		// (the ordering of build is deterministic) and publish every key.
 		if keys, err = m.store.ListSigningKeys(ctx); err != nil {
-			return fmt.Errorf("issuer: list signing keys: %w", err)
+			return fmt.Errorf("list signing keys: %w", err)
 		}
 	}
 	return m.build(keys, m.now())
@@ -209,7 +209,7 @@ func (m *Manager) Load(ctx context.Context) error {
 
 // ErrInitialized means Init found signing keys in the store: it is
 // initialized already, and Init changed nothing.
-var ErrInitialized = errors.New("issuer: the store already holds signing keys")
+var ErrInitialized = errors.New("the store already holds signing keys")
 
 // Init creates the first signing key of an empty store, sealed under the
 // manager's sealer, and returns its kid: the explicit first step of a
@@ -227,7 +227,7 @@ func (m *Manager) Init(ctx context.Context) (string, error) {
 	}
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return "", fmt.Errorf("issuer: list signing keys: %w", err)
+		return "", fmt.Errorf("list signing keys: %w", err)
 	}
 	if len(keys) > 0 {
 		return "", ErrInitialized
@@ -238,7 +238,7 @@ func (m *Manager) Init(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if keys, err = m.store.ListSigningKeys(ctx); err != nil {
-		return "", fmt.Errorf("issuer: list signing keys: %w (key %s was stored)", err, k.KID)
+		return "", fmt.Errorf("list signing keys: %w (key %s was stored)", err, k.KID)
 	}
 	others := slices.DeleteFunc(keys, func(o store.SigningKey) bool { return o.KID == k.KID })
 	o, err := unopened(m.sealer, others)
@@ -246,7 +246,7 @@ func (m *Manager) Init(ctx context.Context) (string, error) {
 		return k.KID, nil
 	}
 	if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return "", fmt.Errorf("issuer: another init stored key %s meanwhile, and withdrawing key %s failed: %w", o.KID, k.KID, err)
+		return "", fmt.Errorf("another init stored key %s meanwhile, and withdrawing key %s failed: %w", o.KID, k.KID, err)
 	}
 	return "", fmt.Errorf("%w: another init stored key %s meanwhile; this one withdrew its key", ErrInitialized, o.KID)
 }
@@ -260,10 +260,10 @@ func (m *Manager) Init(ctx context.Context) (string, error) {
 func (m *Manager) CheckSealer(ctx context.Context, s Sealer) (int, error) {
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("issuer: list signing keys: %w", err)
+		return 0, fmt.Errorf("list signing keys: %w", err)
 	}
 	if k, err := unopened(s, keys); err != nil {
-		return 0, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+		return 0, fmt.Errorf("signing key %s: %w", k.KID, err)
 	}
 	return len(keys), nil
 }
@@ -290,7 +290,7 @@ func (m *Manager) Reload(ctx context.Context) error {
 	defer m.mu.Unlock()
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("issuer: list signing keys: %w", err)
+		return fmt.Errorf("list signing keys: %w", err)
 	}
 	return m.build(keys, m.now())
 }
@@ -306,7 +306,7 @@ func (m *Manager) Tick(ctx context.Context) error {
 	now := m.now()
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("issuer: list signing keys: %w", err)
+		return fmt.Errorf("list signing keys: %w", err)
 	}
 	if m.policy.RotateEvery > 0 && len(keys) > 0 && !m.sealer.Sealed() {
 		newest := newestKey(keys)
@@ -336,7 +336,7 @@ func (m *Manager) Rotate(ctx context.Context, immediate bool) (string, error) {
 	now := m.now()
 	keys, err := m.store.ListSigningKeys(ctx)
 	if err != nil {
-		return "", fmt.Errorf("issuer: list signing keys: %w", err)
+		return "", fmt.Errorf("list signing keys: %w", err)
 	}
 	active := now.Add(m.policy.PrePublish)
 	if immediate {
@@ -372,12 +372,12 @@ func (m *Manager) retire(ctx context.Context, keys []store.SigningKey, now time.
 		if succ, ok := successor(keys, k); ok && k.RetireAt.IsZero() {
 			k.RetireAt = succ.ActiveAt.Add(m.policy.MaxTokenTTL + m.policy.RetireSlack)
 			if err := m.store.RetireSigningKey(ctx, k.KID, k.RetireAt); err != nil {
-				return nil, fmt.Errorf("issuer: retire %s: %w", k.KID, err)
+				return nil, fmt.Errorf("retire %s: %w", k.KID, err)
 			}
 		}
 		if !k.RetireAt.IsZero() && !now.Before(k.RetireAt) {
 			if err := m.store.DeleteSigningKey(ctx, k.KID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return nil, fmt.Errorf("issuer: delete %s: %w", k.KID, err)
+				return nil, fmt.Errorf("delete %s: %w", k.KID, err)
 			}
 			continue
 		}
@@ -431,12 +431,12 @@ func (m *Manager) create(ctx context.Context, publish, active time.Time) (store.
 	sealed, err := m.sealer.Encrypt(der, aad(kid))
 	clear(der)
 	if err != nil {
-		return store.SigningKey{}, fmt.Errorf("issuer: seal signing key: %w", err)
+		return store.SigningKey{}, fmt.Errorf("seal signing key: %w", err)
 	}
 	k := store.SigningKey{KID: kid, Alg: m.policy.Alg.String(), Sealed: sealed, PublicJWK: pub,
 		PublishAt: publish.UTC(), ActiveAt: active.UTC(), CreatedAt: publish.UTC()}
 	if err := m.store.PutSigningKey(ctx, k); err != nil {
-		return store.SigningKey{}, fmt.Errorf("issuer: store signing key: %w", err)
+		return store.SigningKey{}, fmt.Errorf("store signing key: %w", err)
 	}
 	return k, nil
 }
@@ -487,7 +487,7 @@ func (m *Manager) build(keys []store.SigningKey, now time.Time) error {
 	jwks = append(jwks, "]}"...)
 	set, err := jose.ParseKeySet(jwks)
 	if err != nil {
-		return fmt.Errorf("issuer: published key set: %w", err)
+		return fmt.Errorf("published key set: %w", err)
 	}
 	m.state.Store(&keyState{signer: signer, access: access, jwks: jwks, set: set, activeAt: active.ActiveAt})
 	return nil
@@ -499,16 +499,16 @@ func (m *Manager) unseal(k *store.SigningKey) (*jose.Signer, error) {
 	}
 	der, err := m.sealer.Decrypt(k.Sealed, aad(k.KID))
 	if err != nil {
-		return nil, fmt.Errorf("issuer: unseal signing key %s: %w", k.KID, err)
+		return nil, fmt.Errorf("unseal signing key %s: %w", k.KID, err)
 	}
 	defer clear(der)
 	priv, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
-		return nil, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+		return nil, fmt.Errorf("signing key %s: %w", k.KID, err)
 	}
 	alg, err := jose.ParseAlg(k.Alg)
 	if err != nil {
-		return nil, fmt.Errorf("issuer: signing key %s: %w", k.KID, err)
+		return nil, fmt.Errorf("signing key %s: %w", k.KID, err)
 	}
 	return jose.NewSigner(alg, k.KID, priv)
 }

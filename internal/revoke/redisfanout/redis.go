@@ -28,11 +28,11 @@ var (
 	// written to Redis, so other nodes do not know of it. The wrapped error
 	// says why. The caller should retry, or record the revocation where a
 	// later sync will find it.
-	ErrNotShared = errors.New("revoke: revocation applied locally but not shared")
+	ErrNotShared = errors.New("revocation applied locally but not shared")
 	// ErrInvalid: a revocation names no jti or no subject.
-	ErrInvalid = errors.New("revoke: revocation names nothing")
+	ErrInvalid = errors.New("revocation names nothing")
 	// ErrClosed: the Fanout was closed.
-	ErrClosed = errors.New("revoke: fan-out closed")
+	ErrClosed = errors.New("revocation fan-out closed")
 )
 
 // FanoutConfig configures a Fanout. Zero values take the defaults given.
@@ -176,7 +176,7 @@ var _ revoke.Checker = (*Fanout)(nil)
 // it fails closed until Start's first resync succeeds.
 func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("revoke: FanoutConfig.Client is required")
+		return nil, errors.New("redisfanout.FanoutConfig.Client is required")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = defaultPrefix
@@ -205,9 +205,9 @@ func NewFanout(cfg FanoutConfig) (*Fanout, error) {
 	switch {
 	case cfg.ResyncInterval < 0, cfg.PingInterval < 0, cfg.Timeout < 0, cfg.Grace < 0,
 		cfg.MaxStaleness < 0, cfg.SubjectRetention < 0:
-		return nil, errors.New("revoke: FanoutConfig durations must not be negative")
+		return nil, errors.New("redisfanout.FanoutConfig durations must not be negative")
 	case cfg.MaxStaleness > 0 && cfg.MaxStaleness <= cfg.PingInterval:
-		return nil, fmt.Errorf("revoke: MaxStaleness %v must exceed PingInterval %v", cfg.MaxStaleness, cfg.PingInterval)
+		return nil, fmt.Errorf("MaxStaleness %v must exceed PingInterval %v", cfg.MaxStaleness, cfg.PingInterval)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tag := "{" + cfg.Prefix + "}"
@@ -245,7 +245,7 @@ func (f *Fanout) Start(ctx context.Context) error {
 		return ErrClosed
 	case f.started:
 		f.mu.Unlock()
-		return errors.New("revoke: fan-out already started")
+		return errors.New("revocation fan-out already started")
 	}
 	f.started = true
 	f.wg.Add(2)
@@ -260,9 +260,9 @@ func (f *Fanout) Start(ctx context.Context) error {
 		return ErrClosed
 	case <-ctx.Done():
 		if err := f.Status().LastError; err != nil {
-			return fmt.Errorf("revoke: waiting for the first resync: %w; last error: %w", ctx.Err(), err)
+			return fmt.Errorf("waiting for the first resync: %w; last error: %w", ctx.Err(), err)
 		}
-		return fmt.Errorf("revoke: waiting for the first resync: %w", ctx.Err())
+		return fmt.Errorf("waiting for the first resync: %w", ctx.Err())
 	}
 }
 

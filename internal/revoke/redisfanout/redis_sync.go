@@ -74,7 +74,7 @@ func (f *Fanout) read() {
 				// moved): pings would still be answered, but no message
 				// would come. Subscribe again, wherever the slot is now.
 				f.dropSubscription(ps)
-				if !f.send(event{kind: evLost, err: errors.New("revoke: unsubscribed by the server")}) {
+				if !f.send(event{kind: evLost, err: errors.New("unsubscribed by the server")}) {
 					return
 				}
 				continue
@@ -348,7 +348,7 @@ func (f *Fanout) ping(st *syncState, now time.Time) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 	defer cancel()
 	if err := ps.Ping(ctx, strconv.FormatUint(st.pingSeq, 10)); err != nil && f.ctx.Err() == nil {
-		f.lost(st, fmt.Errorf("revoke: ping: %w", err))
+		f.lost(st, fmt.Errorf("ping: %w", err))
 	}
 }
 
@@ -359,7 +359,7 @@ func (f *Fanout) abandon(st *syncState) {
 	ps := f.ps
 	f.ps = nil
 	f.mu.Unlock()
-	f.lost(st, errors.New("revoke: subscription stopped answering pings"))
+	f.lost(st, errors.New("subscription stopped answering pings"))
 	if ps != nil {
 		_ = ps.Close()
 	}
@@ -460,7 +460,7 @@ func (f *Fanout) scan(ctx context.Context, key string, decode func(string) (int6
 		kv, next, err := f.client.ZScan(cctx, key, cursor, "", resyncPage).Result()
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("revoke: resync %s: %w", key, err)
+			return nil, fmt.Errorf("resync %s: %w", key, err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			before, issuer, id, ok := decode(kv[i])

@@ -37,7 +37,7 @@ const Overhead = 1 + 12 + 16
 
 // ErrOpen: a value sealed under a data key does not open: it was altered,
 // moved to another record, or is not in the format.
-var ErrOpen = errors.New("tenantkey: sealed value does not open under the tenant's data key")
+var ErrOpen = errors.New("sealed value does not open under the tenant's data key")
 
 // Tenant is the tenant the key belongs to.
 func (k *Key) Tenant() string { return k.tenant }
@@ -51,7 +51,7 @@ func (k *Key) Seal(plaintext, ad []byte) ([]byte, error) {
 	out := make([]byte, 1+12, Overhead+len(plaintext))
 	out[0] = keyFormat
 	if _, err := io.ReadFull(k.rand, out[1:]); err != nil {
-		return nil, fmt.Errorf("tenantkey: data key nonce: %w", err)
+		return nil, fmt.Errorf("data key nonce: %w", err)
 	}
 	return k.aead.Seal(out, out[1:13], plaintext, k.ad(ad)), nil
 }
@@ -199,7 +199,7 @@ func (t *Keys) Fresh(ctx context.Context, tenant string) (*Key, error) {
 		t.mu.Unlock()
 		return k, nil
 	}
-	return nil, fmt.Errorf("tenantkey: tenant %q: data key: %w", tenant, store.ErrConflict)
+	return nil, fmt.Errorf("tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
 // load reads the tenant's sealed data key and opens it (cur, if that is
@@ -209,7 +209,7 @@ func (t *Keys) load(ctx context.Context, tenant string, cur *Key) (*Key, error) 
 	for range 2 {
 		tn, err := t.st.GetTenant(ctx, tenant)
 		if err != nil {
-			return nil, fmt.Errorf("tenantkey: tenant %q: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: %w", tenant, err)
 		}
 		if tn.DataKey != nil {
 			if cur != nil && bytes.Equal(cur.sealed, tn.DataKey) {
@@ -217,18 +217,18 @@ func (t *Keys) load(ctx context.Context, tenant string, cur *Key) (*Key, error) 
 			}
 			raw, err := t.root.Decrypt(tn.DataKey, rootAD(tenant))
 			if err != nil {
-				return nil, fmt.Errorf("tenantkey: tenant %q: data key: %w", tenant, err)
+				return nil, fmt.Errorf("tenant %q: data key: %w", tenant, err)
 			}
 			return t.key(tenant, raw, tn.DataKey)
 		}
 		raw := make([]byte, rootkey.KeySize)
 		if _, err := io.ReadFull(t.rand, raw); err != nil {
-			return nil, fmt.Errorf("tenantkey: tenant %q: new data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: new data key: %w", tenant, err)
 		}
 		sealed, err := t.root.Encrypt(raw, rootAD(tenant))
 		if err != nil {
 			clear(raw)
-			return nil, fmt.Errorf("tenantkey: tenant %q: sealing its data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: sealing its data key: %w", tenant, err)
 		}
 		switch err := t.st.SetTenantDataKey(ctx, tenant, sealed); {
 		case err == nil:
@@ -238,10 +238,10 @@ func (t *Keys) load(ctx context.Context, tenant string, cur *Key) (*Key, error) 
 			clear(raw)
 		default:
 			clear(raw)
-			return nil, fmt.Errorf("tenantkey: tenant %q: storing its data key: %w", tenant, err)
+			return nil, fmt.Errorf("tenant %q: storing its data key: %w", tenant, err)
 		}
 	}
-	return nil, fmt.Errorf("tenantkey: tenant %q: data key: %w", tenant, store.ErrConflict)
+	return nil, fmt.Errorf("tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
 // key builds the AEAD of raw, which it then overwrites; sealed is raw as
@@ -249,7 +249,7 @@ func (t *Keys) load(ctx context.Context, tenant string, cur *Key) (*Key, error) 
 func (t *Keys) key(tenant string, raw, sealed []byte) (*Key, error) {
 	defer clear(raw)
 	if len(raw) != rootkey.KeySize {
-		return nil, fmt.Errorf("tenantkey: tenant %q: data key of %d bytes", tenant, len(raw))
+		return nil, fmt.Errorf("tenant %q: data key of %d bytes", tenant, len(raw))
 	}
 	block, err := aes.NewCipher(raw)
 	if err != nil {

@@ -20,7 +20,7 @@ func (s *Store) AppendAudit(ctx context.Context, entries []store.AuditEntry) err
 	nodes, seqs, lines := make([]string, len(entries)), make([]int64, len(entries)), make([][]byte, len(entries))
 	for i, e := range entries {
 		if err := e.Validate(); err != nil {
-			return fmt.Errorf("postgres: %s: %w", op, err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		nodes[i], seqs[i], lines[i] = e.Node, int64(e.Seq), e.Line
 	}
@@ -43,7 +43,7 @@ func (s *Store) AuditEntries(ctx context.Context, node string, fromSeq uint64, l
 	const op = "audit entries"
 	if ok, err := store.CheckAuditRead(node, fromSeq, limit); !ok {
 		if err != nil {
-			return nil, fmt.Errorf("postgres: %s: %w", op, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		return nil, nil
 	}

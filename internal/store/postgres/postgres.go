@@ -94,14 +94,14 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, err
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 { // no connect_timeout in url
 		cfg.ConnConfig.ConnectTimeout = s.timeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, err
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -134,14 +134,14 @@ func (s *Store) Close() error {
 	case <-done:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("postgres: connections still closing after %v; they end in the background", s.timeout)
+		return fmt.Errorf("connections still closing after %v; they end in the background", s.timeout)
 	}
 }
 
 func (s *Store) migrate(ctx context.Context) (err error) {
 	ms, err := migration.Load(migrationFS, "migrations")
 	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return err
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -159,7 +159,7 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		_, uerr := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, hashtext(coalesce(current_schema(), '')))`, lockMigrate)
 		if uerr != nil {
 			conn.Conn().Close(context.Background())
-			err = errors.Join(err, fmt.Errorf("postgres: migrate: unlock: %w", uerr))
+			err = errors.Join(err, fmt.Errorf("migrate: unlock: %w", uerr))
 		}
 	}()
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -174,7 +174,7 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return wrap(ctx, "migrate", err)
 	}
 	if have > len(ms) {
-		return fmt.Errorf("postgres: database schema version %d is newer than this keygate's %d", have, len(ms))
+		return fmt.Errorf("database schema version %d is newer than this keygate's %d", have, len(ms))
 	}
 	for _, m := range ms[have:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -197,19 +197,19 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 // ctx.Err().
 func wrap(ctx context.Context, op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: %s: %w", op, store.ErrNotFound)
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return fmt.Errorf("postgres: %s: %w: %v", op, store.ErrConflict, err)
+		return fmt.Errorf("%s: %w: %v", op, store.ErrConflict, err)
 	}
 	if unavailable(ctx, err) {
 		err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("postgres: %s: %w: %w", op, cerr, err)
+		return fmt.Errorf("%s: %w: %w", op, cerr, err)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // unavailable reports whether err means the server could not be reached or

@@ -39,7 +39,7 @@ func affected(ctx context.Context, op string, tag pgconn.CommandTag, err error) 
 		return wrap(ctx, op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %s: %w", op, store.ErrNotFound)
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func scanString(r pgx.Rows) (string, error) {
 // tenantArg checks a tenant argument, for the error of op.
 func tenantArg(op, tenant string) error {
 	if err := store.ValidTenantName(tenant); err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func tenantArg(op, tenant string) error {
 // (the tenant does not exist) is store.ErrNotFound naming it.
 func wrapInTenant(ctx context.Context, op, tenant string, err error) error {
 	if isForeignKey(err) {
-		return fmt.Errorf("postgres: %s: tenant %q: %w", op, tenant, store.ErrNotFound)
+		return fmt.Errorf("%s: tenant %q: %w", op, tenant, store.ErrNotFound)
 	}
 	return wrap(ctx, op, err)
 }
@@ -176,7 +176,7 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 		return err
 	}
 	if len(sealed) == 0 {
-		return fmt.Errorf("postgres: %s: %w: empty data key", op, store.ErrInvalid)
+		return fmt.Errorf("%s: %w: empty data key", op, store.ErrInvalid)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET data_key = $1 WHERE name = $2 AND data_key IS NULL`, sealed, name)
 	if err := affected(ctx, op, tag, err); !errors.Is(err, store.ErrNotFound) {
@@ -185,7 +185,7 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 	if err := s.exists(ctx, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = $1`, name); err != nil {
 		return err
 	}
-	return fmt.Errorf("postgres: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
+	return fmt.Errorf("%s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
 }
 
 // DeleteTenant removes a tenant without clients, users or transit keys
@@ -196,7 +196,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	defer cancel()
 	const op = "delete tenant"
 	if err := store.DeletableTenant(name); err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	// The tenant's internal transit key rows go with it (their versions by
 	// the foreign key's cascade); if anything else is left, the tenant's
@@ -212,7 +212,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 		return err
 	})
 	if isForeignKey(err) {
-		return fmt.Errorf("postgres: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
+		return fmt.Errorf("%s: tenant %q: %w", op, name, store.ErrNotEmpty)
 	}
 	return affected(ctx, op, tag, err)
 }
@@ -246,7 +246,7 @@ func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
 	const op = "create client"
 	tenant, err := store.TenantOrDefault(c.Tenant)
 	if err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
@@ -355,7 +355,7 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 	const op = "create user"
 	tenant, err := store.TenantOrDefault(u.Tenant)
 	if err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
@@ -623,7 +623,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byt
 				return store.RefreshToken{}, wrap(ctx, op, err)
 			}
 		}
-		return cur, fmt.Errorf("postgres: %s: %w", op, err)
+		return cur, fmt.Errorf("%s: %w", op, err)
 	}
 	// Spend old and store next in one statement.
 	args[1], args[2], args[7] = cur.FamilyID, gen+1, cur.OriginAt

@@ -17,7 +17,7 @@ import (
 // transitArgs checks a transit key's tenant and name, for the error of op.
 func transitArgs(op, tenant, name string) error {
 	if err := store.CheckTransitKeyName(tenant, name); err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -31,7 +31,7 @@ func (s *Store) CreateTransitKey(ctx context.Context, k store.TransitKey, first 
 	const op = "create transit key"
 	k, first, err := store.NewTransitKey(k, first)
 	if err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	_, err = s.pool.Exec(ctx, `WITH k AS (
 			INSERT INTO transit_keys (tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
@@ -120,7 +120,7 @@ func (s *Store) keyChanged(ctx context.Context, op, tenant, name, why string) er
 		`SELECT 1 FROM transit_keys WHERE tenant = $1 AND name = $2`, tenant, name); err != nil {
 		return err
 	}
-	return fmt.Errorf("postgres: %s: transit key %q: %w: %s", op, name, store.ErrConflict, why)
+	return fmt.Errorf("%s: transit key %q: %w: %s", op, name, store.ErrConflict, why)
 }
 
 // UpdateTransitKey replaces Config and UpdatedAt if the stored Revision is
@@ -152,7 +152,7 @@ func (s *Store) AddTransitKeyVersion(ctx context.Context, v store.TransitKeyVers
 	defer cancel()
 	const op = "add transit key version"
 	if err := v.Validate(); err != nil {
-		return fmt.Errorf("postgres: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	tag, err := s.pool.Exec(ctx, `WITH k AS (
 			UPDATE transit_keys SET latest = $3, updated_at = $5, revision = revision + 1

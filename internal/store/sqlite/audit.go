@@ -18,7 +18,7 @@ func (s *Store) AppendAudit(ctx context.Context, entries []store.AuditEntry) err
 	const op = "append audit"
 	for _, e := range entries {
 		if err := e.Validate(); err != nil {
-			return fmt.Errorf("sqlite: %s: %w", op, err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
 	if len(entries) == 0 {
@@ -41,7 +41,7 @@ func (s *Store) AuditEntries(ctx context.Context, node string, fromSeq uint64, l
 	const op = "audit entries"
 	if ok, err := store.CheckAuditRead(node, fromSeq, limit); !ok {
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: %s: %w", op, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		return nil, nil
 	}

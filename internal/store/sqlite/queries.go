@@ -80,7 +80,7 @@ func affected(ctx context.Context, op string, res sql.Result, err error) error {
 		return wrap(ctx, op, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("sqlite: %s: %w", op, store.ErrNotFound)
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ func affected(ctx context.Context, op string, res sql.Result, err error) error {
 // tenantArg checks a tenant argument, for the error of op.
 func tenantArg(op, tenant string) error {
 	if err := store.ValidTenantName(tenant); err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func tenantArg(op, tenant string) error {
 // (the tenant does not exist) is store.ErrNotFound naming it.
 func wrapInTenant(ctx context.Context, op, tenant string, err error) error {
 	if isForeignKey(err) {
-		return fmt.Errorf("sqlite: %s: tenant %q: %w", op, tenant, store.ErrNotFound)
+		return fmt.Errorf("%s: tenant %q: %w", op, tenant, store.ErrNotFound)
 	}
 	return wrap(ctx, op, err)
 }
@@ -170,7 +170,7 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 		return err
 	}
 	if len(sealed) == 0 {
-		return fmt.Errorf("sqlite: %s: %w: empty data key", op, store.ErrInvalid)
+		return fmt.Errorf("%s: %w: empty data key", op, store.ErrInvalid)
 	}
 	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET data_key = ? WHERE name = ? AND data_key IS NULL`, sealed, name)
 	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
@@ -179,7 +179,7 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 	if err := exists(ctx, s.w, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = ?`, name); err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlite: %s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
+	return fmt.Errorf("%s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
 }
 
 // querier is the writer or a transaction on it.
@@ -203,7 +203,7 @@ func exists(ctx context.Context, q querier, op, what, query string, args ...any)
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	const op = "delete tenant"
 	if err := store.DeletableTenant(name); err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.inTx(ctx, op, func(tx *sql.Tx) error {
 		// The tenant's internal transit key rows go with it (their
@@ -215,7 +215,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM tenants WHERE name = ?`, name)
 		if isForeignKey(err) {
-			return fmt.Errorf("sqlite: %s: tenant %q: %w", op, name, store.ErrNotEmpty)
+			return fmt.Errorf("%s: tenant %q: %w", op, name, store.ErrNotEmpty)
 		}
 		return affected(ctx, op, res, err)
 	})
@@ -249,7 +249,7 @@ func (s *Store) CreateClient(ctx context.Context, c store.Client) error {
 	const op = "create client"
 	tenant, err := store.TenantOrDefault(c.Tenant)
 	if err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	scopes, err := codec.EncodeScopes(c.Scopes)
 	if err != nil {
@@ -347,7 +347,7 @@ func (s *Store) CreateUser(ctx context.Context, u store.User) error {
 	const op = "create user"
 	tenant, err := store.TenantOrDefault(u.Tenant)
 	if err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	scopes, err := codec.EncodeScopes(u.Scopes)
 	if err != nil {
@@ -563,7 +563,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, issuer string, old []byt
 				return store.RefreshToken{}, wrap(ctx, op, err)
 			}
 		}
-		return cur, fmt.Errorf("sqlite: %s: %w", op, err)
+		return cur, fmt.Errorf("%s: %w", op, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE digest = ?`, micros(now), old); err != nil {
 		return store.RefreshToken{}, wrap(ctx, op, err)

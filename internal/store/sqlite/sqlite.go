@@ -58,20 +58,20 @@ var _ store.Store = (*Store)(nil)
 func Open(ctx context.Context, path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 	// SQLite would create the file with 0644; create it first so that the
 	// database, and its -wal and -shm files (which copy the database's
 	// mode), are private.
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 
 	common := url.Values{}
@@ -87,7 +87,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	wq.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", dsn(abs, wq))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -104,7 +104,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	r, err := sql.Open("sqlite", dsn(abs, rq))
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, err
 	}
 	n := max(4, runtime.GOMAXPROCS(0))
 	r.SetMaxOpenConns(n)
@@ -140,7 +140,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare: %w", err)
+			return fmt.Errorf("prepare: %w", err)
 		}
 		*p.stmt = st
 	}
@@ -160,7 +160,7 @@ func (s *Store) Close() error {
 	}
 	errs = append(errs, s.w.Close())
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqlite: close: %w", err)
+		return fmt.Errorf("close: %w", err)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (s *Store) Close() error {
 func (s *Store) migrate(ctx context.Context) error {
 	ms, err := migration.Load(migrationFS, "migrations")
 	if err != nil {
-		return fmt.Errorf("sqlite: %w", err)
+		return err
 	}
 	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER NOT NULL PRIMARY KEY,
@@ -198,7 +198,7 @@ func (s *Store) apply(ctx context.Context, m migration.Migration, latest int) er
 		return wrap(ctx, "migrate", err)
 	}
 	if have > latest {
-		return fmt.Errorf("sqlite: database schema version %d is newer than this keygate's %d", have, latest)
+		return fmt.Errorf("database schema version %d is newer than this keygate's %d", have, latest)
 	}
 	if have >= m.Version {
 		return nil
@@ -221,17 +221,17 @@ func (s *Store) apply(ctx context.Context, m migration.Migration, latest int) er
 // wraps ctx.Err().
 func wrap(ctx context.Context, op string, err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlite: %s: %w", op, store.ErrNotFound)
+		return fmt.Errorf("%s: %w", op, store.ErrNotFound)
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
-			return fmt.Errorf("sqlite: %s: %w: %v", op, store.ErrConflict, err)
+			return fmt.Errorf("%s: %w: %v", op, store.ErrConflict, err)
 		}
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("sqlite: %s: %w: %v", op, cerr, err)
+		return fmt.Errorf("%s: %w: %v", op, cerr, err)
 	}
-	return fmt.Errorf("sqlite: %s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, err)
 }

@@ -15,7 +15,7 @@ import (
 // transitArgs checks a transit key's tenant and name, for the error of op.
 func transitArgs(op, tenant, name string) error {
 	if err := store.CheckTransitKeyName(tenant, name); err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }
@@ -45,7 +45,7 @@ func (s *Store) CreateTransitKey(ctx context.Context, k store.TransitKey, first 
 	const op = "create transit key"
 	k, first, err := store.NewTransitKey(k, first)
 	if err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.inTx(ctx, op, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO transit_keys
@@ -141,7 +141,7 @@ func keyChanged(ctx context.Context, q querier, op, tenant, name, why string) er
 		`SELECT 1 FROM transit_keys WHERE tenant = ? AND name = ?`, tenant, name); err != nil {
 		return err
 	}
-	return fmt.Errorf("sqlite: %s: transit key %q: %w: %s", op, name, store.ErrConflict, why)
+	return fmt.Errorf("%s: transit key %q: %w: %s", op, name, store.ErrConflict, why)
 }
 
 // UpdateTransitKey replaces Config and UpdatedAt if the stored Revision is
@@ -165,7 +165,7 @@ func (s *Store) UpdateTransitKey(ctx context.Context, k store.TransitKey) error 
 func (s *Store) AddTransitKeyVersion(ctx context.Context, v store.TransitKeyVersion) error {
 	const op = "add transit key version"
 	if err := v.Validate(); err != nil {
-		return fmt.Errorf("sqlite: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.inTx(ctx, op, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE transit_keys SET latest = ?1, updated_at = ?2, revision = revision + 1
@@ -195,7 +195,7 @@ func (s *Store) TrimTransitKey(ctx context.Context, tenant, name string, minAvai
 			return wrap(ctx, op+fmt.Sprintf(": transit key %q", name), err)
 		}
 		if err := k.CheckTrim(minAvailable); err != nil {
-			return fmt.Errorf("sqlite: %s: %w", op, err)
+			return fmt.Errorf("%s: %w", op, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM transit_key_versions WHERE tenant = ? AND name = ? AND version < ?`,
 			tenant, name, minAvailable); err != nil {

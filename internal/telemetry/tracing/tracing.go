@@ -77,7 +77,7 @@ func Enabled(cfg config.Tracing, getenv func(string) string) (bool, error) {
 		return true, nil
 	case "":
 	default:
-		return false, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: keygate exports otlp or none", v)
+		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: keygate exports otlp or none", v)
 	}
 	return cfg.Enabled || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "", nil
 }
@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg config.Tracing, o Options) (*Provider, error) 
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", name)),
 		resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil && res == nil {
-		return nil, fmt.Errorf("tracing: resource: %w", err)
+		return nil, fmt.Errorf("tracing resource: %w", err)
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if o.Getenv("OTEL_TRACES_SAMPLER") == "" {
@@ -165,11 +165,11 @@ func exporter(ctx context.Context, cfg config.Tracing, getenv func(string) strin
 	if fromFile && cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("tracing: ca_file: %w", err)
+			return nil, fmt.Errorf("tracing.ca_file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("tracing: ca_file: no PEM certificate in it")
+			return nil, errors.New("tracing.ca_file: no PEM certificate in it")
 		}
 		tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -188,7 +188,7 @@ func exporter(ctx context.Context, cfg config.Tracing, getenv func(string) strin
 		if fromFile {
 			u, err := url.Parse(cfg.Endpoint)
 			if err != nil {
-				return nil, errors.New("tracing: endpoint is not a URL")
+				return nil, errors.New("tracing.endpoint is not a URL")
 			}
 			if u.Path == "" || u.Path == "/" {
 				// As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL, the
@@ -202,7 +202,7 @@ func exporter(ctx context.Context, cfg config.Tracing, getenv func(string) strin
 		}
 		return otlptracehttp.New(ctx, opts...)
 	default:
-		return nil, fmt.Errorf("tracing: protocol %q: keygate exports over grpc or http/protobuf", p)
+		return nil, fmt.Errorf("tracing protocol %q: keygate exports over grpc or http/protobuf", p)
 	}
 }
 

@@ -73,7 +73,7 @@ func (s *Service) storeNew(ctx context.Context, dk *tenantkey.Key, tenant string
 	if errors.Is(err, store.ErrNotFound) { // the tenant is gone
 		return nil, ErrNotFound
 	} else if err != nil {
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, err
 	}
 	return &entry{key: k, revision: 1, created: now, loaded: s.now(), sealed: map[int][]byte{first.Number(): sealed}}, nil
 }
@@ -232,7 +232,7 @@ func (s *Service) addVersion(ctx context.Context, dk *tenantkey.Key, tenant stri
 	}
 	if err := s.st.AddTransitKeyVersion(ctx, store.TransitKeyVersion{Tenant: tenant, Name: nk.Name(), Version: v.Number(),
 		Sealed: sealed, CreatedAt: v.CreationTime()}); err != nil {
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, err
 	}
 	ne := e.with(nk, e.revision+1, s.now(), map[int][]byte{v.Number(): sealed})
 	if e.key.Config().Imported && !nk.Config().Imported {
@@ -253,7 +253,7 @@ func (s *Service) clearImported(ctx context.Context, tenant, name string) error 
 	for attempt := 1; ; attempt++ {
 		tk, _, err := s.st.GetTransitKey(ctx, tenant, name)
 		if err != nil {
-			return fmt.Errorf("transitkeys: %w", err)
+			return err
 		}
 		cfg, err := transit.UnmarshalConfig(tk.Config)
 		if err != nil {
@@ -271,7 +271,7 @@ func (s *Service) clearImported(ctx context.Context, tenant, name string) error 
 		err = s.st.UpdateTransitKey(ctx, tk)
 		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= s.opts.Attempts {
 			if err != nil {
-				return fmt.Errorf("transitkeys: %w", err)
+				return err
 			}
 			return nil
 		}
@@ -320,7 +320,7 @@ func (s *Service) writeConfig(ctx context.Context, tenant string, e *entry, cfg 
 	err = s.st.UpdateTransitKey(ctx, store.TransitKey{Tenant: tenant, Name: cfg.Name, Type: cfg.Type.String(), Config: b,
 		Revision: e.revision, UpdatedAt: s.stamp()})
 	if err != nil {
-		return fmt.Errorf("transitkeys: %w", err)
+		return err
 	}
 	return nil
 }
@@ -331,7 +331,7 @@ func (s *Service) writeConfig(ctx context.Context, tenant string, e *entry, cfg 
 func (s *Service) withOlder(ctx context.Context, dk *tenantkey.Key, tenant string, e *entry, from int) (*transit.Key, map[int][]byte, error) {
 	_, rows, err := s.st.GetTransitKey(ctx, tenant, e.key.Name())
 	if err != nil {
-		return nil, nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, nil, err
 	}
 	oldest := e.key.Versions()[0].Number()
 	var vs []*transit.Version
@@ -368,7 +368,7 @@ func (s *Service) Trim(ctx context.Context, tenant, name string, minAvailable in
 			return nil, err
 		}
 		if err := s.st.TrimTransitKey(ctx, tenant, name, minAvailable); err != nil {
-			return nil, fmt.Errorf("transitkeys: %w", err)
+			return nil, err
 		}
 		ne := e.with(nk, e.revision+1, s.now(), nil) // +1, not +2: a revision too low only costs a re-read
 		for v := range ne.sealed {
@@ -415,7 +415,7 @@ func (s *Service) Delete(ctx context.Context, tenant, name string) error {
 			s.cache.drop(id)
 			return ErrNotFound
 		default:
-			return fmt.Errorf("transitkeys: %w", err)
+			return err
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (s *Service) scan() {
 func (s *Service) RotateDue(ctx context.Context) (int, error) {
 	tenants, err := s.st.ListTenants(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("transitkeys: %w", err)
+		return 0, err
 	}
 	rotated := 0
 	var errs []error
@@ -113,7 +113,7 @@ func (s *Service) rotateDue(ctx context.Context, tenant, name string) (bool, err
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return false, nil // another node claimed or changed it first
 	case err != nil:
-		return false, fmt.Errorf("transitkeys: %w", err)
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rotationClaim)
 	defer cancel()

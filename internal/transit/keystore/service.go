@@ -21,18 +21,18 @@ import (
 var (
 	// ErrNotFound: the tenant has no key of that name (or the tenant does
 	// not exist).
-	ErrNotFound = errors.New("transitkeys: key not found")
+	ErrNotFound = errors.New("transit key not found")
 	// ErrExists: import names a key the tenant has already.
-	ErrExists = errors.New("transitkeys: key already exists")
+	ErrExists = errors.New("transit key already exists")
 	// ErrDeletionNotAllowed: the key's deletion_allowed is not set.
-	ErrDeletionNotAllowed = errors.New("transitkeys: deletion is not allowed for this key")
+	ErrDeletionNotAllowed = errors.New("deletion is not allowed for this key")
 	// ErrInvalidName: the name is outside Vault's key name grammar (see
 	// ValidName).
-	ErrInvalidName = errors.New("transitkeys: invalid key name")
+	ErrInvalidName = errors.New("invalid transit key name")
 	// ErrCorrupt: what the store holds for the key does not load: its
 	// configuration or a version does not parse or open under the
 	// tenant's data key. The store or its sealing is broken (a 500).
-	ErrCorrupt = errors.New("transitkeys: stored key does not load")
+	ErrCorrupt = errors.New("stored transit key does not load")
 )
 
 // Channel is the node notice channel on which changes are announced.
@@ -289,7 +289,7 @@ func (s *Service) Newer(ctx context.Context, tenant, name string, version int) (
 		}
 		return s.Get(ctx, tenant, name)
 	} else if err != nil {
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, err
 	}
 	e, err := s.fetch(ctx, id, cur)
 	if err != nil {
@@ -307,7 +307,7 @@ const readTimeout = 10 * time.Second
 func (s *Service) List(ctx context.Context, tenant string) ([]string, error) {
 	names, err := s.st.ListTransitKeys(ctx, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, err
 	}
 	out := names[:0]
 	for _, n := range names {
@@ -401,7 +401,7 @@ func (s *Service) read(ctx context.Context, id keyID, reuse *entry) (*entry, err
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNotFound
 	} else if err != nil {
-		return nil, fmt.Errorf("transitkeys: %w", err)
+		return nil, err
 	}
 	e, err := s.open(dk, tk, rows, reuse)
 	if errors.Is(err, tenantkey.ErrOpen) {

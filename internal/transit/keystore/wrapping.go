@@ -77,11 +77,11 @@ func (s *Service) loadWrappingKey(ctx context.Context, tenant string) (*transit.
 		case err == nil:
 			return nil, fmt.Errorf("%w: %s: wrapping key has %d versions", ErrCorrupt, tenant, len(rows))
 		case !errors.Is(err, store.ErrNotFound):
-			return nil, fmt.Errorf("transitkeys: %w", err)
+			return nil, err
 		}
 		priv, err := rsa.GenerateKey(rand.Reader, transit.WrappingKeyBits)
 		if err != nil {
-			return nil, fmt.Errorf("transitkeys: wrapping key: %w", err)
+			return nil, fmt.Errorf("wrapping key: %w", err)
 		}
 		der, err := x509.MarshalPKCS8PrivateKey(priv)
 		if err != nil {
@@ -102,8 +102,8 @@ func (s *Service) loadWrappingKey(ctx context.Context, tenant string) (*transit.
 		case errors.Is(err, store.ErrNotFound):
 			return nil, ErrNotFound
 		case !errors.Is(err, store.ErrConflict): // another node made one first: read it
-			return nil, fmt.Errorf("transitkeys: %w", err)
+			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("transitkeys: %s: wrapping key: %w", tenant, store.ErrConflict)
+	return nil, fmt.Errorf("%s: wrapping key: %w", tenant, store.ErrConflict)
 }

@@ -36,11 +36,11 @@ var aivBytes = [4]byte{0xA6, 0x59, 0x59, 0xA6}
 var (
 	// ErrUnwrap is every unwrapping failure: a ciphertext of the wrong length,
 	// a wrong key-encryption key, or any altered byte.
-	ErrUnwrap = errors.New("kwp: unwrap failed: wrong key or corrupted ciphertext")
+	ErrUnwrap = errors.New("unwrap failed: wrong key or corrupted ciphertext")
 	// ErrKeySize is a key-encryption key that is not 16, 24 or 32 bytes.
-	ErrKeySize = errors.New("kwp: key-encryption key must be 16, 24 or 32 bytes")
+	ErrKeySize = errors.New("key-encryption key must be 16, 24 or 32 bytes")
 	// ErrPlaintextSize is a plaintext of zero bytes or more than MaxPlaintext.
-	ErrPlaintextSize = errors.New("kwp: plaintext must be 1 to MaxPlaintext bytes")
+	ErrPlaintextSize = errors.New("plaintext must be 1 to MaxPlaintext bytes")
 )
 
 func newBlock(kek []byte) (cipher.Block, error) {

@@ -95,7 +95,7 @@ var _ http.Handler = (*Handler)(nil)
 // New returns the API's handler.
 func New(o Options) (*Handler, error) {
 	if o.Keys == nil || o.Verifier == nil {
-		return nil, errors.New("transitapi: Keys and Verifier are required")
+		return nil, errors.New("vaultapi.Options: Keys and Verifier are required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -555,8 +555,8 @@ func transitRefusal(te *transit.Error) *httperr.Error {
 }
 
 // describe is an engine error's message for the caller: what failed,
-// without the package prefix and without the underlying cause (which may
-// come from a library and say more than it should).
+// without the underlying cause (which may come from a library and say more
+// than it should).
 func describe(te *transit.Error) string {
 	s := te.Detail
 	if s == "" {

@@ -66,10 +66,10 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (string, 
 func checkIssuer(issuer string) error {
 	u, err := CheckURL(issuer)
 	if err != nil {
-		return fmt.Errorf("keys: issuer: %w", err)
+		return fmt.Errorf("issuer URL: %w", err)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("keys: issuer %s has a query, fragment or user info", u.Redacted())
+		return fmt.Errorf("issuer %s has a query, fragment or user info", u.Redacted())
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func checkIssuer(issuer string) error {
 // moves its keys is followed.
 func NewDiscovered(issuer string, cfg RemoteConfig) (*Remote, error) {
 	if cfg.URL != "" {
-		return nil, errors.New("keys: a discovered source takes no URL")
+		return nil, errors.New("a discovered source takes no URL")
 	}
 	if err := checkIssuer(issuer); err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ var (
 	// loopback host.
 	ErrInsecureURL = errors.New("URL must be https unless its host is a loopback address")
 	// ErrClosed is returned by Start after Close.
-	ErrClosed = errors.New("keys: source closed")
+	ErrClosed = errors.New("key source closed")
 )
 
 // FetchError is a failed JWKS or discovery fetch. Result classifies it for
@@ -53,12 +53,12 @@ type FetchError struct {
 
 func (e *FetchError) Error() string {
 	if e.Result == ResultHTTPError && e.StatusCode != 0 {
-		return fmt.Sprintf("keys: GET %s: status %d", e.URL, e.StatusCode)
+		return fmt.Sprintf("GET %s: status %d", e.URL, e.StatusCode)
 	}
 	if e.Err == nil {
-		return fmt.Sprintf("keys: GET %s: %s", e.URL, e.Result)
+		return fmt.Sprintf("GET %s: %s", e.URL, e.Result)
 	}
-	return fmt.Sprintf("keys: GET %s: %s: %v", e.URL, e.Result, e.Err)
+	return fmt.Sprintf("GET %s: %s: %v", e.URL, e.Result, e.Err)
 }
 
 func (e *FetchError) Unwrap() error { return e.Err }

@@ -71,7 +71,7 @@ type fileSum struct {
 // key.
 func LoadFiles(cfg FilesConfig) (*Files, error) {
 	if len(cfg.Paths) == 0 {
-		return nil, errors.New("keys: no key files given")
+		return nil, errors.New("no key files given")
 	}
 	cfg.Paths = slices.Clone(cfg.Paths)
 	cfg.Algorithms = slices.Clone(cfg.Algorithms)
@@ -150,7 +150,7 @@ func (f *Files) read() readResult {
 		if err != nil {
 			r.sums[i].missing = true
 			if r.err == nil {
-				r.err = fmt.Errorf("keys: %w", err)
+				r.err = err
 			}
 			continue
 		}
@@ -171,7 +171,7 @@ func (f *Files) loadLocked(r readResult) error {
 		}
 		var ks []*jose.Key
 		if ks, err = keyfile.ParseKeys(r.data[i], f.cfg.Algorithms, ""); err != nil {
-			err = fmt.Errorf("keys: %s: %w", p, err)
+			err = fmt.Errorf("%s: %w", p, err)
 		}
 		all = append(all, ks...)
 	}

@@ -153,7 +153,7 @@ type call struct {
 // until Start or Refetch.
 func NewRemote(cfg RemoteConfig) (*Remote, error) {
 	if cfg.URL == "" {
-		return nil, errors.New("keys: no JWKS URL")
+		return nil, errors.New("no JWKS URL")
 	}
 	return newRemote(cfg, "")
 }
@@ -161,7 +161,7 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 func newRemote(cfg RemoteConfig, issuer string) (*Remote, error) {
 	if cfg.URL != "" {
 		if _, err := CheckURL(cfg.URL); err != nil {
-			return nil, fmt.Errorf("keys: JWKS URL: %w", err)
+			return nil, fmt.Errorf("JWKS URL: %w", err)
 		}
 	}
 	for _, d := range []struct {
@@ -178,18 +178,18 @@ func newRemote(cfg RemoteConfig, issuer string) (*Remote, error) {
 	} {
 		switch {
 		case *d.v < 0:
-			return nil, fmt.Errorf("keys: %s is negative", d.name)
+			return nil, fmt.Errorf("RemoteConfig.%s is negative", d.name)
 		case *d.v == 0:
 			*d.v = d.def
 		}
 	}
 	if cfg.MinRefresh > cfg.MaxRefresh {
-		return nil, fmt.Errorf("keys: MinRefresh %v exceeds MaxRefresh %v", cfg.MinRefresh, cfg.MaxRefresh)
+		return nil, fmt.Errorf("RemoteConfig.MinRefresh %v exceeds MaxRefresh %v", cfg.MinRefresh, cfg.MaxRefresh)
 	}
 	cfg.DefaultRefresh = min(max(cfg.DefaultRefresh, cfg.MinRefresh), cfg.MaxRefresh)
 	switch {
 	case cfg.MaxBody < 0:
-		return nil, errors.New("keys: MaxBody is negative")
+		return nil, errors.New("RemoteConfig.MaxBody is negative")
 	case cfg.MaxBody == 0:
 		cfg.MaxBody = defaultMaxBody
 	}
@@ -229,7 +229,7 @@ func (r *Remote) Start(ctx context.Context) error {
 		return ErrClosed
 	case r.started:
 		r.mu.Unlock()
-		return errors.New("keys: source already started")
+		return errors.New("key source already started")
 	}
 	r.started = true
 	r.wg.Add(1)
@@ -243,9 +243,9 @@ func (r *Remote) Start(ctx context.Context) error {
 		return ErrClosed
 	case <-ctx.Done():
 		if err := r.Status().LastError; err != nil {
-			return fmt.Errorf("keys: %w; last error: %w", ctx.Err(), err)
+			return fmt.Errorf("%w; last error: %w", ctx.Err(), err)
 		}
-		return fmt.Errorf("keys: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 

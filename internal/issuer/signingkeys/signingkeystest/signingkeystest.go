@@ -104,7 +104,7 @@ func (g *Sealer) SetSealed(sealed bool) { g.sealed.Store(sealed) }
 
 func (g *Sealer) Sealed() bool { return g.sealed.Load() }
 
-var errSealed = errors.New("signingkeystest: sealed")
+var errSealed = errors.New("sealed")
 
 func (g *Sealer) Encrypt(pt, aad []byte) ([]byte, error) {
 	if g.sealed.Load() {
@@ -121,7 +121,7 @@ func (g *Sealer) Decrypt(ct, aad []byte) ([]byte, error) {
 	}
 	n := g.aead.NonceSize()
 	if len(ct) < n {
-		return nil, errors.New("signingkeystest: ciphertext too short")
+		return nil, errors.New("ciphertext too short")
 	}
 	return g.aead.Open(nil, ct[:n], ct[n:], aad)
 }

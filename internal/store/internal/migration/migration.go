@@ -26,7 +26,7 @@ type Migration struct {
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("migration: %w", err)
+		return nil, err
 	}
 	var ms []Migration
 	for _, e := range entries {
@@ -36,26 +36,26 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		}
 		num, desc, ok := strings.Cut(strings.TrimSuffix(name, ".sql"), "_")
 		if !ok {
-			return nil, fmt.Errorf("migration: %s: want NNNN_description.sql", name)
+			return nil, fmt.Errorf("%s: want NNNN_description.sql", name)
 		}
 		v, err := strconv.Atoi(num)
 		if err != nil || v < 1 {
-			return nil, fmt.Errorf("migration: %s: bad version %q", name, num)
+			return nil, fmt.Errorf("%s: bad version %q", name, num)
 		}
 		b, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
-			return nil, fmt.Errorf("migration: %w", err)
+			return nil, err
 		}
 		ms = append(ms, Migration{Version: v, Name: desc, SQL: string(b)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i, m := range ms {
 		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration: version %d found where %d expected", m.Version, i+1)
+			return nil, fmt.Errorf("version %d found where %d expected", m.Version, i+1)
 		}
 	}
 	if len(ms) == 0 {
-		return nil, fmt.Errorf("migration: no migrations in %s", dir)
+		return nil, fmt.Errorf("no migrations in %s", dir)
 	}
 	return ms, nil
 }
