@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,23 +25,19 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// serveFlags are the flags of serve; those of the token_service section
-// are tokenFlags.
+// serveFlags are the flags of serve: where it listens and keeps its data,
+// how it logs, the quick start and dev mode. Every other setting is the
+// configuration file's or the environment's.
 type serveFlags struct {
 	listen, adminListen, probeListen, dataDir string
 	envoyGRPCListen                           string
-	envoyGRPCReflection                       bool
 	issuer, audience                          string // the quick start's issuer's, else the token service's
 	issuerOwn, audienceOwn                    bool   // --issuer, --audience are the token service's (writeTokenService)
 	configPath, jwksURL, upstream, proxy      string
-	metricsTokenFile                          string
-	pprof, dev                                bool
-	adminHosts, algs                          stringList
+	dev, insecureAdmin                        bool
+	algs                                      stringList
 	level                                     slog.Level
 	logFormat                                 string
-	tls                                       tlsFlags
-	ts                                        tokenFlags
-	audit                                     auditFlags
 }
 
 func (f *serveFlags) register(fs *flagSet) {
@@ -50,13 +45,10 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
 	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
-	fs.StringVar(&f.envoyGRPCListen, "envoy-grpc-listen", "", "`address` serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with --tls-cert-file when set; default: none)")
-	fs.BoolVar(&f.envoyGRPCReflection, "envoy-grpc-reflection", false, "also serve gRPC reflection on --envoy-grpc-listen (for grpcurl; off by default)")
+	fs.StringVar(&f.envoyGRPCListen, "envoy-grpc-listen", "", "`address` serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with the tls section's certificate when set; default: none)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
-	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
-	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener, behind the admin token (never the command line)")
-	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "`file` holding a bearer token that /metrics requires (or KEYGATE_METRICS_TOKEN; default: /metrics is open)")
-	fs.Var(&f.adminHosts, "admin-host", "host `name` the admin listener answers to besides IP addresses and localhost (repeatable)")
+	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without a root key, a keyring or a database: token_service.root_key_file, KEYGATE_ROOT_KEY, ...)")
+	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow the admin listener on an address other than loopback without TLS (it carries unseal\npassphrases, root keys and the admin token)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
 	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
@@ -65,9 +57,6 @@ func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
 	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error (or log_level)")
 	fs.StringVar(&f.logFormat, "log-format", "", "log `format`: text (key=value lines, the default) or json (or log_format)")
-	f.tls.register(fs)
-	f.ts.register(fs)
-	f.audit.register(fs)
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -99,17 +88,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// without every protection the file sets.
 		return usageErrorf("keygate serve", "--config is empty: name the configuration file, or leave the flag out")
 	}
-	f.ts.parsed(fs)
-	f.audit.parsed(fs)
 	f.audienceOwn = f.audience != "" && f.jwksURL == ""
 	if _, err := gateway.Preset(f.proxy); err != nil {
 		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
-	}
-	if err := f.ts.check(); err != nil {
-		return err
-	}
-	if err := f.audit.check(); err != nil {
-		return err
 	}
 	if !fs.isSet("config") {
 		f.configPath = a.lookupEnv("KEYGATE_CONFIG")
@@ -135,12 +116,6 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logSources(log, a.env, !fs.isSet("config"), fs.givenEmpty())
-	for _, name := range []string{"database-url", "redis-url"} {
-		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
-			log.Warn("--"+name+" holds a password, which every local user can read in the process list; give it in --"+name+"-file or KEYGATE_"+
-				strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+" instead", "flag", name)
-		}
-	}
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -151,7 +126,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			ln.Close()
 			return fmt.Errorf("admin listen: %w", err)
 		}
-		if err := checkAdminListener(log, admin, cfg, f.tls.insecureAdmin); err != nil {
+		if err := checkAdminListener(log, admin, cfg, f.insecureAdmin); err != nil {
 			closeAll(ln, admin)
 			return err
 		}
@@ -179,7 +154,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	n := srv.Node()
 	if n != nil && n.Sealed() && admin == nil {
 		closeAll(ln, probe, envoy)
-		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
+		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give token_service.root_key_file or KEYGATE_ROOT_KEY, or keep the admin listener")
 	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
@@ -282,10 +257,9 @@ func closeAll(lns ...net.Listener) {
 }
 
 // gatewayConfig assembles the configuration: the file if given, else the
-// quick-start flags, then the flags that override either, validated. The
-// token_service flags are written in after that (writeTokenService), as
-// they are on a reload: tokenFlags.check and checkTokenService check
-// them in terms of the flags.
+// quick-start flags, then the environment and the flags that override
+// either, validated. The token service's --issuer and --audience are
+// written in after that (writeTokenService), as they are on a reload.
 func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 	var cfg *config.Config
 	var err error
@@ -317,32 +291,12 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// urlHasPassword reports whether a URL carries a password in its user
-// information.
-func urlHasPassword(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return strings.Contains(raw, "@") // unparsable: assume the worst
-	}
-	_, set := u.User.Password()
-	return set || strings.Contains(u.RawQuery, "password=")
-}
-
-// pick sets *dst to v when use is set and v is not the zero value.
-func pick[T comparable](use bool, dst *T, v T) {
-	var zero T
-	if use && v != zero {
-		*dst = v
-	}
-}
-
-// writeTokenService writes the token_service flags given into ts: the
-// tokenFlags, --issuer as the token service's issuer when it does not name
-// a trusted issuer (no --jwks-url, no issuers in the file), and --audience
+// writeTokenService writes the token_service settings of the command line
+// into ts: --issuer as the token service's issuer when it does not name a
+// trusted issuer (no --jwks-url, no issuers in the file), and --audience
 // as its audience except in a quick start, where it is the trusted
 // issuer's.
 func (f *serveFlags) writeTokenService(ts *config.TokenService) {
-	f.ts.write(ts)
 	if f.issuerOwn {
 		ts.Issuer = f.issuer
 	}
@@ -352,12 +306,8 @@ func (f *serveFlags) writeTokenService(ts *config.TokenService) {
 }
 
 func (f *serveFlags) overrides() server.Overrides {
-	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
-		EnvoyGRPCListen: f.envoyGRPCListen, EnvoyGRPCReflection: f.envoyGRPCReflection,
-		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService,
-		Audit: f.audit.write}
-	o.TLS, o.AdminTLS = f.tls.overrides()
-	return o
+	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
+		EnvoyGRPCListen: f.envoyGRPCListen, TokenService: f.writeTokenService}
 }
 
 // quickStartAlgs are the algorithms the quick start (--jwks-url) allows
@@ -447,24 +397,18 @@ func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, 
 }
 
 // gatewayOnly reports whether serve runs the gateway alone: issuers are
-// configured and nothing asks for a token service (--dev, a store, a root
-// key or keyring, Redis, or any token_service setting of the file but the
-// admin token file). Such a node creates no files and no credentials.
-// file is the file's token_service, before the flags were written in.
+// configured and nothing asks for a token service (--dev, a root key in
+// the environment, a keyring in the data directory, or any token_service
+// setting of the file or the environment but the admin token file). Such
+// a node creates no files and no credentials. file is the section before
+// the command line's --issuer and --audience were written in: they alone
+// ask for nothing.
 func (f *serveFlags) gatewayOnly(cfg *config.Config, file config.TokenService, env func(string) string) bool {
-	file.AdminTokenFile = ""
-	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(file).IsZero() {
-		return false
-	}
-	// With nothing in the file, these come from their flags alone. An
-	// admin token does not ask for a token service: it also guards a
+	// An admin token does not ask for a token service: it also guards a
 	// gateway's pprof.
-	ts := &cfg.TokenService
-	for _, v := range []string{ts.DatabaseURL, ts.DatabaseURLFile, ts.RootKeyFile, ts.KeyringFile, ts.RedisURL, ts.RedisURLFile,
-		ts.RedisCAFile, ts.RedisCertFile, env(node.RootKeyEnv)} {
-		if v != "" {
-			return false
-		}
+	file.AdminTokenFile = ""
+	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(file).IsZero() || env(node.RootKeyEnv) != "" {
+		return false
 	}
 	// A keyring set up in the data directory asks for a sealed token service.
 	_, err := os.Stat(filepath.Join(cfg.DataDir, node.KeyringFile))

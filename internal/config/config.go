@@ -411,8 +411,8 @@ type Route struct {
 	AllowDotsAfterEmpty bool `yaml:"allow_dots_after_empty"`
 }
 
-// TokenService is the token service's section. Empty fields take the
-// command-line flags' defaults; a flag given explicitly wins over the file.
+// TokenService is the token service's section. Empty fields take their
+// defaults (WithDefaults).
 type TokenService struct {
 	Issuer   string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>; required on a shared database)
 	Audience string `yaml:"audience"` // "aud" of issued tokens
@@ -448,7 +448,7 @@ type TokenService struct {
 	// RedisKeyFile are the client certificate Redis asks for by default
 	// (tls-auth-clients yes). The certificate and key go together, and
 	// any of the three needs a rediss:// URL: that is checked when the node
-	// connects, with the flags that replace these fields or the URL applied.
+	// connects, with the URL known (redis_url_file is read only then).
 	RedisCAFile   string `yaml:"redis_ca_file"`
 	RedisCertFile string `yaml:"redis_cert_file"`
 	RedisKeyFile  string `yaml:"redis_key_file"`
@@ -460,8 +460,7 @@ type TokenService struct {
 	PasswordHashes int `yaml:"password_hashes"`
 }
 
-// Defaults of the token_service section, and of serve's flags of the same
-// names.
+// Defaults of the token_service section.
 const (
 	DefaultSigningAlg     = "ES256"
 	DefaultKeyRotation    = 720 * time.Hour
@@ -781,7 +780,8 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 		bad(field+".revocation_max_staleness", "must be above 1s")
 	}
 	// The Redis TLS files and the URL's scheme are checked together when
-	// the node connects (node's redisTLS): flags may replace either.
+	// the node connects (node's redisTLS): the URL may be in
+	// redis_url_file, read only then.
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {
