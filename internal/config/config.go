@@ -605,12 +605,21 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// A FieldError is one problem of a configuration, at the field its YAML
+// path names.
+type FieldError struct {
+	Field   string // the YAML path: log_level, token_service.issuer, issuers[0].jwks_url
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
 // Validate checks the whole configuration and reports every problem, each
-// naming its field.
+// a *FieldError, joined.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
 	checkAddr := func(field, addr string) {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
