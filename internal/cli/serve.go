@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/server"
@@ -25,38 +24,32 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// serveFlags are the flags of serve: where it listens and keeps its data,
-// how it logs, the quick start and dev mode. Every other setting is the
-// configuration file's or the environment's.
+// serveFlags are the flags of serve. Those that set a field of the
+// configuration (where it listens and keeps its data, how it logs, the
+// proxy in front) are declared on the field (config.Flag) and held in
+// settings; the others are the file's name, dev mode, the admin-exposure
+// override and the quick start. Every other setting is the configuration
+// file's or the environment's.
 type serveFlags struct {
-	listen, adminListen, probeListen, dataDir string
-	envoyGRPCListen                           string
-	issuer, audience                          string // the quick start's issuer's, else the token service's
-	issuerOwn, audienceOwn                    bool   // --issuer, --audience are the token service's (writeTokenService)
-	configPath, jwksURL, upstream, proxy      string
-	dev, insecureAdmin                        bool
-	algs                                      stringList
-	level                                     slog.Level
-	logFormat                                 string
+	settings               *config.CommandLine
+	issuer, audience       string // the quick start's issuer's, else the token service's
+	issuerOwn, audienceOwn bool   // --issuer, --audience are the token service's (writeTokenService)
+	configPath, jwksURL    string
+	upstream               string
+	dev, insecureAdmin     bool
+	algs                   stringList
 }
 
 func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration `file` (reloaded on SIGHUP and when it changes)")
-	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
-	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
-	fs.StringVar(&f.envoyGRPCListen, "envoy-grpc-listen", "", "`address` serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with the tls section's certificate when set; default: none)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
+	f.settings = config.DefineFlags(fs.FlagSet)
 	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without a root key, a keyring or a database: token_service.root_key_file, KEYGATE_ROOT_KEY, ...)")
 	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow the admin listener on an address other than loopback without TLS (it carries unseal\npassphrases, root keys and the admin token)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
-	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default every asymmetric one: RS256/384/512,\nPS256/384/512, ES256/384/512, EdDSA, each key bound to its own alg or the one its type implies)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
-	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error (or log_level)")
-	fs.StringVar(&f.logFormat, "log-format", "", "log `format`: text (key=value lines, the default) or json (or log_format)")
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -77,7 +70,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			"Every request to the token service and the admin API is recorded in the audit log (the\n"+
 			"audit section; by default files in the data directory's audit/) before it is answered,\n"+
 			"and answered 503 when no audit sink takes the record.\n"+
-			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.")
+			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.\n"+
+			"A flag that names a field of the configuration wins over the file and the variable; every\n"+
+			"other setting is the file's or its KEYGATE_ variable's (docs/configuration.md lists them all,\n"+
+			"keygate config check prints what is in effect).")
 	var f serveFlags
 	f.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
@@ -89,8 +85,8 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return usageErrorf("keygate serve", "--config is empty: name the configuration file, or leave the flag out")
 	}
 	f.audienceOwn = f.audience != "" && f.jwksURL == ""
-	if _, err := gateway.Preset(f.proxy); err != nil {
-		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
+	if err := f.settings.Check(); err != nil {
+		return usageErrorf("keygate serve", "%v", err)
 	}
 	if !fs.isSet("config") {
 		f.configPath = a.lookupEnv("KEYGATE_CONFIG")
@@ -111,7 +107,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	if err := checkTokenService(cfg.TokenService); err != nil {
 		return err
 	}
-	log, err := f.logger(fs, cfg, a.stderr)
+	log, err := newLogger(cfg, a.stderr)
 	if err != nil {
 		return err
 	}
@@ -185,28 +181,19 @@ func (a *app) serve(ctx context.Context, args []string) error {
 	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe, EnvoyGRPC: envoy})
 }
 
-// logger is the node's logger: the flags' level and format when given,
-// else the configuration's (log_level, log_format, or their KEYGATE_
-// variables).
-func (f *serveFlags) logger(fs *flagSet, cfg *config.Config, w io.Writer) (*slog.Logger, error) {
-	level := f.level
-	if !fs.isSet("log-level") && cfg.LogLevel != "" {
-		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-			return nil, fmt.Errorf("configuration: log_level: %w", err)
-		}
-	}
-	format := f.logFormat
-	if format == "" {
-		format = cfg.LogFormat
+// newLogger is the node's logger, at the configuration's log_level and in
+// its log_format (from the file, the environment or the flags), which
+// Validate has checked.
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("configuration: log_level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, usageErrorf("keygate serve", "--log-format %q: want text or json", format)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // serveEnv are the variables serve reads besides the fields'
@@ -278,13 +265,8 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	o := f.overrides()
-	o.TokenService = nil // written in after validation (see above)
-	o.Apply(cfg)
+	f.settings.Apply(cfg)
 	cfg.SetDefaults()
-	if f.dataDir != "" {
-		cfg.DataDir = f.dataDir
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
@@ -305,9 +287,11 @@ func (f *serveFlags) writeTokenService(ts *config.TokenService) {
 	}
 }
 
-func (f *serveFlags) overrides() server.Overrides {
-	return server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
-		EnvoyGRPCListen: f.envoyGRPCListen, TokenService: f.writeTokenService}
+// overrides writes the command line's settings over a configuration the
+// file and the environment gave, on every reload as at the start.
+func (f *serveFlags) overrides(c *config.Config) {
+	f.settings.Apply(c)
+	f.writeTokenService(&c.TokenService)
 }
 
 // quickStartAlgs are the algorithms the quick start (--jwks-url) allows
@@ -363,7 +347,7 @@ func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, 
 		Gateway:      cfg,
 		ConfigPath:   f.configPath,
 		Env:          a.env,
-		Overrides:    f.overrides(),
+		Overrides:    f.overrides,
 		AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
 		MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
 	}

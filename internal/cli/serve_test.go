@@ -508,7 +508,7 @@ func TestServeConfigFromEnvironmentAndLogs(t *testing.T) {
 	if logs := run([]string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_LOG_LEVEL=warn"}, "--log-format", "text", "--log-level", "info"); !strings.Contains(logs, "level=INFO msg=listening") {
 		t.Errorf("--log-format text --log-level info over the file and the environment: %s", logs)
 	}
-	expect(t, h.run("serve", "--log-format", "xml"), ExitUsage, "", "want text or json")
+	expect(t, h.run("serve", "--log-format", "xml"), ExitUsage, "", "--log-format (log_format): must be text or json")
 }
 
 // TestConfigCheck: config check validates as serve does, connects to

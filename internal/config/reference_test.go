@@ -107,9 +107,9 @@ func yamlNames(t reflect.Type, doc string) string {
 }
 
 // TestConfigurationReference: docs/configuration.md lists every field of
-// the configuration file with its type and documentation, as generated
-// from the code (go test ./internal/config -run Reference -update rewrites
-// it), and no field goes undocumented.
+// the configuration file with its type, variable, flag and documentation,
+// as generated from the code (go test ./internal/config -run Reference
+// -update rewrites it), and no field goes undocumented.
 func TestConfigurationReference(t *testing.T) {
 	var rows []refRow
 	reference(reflect.TypeFor[Config](), "", fieldDocs(t), &rows)
@@ -117,17 +117,24 @@ func TestConfigurationReference(t *testing.T) {
 	for _, v := range EnvVars() {
 		env[v.Path] = "`" + v.Name + "`"
 	}
+	flags := map[string]string{}
+	for _, f := range Flags() {
+		flags[f.Path] = "`--" + f.Name + "`"
+	}
 	var b bytes.Buffer
 	b.WriteString(referenceHeader)
 	for _, r := range rows {
 		if r.doc == "" {
 			t.Errorf("%s has no doc comment in internal/config: the reference would not say what it does", r.path)
 		}
-		e := env[r.path]
+		e, fl := env[r.path], flags[r.path]
 		if e == "" {
 			e = "–"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.path, r.typ, e, strings.ReplaceAll(r.doc, "|", `\|`))
+		if fl == "" {
+			fl = "–"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.path, r.typ, e, fl, strings.ReplaceAll(r.doc, "|", `\|`))
 	}
 	if *update {
 		if err := os.WriteFile(referenceFile, b.Bytes(), 0o644); err != nil {
@@ -166,6 +173,6 @@ write it in the file (` + "`client_ca_file: \"\"`" + `), or give its variable th
 At start, ` + "`keygate serve`" + ` logs the names (never the values) of the variables that set the configuration
 (` + "`configuration from the environment`" + `) and of those it ignored as empty; ` + "`keygate config check`" + ` prints them too.
 
-| field | type | environment | meaning |
-| --- | --- | --- | --- |
+| field | type | environment | flag | meaning |
+| --- | --- | --- | --- | --- |
 `
