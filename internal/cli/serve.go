@@ -2,18 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
@@ -101,10 +95,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	f.issuerOwn = f.issuer != "" && len(cfg.Issuers) == 0
-	file := cfg.TokenService
-	f.writeTokenService(&cfg.TokenService)
-	gatewayOnly := f.gatewayOnly(cfg, file, a.lookupEnv)
-	if err := checkTokenService(cfg.TokenService); err != nil {
+	ts := cfg.TokenService
+	f.writeTokenService(&ts) // as server.Start will, through the overrides
+	if err := checkTokenService(ts); err != nil {
 		return err
 	}
 	log, err := newLogger(cfg, a.stderr)
@@ -112,73 +105,45 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	logSources(log, a.env, !fs.isSet("config"), fs.givenEmpty())
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
+	srv, err := server.Start(ctx, a.startOptions(&f, cfg, log))
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	var admin net.Listener
-	if cfg.AdminListen != "off" {
-		if admin, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.AdminListen); err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listen: %w", err)
-		}
-		if err := checkAdminListener(log, admin, cfg, f.insecureAdmin); err != nil {
-			closeAll(ln, admin)
-			return err
-		}
-	}
-	var probe net.Listener
-	if cfg.ProbeListen != "" {
-		if probe, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.ProbeListen); err != nil {
-			closeAll(ln, admin)
-			return fmt.Errorf("probe listen: %w", err)
-		}
-	}
-	var envoy net.Listener
-	if cfg.EnvoyGRPCListen != "" {
-		if envoy, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.EnvoyGRPCListen); err != nil {
-			closeAll(ln, admin, probe)
-			return fmt.Errorf("envoy gRPC listen: %w", err)
-		}
-	}
-	srv, err := a.newServer(ctx, &f, cfg, gatewayOnly, ln.Addr().String(), log)
-	if err != nil {
-		closeAll(ln, admin, probe, envoy)
 		return err
 	}
-	defer srv.Close()
+	if err := a.printStart(srv, cfg, f.dev); err != nil {
+		srv.Close()
+		return err
+	}
+	if a.ready != nil {
+		a.ready(srv.Addr().String())
+	}
+	return srv.Serve(ctx)
+}
+
+// printStart prints what an operator needs from this start: the secrets
+// dev mode created (once), that the node is sealed, or, in dev mode, a
+// sample token.
+func (a *app) printStart(srv *server.Started, cfg *config.Config, dev bool) error {
 	n := srv.Node()
-	if n != nil && n.Sealed() && admin == nil {
-		closeAll(ln, probe, envoy)
-		return errors.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give token_service.root_key_file or KEYGATE_ROOT_KEY, or keep the admin listener")
+	if n == nil {
+		return nil
 	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
 		scheme = "https"
 	}
-	base := baseURL(scheme, ln.Addr())
-	if n != nil {
-		b := n.Bootstrap()
-		a.printBootstrap(b, base)
-		switch {
-		case n.Sealed():
-			fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
-		case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || f.dev):
-			// A working token goes to the terminal only in dev mode, and on
-			// a restart that reuses the dev files only when --dev asks
-			// again: stdout is often a container's log.
-			if err := a.printSample(n, base); err != nil {
-				closeAll(ln, admin, probe, envoy)
-				return err
-			}
-		}
+	base := baseURL(scheme, srv.Addr())
+	b := n.Bootstrap()
+	a.printBootstrap(b, base)
+	switch {
+	case n.Sealed():
+		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
+	case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || dev):
+		// A working token goes to the terminal only in dev mode, and on a
+		// restart that reuses the dev files only when --dev asks again:
+		// stdout is often a container's log.
+		return a.printSample(n, base)
 	}
-	if a.ready != nil {
-		a.ready(ln.Addr().String())
-	}
-	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
-	defer stop()
-	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe, EnvoyGRPC: envoy})
+	return nil
 }
 
 // newLogger is the node's logger, at the configuration's log_level and in
@@ -231,15 +196,6 @@ func logSources(log *slog.Logger, env []string, withConfig bool, emptyFlags []st
 	}
 	if len(emptyFlags) > 0 {
 		log.Warn("flags given an empty value ignored: the file's values and the defaults stay in force", "flags", "--"+strings.Join(emptyFlags, ",--"))
-	}
-}
-
-// closeAll closes the listeners that are not nil.
-func closeAll(lns ...net.Listener) {
-	for _, l := range lns {
-		if l != nil {
-			l.Close()
-		}
 	}
 }
 
@@ -336,96 +292,28 @@ func (f *serveFlags) quickStart() (*config.Config, error) {
 	return cfg, nil
 }
 
-// newServer opens the server and, unless gatewayOnly, the node on the
-// token_service settings in cfg. addr is the traffic listener's address,
-// the token service's issuer unless one is configured.
-func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, gatewayOnly bool, addr string, log *slog.Logger) (*server.Server, error) {
-	scfg := server.Config{
-		Logger:       log,
-		Now:          a.now,
-		Metrics:      telemetry.New(),
-		Gateway:      cfg,
-		ConfigPath:   f.configPath,
-		Env:          a.env,
-		Overrides:    f.overrides,
-		AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
-		MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
-	}
-	if gatewayOnly {
-		return server.New(ctx, scfg)
-	}
-	issuer, audience := cfg.TokenService.Issuer, cfg.TokenService.Audience
-	if issuer == "" {
-		issuer = "http://" + addr
-		if cfg.TLS.Enabled() {
-			issuer = "https://" + addr
-		}
-	}
-	if audience == "" {
-		audience = "keygate-demo"
-	}
-	scfg.Node = &node.Config{
-		TokenService: cfg.TokenService,
-		Audit:        cfg.Audit,
-		DataDir:      cfg.DataDir,
-		Issuer:       issuer,
-		Audience:     audience,
-		Dev:          f.dev,
-		Rand:         a.random,
+// startOptions are server.Start's options: the configuration, the command
+// line's overrides, and the secrets the environment gives.
+func (a *app) startOptions(f *serveFlags, cfg *config.Config, log *slog.Logger) server.Options {
+	return server.Options{
+		Config: server.Config{
+			Logger:       log,
+			Now:          a.now,
+			Metrics:      telemetry.New(),
+			Gateway:      cfg,
+			ConfigPath:   f.configPath,
+			Env:          a.env,
+			Overrides:    f.overrides,
+			AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+			MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
+		},
+		Dev:           f.dev,
+		InsecureAdmin: f.insecureAdmin,
+		Rand:          a.random,
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""
 		},
-	}
-	return server.New(ctx, scfg)
-}
-
-// gatewayOnly reports whether serve runs the gateway alone: issuers are
-// configured and nothing asks for a token service (--dev, a root key in
-// the environment, a keyring in the data directory, or any token_service
-// setting of the file or the environment but the admin token file). Such
-// a node creates no files and no credentials. file is the section before
-// the command line's --issuer and --audience were written in: they alone
-// ask for nothing.
-func (f *serveFlags) gatewayOnly(cfg *config.Config, file config.TokenService, env func(string) string) bool {
-	// An admin token does not ask for a token service: it also guards a
-	// gateway's pprof.
-	file.AdminTokenFile = ""
-	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(file).IsZero() || env(node.RootKeyEnv) != "" {
-		return false
-	}
-	// A keyring set up in the data directory asks for a sealed token service.
-	_, err := os.Stat(filepath.Join(cfg.DataDir, node.KeyringFile))
-	return err != nil
-}
-
-// reloadOnHangup reloads the configuration on SIGHUP until ctx is done or
-// the returned stop is called.
-func (a *app) reloadOnHangup(ctx context.Context, srv *server.Server, enabled bool) (stop func()) {
-	if !enabled {
-		return func() {}
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-				srv.Reload(rctx) //nolint:errcheck // logged and counted by Reload
-				rcancel()
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
 	}
 }
 

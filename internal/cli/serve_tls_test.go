@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/internal/tlscert"
 )
@@ -397,68 +395,5 @@ func TestServeTLSFromFile(t *testing.T) {
 	}
 	if !adminTLSLog.MatchString(s.stderr.String()) {
 		t.Errorf("admin_tls from the file not in force:\n%s", s.stderr)
-	}
-}
-
-// fakeListener is a listener bound, it says, to addr.
-type fakeListener struct {
-	net.Listener
-	addr net.Addr
-}
-
-func (l fakeListener) Addr() net.Addr { return l.addr }
-
-// TestCheckAdminListener: the bound address decides. Off loopback (a
-// private address, every interface, IPv6's unspecified address) plain
-// HTTP is refused, saying why; loopback, IPv4-mapped included, is not.
-// --insecure-admin lets it serve with a warning; TLS too, with a warning
-// unless client certificates are required.
-func TestCheckAdminListener(t *testing.T) {
-	cfg := &config.Config{AdminListen: "admin.example:9090"}
-	for _, tt := range []struct {
-		ip   string
-		bad  bool
-		want string // in the refusal
-	}{
-		{"127.0.0.1", false, ""}, {"::1", false, ""}, {"::ffff:127.0.0.1", false, ""},
-		{"10.0.0.7", true, "admin.example:9090 (10.0.0.7) over plain HTTP"},
-		{"0.0.0.0", true, "(0.0.0.0), every interface,"}, {"::", true, "(::), every interface,"},
-	} {
-		ln := fakeListener{addr: &net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 9090}}
-		var logs syncBuffer
-		log := slog.New(slog.NewTextHandler(&logs, nil))
-		err := checkAdminListener(log, ln, cfg, false)
-		if (err != nil) != tt.bad {
-			t.Fatalf("%s: %v", tt.ip, err)
-		}
-		if err != nil {
-			for _, want := range append([]string{tt.want}, adminRefusal...) {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("%s: the refusal lacks %q: %v", tt.ip, want, err)
-				}
-			}
-		}
-		if err := checkAdminListener(log, ln, cfg, true); err != nil {
-			t.Errorf("%s with --insecure-admin: %v", tt.ip, err)
-		}
-		if got := strings.Contains(logs.String(), "serves plain HTTP off loopback"); got != tt.bad {
-			t.Errorf("%s with --insecure-admin: warned %v, want %v:\n%s", tt.ip, got, tt.bad, logs.String())
-		}
-	}
-	tlsCfg := *cfg
-	tlsCfg.AdminTLS.CertFile, tlsCfg.AdminTLS.KeyFile = "a.crt", "a.key"
-	mtlsCfg := tlsCfg
-	mtlsCfg.AdminTLS.ClientCAFile = "ca.pem"
-	for _, tt := range []struct {
-		cfg  *config.Config
-		warn bool
-	}{{&tlsCfg, true}, {&mtlsCfg, false}} {
-		var logs syncBuffer
-		if err := checkAdminListener(slog.New(slog.NewTextHandler(&logs, nil)), fakeListener{addr: &net.TCPAddr{IP: net.IPv4zero}}, tt.cfg, false); err != nil {
-			t.Errorf("with TLS: %v", err)
-		}
-		if got := strings.Contains(logs.String(), "accepts any TLS client off loopback"); got != tt.warn {
-			t.Errorf("client CA %q: warned %v, want %v", tt.cfg.AdminTLS.ClientCAFile, got, tt.warn)
-		}
 	}
 }
