@@ -39,6 +39,34 @@ func TestFlagsDeclared(t *testing.T) {
 	}
 }
 
+// TestFlagTagsReached: every flag tag in the configuration's types is on a
+// field Flags reaches (not inside a list of sections, which the command
+// line cannot address), so that no declared flag is silently dropped.
+func TestFlagTagsReached(t *testing.T) {
+	tagged := 0
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			if t.Field(i).Tag.Get("flag") != "" {
+				tagged++
+			}
+			walk(t.Field(i).Type)
+		}
+	}
+	walk(reflect.TypeFor[Config]())
+	if n := len(Flags()); n != tagged {
+		t.Errorf("%d fields have a flag tag, Flags gives %d", tagged, n)
+	}
+}
+
 // commandLine parses args with the settings' flags.
 func commandLine(t *testing.T, args ...string) *CommandLine {
 	t.Helper()

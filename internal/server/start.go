@@ -87,6 +87,7 @@ func Start(ctx context.Context, o Options) (_ *Started, err error) {
 		}
 	}
 	scfg := o.Config
+	scfg.Node = nil
 	if !gatewayOnly {
 		scfg.Node = o.node(cfg, s.ls.Traffic.Addr().String())
 	}
