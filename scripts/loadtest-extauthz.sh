@@ -129,8 +129,8 @@ wait_port() {
 start_server() { # kind log
 	case $1 in
 	keygate)
-		taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --config "$WORK/config.yaml" \
-			--envoy-grpc-listen "127.0.0.1:$GRPC_PORT" --pprof --admin-token-file "$WORK/admin.token" >"$2" 2>&1 &
+		taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE="$WORK/admin.token" \
+			"$KG" serve --config "$WORK/config.yaml" --envoy-grpc-listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
 		SERVER_PID=$!
 		wait_port "$PORT" "$2"
 		wait_port "$GRPC_PORT" "$2"

@@ -102,8 +102,8 @@ start_server() {
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
 	ADMIN_TOKEN_FILE=$data/admin.token # dev mode writes it; /debug/pprof/ requires it
-	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --pprof --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
-		--token-rate-limit 1e6 \
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=1e6 \
+		"$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 		>"$out" 2>&1 &
 	SERVER_PID=$!
 	local id="" secret=""

@@ -14,7 +14,7 @@
 # the file sink, one write per group of records, fsynced once a second:
 # audit.file.sync: interval); encrypt is measured twice more: with each
 # group fsynced before it is answered (audit.file.sync: batch) and with the
-# audit log off (--no-audit), so that its cost is measured in the same round.
+# audit log off (KEYGATE_AUDIT_DISABLED=true), so that its cost is measured in the same round.
 #
 # Same pinning as scripts/loadtest.sh: the server on CPU SERVER_CPU with
 # GOMAXPROCS=1, keygate bench load on CPU CLIENT_CPU, loopback only. Each round starts a
@@ -94,16 +94,20 @@ printf '{"plaintext":"%s"}\n' "$(pt64)" >"$WORK/encrypt.body"
 	printf ']}\n'
 } >"$WORK/batch.body"
 
-# start_server log [flags...]: a fresh dev-mode keygate on a fresh data
-# directory with a client holding transit scopes, its token in token.txt and
-# the key "bench"; sets SERVER_PID and ADMIN_TOKEN.
+# start_server log [KEYGATE_VAR=value...] [flags...]: a fresh dev-mode
+# keygate on a fresh data directory, with those settings, and a client
+# holding transit scopes, its token in token.txt and the key "bench"; sets
+# SERVER_PID and ADMIN_TOKEN.
 start_server() {
-	local out=$1 data
+	local out=$1 data vars=(KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h) flags=()
 	shift
+	for a in "$@"; do
+		if [[ $a == KEYGATE_*=* ]]; then vars+=("$a"); else flags+=("$a"); fi
+	done
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
-	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" \
-		--admin-listen "127.0.0.1:$ADMIN_PORT" --access-token-ttl 1h "$@" >"$out" 2>&1 &
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "${vars[@]}" "$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" \
+		--admin-listen "127.0.0.1:$ADMIN_PORT" "${flags[@]}" >"$out" 2>&1 &
 	SERVER_PID=$!
 	for _ in $(seq 1 100); do
 		kill -0 "$SERVER_PID" 2>/dev/null || die "keygate exited at start: $(tail -5 "$out")"
@@ -189,7 +193,7 @@ for round in $(seq 1 "$RUNS"); do
 	start_server "$WORK/server-syncbatch-$round.log" --config "$WORK/batch.yaml"
 	measure "$round" enc_syncbatch /v1/transit/encrypt/bench "$WORK/encrypt.body"
 	stop_server
-	start_server "$WORK/server-noaudit-$round.log" --no-audit
+	start_server "$WORK/server-noaudit-$round.log" KEYGATE_AUDIT_DISABLED=true
 	measure "$round" enc_noaudit /v1/transit/encrypt/bench "$WORK/encrypt.body"
 	stop_server
 	start_reference "$WORK/ref-$round.log"
@@ -203,7 +207,7 @@ log "load after: $UPTIME_AFTER"
 
 if ((PROFILE_SECONDS > 0)); then
 	log "profiling keygate under encrypt for ${PROFILE_SECONDS}s"
-	start_server "$WORK/profile.log" --pprof
+	start_server "$WORK/profile.log" KEYGATE_PPROF=true
 	(
 		sleep 2
 		curl -sf --max-time $((PROFILE_SECONDS + 20)) -H "Authorization: Bearer $ADMIN_TOKEN" -o "$WORK/cpu.pprof" \

@@ -155,7 +155,7 @@ ADMIN_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 start_server() { # kind log
 	# taskset and env exec, so $! is the server itself.
 	case $1 in
-	keygate) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_ADMIN_TOKEN="$ADMIN_TOKEN" "$KG" serve --config "$WORK/config.yaml" --pprof >"$2" 2>&1 & ;;
+	keygate) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_ADMIN_TOKEN="$ADMIN_TOKEN" KEYGATE_PPROF=true "$KG" serve --config "$WORK/config.yaml" >"$2" 2>&1 & ;;
 	noop | es256) taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" bench server --mode "$1" --listen "127.0.0.1:$PORT" >"$2" 2>&1 & ;;
 	*) die "unknown server $1" ;;
 	esac

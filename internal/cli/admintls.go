@@ -20,7 +20,7 @@ type adminTLSFlags struct {
 
 func (f *adminTLSFlags) register(fs *flagSet) {
 	fs.StringVar(&f.caFile, "admin-ca", "", "CA certificates `file` (PEM) the admin listener's certificate chains to (default the system's)")
-	fs.StringVar(&f.certFile, "admin-cert", "", "client certificate `file` (PEM) for an admin listener that requires one (--admin-client-ca)")
+	fs.StringVar(&f.certFile, "admin-cert", "", "client certificate `file` (PEM) for an admin listener that requires one (admin_tls.client_ca_file)")
 	fs.StringVar(&f.keyFile, "admin-key", "", "private key `file` of --admin-cert")
 }
 

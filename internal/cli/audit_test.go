@@ -153,7 +153,9 @@ func TestServeAuditRun(t *testing.T) {
 	adminToken := strings.Repeat("k", 40)
 	tokenFile := h.write("admin.token", []byte(adminToken+"\n"))
 	cfg := h.write("keygate.yaml", []byte("audit:\n  file: {max_size: 4096}\n  checkpoint_every: 5\n"))
-	s := h.serve("--listen", "127.0.0.1:0", "--config", cfg, "--data-dir", data, "--admin-token-file", tokenFile)
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + tokenFile}
+	s := h.serve("--listen", "127.0.0.1:0", "--config", cfg, "--data-dir", data)
+	h.env = nil
 	stop := sync.OnceValue(s.stop)
 	defer stop()
 	adminURL := s.adminURL(t)
@@ -221,14 +223,17 @@ func TestServeAuditRun(t *testing.T) {
 	}
 }
 
-// TestServeAuditFlags: --no-audit turns the log off, --audit-dir moves
-// it, --audit-node names it; a bad --audit-node and a configuration
-// without a sink are refused before anything is opened.
-func TestServeAuditFlags(t *testing.T) {
+// TestServeAuditSettings: audit.disabled turns the log off, audit.file.dir
+// moves it, audit.node names it, each from the environment; a bad node
+// name and a configuration without a sink are refused before anything is
+// opened.
+func TestServeAuditSettings(t *testing.T) {
 	h := newHarness(t)
-	if r := h.run("serve", "--audit-node", "two words"); r.code != ExitUsage || !strings.Contains(r.stderr, "--audit-node") {
-		t.Errorf("--audit-node with a space: %d %s", r.code, r.stderr)
+	h.env = []string{"KEYGATE_AUDIT_NODE=two words"}
+	if r := h.run("serve", "--data-dir", h.path("never")); r.code != ExitFail || !strings.Contains(r.stderr, "audit.node: must be") {
+		t.Errorf("KEYGATE_AUDIT_NODE with a space: %d %s", r.code, r.stderr)
 	}
+	h.env = nil
 	cfg := h.write("nosink.yaml", []byte("audit:\n  file: {disabled: true}\n"))
 	if r := h.run("serve", "--config", cfg, "--data-dir", h.path("never")); r.code == ExitOK || !strings.Contains(r.stderr, "audit: no sink") {
 		t.Errorf("no audit sink: %d %s", r.code, r.stderr)
@@ -238,19 +243,21 @@ func TestServeAuditFlags(t *testing.T) {
 	}
 
 	dir := h.path("elsewhere")
-	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d1"), "--audit-dir", dir, "--audit-node", "node-7")
+	h.env = []string{"KEYGATE_AUDIT_FILE_DIR=" + dir, "KEYGATE_AUDIT_NODE=node-7"}
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d1"))
 	s.stop()
 	if files, _ := filepath.Glob(filepath.Join(dir, "audit-*.jsonl")); len(files) != 1 {
-		t.Errorf("--audit-dir: files %v", files)
+		t.Errorf("KEYGATE_AUDIT_FILE_DIR: files %v", files)
 	} else if b, _ := os.ReadFile(files[0]); !bytes.Contains(b, []byte(`"node":"node-7"`)) {
-		t.Errorf("--audit-node: %s", b)
+		t.Errorf("KEYGATE_AUDIT_NODE: %s", b)
 	}
-	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d2"), "--no-audit")
+	h.env = []string{"KEYGATE_AUDIT_DISABLED=true"}
+	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("d2"))
 	s.stop()
 	if _, err := os.Stat(filepath.Join(h.path("d2"), "audit")); err == nil {
-		t.Error("--no-audit: an audit directory was made")
+		t.Error("KEYGATE_AUDIT_DISABLED: an audit directory was made")
 	}
 	if !strings.Contains(s.stderr.String(), "audit log is off") {
-		t.Errorf("--no-audit is not warned about:\n%s", s.stderr)
+		t.Errorf("KEYGATE_AUDIT_DISABLED is not warned about:\n%s", s.stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -256,4 +257,15 @@ func (a *app) writeTokensFile(ctx context.Context, path string, cfg bench.Tokens
 	fmt.Fprintf(a.stdout, "wrote %d %s tokens (kid %s) to %s in %s\n",
 		cfg.N, cfg.Signer.Alg(), cfg.Signer.KeyID(), path, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// loopbackAddr reports whether a is a TCP address on loopback (an
+// IPv4-mapped one included).
+func loopbackAddr(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	return ok && ip.Unmap().IsLoopback()
 }

@@ -252,8 +252,9 @@ func (o opaque) Unwrap() error { return o.error }
 // here could hold the database password) is not.
 func TestOperatorMessageHidesItsCause(t *testing.T) {
 	h := newHarness(t)
+	h.env = []string{"KEYGATE_DATABASE_URL=postgres://keygate:hunter2@db.example:notaport/x"}
 	r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data"),
-		"--issuer", "https://kg.example", "--database-url", "postgres://keygate:hunter2@db.example:notaport/x")
+		"--issuer", "https://kg.example")
 	expect(t, r, ExitFail, "", "\nkeygate: opening the store: the database URL is not a PostgreSQL connection string")
 	for _, cause := range []string{"hunter2", "cannot parse", "notaport"} {
 		if strings.Contains(r.stderr, cause) {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/node"
 )
 
 // configCheck is keygate config check: the checks serve makes on a
@@ -79,4 +81,36 @@ func redactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// checkTokenService validates what the file, the environment and the
+// command line's --issuer give the token service together, with the
+// defaults for what none sets, as usage errors naming the settings.
+// Each field alone the configuration's validation has checked.
+func checkTokenService(ts config.TokenService) error {
+	ts = ts.WithDefaults()
+	shared := ts.DatabaseURL != "" || ts.DatabaseURLFile != ""
+	redis := ts.RedisURL != "" || ts.RedisURLFile != ""
+	switch {
+	case shared && ts.Issuer == "":
+		// Each node would default to http://<its listen address>, and a
+		// token of one would be wrong_issuer on every other.
+		return usageErrorf("keygate serve", "a node on a shared database (token_service.database_url or KEYGATE_DATABASE_URL) "+
+			"needs --issuer (token_service.issuer), the same URL on every node of the fleet")
+	case ts.RevocationMaxStaleness > 0 && ts.RevocationMaxStaleness <= time.Second:
+		// Redis publishes within milliseconds but resyncs every 30 s; a
+		// bound this tight would fail the fleet closed on any hiccup.
+		return usageErrorf("keygate serve", "token_service.revocation_max_staleness must be above 1s, not %v", ts.RevocationMaxStaleness)
+	case ts.RevocationMaxStaleness > 0 && !redis:
+		return usageErrorf("keygate serve", "token_service.revocation_max_staleness bounds how old the "+
+			"revocation set shared through Redis may be: it needs a Redis URL (token_service.redis_url or KEYGATE_REDIS_URL)")
+	}
+	rotation, rate := *ts.KeyRotation, *ts.TokenRateLimit
+	if lim := node.TokenLimit(rate); rate > 0 && lim.Validate() != nil {
+		return usageErrorf("keygate serve", "token_service.token_rate_limit: %v", lim.Validate())
+	}
+	if rotation > 0 && rotation <= ts.KeyPrePublish {
+		return usageErrorf("keygate serve", "token_service.key_rotation must be longer than token_service.key_prepublish")
+	}
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/keygate/keygate/internal/config"
 )
 
 // helpFlags returns the flags `keygate <cmd> -h` lists.
@@ -122,9 +124,10 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
-// TestSystemdUnit checks deploy/keygate.service: its command lines (the
-// unit's and the override its comments show) are ones keygate takes, it is
-// hardened, and systemd-analyze verify, where installed, finds nothing.
+// TestSystemdUnit checks deploy/keygate.service: its command line is one
+// keygate takes, the variables of the override its comments show are
+// settings keygate reads, it is hardened, and systemd-analyze verify,
+// where installed, finds nothing.
 func TestSystemdUnit(t *testing.T) {
 	h := newHarness(t)
 	serveFlags := h.helpFlags("serve")
@@ -134,12 +137,25 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	unit := string(raw)
 	execs := regexp.MustCompile(`(?m)^#?\s*ExecStart=(/\S+/keygate (?:.*\\\n)*.*)$`).FindAllStringSubmatch(unit, -1)
-	if len(execs) < 2 {
-		t.Fatalf("found %d keygate ExecStart lines, want the unit's and the credentials override's", len(execs))
+	if len(execs) == 0 {
+		t.Fatal("found no keygate ExecStart line")
 	}
 	for _, e := range execs {
 		cmdline := regexp.MustCompile(`\\\n#?\s*`).ReplaceAllString(e[1], " ")
 		checkArgs(t, "ExecStart", strings.Fields(cmdline)[1:], serveFlags)
+	}
+	known := map[string]bool{}
+	for _, v := range config.EnvVars() {
+		known[v.Name] = true
+	}
+	vars := regexp.MustCompile(`(?m)^#\s*Environment=(KEYGATE_\w+)=`).FindAllStringSubmatch(unit, -1)
+	if len(vars) < 3 {
+		t.Errorf("found %d KEYGATE_ variables in the credentials override, want the root key, admin token and database URL files", len(vars))
+	}
+	for _, v := range vars {
+		if !known[v[1]] {
+			t.Errorf("the credentials override sets %s, which names no setting", v[1])
+		}
 	}
 	directives := map[string]bool{}
 	for _, l := range strings.Split(unit, "\n") {

@@ -32,7 +32,7 @@ func TestKill9Durability(t *testing.T) {
 	}
 	bin := buildKeygate(t)
 	t.Run("sqlite", func(t *testing.T) {
-		kill9(t, bin, nil, "")
+		kill9(t, bin, nil, nil, "")
 	})
 	t.Run("postgres", func(t *testing.T) {
 		base := os.Getenv("DATABASE_URL")
@@ -51,7 +51,8 @@ func TestKill9Durability(t *testing.T) {
 		if err := os.WriteFile(adminFile, []byte(admin+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		kill9(t, bin, []string{"--issuer", "https://kg.test", "--database-url", cliSchema(t, base), "--root-key-file", rootKey, "--admin-token-file", adminFile}, admin)
+		kill9(t, bin, []string{"--issuer", "https://kg.test"}, []string{"KEYGATE_DATABASE_URL=" + cliSchema(t, base),
+			"KEYGATE_TOKEN_SERVICE_ROOT_KEY_FILE=" + rootKey, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + adminFile}, admin)
 	})
 }
 
@@ -183,7 +184,7 @@ type chain struct {
 
 func (c *chain) last() string { return c.acked[len(c.acked)-1] }
 
-func kill9(t *testing.T, bin string, extra []string, adminToken string) {
+func kill9(t *testing.T, bin string, extra, env []string, adminToken string) {
 	const (
 		chains       = 4 // /v1/login allows a burst of 5 per address
 		revokers     = 4
@@ -192,9 +193,10 @@ func kill9(t *testing.T, bin string, extra []string, adminToken string) {
 	)
 	data := t.TempDir()
 	addr, adminAddr := testnet.ClosedAddr(t), testnet.ClosedAddr(t)
-	args := append([]string{"serve", "--dev", "--data-dir", data, "--listen", addr, "--admin-listen", adminAddr,
-		"--token-rate-limit", "0"}, extra...) // a burst far above a client's normal rate is the point here
-	first := startChild(t, bin, args, addr)
+	args := append([]string{"serve", "--dev", "--data-dir", data, "--listen", addr, "--admin-listen", adminAddr}, extra...)
+	// A burst far above a client's normal rate is the point here.
+	env = append([]string{"KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0"}, env...)
+	first := startChildEnv(t, bin, args, env, addr)
 	// The child's stdout reaches us through a pipe copied by another
 	// goroutine, so the demo client may arrive just after the port opens.
 	var out string
@@ -337,7 +339,7 @@ func kill9(t *testing.T, bin string, extra []string, adminToken string) {
 		t.Fatalf("only %d acknowledged writes before the kill", acked.Load())
 	}
 
-	second := startChild(t, bin, args, addr)
+	second := startChildEnv(t, bin, args, env, addr)
 	defer second.kill()
 
 	// Every acknowledged revocation is in force.

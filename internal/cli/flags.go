@@ -51,8 +51,8 @@ func (fs *flagSet) parse(args []string, min, max int) ([]string, error) {
 var badFlagValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): parse error$`)
 
 // explain replaces the flag package's "parse error" for a duration flag
-// with what a duration looks like: "--access-token-ttl 15" is the usual
-// mistake, a number without its unit.
+// with what a duration looks like: "--ttl 15" is the usual mistake, a
+// number without its unit.
 func (fs *flagSet) explain(err error) error {
 	m := badFlagValue.FindStringSubmatch(err.Error())
 	if m == nil {
@@ -107,20 +107,9 @@ func (fs *flagSet) isSet(name string) bool {
 	return set
 }
 
-// visitGiven calls fn for each flag given on the command line with a
-// value. A flag given empty ("--admin-client-ca=", as a script writes
-// --admin-client-ca="$CA" with CA unset) counts as not given, like an
-// empty KEYGATE_ variable: it must not clear what the file sets.
-func (fs *flagSet) visitGiven(fn func(*flag.Flag)) {
-	fs.Visit(func(f *flag.Flag) {
-		if f.Value.String() != "" {
-			fn(f)
-		}
-	})
-}
-
 // givenEmpty names the flags given on the command line with an empty
-// value, which visitGiven leaves out.
+// value ("--proxy=", as a script writes --proxy="$P" with P unset), which
+// set nothing, like an empty KEYGATE_ variable (config.CommandLine.Apply).
 func (fs *flagSet) givenEmpty() []string {
 	var names []string
 	fs.Visit(func(f *flag.Flag) {

@@ -25,7 +25,7 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 		"Initializes an empty shared store for a fleet whose nodes start sealed (no keyring.json):\n"+
 			"generates a root key and an admin token, and seals the first signing key under the root key\n"+
 			"in the store. Nodes then unseal with that root key and no other (keygate unseal --key-file),\n"+
-			"or start with it (--root-key-file). A store that already holds signing keys is left alone.\n"+
+			"or start with it (token_service.root_key_file). A store that already holds signing keys is left alone.\n"+
 			"With --out the root key and admin token are written to DIR/root.key and DIR/admin.token\n"+
 			"(0600, never overwritten); with --print they are printed once as JSON, for a secret store.")
 	dbURL := fs.String("database-url", "", "PostgreSQL `URL` of the fleet's store (or KEYGATE_DATABASE_URL)")
@@ -90,7 +90,8 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "Initialized the store: signing key %s sealed under root key %s.\n"+
 		"Wrote %s and %s (keep them in a secret store). Start every node with\n"+
-		"  --database-url URL --admin-token-file %s\n"+
+		"  KEYGATE_DATABASE_URL=URL KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=%s\n"+
+		"(or token_service.database_url and admin_token_file in its configuration file)\n"+
 		"and unseal each one with: keygate unseal --key-file %s\n",
 		kid, root.ID(), written[0], written[1], written[1], written[0])
 	return nil

@@ -76,7 +76,9 @@ func TestOperatorInitFlow(t *testing.T) {
 		t.Errorf("a second init with --print: %d\n%s", r.code, r.stdout)
 	}
 
-	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--issuer", "https://kg.test", "--database-url", dbURL, "--admin-token-file", tokenFile)
+	h.env = []string{"KEYGATE_DATABASE_URL=" + dbURL, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + tokenFile}
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--issuer", "https://kg.test")
+	h.env = nil
 	defer s.stop()
 	adminURL := s.adminURL(t)
 	other := h.path("other.key")

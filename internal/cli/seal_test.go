@@ -41,7 +41,9 @@ func TestPassphraseSealFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data, "--admin-token-file", tokenFile)
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + tokenFile}
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data)
+	h.env = nil
 	defer s.stop()
 	if !strings.Contains(s.stdout.String(), "keygate is sealed") {
 		t.Errorf("serve did not say it is sealed:\n%s", s.stdout)

@@ -6,18 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
-	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/operr"
@@ -26,48 +19,32 @@ import (
 	"github.com/keygate/keygate/jose"
 )
 
-// serveFlags are the flags of serve; those of the token_service section
-// are tokenFlags.
+// serveFlags are the flags of serve. Those that set a field of the
+// configuration (where it listens and keeps its data, how it logs, the
+// proxy in front) are declared on the field (config.Flag) and held in
+// settings; the others are the file's name, dev mode, the admin-exposure
+// override and the quick start. Every other setting is the configuration
+// file's or the environment's.
 type serveFlags struct {
-	listen, adminListen, probeListen, dataDir string
-	envoyGRPCListen                           string
-	envoyGRPCReflection                       bool
-	issuer, audience                          string // the quick start's issuer's, else the token service's
-	issuerOwn, audienceOwn                    bool   // --issuer, --audience are the token service's (writeTokenService)
-	configPath, jwksURL, upstream, proxy      string
-	metricsTokenFile                          string
-	pprof, dev                                bool
-	adminHosts, algs                          stringList
-	level                                     slog.Level
-	logFormat                                 string
-	tls                                       tlsFlags
-	ts                                        tokenFlags
-	audit                                     auditFlags
+	settings               *config.CommandLine
+	issuer, audience       string // the quick start's issuer's, else the token service's
+	issuerOwn, audienceOwn bool   // --issuer, --audience are the token service's (writeTokenService)
+	configPath, jwksURL    string
+	upstream               string
+	dev, insecureAdmin     bool
+	algs                   stringList
 }
 
 func (f *serveFlags) register(fs *flagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration `file` (reloaded on SIGHUP and when it changes)")
-	fs.StringVar(&f.listen, "listen", "", "traffic `address` (default "+config.DefaultListen+"; port 0 picks a free port)")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "admin `address` for /metrics, /healthz, /readyz, /debug/pprof (default "+config.DefaultAdminListen+"; \"off\" disables)")
-	fs.StringVar(&f.probeListen, "probe-listen", "", "`address` serving only /healthz and /readyz, for health checks from outside the host (default: none)")
-	fs.StringVar(&f.envoyGRPCListen, "envoy-grpc-listen", "", "`address` serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with --tls-cert-file when set; default: none)")
-	fs.BoolVar(&f.envoyGRPCReflection, "envoy-grpc-reflection", false, "also serve gRPC reflection on --envoy-grpc-listen (for grpcurl; off by default)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` holding the SQLite store and the dev files (default ./keygate-data)")
-	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without --root-key-file, KEYGATE_ROOT_KEY and --database-url)")
-	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the admin listener, behind the admin token (never the command line)")
-	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "`file` holding a bearer token that /metrics requires (or KEYGATE_METRICS_TOKEN; default: /metrics is open)")
-	fs.Var(&f.adminHosts, "admin-host", "host `name` the admin listener answers to besides IP addresses and localhost (repeatable)")
+	f.settings = config.DefineFlags(fs.FlagSet)
+	fs.BoolVar(&f.dev, "dev", false, "dev mode: generate the root key, admin token and a demo client in the data directory if missing\n(the default without a root key, a keyring or a database: token_service.root_key_file, KEYGATE_ROOT_KEY, ...)")
+	fs.BoolVar(&f.insecureAdmin, "insecure-admin", false, "allow the admin listener on an address other than loopback without TLS (it carries unseal\npassphrases, root keys and the admin token)")
 	fs.StringVar(&f.issuer, "issuer", "", "issuer `URL`: with --jwks-url the one trusted issuer; otherwise the issuer of the dev key's tokens (default \"http://\" + the listen address)")
 	fs.StringVar(&f.audience, "audience", "", "`audience` tokens must carry (default keygate-demo in dev mode)")
-	fs.StringVar(&f.proxy, "proxy", "", "the `proxy` in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree; or forward_auth.proxy)")
 	fs.StringVar(&f.jwksURL, "jwks-url", "", "quick start: trust tokens from --issuer verified with the keys at this JWKS `URL`")
 	fs.Var(&f.algs, "alg", "quick start: allowed `algorithm` (repeatable; default every asymmetric one: RS256/384/512,\nPS256/384/512, ES256/384/512, EdDSA, each key bound to its own alg or the one its type implies)")
 	fs.StringVar(&f.upstream, "upstream", "", "quick start: reverse-proxy every request to this `URL` after checking its token")
-	fs.TextVar(&f.level, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error (or log_level)")
-	fs.StringVar(&f.logFormat, "log-format", "", "log `format`: text (key=value lines, the default) or json (or log_format)")
-	f.tls.register(fs)
-	f.ts.register(fs)
-	f.audit.register(fs)
 }
 
 func (a *app) serve(ctx context.Context, args []string) error {
@@ -88,7 +65,10 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			"Every request to the token service and the admin API is recorded in the audit log (the\n"+
 			"audit section; by default files in the data directory's audit/) before it is answered,\n"+
 			"and answered 503 when no audit sink takes the record.\n"+
-			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.")
+			"It stops gracefully on SIGINT or SIGTERM and reloads its configuration on SIGHUP.\n"+
+			"A flag that names a field of the configuration wins over the file and the variable; every\n"+
+			"other setting is the file's or its KEYGATE_ variable's (docs/configuration.md lists them all,\n"+
+			"keygate config check prints what is in effect).")
 	var f serveFlags
 	f.register(fs)
 	if _, err := fs.parse(args, 0, 0); err != nil {
@@ -99,17 +79,9 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		// without every protection the file sets.
 		return usageErrorf("keygate serve", "--config is empty: name the configuration file, or leave the flag out")
 	}
-	f.ts.parsed(fs)
-	f.audit.parsed(fs)
 	f.audienceOwn = f.audience != "" && f.jwksURL == ""
-	if _, err := gateway.Preset(f.proxy); err != nil {
-		return usageErrorf("keygate serve", "--proxy %q: want nginx, traefik, caddy, envoy or auto", f.proxy)
-	}
-	if err := f.ts.check(); err != nil {
-		return err
-	}
-	if err := f.audit.check(); err != nil {
-		return err
+	if err := f.settings.Check(); err != nil {
+		return usageErrorf("keygate serve", "%v", err)
 	}
 	if !fs.isSet("config") {
 		f.configPath = a.lookupEnv("KEYGATE_CONFIG")
@@ -124,114 +96,70 @@ func (a *app) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	f.issuerOwn = f.issuer != "" && len(cfg.Issuers) == 0
-	file := cfg.TokenService
-	f.writeTokenService(&cfg.TokenService)
-	gatewayOnly := f.gatewayOnly(cfg, file, a.lookupEnv)
-	if err := checkTokenService(cfg.TokenService); err != nil {
+	ts := cfg.TokenService
+	f.writeTokenService(&ts) // as server.Start will, through the overrides
+	if err := checkTokenService(ts); err != nil {
 		return err
 	}
-	log, err := f.logger(fs, cfg, a.stderr)
+	log, err := newLogger(cfg, a.stderr)
 	if err != nil {
 		return err
 	}
 	logSources(log, a.env, !fs.isSet("config"), fs.givenEmpty())
-	for _, name := range []string{"database-url", "redis-url"} {
-		if fs.isSet(name) && urlHasPassword(fs.Lookup(name).Value.String()) {
-			log.Warn("--"+name+" holds a password, which every local user can read in the process list; give it in --"+name+"-file or KEYGATE_"+
-				strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+" instead", "flag", name)
-		}
-	}
-	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
+	srv, err := server.Start(ctx, a.startOptions(&f, cfg, log))
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	var admin net.Listener
-	if cfg.AdminListen != "off" {
-		if admin, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.AdminListen); err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listen: %w", err)
-		}
-		if err := checkAdminListener(log, admin, cfg, f.tls.insecureAdmin); err != nil {
-			closeAll(ln, admin)
-			return err
-		}
-	}
-	var probe net.Listener
-	if cfg.ProbeListen != "" {
-		if probe, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.ProbeListen); err != nil {
-			closeAll(ln, admin)
-			return fmt.Errorf("probe listen: %w", err)
-		}
-	}
-	var envoy net.Listener
-	if cfg.EnvoyGRPCListen != "" {
-		if envoy, err = new(net.ListenConfig).Listen(ctx, "tcp", cfg.EnvoyGRPCListen); err != nil {
-			closeAll(ln, admin, probe)
-			return fmt.Errorf("envoy gRPC listen: %w", err)
-		}
-	}
-	srv, err := a.newServer(ctx, &f, cfg, gatewayOnly, ln.Addr().String(), log)
-	if err != nil {
-		closeAll(ln, admin, probe, envoy)
 		return err
 	}
-	defer srv.Close()
+	if err := a.printStart(srv, cfg, f.dev); err != nil {
+		srv.Close()
+		return err
+	}
+	if a.ready != nil {
+		a.ready(srv.Addr().String())
+	}
+	return srv.Serve(ctx)
+}
+
+// printStart prints what an operator needs from this start: the secrets
+// dev mode created (once), that the node is sealed, or, in dev mode, a
+// sample token.
+func (a *app) printStart(srv *server.Started, cfg *config.Config, dev bool) error {
 	n := srv.Node()
-	if n != nil && n.Sealed() && admin == nil {
-		closeAll(ln, probe, envoy)
-		return operr.New("the node has no root key and would start sealed, but with --admin-listen off it could never be unsealed: give --root-key-file or KEYGATE_ROOT_KEY, or keep the admin listener")
+	if n == nil {
+		return nil
 	}
 	scheme := "http"
 	if cfg.TLS.Enabled() {
 		scheme = "https"
 	}
-	base := baseURL(scheme, ln.Addr())
-	if n != nil {
-		b := n.Bootstrap()
-		a.printBootstrap(b, base)
-		switch {
-		case n.Sealed():
-			fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
-		case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || f.dev):
-			// A working token goes to the terminal only in dev mode, and on
-			// a restart that reuses the dev files only when --dev asks
-			// again: stdout is often a container's log.
-			if err := a.printSample(n, base); err != nil {
-				closeAll(ln, admin, probe, envoy)
-				return err
-			}
-		}
+	base := baseURL(scheme, srv.Addr())
+	b := n.Bootstrap()
+	a.printBootstrap(b, base)
+	switch {
+	case n.Sealed():
+		fmt.Fprintf(a.stdout, "keygate is sealed: it verifies tokens but issues none until unsealed:\n  keygate unseal [--admin URL of the admin listener]\n")
+	case len(cfg.Issuers) == 0 && b.Dev && (b.RootKeyCreated || dev):
+		// A working token goes to the terminal only in dev mode, and on a
+		// restart that reuses the dev files only when --dev asks again:
+		// stdout is often a container's log.
+		return a.printSample(n, base)
 	}
-	if a.ready != nil {
-		a.ready(ln.Addr().String())
-	}
-	stop := a.reloadOnHangup(ctx, srv, f.configPath != "")
-	defer stop()
-	return srv.ServeListeners(ctx, server.Listeners{Traffic: ln, Admin: admin, Probe: probe, EnvoyGRPC: envoy})
+	return nil
 }
 
-// logger is the node's logger: the flags' level and format when given,
-// else the configuration's (log_level, log_format, or their KEYGATE_
-// variables).
-func (f *serveFlags) logger(fs *flagSet, cfg *config.Config, w io.Writer) (*slog.Logger, error) {
-	level := f.level
-	if !fs.isSet("log-level") && cfg.LogLevel != "" {
-		if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-			return nil, operr.Errorf("configuration: log_level: %w", err)
-		}
-	}
-	format := f.logFormat
-	if format == "" {
-		format = cfg.LogFormat
+// newLogger is the node's logger, at the configuration's log_level and in
+// its log_format (from the file, the environment or the flags), which
+// Validate has checked.
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, operr.Errorf("configuration: log_level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, usageErrorf("keygate serve", "--log-format %q: want text or json", format)
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // serveEnv are the variables serve reads besides the fields'
@@ -272,20 +200,10 @@ func logSources(log *slog.Logger, env []string, withConfig bool, emptyFlags []st
 	}
 }
 
-// closeAll closes the listeners that are not nil.
-func closeAll(lns ...net.Listener) {
-	for _, l := range lns {
-		if l != nil {
-			l.Close()
-		}
-	}
-}
-
 // gatewayConfig assembles the configuration: the file if given, else the
-// quick-start flags, then the flags that override either, validated. The
-// token_service flags are written in after that (writeTokenService), as
-// they are on a reload: tokenFlags.check and checkTokenService check
-// them in terms of the flags.
+// quick-start flags, then the environment and the flags that override
+// either, validated. The token service's --issuer and --audience are
+// written in after that (writeTokenService), as they are on a reload.
 func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 	var cfg *config.Config
 	var err error
@@ -304,45 +222,20 @@ func (f *serveFlags) gatewayConfig(env []string) (*config.Config, error) {
 			return nil, err
 		}
 	}
-	o := f.overrides()
-	o.TokenService = nil // written in after validation (see above)
-	o.Apply(cfg)
+	f.settings.Apply(cfg)
 	cfg.SetDefaults()
-	if f.dataDir != "" {
-		cfg.DataDir = f.dataDir
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, operr.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
 }
 
-// urlHasPassword reports whether a URL carries a password in its user
-// information.
-func urlHasPassword(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return strings.Contains(raw, "@") // unparsable: assume the worst
-	}
-	_, set := u.User.Password()
-	return set || strings.Contains(u.RawQuery, "password=")
-}
-
-// pick sets *dst to v when use is set and v is not the zero value.
-func pick[T comparable](use bool, dst *T, v T) {
-	var zero T
-	if use && v != zero {
-		*dst = v
-	}
-}
-
-// writeTokenService writes the token_service flags given into ts: the
-// tokenFlags, --issuer as the token service's issuer when it does not name
-// a trusted issuer (no --jwks-url, no issuers in the file), and --audience
+// writeTokenService writes the token_service settings of the command line
+// into ts: --issuer as the token service's issuer when it does not name a
+// trusted issuer (no --jwks-url, no issuers in the file), and --audience
 // as its audience except in a quick start, where it is the trusted
 // issuer's.
 func (f *serveFlags) writeTokenService(ts *config.TokenService) {
-	f.ts.write(ts)
 	if f.issuerOwn {
 		ts.Issuer = f.issuer
 	}
@@ -351,13 +244,11 @@ func (f *serveFlags) writeTokenService(ts *config.TokenService) {
 	}
 }
 
-func (f *serveFlags) overrides() server.Overrides {
-	o := server.Overrides{Listen: f.listen, AdminListen: f.adminListen, ProbeListen: f.probeListen, Proxy: f.proxy,
-		EnvoyGRPCListen: f.envoyGRPCListen, EnvoyGRPCReflection: f.envoyGRPCReflection,
-		Pprof: f.pprof, MetricsTokenFile: f.metricsTokenFile, AdminHosts: f.adminHosts, TokenService: f.writeTokenService,
-		Audit: f.audit.write}
-	o.TLS, o.AdminTLS = f.tls.overrides()
-	return o
+// overrides writes the command line's settings over a configuration the
+// file and the environment gave, on every reload as at the start.
+func (f *serveFlags) overrides(c *config.Config) {
+	f.settings.Apply(c)
+	f.writeTokenService(&c.TokenService)
 }
 
 // quickStartAlgs are the algorithms the quick start (--jwks-url) allows
@@ -402,102 +293,28 @@ func (f *serveFlags) quickStart() (*config.Config, error) {
 	return cfg, nil
 }
 
-// newServer opens the server and, unless gatewayOnly, the node on the
-// token_service settings in cfg. addr is the traffic listener's address,
-// the token service's issuer unless one is configured.
-func (a *app) newServer(ctx context.Context, f *serveFlags, cfg *config.Config, gatewayOnly bool, addr string, log *slog.Logger) (*server.Server, error) {
-	scfg := server.Config{
-		Logger:       log,
-		Now:          a.now,
-		Metrics:      telemetry.New(),
-		Gateway:      cfg,
-		ConfigPath:   f.configPath,
-		Env:          a.env,
-		Overrides:    f.overrides(),
-		AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
-		MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
-	}
-	if gatewayOnly {
-		return server.New(ctx, scfg)
-	}
-	issuer, audience := cfg.TokenService.Issuer, cfg.TokenService.Audience
-	if issuer == "" {
-		issuer = "http://" + addr
-		if cfg.TLS.Enabled() {
-			issuer = "https://" + addr
-		}
-	}
-	if audience == "" {
-		audience = "keygate-demo"
-	}
-	scfg.Node = &node.Config{
-		TokenService: cfg.TokenService,
-		Audit:        cfg.Audit,
-		DataDir:      cfg.DataDir,
-		Issuer:       issuer,
-		Audience:     audience,
-		Dev:          f.dev,
-		Rand:         a.random,
+// startOptions are server.Start's options: the configuration, the command
+// line's overrides, and the secrets the environment gives.
+func (a *app) startOptions(f *serveFlags, cfg *config.Config, log *slog.Logger) server.Options {
+	return server.Options{
+		Config: server.Config{
+			Logger:       log,
+			Now:          a.now,
+			Metrics:      telemetry.New(),
+			Gateway:      cfg,
+			ConfigPath:   f.configPath,
+			Env:          a.env,
+			Overrides:    f.overrides,
+			AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
+			MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
+		},
+		Dev:           f.dev,
+		InsecureAdmin: f.insecureAdmin,
+		Rand:          a.random,
 		LookupEnv: func(name string) (string, bool) {
 			v := a.lookupEnv(name)
 			return v, v != ""
 		},
-	}
-	return server.New(ctx, scfg)
-}
-
-// gatewayOnly reports whether serve runs the gateway alone: issuers are
-// configured and nothing asks for a token service (--dev, a store, a root
-// key or keyring, Redis, or any token_service setting of the file but the
-// admin token file). Such a node creates no files and no credentials.
-// file is the file's token_service, before the flags were written in.
-func (f *serveFlags) gatewayOnly(cfg *config.Config, file config.TokenService, env func(string) string) bool {
-	file.AdminTokenFile = ""
-	if len(cfg.Issuers) == 0 || f.dev || !reflect.ValueOf(file).IsZero() {
-		return false
-	}
-	// With nothing in the file, these come from their flags alone. An
-	// admin token does not ask for a token service: it also guards a
-	// gateway's pprof.
-	ts := &cfg.TokenService
-	for _, v := range []string{ts.DatabaseURL, ts.DatabaseURLFile, ts.RootKeyFile, ts.KeyringFile, ts.RedisURL, ts.RedisURLFile,
-		ts.RedisCAFile, ts.RedisCertFile, env(node.RootKeyEnv)} {
-		if v != "" {
-			return false
-		}
-	}
-	// A keyring set up in the data directory asks for a sealed token service.
-	_, err := os.Stat(filepath.Join(cfg.DataDir, node.KeyringFile))
-	return err != nil
-}
-
-// reloadOnHangup reloads the configuration on SIGHUP until ctx is done or
-// the returned stop is called.
-func (a *app) reloadOnHangup(ctx context.Context, srv *server.Server, enabled bool) (stop func()) {
-	if !enabled {
-		return func() {}
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-				srv.Reload(rctx) //nolint:errcheck // logged and counted by Reload
-				rcancel()
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
 	}
 }
 

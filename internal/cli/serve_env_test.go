@@ -11,8 +11,8 @@ import (
 // TestServeEmptyEnvKeepsProtections: with the admin listener's client CA,
 // the metrics token file and the admin token file in the configuration
 // file, the empty variables and flags a template writes for values left
-// out (KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=, --admin-client-ca=, ...) clear
-// none of them: the admin listener still refuses a client without a
+// out (KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=, --proxy=, ...) clear none of
+// them: the admin listener still refuses a client without a
 // certificate, /metrics still wants its token, the admin API still wants
 // the file's token. The start log names the variables that configure the
 // node and those ignored, and never a value.
@@ -30,7 +30,7 @@ func TestServeEmptyEnvKeepsProtections(t *testing.T) {
 	h.env = []string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_LOG_LEVEL=info", "KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=", "KEYGATE_METRICS_TOKEN_FILE=",
 		"KEYGATE_FORWARD_AUTH_PROXY=", "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=", "KEYGATE_ROOT_KEY=",
 		"KEYGATE_METRICS_TOKEN=" + strings.Repeat("x", 40), "KEYGATE_SOMETHING_ELSE=" + unrelated}
-	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--admin-client-ca=", "--admin-token-file=", "--proxy=")
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--log-format=", "--probe-listen=", "--proxy=")
 	t.Cleanup(func() { s.stop() })
 	h.env = nil
 	admin := "https://" + logged(t, s, adminTLSLog) // client certificates required
@@ -70,7 +70,7 @@ func TestServeEmptyEnvKeepsProtections(t *testing.T) {
 		`msg="configuration from the environment" variables=KEYGATE_CONFIG,KEYGATE_LOG_LEVEL,KEYGATE_METRICS_TOKEN\n`,
 		`msg="empty environment variables ignored[^"]*" variables=KEYGATE_ADMIN_TLS_CLIENT_CA_FILE,` +
 			`KEYGATE_FORWARD_AUTH_PROXY,KEYGATE_METRICS_TOKEN_FILE,KEYGATE_ROOT_KEY,KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE\n`,
-		`msg="flags given an empty value ignored[^"]*" flags=--admin-client-ca,--admin-token-file,--proxy\n`,
+		`msg="flags given an empty value ignored[^"]*" flags=--log-format,--probe-listen,--proxy\n`,
 		`forward_auth_proxy=nginx`,
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {

@@ -22,19 +22,20 @@ import (
 // plaintext gRPC on a real TCP listener: the dev node's sample token is
 // allowed with its claim headers, a request without one gets the 401
 // challenge, grpc.health.v1 answers SERVING, reflection is off unless
-// --envoy-grpc-reflection, the decisions count under envoy_grpc, and
-// serve stops cleanly. A bad address is refused before anything listens.
+// envoy_grpc_reflection (KEYGATE_ENVOY_GRPC_REFLECTION), the decisions
+// count under envoy_grpc, and serve stops cleanly. A bad address is
+// refused before anything listens, as a usage error naming the flag.
 func TestServeEnvoyGRPC(t *testing.T) {
 	h := newHarness(t)
 	expect(t, h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("bad"),
-		"--envoy-grpc-listen", "9001"), ExitFail, "", "envoy_grpc_listen: not a host:port")
+		"--envoy-grpc-listen", "9001"), ExitUsage, "", "--envoy-grpc-listen (envoy_grpc_listen): not a host:port")
 	for _, reflection := range []bool{false, true} {
 		addr := testnet.ClosedAddr(t)
-		args := []string{"--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data"), "--envoy-grpc-listen", addr}
+		h.env = nil
 		if reflection {
-			args = append(args, "--envoy-grpc-reflection")
+			h.env = []string{"KEYGATE_ENVOY_GRPC_REFLECTION=true"}
 		}
-		s := h.serve(args...)
+		s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data"), "--envoy-grpc-listen", addr)
 		admin := s.adminURL(t)
 		var token string
 		for deadline := time.Now().Add(3 * time.Second); token == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

@@ -11,8 +11,9 @@ import (
 func TestServeSigningAlg(t *testing.T) {
 	h := newHarness(t)
 	data := h.path("data")
-	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data, "--signing-alg", "EdDSA",
-		"--key-rotation", "0", "--key-prepublish", "30m", "--access-token-ttl", "5m")
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_SIGNING_ALG=EdDSA", "KEYGATE_TOKEN_SERVICE_KEY_ROTATION=0s",
+		"KEYGATE_TOKEN_SERVICE_KEY_PREPUBLISH=30m", "KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=5m"}
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -37,7 +38,7 @@ func TestServeSigningAlg(t *testing.T) {
 		t.Fatalf("token response %s: %v", body, err)
 	}
 	if tr.ExpiresIn != 300 {
-		t.Errorf("expires_in = %d, want 300 (--access-token-ttl 5m)", tr.ExpiresIn)
+		t.Errorf("expires_in = %d, want 300 (access_token_ttl 5m)", tr.ExpiresIn)
 	}
 	hdr, err := base64.RawURLEncoding.DecodeString(strings.SplitN(tr.AccessToken, ".", 2)[0])
 	if err != nil {
@@ -59,6 +60,7 @@ func TestServeSigningAlg(t *testing.T) {
 
 	// Back to the default algorithm on the same store: the stored EdDSA key
 	// keeps signing until it is rotated out, and /auth still accepts it.
+	h.env = nil
 	again := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
 	defer again.stop()
 	code, body = post(t, "http://"+again.addr+"/oauth2/token", "grant_type=client_credentials", basic(idm[1], secm[1]))
@@ -72,7 +74,7 @@ func TestServeSigningAlg(t *testing.T) {
 		t.Errorf("token after restart is not signed by the stored EdDSA key: %s", mustB64(t, strings.SplitN(tr.AccessToken, ".", 2)[0]))
 	}
 	if resp := get(t, "http://"+again.addr+"/auth", tr.AccessToken); resp.StatusCode != http.StatusOK {
-		t.Fatalf("/auth after restart with the default --signing-alg: %d %v", resp.StatusCode, resp.Header)
+		t.Fatalf("/auth after restart with the default signing_alg: %d %v", resp.StatusCode, resp.Header)
 	}
 }
 
@@ -85,29 +87,31 @@ func mustB64(t *testing.T, s string) []byte {
 	return b
 }
 
-func TestServeKeyPolicyFlagErrors(t *testing.T) {
+// TestServeKeyPolicyEnvErrors: a key policy the environment gives that
+// cannot work is refused before anything starts, naming the field.
+func TestServeKeyPolicyEnvErrors(t *testing.T) {
 	h := newHarness(t)
-	for name, args := range map[string][]string{
-		"HS256":             {"--signing-alg", "HS256"},
-		"unknown alg":       {"--signing-alg", "ES257"},
-		"lower case":        {"--signing-alg", "es256"},
-		"negative rotation": {"--key-rotation", "-1h"},
-		"zero ttl":          {"--access-token-ttl", "0"},
-		"zero prepublish":   {"--key-prepublish", "0"},
-		"rotation <= pre":   {"--key-rotation", "1h", "--key-prepublish", "2h"},
+	for name, env := range map[string][]string{
+		"HS256":             {"KEYGATE_TOKEN_SERVICE_SIGNING_ALG=HS256"},
+		"unknown alg":       {"KEYGATE_TOKEN_SERVICE_SIGNING_ALG=ES257"},
+		"lower case":        {"KEYGATE_TOKEN_SERVICE_SIGNING_ALG=es256"},
+		"negative rotation": {"KEYGATE_TOKEN_SERVICE_KEY_ROTATION=-1h"},
+		"negative ttl":      {"KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=-5m"},
+		"rotation <= pre":   {"KEYGATE_TOKEN_SERVICE_KEY_ROTATION=1h", "KEYGATE_TOKEN_SERVICE_KEY_PREPUBLISH=2h"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := h.run(append([]string{"serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir", h.path("d")}, args...)...)
-			if r.code != ExitUsage {
-				t.Errorf("exit %d, want %d: %s", r.code, ExitUsage, r.stderr)
+			h.env = env
+			r := h.run("serve", "--dev", "--listen", "127.0.0.1:0", "--data-dir", h.path("d"))
+			if r.code != ExitFail || !strings.Contains(r.stderr, "token_service.") {
+				t.Errorf("exit %d, want %d naming the field: %s", r.code, ExitFail, r.stderr)
 			}
 		})
 	}
 }
 
 // TestServeTokenServiceFromConfig: the token service's settings come from
-// the configuration file's token_service section, and a flag given
-// explicitly wins over the file.
+// the configuration file's token_service section, and a variable given
+// wins over the file.
 func TestServeTokenServiceFromConfig(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.write("keygate.yaml", []byte(`
@@ -119,7 +123,8 @@ token_service:
   key_rotation: 0s
   token_rate_limit: 0.5
 `))
-	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data"), "--config", cfg, "--access-token-ttl", "7m")
+	h.env = []string{"KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=7m"}
+	s := h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data"), "--config", cfg)
 	defer s.stop()
 	out := s.stdout.String()
 	idm, secm := clientIDLine.FindStringSubmatch(out), clientSecretLine.FindStringSubmatch(out)
@@ -138,7 +143,7 @@ token_service:
 		t.Fatal(err)
 	}
 	if tr.ExpiresIn != 420 {
-		t.Errorf("expires_in = %d, want 420: --access-token-ttl 7m wins over the file's 5m", tr.ExpiresIn)
+		t.Errorf("expires_in = %d, want 420: KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=7m wins over the file's 5m", tr.ExpiresIn)
 	}
 	parts := strings.Split(tr.AccessToken, ".")
 	if hdr := string(mustB64(t, parts[0])); !strings.Contains(hdr, `"alg":"EdDSA"`) {

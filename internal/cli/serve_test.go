@@ -304,12 +304,6 @@ func TestServeFlagErrors(t *testing.T) {
 		"jwks without issuer":   {"--jwks-url", "https://idp.example.com/jwks"},
 		"upstream without jwks": {"--upstream", "http://127.0.0.1:1"},
 		"config and jwks":       {"--config", "x.yaml", "--jwks-url", "https://idp.example.com/jwks"},
-		"zero store timeout":    {"--store-timeout", "0s"},
-		"negative token rate":   {"--token-rate-limit", "-1"},
-		"token rate too high":   {"--token-rate-limit", "1e7"},
-		"bad trusted proxy":     {"--trusted-proxy", "10.0.0.0/33"},
-		"ipv6 prefix too short": {"--login-ipv6-prefix", "31"},
-		"ipv6 prefix too long":  {"--login-ipv6-prefix", "129"},
 		"unknown proxy":         {"--proxy", "haproxy"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -371,15 +365,17 @@ func TestServeSampleOnlyInDevMode(t *testing.T) {
 	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))
 	dev := h.path("dev")
 	for _, tc := range []struct {
-		name   string
-		args   []string
-		sample bool
+		name      string
+		env, args []string
+		sample    bool
 	}{
-		{"production node with its own root key", []string{"--data-dir", h.path("prod"), "--root-key-file", rootKey, "--admin-token-file", adminFile}, false},
-		{"first dev start", []string{"--data-dir", dev}, true},
-		{"dev restart reusing the dev files", []string{"--data-dir", dev}, false},
-		{"dev restart with --dev", []string{"--data-dir", dev, "--dev"}, true},
+		{"production node with its own root key", []string{"KEYGATE_TOKEN_SERVICE_ROOT_KEY_FILE=" + rootKey, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + adminFile},
+			[]string{"--data-dir", h.path("prod")}, false},
+		{"first dev start", nil, []string{"--data-dir", dev}, true},
+		{"dev restart reusing the dev files", nil, []string{"--data-dir", dev}, false},
+		{"dev restart with --dev", nil, []string{"--data-dir", dev, "--dev"}, true},
 	} {
+		h.env = tc.env
 		s := h.serve(append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)
 		out := s.stdout.String()
 		if code := s.stop(); code != ExitOK {
@@ -410,17 +406,20 @@ func TestServeProbeListener(t *testing.T) {
 	}
 }
 
-// TestServeAdminHosts: --admin-host adds to the file's admin_hosts, and
-// goes through the configuration's validation like them.
+// TestServeAdminHosts: KEYGATE_ADMIN_HOSTS replaces the file's
+// admin_hosts, as every variable replaces its field, and goes through the
+// configuration's validation like them.
 func TestServeAdminHosts(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.write("keygate.yaml", []byte("admin_hosts: [file.internal]\n"))
-	expect(t, h.run("serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data"),
-		"--admin-host", "flag.internal:9090"), ExitFail, "", `admin_hosts: "flag.internal:9090" is not a host name`)
-	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--admin-host", "flag.internal")
+	h.env = []string{"KEYGATE_ADMIN_HOSTS=env.internal:9090"}
+	expect(t, h.run("serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data")),
+		ExitFail, "", `admin_hosts: "env.internal:9090" is not a host name`)
+	h.env = []string{"KEYGATE_ADMIN_HOSTS=env.internal,other.internal"}
+	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"))
 	defer s.stop()
 	admin := s.adminURL(t)
-	for host, want := range map[string]int{"file.internal": 200, "flag.internal": 200, "other.internal": 421} {
+	for host, want := range map[string]int{"env.internal": 200, "other.internal": 200, "file.internal": 421, "unknown.internal": 421} {
 		req, err := http.NewRequest(http.MethodGet, admin+"/healthz", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -438,19 +437,13 @@ func TestServeAdminHosts(t *testing.T) {
 }
 
 // TestServeURLFiles: a URL and its file cannot both be given (reading the
-// files is node's, TestReadURLFiles), and a URL given on the command line
-// is checked for a password.
+// files is node's, TestReadURLFiles).
 func TestServeURLFiles(t *testing.T) {
 	h := newHarness(t)
 	good := h.write("db.url", []byte("postgres://u:pw@db.example/keygate\n"))
-	r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--database-url", "postgres://x/y", "--database-url-file", good)
-	expect(t, r, ExitUsage, "", "cannot both be given")
-	for raw, want := range map[string]bool{"postgres://u:pw@h/d": true, "postgres://u@h/d": false, "redis://:pw@h:6379": true,
-		"redis://h:6379": false, "postgres://h/d?password=pw": true, "postgres://h/d": false} {
-		if got := urlHasPassword(raw); got != want {
-			t.Errorf("urlHasPassword(%q) = %v, want %v", raw, got, want)
-		}
-	}
+	h.env = []string{"KEYGATE_DATABASE_URL=postgres://x/y", "KEYGATE_TOKEN_SERVICE_DATABASE_URL_FILE=" + good}
+	r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
+	expect(t, r, ExitFail, "", "database_url_file: cannot be combined with database_url")
 }
 
 // TestDurationFlagErrors: a duration flag without a unit, or with one that
@@ -458,13 +451,13 @@ func TestServeURLFiles(t *testing.T) {
 func TestDurationFlagErrors(t *testing.T) {
 	h := newHarness(t)
 	for arg, want := range map[string]string{
-		"15":  "--access-token-ttl 15: a duration needs a unit (ns, us, ms, s, m, h), such as 15s or 15m",
-		"30d": `--access-token-ttl "30d": not a duration; write a number and a unit`,
+		"15":  "--ttl 15: a duration needs a unit (ns, us, ms, s, m, h), such as 15s or 15m",
+		"30d": `--ttl "30d": not a duration; write a number and a unit`,
 	} {
-		r := h.run("serve", "--access-token-ttl", arg)
+		r := h.run("token", "sign", "--ttl", arg)
 		expect(t, r, ExitUsage, "", want)
 		if strings.Contains(r.stderr, "parse error") {
-			t.Errorf("--access-token-ttl %s: the flag package's own message is left: %s", arg, r.stderr)
+			t.Errorf("--ttl %s: the flag package's own message is left: %s", arg, r.stderr)
 		}
 	}
 }
@@ -515,7 +508,7 @@ func TestServeConfigFromEnvironmentAndLogs(t *testing.T) {
 	if logs := run([]string{"KEYGATE_CONFIG=" + cfg, "KEYGATE_LOG_LEVEL=warn"}, "--log-format", "text", "--log-level", "info"); !strings.Contains(logs, "level=INFO msg=listening") {
 		t.Errorf("--log-format text --log-level info over the file and the environment: %s", logs)
 	}
-	expect(t, h.run("serve", "--log-format", "xml"), ExitUsage, "", "want text or json")
+	expect(t, h.run("serve", "--log-format", "xml"), ExitUsage, "", "--log-format (log_format): must be text or json")
 }
 
 // TestConfigCheck: config check validates as serve does, connects to

@@ -40,8 +40,8 @@ func TestServeTLSRotationWithCurl(t *testing.T) {
 	curl := curlBinary(t)
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)
-	s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--data-dir", h.path("data")},
-		f.serveArgs()...)...)
+	h.env = f.serveEnv()
+	s := h.serve("--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0", "--data-dir", h.path("data"))
 	stop := sync.OnceValue(s.stop)
 	t.Cleanup(func() { stop() })
 	traffic := "https://" + s.addr

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/internal/tlscert"
 )
@@ -46,9 +44,11 @@ func newTLSFiles(t *testing.T, dir string) *tlsFiles {
 	return f
 }
 
-func (f *tlsFiles) serveArgs() []string {
-	return []string{"--tls-cert", f.cert, "--tls-key", f.key, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey,
-		"--admin-client-ca", f.clientCAFile}
+// serveEnv gives serve the files: the traffic listener's certificate, and
+// the admin listener's with its client CAs.
+func (f *tlsFiles) serveEnv() []string {
+	return []string{"KEYGATE_TLS_CERT_FILE=" + f.cert, "KEYGATE_TLS_KEY_FILE=" + f.key, "KEYGATE_ADMIN_TLS_CERT_FILE=" + f.adminCert,
+		"KEYGATE_ADMIN_TLS_KEY_FILE=" + f.adminKey, "KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=" + f.clientCAFile}
 }
 
 // httpsClient trusts the test CA and presents the given client
@@ -68,13 +68,16 @@ func (f *tlsFiles) httpsClient(t *testing.T, certKey ...string) *http.Client {
 
 var adminTLSLog = regexp.MustCompile(`admin=(\S+) admin_tls=client_certificates`)
 
-// TestServeTLS: serve with --tls-* and --admin-* certificate flags, as
-// Go's HTTP client, curl and keygate's own admin commands see it.
+// TestServeTLS: serve with the tls and admin_tls certificates from the
+// environment, as Go's HTTP client, curl and keygate's own admin commands
+// see it.
 func TestServeTLS(t *testing.T) {
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)
 	data := h.path("data")
-	s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--data-dir", data}, f.serveArgs()...)...)
+	h.env = f.serveEnv()
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", data)
+	h.env = nil
 	stop := sync.OnceValue(s.stop)
 	t.Cleanup(func() { stop() })
 	traffic := "https://" + s.addr
@@ -214,7 +217,7 @@ func serveAdmin(t *testing.T, h *harness, args ...string) (code int, stderr stri
 }
 
 // adminRefusal is what a refused admin listener's error must say.
-var adminRefusal = []string{"refusing to serve the admin listener", "unseal passphrases", "--admin-tls-cert", "--insecure-admin"}
+var adminRefusal = []string{"refusing to serve the admin listener", "unseal passphrases", "admin_tls.cert_file", "--insecure-admin"}
 
 // TestServeAdminExposure: serve refuses an admin listener bound where
 // other hosts reach it over plain HTTP (every IPv4 or IPv6 interface, or
@@ -244,11 +247,12 @@ func TestServeAdminExposure(t *testing.T) {
 			args := []string{"--admin-listen", tt.listen}
 			for _, e := range tt.extra {
 				f := newTLSFiles(t, h.dir)
+				adminTLS := []string{"KEYGATE_ADMIN_TLS_CERT_FILE=" + f.adminCert, "KEYGATE_ADMIN_TLS_KEY_FILE=" + f.adminKey}
 				switch e {
 				case "tls":
-					args = append(args, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey)
+					h.env = adminTLS
 				case "mtls":
-					args = append(args, "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey, "--admin-client-ca", f.clientCAFile)
+					h.env = append(adminTLS, "KEYGATE_ADMIN_TLS_CLIENT_CA_FILE="+f.clientCAFile)
 				default:
 					args = append(args, e)
 				}
@@ -281,26 +285,33 @@ func TestServeAdminExposure(t *testing.T) {
 	}
 }
 
-// TestServeTLSFlagErrors: TLS flags that do not go together, or files that
-// do not load, stop serve with the configuration field named.
-func TestServeTLSFlagErrors(t *testing.T) {
+// TestServeTLSErrors: TLS settings from the environment that do not go
+// together, or files that do not load, stop serve with the configuration
+// field named.
+func TestServeTLSErrors(t *testing.T) {
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)
+	const (
+		cert, key                     = "KEYGATE_TLS_CERT_FILE=", "KEYGATE_TLS_KEY_FILE="
+		adminCert, adminKey, clientCA = "KEYGATE_ADMIN_TLS_CERT_FILE=", "KEYGATE_ADMIN_TLS_KEY_FILE=", "KEYGATE_ADMIN_TLS_CLIENT_CA_FILE="
+	)
 	for _, tt := range []struct {
 		name string
+		env  []string
 		args []string
 		want string
 	}{
-		{"certificate without key", []string{"--tls-cert", f.cert}, "tls.key_file: is required with tls.cert_file"},
-		{"key without certificate", []string{"--tls-key", f.key}, "tls.cert_file: is required with tls.key_file"},
-		{"client CA without certificate", []string{"--admin-client-ca", f.clientCAFile}, "admin_tls.client_ca_file: needs admin_tls.cert_file and admin_tls.key_file"},
-		{"admin TLS with the admin listener off", []string{"--admin-listen", "off", "--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey}, "admin_tls: is set but the admin listener is off"},
-		{"missing certificate file", []string{"--tls-cert", h.path("missing.crt"), "--tls-key", f.key}, "tls.cert_file: open " + h.path("missing.crt")},
-		{"key of another certificate", []string{"--tls-cert", f.cert, "--tls-key", f.adminKey}, "tls.key_file: " + f.adminKey},
-		{"client CA file without a certificate", []string{"--admin-tls-cert", f.adminCert, "--admin-tls-key", f.adminKey, "--admin-client-ca", f.adminKey}, "admin_tls.client_ca_file: " + f.adminKey + ": no PEM CERTIFICATE block"},
-		{"Redis TLS files with redis://", []string{"--redis-url", "redis://127.0.0.1:1/0", "--redis-ca-file", f.caFile}, "the Redis URL must be rediss://"},
+		{"certificate without key", []string{cert + f.cert}, nil, "tls.key_file: is required with tls.cert_file"},
+		{"key without certificate", []string{key + f.key}, nil, "tls.cert_file: is required with tls.key_file"},
+		{"client CA without certificate", []string{clientCA + f.clientCAFile}, nil, "admin_tls.client_ca_file: needs admin_tls.cert_file and admin_tls.key_file"},
+		{"admin TLS with the admin listener off", []string{adminCert + f.adminCert, adminKey + f.adminKey}, []string{"--admin-listen", "off"}, "admin_tls: is set but the admin listener is off"},
+		{"missing certificate file", []string{cert + h.path("missing.crt"), key + f.key}, nil, "tls.cert_file: open " + h.path("missing.crt")},
+		{"key of another certificate", []string{cert + f.cert, key + f.adminKey}, nil, "tls.key_file: " + f.adminKey},
+		{"client CA file without a certificate", []string{adminCert + f.adminCert, adminKey + f.adminKey, clientCA + f.adminKey}, nil, "admin_tls.client_ca_file: " + f.adminKey + ": no PEM CERTIFICATE block"},
+		{"Redis TLS files with redis://", []string{"KEYGATE_REDIS_URL=redis://127.0.0.1:1/0", "KEYGATE_TOKEN_SERVICE_REDIS_CA_FILE=" + f.caFile}, nil, "the Redis URL must be rediss://"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			h.env = tt.env
 			r := h.run(append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir", h.path("data")}, tt.args...)...)
 			expect(t, r, ExitFail, "", tt.want)
 		})
@@ -308,11 +319,11 @@ func TestServeTLSFlagErrors(t *testing.T) {
 }
 
 // TestServeRedisTLS: the Redis TLS files and the URL's scheme are checked
-// as they are in force, flags over the configuration file. A certificate
-// without its key, a key without its certificate, or TLS files with a
-// redis:// URL are refused, naming the fields; a file with a redis:// URL
-// and the TLS files, run with --redis-url rediss://, reaches a Redis that
-// speaks TLS only and requires the client certificate.
+// as they are in force, the environment over the configuration file. A
+// certificate without its key, a key without its certificate, or TLS files
+// with a redis:// URL are refused, naming the fields; a file with a
+// redis:// URL and the TLS files, run with KEYGATE_REDIS_URL=rediss://...,
+// reaches a Redis that speaks TLS only and requires the client certificate.
 func TestServeRedisTLS(t *testing.T) {
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)
@@ -331,7 +342,7 @@ func TestServeRedisTLS(t *testing.T) {
 			expect(t, r, ExitFail, "", "token_service.redis_")
 		})
 	}
-	t.Run("--redis-url rediss:// over redis:// in the file", func(t *testing.T) {
+	t.Run("KEYGATE_REDIS_URL rediss:// over redis:// in the file", func(t *testing.T) {
 		h := newHarness(t)
 		client, err := tlscert.ClientConfig(f.caFile, f.opCert, f.opKey)
 		if err != nil {
@@ -342,7 +353,8 @@ func TestServeRedisTLS(t *testing.T) {
 		_, port, _ := net.SplitHostPort(addr)
 		cfg := h.write("redis.yaml", []byte("token_service: {redis_url: \"redis://127.0.0.1:1/0\", redis_ca_file: "+f.caFile+
 			", redis_cert_file: "+f.opCert+", redis_key_file: "+f.opKey+"}\n"))
-		s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--redis-url", "rediss://localhost:"+port+"/0")
+		h.env = []string{"KEYGATE_REDIS_URL=rediss://localhost:" + port + "/0"}
+		s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"))
 		t.Cleanup(func() { s.stop() })
 		readyz := s.adminURL(t) + "/readyz"
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -361,7 +373,7 @@ func TestServeRedisTLS(t *testing.T) {
 }
 
 // TestServeTLSFromFile: the tls and admin_tls sections of a configuration
-// file, with a flag that replaces one of the files.
+// file, with variables that replace two of the files.
 func TestServeTLSFromFile(t *testing.T) {
 	h := newHarness(t)
 	f := newTLSFiles(t, h.dir)
@@ -369,7 +381,8 @@ func TestServeTLSFromFile(t *testing.T) {
 	otherCert, otherKey := other.Write(t, h.dir, "other-traffic")
 	cfg := h.write("keygate.yaml", []byte("tls: {cert_file: "+f.cert+", key_file: "+f.key+"}\n"+
 		"admin_tls: {cert_file: "+f.adminCert+", key_file: "+f.adminKey+", client_ca_file: "+f.clientCAFile+"}\n"))
-	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--tls-cert", otherCert, "--tls-key", otherKey)
+	h.env = []string{"KEYGATE_TLS_CERT_FILE=" + otherCert, "KEYGATE_TLS_KEY_FILE=" + otherKey}
+	s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path("data"))
 	t.Cleanup(func() { s.stop() })
 	resp, err := f.httpsClient(t).Get("https://" + s.addr + "/healthz")
 	if err != nil {
@@ -378,72 +391,9 @@ func TestServeTLSFromFile(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if !resp.TLS.PeerCertificates[0].Equal(other.Cert) {
-		t.Error("--tls-cert did not replace tls.cert_file")
+		t.Error("KEYGATE_TLS_CERT_FILE did not replace tls.cert_file")
 	}
 	if !adminTLSLog.MatchString(s.stderr.String()) {
 		t.Errorf("admin_tls from the file not in force:\n%s", s.stderr)
-	}
-}
-
-// fakeListener is a listener bound, it says, to addr.
-type fakeListener struct {
-	net.Listener
-	addr net.Addr
-}
-
-func (l fakeListener) Addr() net.Addr { return l.addr }
-
-// TestCheckAdminListener: the bound address decides. Off loopback (a
-// private address, every interface, IPv6's unspecified address) plain
-// HTTP is refused, saying why; loopback, IPv4-mapped included, is not.
-// --insecure-admin lets it serve with a warning; TLS too, with a warning
-// unless client certificates are required.
-func TestCheckAdminListener(t *testing.T) {
-	cfg := &config.Config{AdminListen: "admin.example:9090"}
-	for _, tt := range []struct {
-		ip   string
-		bad  bool
-		want string // in the refusal
-	}{
-		{"127.0.0.1", false, ""}, {"::1", false, ""}, {"::ffff:127.0.0.1", false, ""},
-		{"10.0.0.7", true, "admin.example:9090 (10.0.0.7) over plain HTTP"},
-		{"0.0.0.0", true, "(0.0.0.0), every interface,"}, {"::", true, "(::), every interface,"},
-	} {
-		ln := fakeListener{addr: &net.TCPAddr{IP: net.ParseIP(tt.ip), Port: 9090}}
-		var logs syncBuffer
-		log := slog.New(slog.NewTextHandler(&logs, nil))
-		err := checkAdminListener(log, ln, cfg, false)
-		if (err != nil) != tt.bad {
-			t.Fatalf("%s: %v", tt.ip, err)
-		}
-		if err != nil {
-			for _, want := range append([]string{tt.want}, adminRefusal...) {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("%s: the refusal lacks %q: %v", tt.ip, want, err)
-				}
-			}
-		}
-		if err := checkAdminListener(log, ln, cfg, true); err != nil {
-			t.Errorf("%s with --insecure-admin: %v", tt.ip, err)
-		}
-		if got := strings.Contains(logs.String(), "serves plain HTTP off loopback"); got != tt.bad {
-			t.Errorf("%s with --insecure-admin: warned %v, want %v:\n%s", tt.ip, got, tt.bad, logs.String())
-		}
-	}
-	tlsCfg := *cfg
-	tlsCfg.AdminTLS.CertFile, tlsCfg.AdminTLS.KeyFile = "a.crt", "a.key"
-	mtlsCfg := tlsCfg
-	mtlsCfg.AdminTLS.ClientCAFile = "ca.pem"
-	for _, tt := range []struct {
-		cfg  *config.Config
-		warn bool
-	}{{&tlsCfg, true}, {&mtlsCfg, false}} {
-		var logs syncBuffer
-		if err := checkAdminListener(slog.New(slog.NewTextHandler(&logs, nil)), fakeListener{addr: &net.TCPAddr{IP: net.IPv4zero}}, tt.cfg, false); err != nil {
-			t.Errorf("with TLS: %v", err)
-		}
-		if got := strings.Contains(logs.String(), "accepts any TLS client off loopback"); got != tt.warn {
-			t.Errorf("client CA %q: warned %v, want %v", tt.cfg.AdminTLS.ClientCAFile, got, tt.warn)
-		}
 	}
 }

@@ -139,16 +139,18 @@ func TestServePostgresTokenService(t *testing.T) {
 	}
 	dbURL := cliSchema(t, base)
 	h := newHarness(t)
-	if r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d0"), "--issuer", "https://kg.test", "--database-url", dbURL); r.code != ExitFail || !strings.Contains(r.stderr, "root key") {
-		t.Errorf("--database-url without a root key: %d %s", r.code, r.stderr)
+	h.env = []string{"KEYGATE_DATABASE_URL=" + dbURL}
+	if r := h.run("serve", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", h.path("d0"), "--issuer", "https://kg.test"); r.code != ExitFail || !strings.Contains(r.stderr, "root key") {
+		t.Errorf("a database URL without a root key: %d %s", r.code, r.stderr)
 	}
 	rootKey := h.path("root.key")
 	if err := rootkey.GenerateKeyFile(rootKey, rand.Reader); err != nil {
 		t.Fatal(err)
 	}
 	adminFile := h.write("admin", []byte(strings.Repeat("a", 40)+"\n"))
+	h.env = []string{"KEYGATE_DATABASE_URL=" + dbURL, "KEYGATE_TOKEN_SERVICE_ROOT_KEY_FILE=" + rootKey, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + adminFile}
 	serveTokenFlow(t, h, func(string) string { return strings.Repeat("a", 40) },
-		"--dev", "--data-dir", h.path("data"), "--issuer", "https://kg.test", "--database-url", dbURL, "--root-key-file", rootKey, "--admin-token-file", adminFile)
+		"--dev", "--data-dir", h.path("data"), "--issuer", "https://kg.test")
 }
 
 func cliSchema(t *testing.T, base string) string {
@@ -156,18 +158,19 @@ func cliSchema(t *testing.T, base string) string {
 	return testnet.PostgresSchema(t, base, "kg_cli")
 }
 
-// TestServeLoginIPv6Prefix: --login-ipv6-prefix reaches the per-address
-// login limit (here 128: two addresses of one /64 are two budgets), and
-// token_service.ipv6_prefix does the same from the configuration file.
+// TestServeLoginIPv6Prefix: token_service.ipv6_prefix reaches the
+// per-address login limit (here 128: two addresses of one /64 are two
+// budgets), from the environment and from the configuration file.
 func TestServeLoginIPv6Prefix(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.write("keygate.yaml", []byte("token_service:\n  ipv6_prefix: 128\n"))
-	for name, args := range map[string][]string{
-		"flag": {"--login-ipv6-prefix", "128"},
-		"file": {"--config", cfg},
+	trusted := "KEYGATE_TOKEN_SERVICE_TRUSTED_PROXIES=127.0.0.1"
+	for name, tc := range map[string]struct{ env, args []string }{
+		"environment": {[]string{trusted, "KEYGATE_TOKEN_SERVICE_IPV6_PREFIX=128"}, nil},
+		"file":        {[]string{trusted}, []string{"--config", cfg}},
 	} {
-		s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data-" + name),
-			"--trusted-proxy", "127.0.0.1"}, args...)...)
+		h.env = tc.env
+		s := h.serve(append([]string{"--listen", "127.0.0.1:0", "--dev", "--data-dir", h.path("data-" + name)}, tc.args...)...)
 		out := s.stdout.String()
 		hdr := basic(clientIDLine.FindStringSubmatch(out)[1], clientSecretLine.FindStringSubmatch(out)[1])
 		attempt := func(user, from string) int {

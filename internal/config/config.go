@@ -1,7 +1,10 @@
 // Package config reads keygate's configuration: a YAML file, then KEYGATE_*
-// environment overrides, then command-line flags, validated as a whole with
-// errors that name the offending field. A Config is a plain value; the server
-// builds its runtime state from one and swaps it atomically on reload.
+// environment overrides, then the few command-line flags, validated as a
+// whole with errors that name the offending field. Each setting is declared
+// once, as a field of Config whose tags give its YAML key and, where it
+// deserves one, its flag; its variable follows from its path (see Flag). A
+// Config is a plain value; the server builds its runtime state from one and
+// swaps it atomically on reload.
 package config
 
 import (
@@ -44,19 +47,19 @@ const MaxTokenSize = 60 << 10
 type Config struct {
 	// Listen is the traffic listener's address: /auth, the token
 	// endpoints, transit and the reverse proxy (default 127.0.0.1:8080).
-	Listen string `yaml:"listen"`
+	Listen string `yaml:"listen" flag:"listen" usage:"traffic {address} (default 127.0.0.1:8080; port 0 picks a free port)"`
 	// AdminListen is the admin listener's address: /metrics, /healthz,
 	// /readyz, the admin API, seal and unseal (default 127.0.0.1:9090;
 	// "off" disables it). Off loopback it needs admin_tls.
-	AdminListen string `yaml:"admin_listen"`
+	AdminListen string `yaml:"admin_listen" flag:"admin-listen" usage:"admin {address} for /metrics, /healthz, /readyz, the admin API, seal and unseal\n(default 127.0.0.1:9090; \"off\" disables)"`
 	// ProbeListen, if set, serves /healthz and /readyz alone, for a
 	// probe port opened wider than the admin listener.
-	ProbeListen string `yaml:"probe_listen"`
+	ProbeListen string `yaml:"probe_listen" flag:"probe-listen" usage:"{address} serving only /healthz and /readyz, for health checks from outside the host (default: none)"`
 	// EnvoyGRPCListen, if set, serves Envoy's external authorization
 	// (envoy.service.auth.v3.Authorization, package extauthz) over gRPC,
 	// with grpc.health.v1: over TLS with the tls section's certificate
 	// when it is set, otherwise plaintext HTTP/2.
-	EnvoyGRPCListen string `yaml:"envoy_grpc_listen"`
+	EnvoyGRPCListen string `yaml:"envoy_grpc_listen" flag:"envoy-grpc-listen" usage:"{address} serving Envoy's external authorization over gRPC (envoy.service.auth.v3.Authorization,\nwith grpc.health.v1; TLS with the tls section's certificate when set; default: none)"`
 	// EnvoyGRPCReflection also serves gRPC reflection there; off by
 	// default.
 	EnvoyGRPCReflection bool `yaml:"envoy_grpc_reflection"`
@@ -68,14 +71,15 @@ type Config struct {
 	// AdminHosts are host names the admin listener answers to besides IP
 	// addresses and localhost (DNS-rebinding protection).
 	AdminHosts []string `yaml:"admin_hosts"`
-	LogLevel   string   `yaml:"log_level"` // debug, info (the default), warn, error
+	// LogLevel is debug, info (the default), warn or error.
+	LogLevel string `yaml:"log_level" flag:"log-level" usage:"log {level}: debug, info (the default), warn or error"`
 	// LogFormat is text (the default: key=value lines) or json (one JSON
 	// object per line, for a log shipper).
-	LogFormat string `yaml:"log_format"`
+	LogFormat string `yaml:"log_format" flag:"log-format" usage:"log {format}: text (key=value lines, the default) or json"`
 	// DataDir holds the SQLite store, the dev root key and admin token,
 	// the keyring header, the node id and the audit files (default
 	// ./keygate-data; a gateway-only node creates nothing there).
-	DataDir string `yaml:"data_dir"`
+	DataDir string `yaml:"data_dir" flag:"data-dir" usage:"{directory} holding the SQLite store and the dev files (default ./keygate-data)"`
 	// MaxTokenSize is the largest token verified, in bytes (default 8 KiB,
 	// at most 60 KiB); a larger one is refused with keygate's own 401.
 	MaxTokenSize int `yaml:"max_token_size"`
@@ -363,7 +367,7 @@ type Forward struct {
 	// Proxy names the proxy in front (auto, nginx, traefik, caddy, envoy):
 	// it decides which forwarding headers name the request the rules are
 	// matched on (see gateway.Forwarding). Default auto.
-	Proxy string `yaml:"proxy"`
+	Proxy string `yaml:"proxy" flag:"proxy" replaces:"trusted_headers" usage:"the {proxy} in front of /auth: nginx, traefik, caddy or envoy; /auth then trusts only the forwarding\nheaders that proxy sets (default auto: X-Forwarded-* and X-Original-*, refused when they disagree)"`
 	// TrustedHeaders names the forwarding headers one by one instead of a
 	// Proxy preset.
 	TrustedHeaders *TrustedHeaders `yaml:"trusted_headers"`
@@ -412,8 +416,8 @@ type Route struct {
 	AllowDotsAfterEmpty bool `yaml:"allow_dots_after_empty"`
 }
 
-// TokenService is the token service's section. Empty fields take the
-// command-line flags' defaults; a flag given explicitly wins over the file.
+// TokenService is the token service's section. Empty fields take their
+// defaults (WithDefaults).
 type TokenService struct {
 	Issuer   string `yaml:"issuer"`   // "iss" of issued tokens (default http://<listen>; required on a shared database)
 	Audience string `yaml:"audience"` // "aud" of issued tokens
@@ -449,7 +453,7 @@ type TokenService struct {
 	// RedisKeyFile are the client certificate Redis asks for by default
 	// (tls-auth-clients yes). The certificate and key go together, and
 	// any of the three needs a rediss:// URL: that is checked when the node
-	// connects, with the flags that replace these fields or the URL applied.
+	// connects, with the URL known (redis_url_file is read only then).
 	RedisCAFile   string `yaml:"redis_ca_file"`
 	RedisCertFile string `yaml:"redis_cert_file"`
 	RedisKeyFile  string `yaml:"redis_key_file"`
@@ -461,8 +465,7 @@ type TokenService struct {
 	PasswordHashes int `yaml:"password_hashes"`
 }
 
-// Defaults of the token_service section, and of serve's flags of the same
-// names.
+// Defaults of the token_service section.
 const (
 	DefaultSigningAlg     = "ES256"
 	DefaultKeyRotation    = 720 * time.Hour
@@ -608,12 +611,21 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// A FieldError is one problem of a configuration, at the field its YAML
+// path names.
+type FieldError struct {
+	Field   string // the YAML path: log_level, token_service.issuer, issuers[0].jwks_url
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
 // Validate checks the whole configuration and reports every problem, each
-// naming its field.
+// a *FieldError, joined.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
 	checkAddr := func(field, addr string) {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -644,7 +656,7 @@ func (c *Config) Validate() error {
 	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log_format", "must be text or json, not %q", c.LogFormat)
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
 		bad("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
 	}
 	if c.MaxTokenSize < 512 || c.MaxTokenSize > MaxTokenSize {
@@ -783,7 +795,8 @@ func (t *TokenService) validate(field string, bad func(field, format string, arg
 		bad(field+".revocation_max_staleness", "must be above 1s")
 	}
 	// The Redis TLS files and the URL's scheme are checked together when
-	// the node connects (node's redisTLS): flags may replace either.
+	// the node connects (node's redisTLS): the URL may be in
+	// redis_url_file, read only then.
 }
 
 func (is *Issuer) validate(field string, bad func(field, format string, args ...any)) {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,5 +270,27 @@ func TestParsePrefixes(t *testing.T) {
 		if res != tt.want {
 			t.Errorf("ParsePrefixes(%q) = %q (%v), want %q", tt.in, res, err, tt.want)
 		}
+	}
+}
+
+// TestValidateFieldErrors: every problem Validate finds is a *FieldError
+// naming its field, so that a caller can say which flag or variable set it.
+func TestValidateFieldErrors(t *testing.T) {
+	c := &Config{Listen: "nowhere", LogLevel: "loud", MaxTokenSize: 8192, AdminListen: "off"}
+	err := c.Validate()
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("Validate: %v, want the problems joined", err)
+	}
+	var fields []string
+	for _, e := range joined.Unwrap() {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v is not a *FieldError", e)
+		}
+		fields = append(fields, fe.Field)
+	}
+	if strings.Join(fields, " ") != "listen log_level" {
+		t.Errorf("fields %v, want listen and log_level", fields)
 	}
 }

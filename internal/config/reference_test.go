@@ -107,9 +107,9 @@ func yamlNames(t reflect.Type, doc string) string {
 }
 
 // TestConfigurationReference: docs/configuration.md lists every field of
-// the configuration file with its type and documentation, as generated
-// from the code (go test ./internal/config -run Reference -update rewrites
-// it), and no field goes undocumented.
+// the configuration file with its type, variable, flag and documentation,
+// as generated from the code (go test ./internal/config -run Reference
+// -update rewrites it), and no field goes undocumented.
 func TestConfigurationReference(t *testing.T) {
 	var rows []refRow
 	reference(reflect.TypeFor[Config](), "", fieldDocs(t), &rows)
@@ -117,17 +117,24 @@ func TestConfigurationReference(t *testing.T) {
 	for _, v := range EnvVars() {
 		env[v.Path] = "`" + v.Name + "`"
 	}
+	flags := map[string]string{}
+	for _, f := range Flags() {
+		flags[f.Path] = "`--" + f.Name + "`"
+	}
 	var b bytes.Buffer
 	b.WriteString(referenceHeader)
 	for _, r := range rows {
 		if r.doc == "" {
 			t.Errorf("%s has no doc comment in internal/config: the reference would not say what it does", r.path)
 		}
-		e := env[r.path]
+		e, fl := env[r.path], flags[r.path]
 		if e == "" {
 			e = "–"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.path, r.typ, e, strings.ReplaceAll(r.doc, "|", `\|`))
+		if fl == "" {
+			fl = "–"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.path, r.typ, e, fl, strings.ReplaceAll(r.doc, "|", `\|`))
 	}
 	if *update {
 		if err := os.WriteFile(referenceFile, b.Bytes(), 0o644); err != nil {
@@ -146,8 +153,10 @@ const referenceHeader = `# Configuration reference
 Every field of keygate's YAML configuration file (` + "`keygate serve --config FILE`" + `), generated from the
 code's doc comments by ` + "`go test ./internal/config -run Reference -update`" + `; ` + "`TestConfigurationReference`" + ` fails
 when a field is missing here or has no comment. Durations are Go durations (` + "`90s`, `15m`, `720h`" + `: a number
-needs its unit). A ` + "`[]`" + ` in a path is any item of a list. Command-line flags of the same names (with
-` + "`-`" + ` for ` + "`_`" + `) win over the file; see ` + "`keygate serve -h`" + `. Complete examples: [examples/](../examples/).
+needs its unit). A ` + "`[]`" + ` in a path is any item of a list. The few settings a command line needs
+(where it listens, where it keeps its data, how it logs, the proxy in front) are also flags of
+` + "`keygate serve`" + `, which win over the file and the environment; see ` + "`keygate serve -h`" + `. Complete examples:
+[examples/](../examples/).
 
 The environment sets any field outside a list, over the file and under the flags, by one rule:
 ` + "`KEYGATE_`" + ` and the field's path in upper case, dots as underscores
@@ -159,11 +168,11 @@ that are not fields: ` + "`KEYGATE_ROOT_KEY`, `KEYGATE_ADMIN_TOKEN`, `KEYGATE_ME
 
 An empty variable is not set: ` + "`KEYGATE_ADMIN_TLS_CLIENT_CA_FILE=`" + ` (as Compose's ` + "`${CA:-}`" + ` and Helm templates write
 a value left out) leaves the file's ` + "`admin_tls.client_ca_file`" + ` in force, as an empty flag
-(` + "`--admin-client-ca=`" + `) does; so does a value of spaces, or for a list of commas. To turn a setting off,
+(` + "`--proxy=`" + `) leaves ` + "`forward_auth.proxy`" + `; so does a value of spaces, or for a list of commas. To turn a setting off,
 write it in the file (` + "`client_ca_file: \"\"`" + `), or give its variable the value that means off (` + "`KEYGATE_AUDIT_DISABLED=true`" + `).
 At start, ` + "`keygate serve`" + ` logs the names (never the values) of the variables that set the configuration
 (` + "`configuration from the environment`" + `) and of those it ignored as empty; ` + "`keygate config check`" + ` prints them too.
 
-| field | type | environment | meaning |
-| --- | --- | --- | --- |
+| field | type | environment | flag | meaning |
+| --- | --- | --- | --- | --- |
 `

@@ -141,7 +141,7 @@ type Service struct {
 	clients clientCache
 	// own verifies the tokens this service issued. Every algorithm is
 	// allowed: each published key is bound to its own, and keys of an
-	// earlier --signing-alg stay published until their tokens expire.
+	// earlier signing_alg stay published until their tokens expire.
 	own          *jose.Verifier
 	verified     verifiedCache // introspection's verified tokens
 	hashes       hashSlots     // Argon2id computations running at once

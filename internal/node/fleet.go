@@ -366,22 +366,23 @@ func redisClient(rawURL string, ts config.TokenService) (client redis.UniversalC
 // server name, as go-redis sets it. It refuses the files with a redis://
 // URL, and skip_verify, which would turn verification off. This is the
 // one check of the Redis TLS settings: it sees the URL and the files in
-// force, whether they came from flags or from the configuration file.
+// force, whether they came from the environment, the configuration file or
+// a file named there.
 func redisTLS(ts config.TokenService, u *url.URL) (*tls.Config, error) {
 	if u.Query().Has("skip_verify") {
 		if v, err := strconv.ParseBool(u.Query().Get("skip_verify")); err != nil || v {
-			return nil, errors.New("skip_verify would accept any certificate from Redis: give its CA with --redis-ca-file (token_service.redis_ca_file) instead")
+			return nil, errors.New("skip_verify would accept any certificate from Redis: give its CA with token_service.redis_ca_file instead")
 		}
 	}
 	if u.Scheme != "rediss" {
 		if ts.RedisCAFile != "" || ts.RedisCertFile != "" || ts.RedisKeyFile != "" {
-			return nil, errors.New("--redis-ca-file, --redis-cert and --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file) are for TLS: the Redis URL must be rediss://")
+			return nil, errors.New("token_service.redis_ca_file, redis_cert_file and redis_key_file are for TLS: the Redis URL must be rediss://")
 		}
 		return nil, nil
 	}
 	tc, err := tlscert.ClientConfig(ts.RedisCAFile, ts.RedisCertFile, ts.RedisKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--redis-ca-file, --redis-cert, --redis-key (token_service.redis_ca_file, redis_cert_file, redis_key_file): %w", err)
+		return nil, fmt.Errorf("token_service.redis_ca_file, redis_cert_file, redis_key_file: %w", err)
 	}
 	tc.ServerName = u.Hostname()
 	return tc, nil

@@ -47,14 +47,14 @@ func (n *Node) openKeyring() (dev bool, err error) {
 	case kopts.HeaderFile != "":
 		n.log.Warn("starting sealed: unseal with the passphrase (keygate unseal) before tokens can be issued", "keyring", header)
 	case ts.DatabaseURL != "" && !dev:
-		n.log.Warn("starting sealed: no root key (--root-key-file, KEYGATE_ROOT_KEY or a keyring passphrase); unseal with `keygate unseal --key-file FILE` (an empty store must first be initialized: keygate operator init)")
+		n.log.Warn("starting sealed: no root key (token_service.root_key_file, KEYGATE_ROOT_KEY or a keyring passphrase); unseal with `keygate unseal --key-file FILE` (an empty store must first be initialized: keygate operator init)")
 	default:
 		dev = true
 		path := filepath.Join(cfg.DataDir, RootKeyFile)
 		switch err := rootkey.GenerateKeyFile(path, cfg.Rand); {
 		case err == nil:
 			n.boot.RootKeyCreated = true
-			n.log.Warn("generated a dev root key; use --root-key-file or KEYGATE_ROOT_KEY in production", "path", path)
+			n.log.Warn("generated a dev root key; use token_service.root_key_file or KEYGATE_ROOT_KEY in production", "path", path)
 		case errors.Is(err, fs.ErrExist):
 			n.log.Info("dev root key loaded", "path", path)
 		default:
@@ -105,7 +105,7 @@ var (
 	// ErrNotInitialized refuses an unseal that nothing could check: a
 	// store with no signing key and no keyring.json. An unauthenticated
 	// caller must not choose the fleet's root key (see Init).
-	ErrNotInitialized = errors.New("the store holds no signing key and no keyring.json is set up, so no root key can be checked: initialize the fleet with keygate operator init, or start one node with its root key (--root-key-file or KEYGATE_ROOT_KEY)")
+	ErrNotInitialized = errors.New("the store holds no signing key and no keyring.json is set up, so no root key can be checked: initialize the fleet with keygate operator init, or start one node with its root key (token_service.root_key_file or KEYGATE_ROOT_KEY)")
 	// ErrStore: the store failed while a candidate key was checked or the
 	// signing keys loaded; the node stays sealed.
 	ErrStore = errors.New("the store failed")

@@ -329,62 +329,14 @@ func (s *Server) reload(ctx context.Context) error {
 	return nil
 }
 
-// Overrides are command-line settings that win over the file on every load.
-type Overrides struct {
-	Listen, AdminListen, ProbeListen string
-	EnvoyGRPCListen                  string
-	EnvoyGRPCReflection              bool   // turns reflection on (never off)
-	Proxy                            string // forward_auth.proxy; replaces trusted_headers too
-	// TLS and AdminTLS: each file given replaces the file's field.
-	TLS      config.TLS
-	AdminTLS config.AdminTLS
-	// Pprof turns pprof on (never off); MetricsTokenFile replaces the
-	// file's; AdminHosts are added to the file's.
-	Pprof            bool
-	MetricsTokenFile string
-	AdminHosts       []string
-	// TokenService, if set, writes the token_service settings given on
-	// the command line into the section, over the file's; Audit likewise
-	// the audit settings.
-	TokenService func(*config.TokenService)
-	Audit        func(*config.Audit)
-}
+// Overrides write the command line's settings over a configuration the
+// file and the environment gave, on every load: they win over both.
+type Overrides func(*config.Config)
 
+// Apply applies o, if set, to c.
 func (o Overrides) Apply(c *config.Config) {
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&c.TLS.CertFile, o.TLS.CertFile)
-	set(&c.TLS.KeyFile, o.TLS.KeyFile)
-	set(&c.AdminTLS.CertFile, o.AdminTLS.CertFile)
-	set(&c.AdminTLS.KeyFile, o.AdminTLS.KeyFile)
-	set(&c.AdminTLS.ClientCAFile, o.AdminTLS.ClientCAFile)
-	set(&c.MetricsTokenFile, o.MetricsTokenFile)
-	c.Pprof = c.Pprof || o.Pprof
-	c.AdminHosts = slices.Concat(c.AdminHosts, o.AdminHosts)
-	if o.Proxy != "" {
-		c.ForwardAuth.Proxy, c.ForwardAuth.TrustedHeaders = o.Proxy, nil
-	}
-	if o.Listen != "" {
-		c.Listen = o.Listen
-	}
-	if o.AdminListen != "" {
-		c.AdminListen = o.AdminListen
-	}
-	if o.ProbeListen != "" {
-		c.ProbeListen = o.ProbeListen
-	}
-	if o.EnvoyGRPCListen != "" {
-		c.EnvoyGRPCListen = o.EnvoyGRPCListen
-	}
-	c.EnvoyGRPCReflection = c.EnvoyGRPCReflection || o.EnvoyGRPCReflection
-	if o.TokenService != nil {
-		o.TokenService(&c.TokenService)
-	}
-	if o.Audit != nil {
-		o.Audit(&c.Audit)
+	if o != nil {
+		o(c)
 	}
 }
 

@@ -249,7 +249,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if cfg.Gateway.Pprof && !s.guards.operator.Set() {
-		return nil, errors.New("pprof is enabled, but there is no admin token to guard it (--admin-token-file or KEYGATE_ADMIN_TOKEN)")
+		return nil, errors.New("pprof is enabled, but there is no admin token to guard it (token_service.admin_token_file or KEYGATE_ADMIN_TOKEN)")
 	}
 	rt, err := s.buildRuntime(ctx, cfg.Gateway, nil)
 	if err != nil {

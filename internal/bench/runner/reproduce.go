@@ -239,7 +239,7 @@ func aesGCMDecrypt(env *Env, _ ReproduceOptions) (*Plan, error) {
 				return reqs, nil
 			}},
 			{Name: "keygate", Start: func(ctx context.Context, env *Env) (*Target, error) {
-				return StartKeygate(ctx, env, KeygateSpec{Name: "keygate", Args: []string{"--access-token-ttl", "1h"}})
+				return StartKeygate(ctx, env, KeygateSpec{Name: "keygate", Env: []string{"KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h"}})
 			}, Pool: func(ctx context.Context, t *Target) ([]loadgen.Request, error) {
 				return transitPool(ctx, t, "decrypt", plaintexts)
 			}},

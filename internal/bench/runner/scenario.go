@@ -255,7 +255,7 @@ func tokenSeries(_ *Env, o ScenarioOptions) (Series, []string, error) {
 				Header: []loadgen.Header{{Name: "Authorization", Value: c.BasicAuth()},
 					{Name: "Content-Type", Value: "application/x-www-form-urlencoded"}}}}, nil
 		},
-	}, []string{"A started keygate runs 'serve --dev --token-rate-limit 0'; against a running one the client's rate limit applies."}, nil
+	}, []string{"A started keygate runs 'serve --dev' with KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0; against a running one the client's rate limit applies."}, nil
 }
 
 func introspectSeries(_ *Env, o ScenarioOptions) (Series, []string, error) {
@@ -326,6 +326,6 @@ func transitSeries(op string) func(*Env, ScenarioOptions) (Series, []string, err
 func devStart(o ScenarioOptions) func(ctx context.Context, env *Env) (*Target, error) {
 	return func(ctx context.Context, env *Env) (*Target, error) {
 		return StartKeygate(ctx, env, KeygateSpec{Name: cmpOrString(o.SeriesName, "keygate"),
-			Args: []string{"--token-rate-limit", "0", "--access-token-ttl", "1h"}})
+			Env: []string{"KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0", "KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h"}})
 	}
 }

@@ -98,7 +98,7 @@ type KeygateSpec struct {
 	// (a token service on a fresh SQLite store, its admin token read back
 	// from the data directory).
 	Config string
-	Args   []string // further serve flags
+	Env    []string // further settings, as KEYGATE_ variables
 }
 
 // StartKeygate starts keygate, with its profiles and /metrics on the
@@ -116,8 +116,8 @@ func StartKeygate(ctx context.Context, env *Env, spec KeygateSpec) (*Target, err
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--listen", listen, "--admin-listen", admin, "--data-dir", data, "--pprof"}
-	var envv []string
+	args := []string{"serve", "--listen", listen, "--admin-listen", admin, "--data-dir", data}
+	envv := append([]string{"KEYGATE_PPROF=true"}, spec.Env...)
 	token := ""
 	if spec.Config == "" {
 		args = append(args, "--dev")
@@ -132,7 +132,6 @@ func StartKeygate(ctx context.Context, env *Env, spec KeygateSpec) (*Target, err
 		token = hex.EncodeToString(b)
 		envv = append(envv, "KEYGATE_ADMIN_TOKEN="+token)
 	}
-	args = append(args, spec.Args...)
 	p, err := Start(Spec{Name: spec.Name, Exe: env.Exe, Args: args, Env: envv, CPUs: env.CPUs, GOMAXPROCS: env.Procs,
 		Log: filepath.Join(env.Dir, spec.Name+".log")})
 	if err != nil {
