@@ -2,84 +2,17 @@ package admin
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sync"
 	"testing"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/audittest"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer"
 )
-
-// memSink keeps audit lines in memory.
-type memSink struct {
-	mu       sync.Mutex
-	buf, log bytes.Buffer // since the last take, and all
-}
-
-func (m *memSink) Name() string { return "mem" }
-func (m *memSink) Close() error { return nil }
-func (m *memSink) Write(_ context.Context, lines []audit.Line) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, l := range lines {
-		m.buf.Write(l.Bytes)
-		m.log.Write(l.Bytes)
-	}
-	return nil
-}
-
-// all returns every line written.
-func (m *memSink) all() []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return bytes.Clone(m.log.Bytes())
-}
-
-// take returns the records written since the last take.
-func (m *memSink) take(t *testing.T) []audit.Record {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []audit.Record
-	for _, line := range bytes.Split(bytes.TrimSpace(m.buf.Bytes()), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		e, err := audit.ParseLine(line)
-		if err != nil {
-			t.Fatalf("ParseLine(%s): %v", line, err)
-		}
-		if e.Type == audit.TypeRecord {
-			out = append(out, e.Record)
-		}
-	}
-	m.buf.Reset()
-	return out
-}
-
-// anyValue in a wanted record's hashed values: present, whatever it is.
-const anyValue = "\x00any"
-
-// newAuditLog starts an audit log writing to a memory sink.
-func newAuditLog(t testing.TB, sink audit.Sink) (*audit.Log, *audit.HMACKey) {
-	t.Helper()
-	sk, _ := audit.NewSigningKey(bytes.Repeat([]byte{7}, audit.SeedSize))
-	mac, _ := audit.NewHMACKey(bytes.Repeat([]byte{8}, 32))
-	l, err := audit.New(audit.Config{Node: "n1", Signer: sk, HMAC: mac, Sinks: []audit.Sink{sink}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(context.Background()) })
-	return l, mac
-}
 
 // auditedHandlers wraps the token endpoints and the admin API the way
 // package server does.
@@ -102,8 +35,8 @@ var tokenOps = map[string]audit.Operation{"/oauth2/token": "oauth2.token", "/oau
 // values an auditor must match (HMAC'd), with a pending record before every
 // change; no record holds a secret, a password or a token.
 func TestAuditRecords(t *testing.T) {
-	sink := &memSink{}
-	log, mac := newAuditLog(t, sink)
+	sink := &audittest.MemSink{}
+	log, mac := audittest.NewLog(t, sink)
 	a, err := httpaudit.New(httpaudit.Config{Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -117,40 +50,13 @@ func TestAuditRecords(t *testing.T) {
 	t.Cleanup(f.pub.Close)
 	kid := f.km.Signer().Key().Thumbprint()
 
-	type want struct {
-		op        audit.Operation
-		result    audit.Result
-		principal audit.PrincipalKind
-		id        string
-		reason    audit.Reason
-		key       string
-		hashed    map[string]string
-	}
-	check := func(step string, ws ...want) {
+	check := func(step string, ws ...audittest.Want) {
 		t.Helper()
-		got := sink.take(t)
-		if len(got) != len(ws) {
-			t.Fatalf("%s: %d records, want %d: %+v", step, len(got), len(ws), got)
-		}
-		for i, w := range ws {
-			r := got[i]
-			if r.Operation != w.op || r.Result != w.result || r.Principal.Kind != w.principal || r.Principal.ID != w.id ||
-				r.Reason != w.reason || r.Key.Name != w.key || r.RequestID != got[0].RequestID || !r.Remote.IsLoopback() {
-				t.Errorf("%s: record %d %+v, want %+v", step, i, r, w)
-			}
-			if len(r.Hashed) != len(w.hashed) {
-				t.Errorf("%s: record %d hashed %v, want %v", step, i, r.Hashed, w.hashed)
-			}
-			for name, v := range w.hashed {
-				if d, ok := r.Hashed[name]; !ok || v != anyValue && !d.Equal(mac.Sum(v)) {
-					t.Errorf("%s: record %d: hashed %s is not the HMAC of %q", step, i, name, v)
-				}
-			}
-		}
+		audittest.Check(t, mac, step, sink.Take(t), ws...)
 	}
 
-	adminW := func(op audit.Operation, r audit.Result, hashed map[string]string) want {
-		return want{op: op, result: r, principal: audit.PrincipalAdmin, hashed: hashed}
+	adminW := func(op audit.Operation, r audit.Result, hashed map[string]string) audittest.Want {
+		return audittest.Want{Op: op, Result: r, Principal: audit.PrincipalAdmin, Hashed: hashed}
 	}
 	code, c := f.call(t, "POST", "/v1/admin/clients", adminToken, map[string]any{"name": "app", "scopes": []string{"read"}})
 	if code != 201 {
@@ -174,20 +80,20 @@ func TestAuditRecords(t *testing.T) {
 	}
 	access, refresh := tok["access_token"].(string), tok["refresh_token"].(string)
 	check("login",
-		want{op: "login.password", result: audit.ResultPending, principal: audit.PrincipalUser, id: userID,
-			hashed: map[string]string{"username": "alice", "family": anyValue}},
-		want{op: "login.password", result: audit.ResultOK, principal: audit.PrincipalUser, id: userID, key: kid,
-			hashed: map[string]string{"username": "alice", "family": anyValue, "jti": jtiOf(t, access)}})
+		audittest.Want{Op: "login.password", Result: audit.ResultPending, Principal: audit.PrincipalUser, ID: userID,
+			Hashed: map[string]string{"username": "alice", "family": audittest.Any}},
+		audittest.Want{Op: "login.password", Result: audit.ResultOK, Principal: audit.PrincipalUser, ID: userID, Key: kid,
+			Hashed: map[string]string{"username": "alice", "family": audittest.Any, "jti": jtiOf(t, access)}})
 
 	cc := f.tokenFor(t, client)
-	check("client_credentials", want{op: "oauth2.token.client_credentials", result: audit.ResultOK, principal: audit.PrincipalClient,
-		id: client[0], key: kid, hashed: map[string]string{"jti": jtiOf(t, cc)}})
+	check("client_credentials", audittest.Want{Op: "oauth2.token.client_credentials", Result: audit.ResultOK, Principal: audit.PrincipalClient,
+		ID: client[0], Key: kid, Hashed: map[string]string{"jti": jtiOf(t, cc)}})
 
 	if code, _ := f.post(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}}, client[0], "wrong-secret"); code != 401 {
 		t.Fatalf("wrong secret: %d", code)
 	}
-	check("wrong secret", want{op: "oauth2.token", result: audit.ResultRefused, reason: "invalid_client",
-		hashed: map[string]string{"client_id": client[0]}})
+	check("wrong secret", audittest.Want{Op: "oauth2.token", Result: audit.ResultRefused, Reason: "invalid_client",
+		Hashed: map[string]string{"client_id": client[0]}})
 
 	code, tok = f.refresh(t, client, refresh)
 	if code != 200 {
@@ -195,23 +101,23 @@ func TestAuditRecords(t *testing.T) {
 	}
 	access2 := tok["access_token"].(string)
 	check("refresh",
-		want{op: "oauth2.token.refresh_token", result: audit.ResultPending, principal: audit.PrincipalClient, id: client[0]},
-		want{op: "oauth2.token.refresh_token", result: audit.ResultOK, principal: audit.PrincipalUser, id: userID, key: kid,
-			hashed: map[string]string{"family": anyValue, "jti": jtiOf(t, access2)}})
+		audittest.Want{Op: "oauth2.token.refresh_token", Result: audit.ResultPending, Principal: audit.PrincipalClient, ID: client[0]},
+		audittest.Want{Op: "oauth2.token.refresh_token", Result: audit.ResultOK, Principal: audit.PrincipalUser, ID: userID, Key: kid,
+			Hashed: map[string]string{"family": audittest.Any, "jti": jtiOf(t, access2)}})
 
 	if code, _ := f.post(t, "/oauth2/revoke", url.Values{"token": {cc}}, client[0], client[1]); code != 200 {
 		t.Fatalf("revoke: %d", code)
 	}
 	check("revoke",
-		want{op: "oauth2.revoke", result: audit.ResultPending, principal: audit.PrincipalClient, id: client[0]},
-		want{op: "oauth2.revoke", result: audit.ResultOK, principal: audit.PrincipalClient, id: client[0],
-			hashed: map[string]string{"jti": jtiOf(t, cc)}})
+		audittest.Want{Op: "oauth2.revoke", Result: audit.ResultPending, Principal: audit.PrincipalClient, ID: client[0]},
+		audittest.Want{Op: "oauth2.revoke", Result: audit.ResultOK, Principal: audit.PrincipalClient, ID: client[0],
+			Hashed: map[string]string{"jti": jtiOf(t, cc)}})
 
 	if !f.active(t, client, access2) {
 		t.Fatal("the refreshed access token is not active")
 	}
-	check("introspect", want{op: "oauth2.introspect", result: audit.ResultOK, principal: audit.PrincipalClient, id: client[0],
-		hashed: map[string]string{"jti": jtiOf(t, access2)}})
+	check("introspect", audittest.Want{Op: "oauth2.introspect", Result: audit.ResultOK, Principal: audit.PrincipalClient, ID: client[0],
+		Hashed: map[string]string{"jti": jtiOf(t, access2)}})
 
 	if code, _ := f.call(t, "GET", "/v1/admin/clients", adminToken, nil); code != 200 {
 		t.Fatal("list clients")
@@ -220,7 +126,7 @@ func TestAuditRecords(t *testing.T) {
 	if code, _ := f.call(t, "POST", "/v1/admin/clients", "not-the-admin-token-at-all-0123456789", map[string]any{"name": "x"}); code != 401 {
 		t.Fatal("a wrong admin token was accepted")
 	}
-	check("wrong admin token", want{op: "admin.request", result: audit.ResultRefused, reason: "unauthorized"})
+	check("wrong admin token", audittest.Want{Op: "admin.request", Result: audit.ResultRefused, Reason: "unauthorized"})
 
 	if code, _ := f.call(t, "POST", "/v1/admin/revocations", adminToken, map[string]any{"subject": userID}); code != 201 {
 		t.Fatal("revoke subject")
@@ -235,7 +141,7 @@ func TestAuditRecords(t *testing.T) {
 	if code, _ := f.call(t, "POST", "/v1/admin/keys/rotate", adminToken, nil); code != 200 {
 		t.Fatal("rotate")
 	}
-	got := sink.take(t)
+	got := sink.Take(t)
 	if len(got) != 2 || got[1].Key.Name == "" || got[1].Key.Name == kid || got[1].Operation != "admin.keys.rotate" {
 		t.Errorf("rotate: %+v, want the new kid as the key", got)
 	}
@@ -243,7 +149,7 @@ func TestAuditRecords(t *testing.T) {
 	for name, secret := range map[string]string{"client secret": client[1], "password": "correct horse battery",
 		"access token": access, "refresh token": refresh, "client_credentials token": cc, "admin token": adminToken,
 		"username": "alice"} {
-		if bytes.Contains(sink.all(), []byte(secret)) {
+		if bytes.Contains(sink.All(), []byte(secret)) {
 			t.Errorf("the %s is in the audit log", name)
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/audittest"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/server"
@@ -19,43 +19,20 @@ import (
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
-// captureSink keeps every line it is given, and fails while fail is set.
+// captureSink is audittest's memory sink that fails while fail is set.
 type captureSink struct {
 	failSink
-	mu    sync.Mutex
-	lines [][]byte
+	audittest.MemSink
 }
 
 func (s *captureSink) Name() string { return "capture" }
+func (s *captureSink) Close() error { return nil }
 
 func (s *captureSink) Write(ctx context.Context, lines []audit.Line) error {
 	if err := s.failSink.Write(ctx, lines); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range lines {
-		s.lines = append(s.lines, bytes.Clone(l.Bytes))
-	}
-	return nil
-}
-
-// records returns the records written so far.
-func (s *captureSink) records(t *testing.T) []audit.Record {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []audit.Record
-	for _, l := range s.lines {
-		e, err := audit.ParseLine(bytes.TrimSuffix(l, []byte("\n")))
-		if err != nil {
-			t.Fatalf("audit line %q: %v", l, err)
-		}
-		if e.Type == audit.TypeRecord {
-			out = append(out, e.Record)
-		}
-	}
-	return out
+	return s.MemSink.Write(ctx, lines)
 }
 
 // transitToken is a client_credentials token of a client with scopes,
@@ -128,7 +105,7 @@ func TestAuditTransit(t *testing.T) {
 		result audit.Result
 	}
 	var got []want
-	for _, r := range sink.records(t) {
+	for _, r := range sink.Take(t) {
 		if !strings.HasPrefix(string(r.Operation), "transit.") {
 			continue
 		}
@@ -151,9 +128,7 @@ func TestAuditTransit(t *testing.T) {
 			t.Errorf("record %d: %v, want %v", i, got[i], wantOps[i])
 		}
 	}
-	sink.mu.Lock()
-	all := bytes.Join(sink.lines, nil)
-	sink.mu.Unlock()
+	all := sink.All()
 	for _, secret := range []string{plaintext, pt, enc.Data.Ciphertext, strings.TrimPrefix(enc.Data.Ciphertext, "vault:v1:"), tok} {
 		if bytes.Contains(all, []byte(secret)) {
 			t.Errorf("an audit record holds %q", secret)
@@ -200,7 +175,9 @@ func TestAuditWrongMethods(t *testing.T) {
 			continue
 		}
 		found := false
-		for _, r := range sink.records(t) {
+		// The answer waited for its record: it is among those since the
+		// last request's.
+		for _, r := range sink.Take(t) {
 			if r.RequestID == id {
 				found = r.Operation == c.op && r.Status == http.StatusMethodNotAllowed
 				if !found {

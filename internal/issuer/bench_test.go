@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/audittest"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/issuer/signingkeys"
@@ -90,7 +91,7 @@ func BenchmarkClientCredentials(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		log, _ := newAuditLog(b, fs)
+		log, _ := audittest.NewLog(b, fs)
 		a, err := httpaudit.New(httpaudit.Config{Log: log})
 		if err != nil {
 			b.Fatal(err)

@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -31,7 +28,6 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/testnet"
-	"github.com/keygate/keygate/jose"
 )
 
 // envoyCheck is the CheckRequest Envoy sends for a GET of path with the
@@ -196,18 +192,7 @@ func TestEnvoyGRPCHealthFollowsReadiness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: waits for the watcher's poll to find the node ready; run without -short")
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := jose.NewSigner(jose.ES256, "k1", k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks, err := jose.NewKeySet(signer.Key()).MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jwks := oneKeyJWKS(t)
 	var up atomic.Bool
 	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {

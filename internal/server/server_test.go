@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -526,3 +529,22 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 }
 
 func signature(token string) string { return token[strings.LastIndexByte(token, '.')+1:] }
+
+// oneKeyJWKS is a JWKS of one new ES256 key, kid k1, for a test that
+// needs an issuer to trust but signs no token with it.
+func oneKeyJWKS(t *testing.T) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jose.NewSigner(jose.ES256, "k1", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks, err := jose.NewKeySet(s.Key()).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwks
+}

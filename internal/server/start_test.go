@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"log/slog"
 	"net"
@@ -18,27 +16,14 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/testnet"
-	"github.com/keygate/keygate/jose"
 )
 
 // trustingYAML is a configuration that trusts one issuer's keys, from a
 // JWKS file it writes in dir, with its data directory in dir too.
 func trustingYAML(t *testing.T, dir string) string {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jose.NewSigner(jose.ES256, "k1", k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwks, err := jose.NewKeySet(s.Key()).MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := filepath.Join(dir, "keys.jwks.json")
-	if err := os.WriteFile(keys, jwks, 0o600); err != nil {
+	if err := os.WriteFile(keys, oneKeyJWKS(t), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: " + filepath.Join(dir, "data") + "\n" +
