@@ -1,9 +1,8 @@
 package jose
 
 // Conformance tests against independent vectors, read through
-// internal/testvectors (its testdata/README.md names each file's source;
-// shared/vectors/README.md, where they were copied from, gives every file's
-// format and its known quirks):
+// internal/testvectors (its testdata/README.md names each file's source; the
+// upstream quirks skipped here are named where they are skipped):
 //
 //   - Project Wycheproof primitive files for every JOSE algorithm, driven
 //     through jose's own key import (NewKey, NewHMACKey, ParseJWK) and its
