@@ -8,8 +8,9 @@ package jose
 // on a Verifier's header cache, and keys survive a MarshalJSON round trip
 // with their thumbprint.
 //
-// Seeds come from ../../shared/vectors when present (Wycheproof json_web_*,
-// the JOSE cookbook, the RFC examples) and from the handcrafted seeds below.
+// Seeds come from the conformance vectors in internal/testvectors (Wycheproof
+// json_web_*, the JOSE cookbook, the RFC examples) and from the handcrafted
+// seeds below.
 //
 //	go test -run='^$' -fuzz='^FuzzParse$' -fuzztime=30s ./jose
 
@@ -25,13 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/keygate/keygate/internal/testvectors"
 )
 
 // Fixed key material, so that seeds made by the fuzzing coordinator verify in
@@ -399,7 +400,7 @@ var fzDirty = func() string {
 }()
 
 // ---------------------------------------------------------------------------
-// Seeds from ../../shared/vectors.
+// Seeds from internal/testvectors.
 
 type fzVectorSeeds struct {
 	tokens []string // compact JWS strings
@@ -407,80 +408,65 @@ type fzVectorSeeds struct {
 	sets   [][]byte // {"keys":[...]} documents
 }
 
-var (
-	fzVectorsOnce sync.Once
-	fzVectors     fzVectorSeeds
-)
-
-// fzLoadVectors walks the JSON vector files and collects every compact JWS
-// string, JWK object and JWK set in them. Missing files are skipped silently.
-func fzLoadVectors() fzVectorSeeds {
-	fzVectorsOnce.Do(func() {
-		root := filepath.Join("..", "..", "shared", "vectors")
-		var files []string
-		w, _ := filepath.Glob(filepath.Join(root, "wycheproof", "json_web_*.json"))
-		files = append(files, w...)
-		for _, dir := range []string{"jose-cookbook", "rfc"} {
-			_ = filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
-					files = append(files, p)
-				}
-				return nil
-			})
+// fzLoadVectors walks the JOSE vector files and collects every compact JWS
+// string, JWK object and JWK set in them. A missing or altered file fails t.
+// It runs once per fuzz target (milliseconds each), not behind a sync.Once,
+// which a failed read would leave half done for the next target.
+func fzLoadVectors(t testing.TB) fzVectorSeeds {
+	t.Helper()
+	var seeds fzVectorSeeds
+	var files []string
+	for _, pattern := range []string{"wycheproof/json_web_*.json", "jose-cookbook/*/*.json", "rfc/*.json"} {
+		files = append(files, testvectors.Glob(t, pattern)...)
+	}
+	seen := map[string]bool{}
+	add := func(dst *[][]byte, b []byte) {
+		if len(b) > 64<<10 || seen[string(b)] {
+			return
 		}
-		seen := map[string]bool{}
-		add := func(dst *[][]byte, b []byte) {
-			if len(b) > 64<<10 || seen[string(b)] {
+		seen[string(b)] = true
+		*dst = append(*dst, append([]byte(nil), b...))
+	}
+	var walk func(raw json.RawMessage, depth int)
+	walk = func(raw json.RawMessage, depth int) {
+		raw = bytes.TrimSpace(raw)
+		if depth > 20 || len(raw) == 0 {
+			return
+		}
+		switch raw[0] {
+		case '"':
+			var s string
+			if json.Unmarshal(raw, &s) == nil && strings.Count(s, ".") == 2 && len(s) <= 64<<10 && !seen[s] {
+				seen[s] = true
+				seeds.tokens = append(seeds.tokens, s)
+			}
+		case '[':
+			var a []json.RawMessage
+			if json.Unmarshal(raw, &a) == nil {
+				for _, e := range a {
+					walk(e, depth+1)
+				}
+			}
+		case '{':
+			var o map[string]json.RawMessage
+			if json.Unmarshal(raw, &o) != nil {
 				return
 			}
-			seen[string(b)] = true
-			*dst = append(*dst, append([]byte(nil), b...))
-		}
-		var walk func(raw json.RawMessage, depth int)
-		walk = func(raw json.RawMessage, depth int) {
-			raw = bytes.TrimSpace(raw)
-			if depth > 20 || len(raw) == 0 {
-				return
+			if _, ok := o["kty"]; ok {
+				add(&seeds.jwks, raw)
 			}
-			switch raw[0] {
-			case '"':
-				var s string
-				if json.Unmarshal(raw, &s) == nil && strings.Count(s, ".") == 2 && len(s) <= 64<<10 && !seen[s] {
-					seen[s] = true
-					fzVectors.tokens = append(fzVectors.tokens, s)
-				}
-			case '[':
-				var a []json.RawMessage
-				if json.Unmarshal(raw, &a) == nil {
-					for _, e := range a {
-						walk(e, depth+1)
-					}
-				}
-			case '{':
-				var o map[string]json.RawMessage
-				if json.Unmarshal(raw, &o) != nil {
-					return
-				}
-				if _, ok := o["kty"]; ok {
-					add(&fzVectors.jwks, raw)
-				}
-				if k, ok := o["keys"]; ok && bytes.HasPrefix(bytes.TrimSpace(k), []byte("[")) {
-					add(&fzVectors.sets, raw)
-				}
-				for _, v := range o {
-					walk(v, depth+1)
-				}
+			if k, ok := o["keys"]; ok && bytes.HasPrefix(bytes.TrimSpace(k), []byte("[")) {
+				add(&seeds.sets, raw)
+			}
+			for _, v := range o {
+				walk(v, depth+1)
 			}
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			walk(b, 0)
-		}
-	})
-	return fzVectors
+	}
+	for _, f := range files {
+		walk(testvectors.Read(t, f), 0)
+	}
+	return seeds
 }
 
 // ---------------------------------------------------------------------------
@@ -601,7 +587,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range fzTokenSeeds() {
 		f.Add(s)
 	}
-	for _, s := range fzLoadVectors().tokens {
+	for _, s := range fzLoadVectors(f).tokens {
 		f.Add(s)
 	}
 	_, signers := fzKeys()
@@ -695,7 +681,7 @@ func FuzzVerify(f *testing.F) {
 		f.Add(tok)
 	}
 	// Some handcrafted seeds are signed with the fixed keys and valid too.
-	for _, s := range append(fzTokenSeeds(), fzLoadVectors().tokens...) {
+	for _, s := range append(fzTokenSeeds(), fzLoadVectors(f).tokens...) {
 		if _, err := shared.Verify(s); err == nil {
 			valid[s] = true
 		}
@@ -720,7 +706,7 @@ func FuzzParseJWK(f *testing.F) {
 	for _, b := range fzJWKSeeds() {
 		f.Add(b)
 	}
-	for _, b := range fzLoadVectors().jwks {
+	for _, b := range fzLoadVectors(f).jwks {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -914,10 +900,10 @@ func FuzzParseKeySet(f *testing.F) {
 	f.Add([]byte(`{"keys":null}`))
 	f.Add([]byte(`{"keys":[1,"a",null,{}]}`))
 	f.Add([]byte(`{"keys":[],"keys":[]}`))
-	for _, b := range fzLoadVectors().sets {
+	for _, b := range fzLoadVectors(f).sets {
 		f.Add(b)
 	}
-	for _, b := range fzLoadVectors().jwks {
+	for _, b := range fzLoadVectors(f).jwks {
 		f.Add([]byte(`{"keys":[` + string(b) + `]}`))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,8 +1,8 @@
 package jose
 
-// Conformance tests against independent vectors kept in the shared/ checkout
-// beside this repository (see shared/vectors/README.md for every file's
-// format and its known quirks):
+// Conformance tests against independent vectors, read through
+// internal/testvectors (its testdata/README.md names each file's source; the
+// upstream quirks skipped here are named where they are skipped):
 //
 //   - Project Wycheproof primitive files for every JOSE algorithm, driven
 //     through jose's own key import (NewKey, NewHMACKey, ParseJWK) and its
@@ -30,36 +30,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/keygate/keygate/internal/testvectors"
 )
 
-// vectorsRel is where CI puts the shared vectors: the repository is cloned
-// to /X/main and the vectors to /X/shared, and tests run in /X/main/jose.
-const vectorsRel = "../../shared/vectors"
-
-// vectorsDir returns the path of a directory or file under the vectors root,
-// skipping the test when the vectors are not checked out.
-func vectorsDir(t *testing.T, elem ...string) string {
+// readVectorJSON decodes the vector file name (a path under testvectors'
+// testdata, such as "wycheproof/hmac_sha256_test.json") into v. A missing or
+// altered file fails the test.
+func readVectorJSON(t *testing.T, name string, v any) {
 	t.Helper()
-	root := filepath.FromSlash(vectorsRel)
-	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-		t.Skipf("conformance vectors not found at %s (CI clones shared/ beside main/): %v", root, err)
-	}
-	return filepath.Join(append([]string{root}, elem...)...)
-}
-
-func readVectorJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	if err := json.Unmarshal(testvectors.Read(t, name), v); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 }
 
@@ -280,12 +264,11 @@ func TestVectorsWycheproofPrimitives(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: every Wycheproof primitive vector; run without -short")
 	}
-	dir := vectorsDir(t, "wycheproof")
 	for _, tc := range wycheproofPrimitives {
 		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
 			t.Parallel()
 			var f wpPrimitiveFile
-			readVectorJSON(t, filepath.Join(dir, tc.file), &f)
+			readVectorJSON(t, "wycheproof/"+tc.file, &f)
 			c := newTally(tc.file, f.NumberOfTests)
 			if tc.alg.family() == famHMAC {
 				runWycheproofMAC(t, c, tc.alg, tc.groupType, &f)
@@ -572,12 +555,11 @@ func joseKeyMaterial(raw json.RawMessage) (KeyResolver, error, string) {
 }
 
 func TestVectorsWycheproofJOSE(t *testing.T) {
-	dir := vectorsDir(t, "wycheproof")
 	for _, file := range []string{wpJWSSignature, "json_web_key_test.json", "json_web_crypto_test.json"} {
 		t.Run(strings.TrimSuffix(file, ".json"), func(t *testing.T) {
 			t.Parallel()
 			var f wpJOSEFile
-			readVectorJSON(t, filepath.Join(dir, file), &f)
+			readVectorJSON(t, "wycheproof/"+file, &f)
 			c := newTally(file, f.NumberOfTests)
 			quirks := wycheproofJOSEQuirks[file]
 			rocaID, rocaSeen := wycheproofROCA[file], false
@@ -685,19 +667,12 @@ func oneOrMany(t *testing.T, id string, raw json.RawMessage) []json.RawMessage {
 }
 
 func TestVectorsCookbookJWS(t *testing.T) {
-	dir := vectorsDir(t, "jose-cookbook")
-	files, err := filepath.Glob(filepath.Join(dir, "jws", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cookbook JWS files under %s: %v", dir, err)
-	}
-	files = append(files, filepath.Join(dir, "curve25519", "jws.json"))
-	for _, path := range files {
-		rel, _ := filepath.Rel(dir, path)
-		rel = filepath.ToSlash(rel)
-		t.Run(rel, func(t *testing.T) {
+	files := append(testvectors.Glob(t, "jose-cookbook/jws/*.json"), "jose-cookbook/curve25519/jws.json")
+	for _, name := range files {
+		t.Run(strings.TrimPrefix(name, "jose-cookbook/"), func(t *testing.T) {
 			var v cookbookJWS
-			readVectorJSON(t, path, &v)
-			c := newTally("jose-cookbook/"+rel, 0)
+			readVectorJSON(t, name, &v)
+			c := newTally(name, 0)
 			runCookbookJWS(t, c, &v)
 			c.report(t)
 		})
@@ -832,7 +807,6 @@ func runCookbookJWS(t *testing.T, c *tally, v *cookbookJWS) {
 // RFC 7520 §3 cookbook JWKs.
 
 func TestVectorsCookbookJWK(t *testing.T) {
-	dir := vectorsDir(t, "jose-cookbook", "jwk")
 	// What each file is: its kty, whether it is private, the algorithm it
 	// serves (0: not a signing key), and the public file of the same key.
 	want := map[string]struct {
@@ -850,24 +824,17 @@ func TestVectorsCookbookJWK(t *testing.T) {
 		// let it verify or sign.
 		"3_6.symmetric_key_encryption.json": {"oct", true, 0, ""},
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no cookbook JWK files under %s: %v", dir, err)
-	}
+	files := testvectors.Glob(t, "jose-cookbook/jwk/*.json")
 	c := newTally("jose-cookbook/jwk", 0)
 	parsed := map[string]*JWK{}
-	for _, path := range files {
-		name := filepath.Base(path)
+	for _, file := range files {
+		name := strings.TrimPrefix(file, "jose-cookbook/jwk/")
 		w, ok := want[name]
 		if !ok {
 			t.Errorf("jose-cookbook/jwk/%s: file not classified by this test", name)
 			continue
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j, err := ParseJWK(data)
+		j, err := ParseJWK(testvectors.Read(t, file))
 		c.check(t, name+" ParseJWK", err)
 		if err != nil {
 			continue
@@ -944,12 +911,12 @@ type rfc7515Example struct {
 }
 
 func TestVectorsRFC7515AppendixA(t *testing.T) {
-	path := vectorsDir(t, "rfc", "rfc7515_appendix_a.json")
 	var f struct {
 		Examples []rfc7515Example `json:"examples"`
 	}
+	path := "rfc/rfc7515_appendix_a.json"
 	readVectorJSON(t, path, &f)
-	c := newTally("rfc/rfc7515_appendix_a.json", 0)
+	c := newTally(path, 0)
 	seen := map[string]bool{}
 	for _, ex := range f.Examples {
 		seen[ex.ID] = true
@@ -1083,7 +1050,6 @@ func TestVectorsRFC7515AppendixA(t *testing.T) {
 // RFC 8037 Appendix A (Ed25519).
 
 func TestVectorsRFC8037Ed25519(t *testing.T) {
-	path := vectorsDir(t, "rfc", "rfc8037_ed25519.json")
 	var f struct {
 		Private    json.RawMessage `json:"A.1_private_jwk"`
 		Public     json.RawMessage `json:"A.2_public_jwk"`
@@ -1101,8 +1067,9 @@ func TestVectorsRFC8037Ed25519(t *testing.T) {
 			JWS                 string `json:"jws"`
 		} `json:"A.4_jws"`
 	}
+	path := "rfc/rfc8037_ed25519.json"
 	readVectorJSON(t, path, &f)
-	c := newTally("rfc/rfc8037_ed25519.json", 0)
+	c := newTally(path, 0)
 
 	// The vector's own canonical JSON must hash to its thumbprint, or the
 	// comparison below would prove nothing.
@@ -1172,7 +1139,6 @@ func TestVectorsRFC8037Ed25519(t *testing.T) {
 // RFC 7517 Appendix A/B key sets and the RFC 7638 §3.1 thumbprint.
 
 func TestVectorsRFC7517RFC7638(t *testing.T) {
-	path := vectorsDir(t, "rfc", "rfc7517_rfc7638_jwk.json")
 	var f struct {
 		PublicKeys    json.RawMessage `json:"rfc7517_A.1_public_keys"`
 		PrivateKeys   json.RawMessage `json:"rfc7517_A.2_private_keys"`
@@ -1183,8 +1149,9 @@ func TestVectorsRFC7517RFC7638(t *testing.T) {
 			Thumbprint string          `json:"thumbprint_sha256_b64u"`
 		} `json:"rfc7638_3.1"`
 	}
+	path := "rfc/rfc7517_rfc7638_jwk.json"
 	readVectorJSON(t, path, &f)
-	c := newTally("rfc/rfc7517_rfc7638_jwk.json", 0)
+	c := newTally(path, 0)
 
 	// RFC 7638 §3.1.
 	j, err := ParseJWK(f.RFC7638.JWK)
@@ -1260,7 +1227,7 @@ func TestVectorsRFC7517RFC7638(t *testing.T) {
 		var a struct {
 			Examples []rfc7515Example `json:"examples"`
 		}
-		readVectorJSON(t, vectorsDir(t, "rfc", "rfc7515_appendix_a.json"), &a)
+		readVectorJSON(t, "rfc/rfc7515_appendix_a.json", &a)
 		if len(a.Examples) > 0 && a.Examples[0].ID == "A.1" {
 			_, err := verifyCompact(set, a.Examples[0].JWS)
 			c.check(t, "A.3 set verifies RFC 7515 A.1", err)

@@ -2,23 +2,17 @@ package rootkey
 
 // AES-256-GCM conformance of the package's one AEAD construction (newGCM,
 // through the single-layer helpers gcmSeal/gcmOpen) against Project
-// Wycheproof's aes_gcm_test.json, kept in the shared/ checkout beside this
-// repository.
+// Wycheproof's aes_gcm_test.json, from internal/testvectors.
 
 import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-// vectorsRel is where CI puts the shared vectors: the repository is cloned
-// to /X/main, the vectors to /X/shared, and tests run in
-// /X/main/internal/keyring.
-const vectorsRel = "../../../shared/vectors"
+	"github.com/keygate/keygate/internal/testvectors"
+)
 
 type aeadVectors struct {
 	Algorithm     string `json:"algorithm"`
@@ -43,15 +37,9 @@ type aeadVectors struct {
 }
 
 func TestWycheproofAESGCM(t *testing.T) {
-	path := filepath.Join(filepath.FromSlash(vectorsRel), "wycheproof", "aes_gcm_test.json")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("Wycheproof vectors not found at %s (CI clones shared/ beside main/)", path)
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	const path = "wycheproof/aes_gcm_test.json"
 	var v aeadVectors
-	if err := json.Unmarshal(data, &v); err != nil {
+	if err := json.Unmarshal(testvectors.Read(t, path), &v); err != nil {
 		t.Fatal(err)
 	}
 	if v.Algorithm != "AES-GCM" {

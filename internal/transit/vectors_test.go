@@ -1,6 +1,6 @@
 package transit
 
-// Wycheproof vectors from ../../shared/vectors (C2SP/wycheproof at
+// Wycheproof vectors from internal/testvectors (C2SP/wycheproof at
 // dac1dd4729fd1f8dd9e1e9f3dce51d783da6c166), run through the engine's own
 // paths: each key goes in as a key version (raw bytes, or a public key as
 // an import would bring it), each ciphertext, signature or tag as the
@@ -18,12 +18,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-const vectorsDir = "../../../shared/vectors/wycheproof"
+	"github.com/keygate/keygate/internal/testvectors"
+)
 
 type wpFile struct {
 	NumberOfTests int       `json:"numberOfTests"`
@@ -57,12 +55,8 @@ type wpTest struct {
 
 func loadVectors(t *testing.T, name string) wpFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorsDir, name))
-	if err != nil {
-		t.Skipf("vectors not available (%v): they live in ../shared/vectors beside the repository", err)
-	}
 	var f wpFile
-	if err := json.Unmarshal(b, &f); err != nil {
+	if err := json.Unmarshal(testvectors.Read(t, "wycheproof/"+name), &f); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/keygate/keygate/internal/testvectors"
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -66,17 +66,12 @@ type wycheproofKW struct {
 }
 
 // TestWycheproof runs Wycheproof's aes_kwp_test.json (C2SP/wycheproof at
-// dac1dd4729fd1f8dd9e1e9f3dce51d783da6c166, the commit ../../shared/vectors
-// was taken from; that collection does not carry the KWP file, so a copy
-// lives in testdata/wycheproof with its license). Valid cases must wrap to
-// ct and unwrap back to msg; invalid ones (modified padding) must not unwrap.
+// dac1dd4729fd1f8dd9e1e9f3dce51d783da6c166, from internal/testvectors).
+// Valid cases must wrap to ct and unwrap back to msg; invalid ones (modified
+// padding) must not unwrap.
 func TestWycheproof(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "wycheproof", "aes_kwp_test.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f wycheproofKW
-	if err := json.Unmarshal(raw, &f); err != nil {
+	if err := json.Unmarshal(testvectors.Read(t, "wycheproof/aes_kwp_test.json"), &f); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
