@@ -229,19 +229,18 @@ func testTransitFair(t *testing.T, f fairFlood) {
 		f.probeType, f.probeOp, ref, f.floodType, f.floodOp, queued, ops, took[len(took)/2], float64(took[len(took)/2])/float64(ref),
 		took[len(took)-1], float64(took[len(took)-1])/float64(ref), batches.Load(), refused.Load())
 	// The window is the request's time in the handler, a little longer
-	// than its wait in the queue: a goroutine descheduled after its
-	// operation (the race detector, a loaded machine) lets alpha's next
-	// ones start inside it, which once counted 8. So the bound holds for
-	// the median and for all but two of the twenty, and none comes near
-	// what first come first served gives every one (alpha's queue, 14-15).
+	// than its wait in the queue: a goroutine descheduled before its
+	// operation is queued or after it ran (the race detector, a loaded
+	// machine) lets alpha's next ones start inside it, which once counted
+	// 8, and on a machine running three builds beside the tests 13 for the
+	// first probe under the flood. So the bound holds for the median and
+	// for all but two of the twenty; first come first served gives every
+	// one alpha's whole queue (14-15), which this tells apart.
 	over := 0
 	for i, n := range ops {
 		switch {
 		case n == 0:
 			t.Errorf("beta's %s %d took no worker: %v", f.probeOp, i, ops)
-		case n >= uint64(max(queued, 11)):
-			t.Errorf("beta's %s %d waited while %d operations got a worker, as many as alpha had queued (%d): %v",
-				f.probeOp, i, n, queued, ops)
 		case n > workers+2:
 			over++
 		}
