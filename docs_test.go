@@ -2,6 +2,8 @@ package keygate_test
 
 import (
 	"bufio"
+	"bytes"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -80,6 +82,48 @@ func TestDocCommands(t *testing.T) {
 				t.Errorf("%s:%d: %s: %s", file, c.line, strings.Join(c.words, " "), msg)
 			}
 		}
+	}
+}
+
+var updateCLI = flag.Bool("update", false, "rewrite docs/cli.md from the binary's help")
+
+// cliReference is the command reference page.
+const cliReference = "docs/cli.md"
+
+// TestCLIReference: docs/cli.md is the help of every command, as the
+// binary built from this tree prints it, so the reference cannot drift from
+// the commands. go test . -run CLIReference -update rewrites it.
+func TestCLIReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/keygate (about half a minute on two cores); run without -short")
+	}
+	table := newBinaryCommands(t)
+	var b bytes.Buffer
+	b.WriteString("# Command reference\n\n" +
+		"Every `keygate` command and its flags, as `keygate -h` and `keygate <command> -h` print them.\n" +
+		"This page is generated from the binary (`go test . -run CLIReference -update` rewrites it, and\n" +
+		"the test fails when it is out of date).\n\n")
+	for _, p := range table.order {
+		anchor := githubSlug("keygate " + p)
+		fmt.Fprintf(&b, "- [keygate %s](#%s)\n", p, anchor)
+	}
+	fmt.Fprintf(&b, "\n## keygate\n\n```text\n%s\n```\n", strings.TrimRight(table.help, "\n"))
+	for _, p := range table.order {
+		out := helpOutput(table.bin, append(strings.Fields(p), "-h")...)
+		fmt.Fprintf(&b, "\n## keygate %s\n\n```text\n%s\n```\n", p, strings.TrimRight(string(out), "\n"))
+	}
+	if *updateCLI {
+		if err := os.WriteFile(cliReference, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(cliReference)
+	if err != nil {
+		t.Fatalf("%v (go test . -run CLIReference -update writes it)", err)
+	}
+	if !bytes.Equal(have, b.Bytes()) {
+		t.Errorf("%s is not what the commands' help says; go test . -run CLIReference -update rewrites it", cliReference)
 	}
 }
 
@@ -548,7 +592,9 @@ func (f fakeCommands) isGroup(word string) bool {
 // tree: the commands `keygate -h` lists, each one's flags from its own -h.
 type binaryCommands struct {
 	bin   string
+	order []string // the commands in the order -h lists them
 	paths map[string]bool
+	help  string // keygate -h
 	mu    sync.Mutex
 	cache map[string]map[string]bool
 }
@@ -565,13 +611,15 @@ func newBinaryCommands(t *testing.T) *binaryCommands {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/keygate: %v\n%s", err, out)
 	}
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	out := helpOutput(bin, "-h")
 	b := &binaryCommands{bin: bin, paths: map[string]bool{}, cache: map[string]map[string]bool{}}
 	for _, line := range strings.Split(string(out), "\n") {
-		if m := helpCommandRE.FindStringSubmatch(line); m != nil {
+		if m := helpCommandRE.FindStringSubmatch(line); m != nil && !b.paths[m[1]] {
 			b.paths[m[1]] = true
+			b.order = append(b.order, m[1])
 		}
 	}
+	b.help = string(out)
 	if !b.paths["serve"] || !b.paths["token inspect"] {
 		t.Fatalf("keygate -h lists no serve or token inspect command; the help's format changed?\n%s", out)
 	}
@@ -587,8 +635,7 @@ func (b *binaryCommands) flags(path string) (map[string]bool, bool) {
 	if f, ok := b.cache[path]; ok {
 		return f, true
 	}
-	args := append(strings.Fields(path), "-h")
-	out, _ := exec.Command(b.bin, args...).CombinedOutput()
+	out := helpOutput(b.bin, append(strings.Fields(path), "-h")...)
 	f := map[string]bool{}
 	for _, line := range strings.Split(string(out), "\n") {
 		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
@@ -597,6 +644,16 @@ func (b *binaryCommands) flags(path string) (map[string]bool, bool) {
 	}
 	b.cache[path] = f
 	return f, true
+}
+
+// helpOutput runs the binary for its help in an environment of its own, so
+// that defaults drawn from the machine (GOMAXPROCS) or from KEYGATE_*
+// variables print the same everywhere.
+func helpOutput(bin string, args ...string) string {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"GOMAXPROCS=2", "PATH=" + os.Getenv("PATH")}
+	out, _ := cmd.CombinedOutput() // -h exits non-zero by the flag package's convention
+	return string(out)
 }
 
 func (b *binaryCommands) isGroup(word string) bool {
