@@ -3,7 +3,7 @@
 # TestRealProxyAmbiguousPaths; internal/e2e: TestFrontEndEquivalence)
 # against a real Traefik, which Debian does not package: this builds Traefik
 # from its Go module (source from the Go module proxy, built with this
-# machine's Go), then runs those tests with it, so that the README's Traefik
+# machine's Go), then runs those tests with it, so that docs/gateway.md's Traefik
 # block meets a client forging every forwarding and claim header, and every
 # spelling of a request the other front ends decide, as the nginx and Caddy
 # blocks do in .ci/run.

@@ -10,14 +10,14 @@ import (
 // what `keygate config` prints for the built-in configuration: the blocks
 // the real-proxy tests run.
 func TestREADMEProxySnippets(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, proxy := range []string{"nginx", "caddy", "traefik"} {
 		out := newHarness(t).must("config", proxy)
 		if !strings.Contains(string(readme), "\n"+out+"```") {
-			t.Errorf("README.md does not hold `keygate config %s` as a whole code block; it prints:\n%s", proxy, out)
+			t.Errorf("docs/gateway.md does not hold `keygate config %s` as a whole code block; it prints:\n%s", proxy, out)
 		}
 	}
 }

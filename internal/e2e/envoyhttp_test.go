@@ -113,13 +113,13 @@ func TestREADMEEnvoyHTTPBlock(t *testing.T) {
 // Envoy's v3 ExtAuthz, validated by Envoy's rules.
 func readmeEnvoyHTTPFilter(t *testing.T) *extauthzv3.ExtAuthz {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n### Behind Envoy (ext_authz over HTTP)\n")
 	if !ok {
-		t.Fatal(`README.md has no section "Behind Envoy (ext_authz over HTTP)"`)
+		t.Fatal(`docs/gateway.md has no section "Behind Envoy (ext_authz over HTTP)"`)
 	}
 	_, block, _ := strings.Cut(section, "\n```yaml\n")
 	block, _, _ = strings.Cut(block, "\n```\n")

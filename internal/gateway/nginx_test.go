@@ -188,14 +188,14 @@ var realProxies = []realProxy{
 // that `keygate config` prints it), so the proxy runs exactly that.
 func (p realProxy) readmeBlock(t *testing.T, keygate, app string) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(readme), p.fence)
 	block, _, closed := strings.Cut(rest, "```")
 	if !ok || !closed {
-		t.Fatalf("README.md has no block opening with %q", p.fence)
+		t.Fatalf("docs/gateway.md has no block opening with %q", p.fence)
 	}
 	block = p.fence[strings.IndexByte(p.fence, '\n')+1:] + block
 	var names []string
@@ -207,10 +207,10 @@ func (p realProxy) readmeBlock(t *testing.T, keygate, app string) string {
 		t.Fatal(err)
 	}
 	if block != want {
-		t.Fatalf("README.md's %s block is not what keygate config prints for its configuration:\n%s\nwant:\n%s", p.name, block, want)
+		t.Fatalf("docs/gateway.md's %s block is not what keygate config prints for its configuration:\n%s\nwant:\n%s", p.name, block, want)
 	}
 	if strings.Count(block, readmeKeygate) != 1 || strings.Count(block, readmeApp) != 1 {
-		t.Fatalf("README.md's %s block names %s and %s other than once each", p.name, readmeKeygate, readmeApp)
+		t.Fatalf("docs/gateway.md's %s block names %s and %s other than once each", p.name, readmeKeygate, readmeApp)
 	}
 	return strings.NewReplacer(readmeKeygate, keygate, readmeApp, app).Replace(block)
 }

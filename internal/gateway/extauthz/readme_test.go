@@ -27,13 +27,13 @@ import (
 // of the section "Behind Envoy (ext_authz over gRPC)".
 func readmeEnvoyBlock(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n### Behind Envoy (ext_authz over gRPC)\n")
 	if !ok {
-		t.Fatal("README.md has no section \"Behind Envoy (ext_authz over gRPC)\"")
+		t.Fatal("docs/gateway.md has no section \"Behind Envoy (ext_authz over gRPC)\"")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, block, ok := strings.Cut(section, "\n```yaml\n")
