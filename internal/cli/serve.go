@@ -57,7 +57,7 @@ func (a *app) serve(ctx context.Context, args []string) error {
 			"  /auth                        forward-auth for nginx auth_request, Traefik, Caddy\n"+
 			"  (--envoy-grpc-listen)        Envoy's ext_authz over gRPC, the same decision as /auth\n"+
 			"  POST /oauth2/token, /oauth2/revoke, /oauth2/introspect, /v1/login   the token service\n"+
-			"  /v1/transit/...              Vault's transit API (encryption as a service; see the README)\n"+
+			"  /v1/transit/...              Vault's transit API (encryption as a service; see docs/transit.md)\n"+
 			"  GET /.well-known/jwks.json   the public signing keys\n"+
 			"  GET /.well-known/openid-configuration, /.well-known/oauth-authorization-server\n"+
 			"  GET /healthz                 liveness\n"+

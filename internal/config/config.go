@@ -123,7 +123,7 @@ type Config struct {
 // Transit is the transit section. Costs are in units of one AES-GCM
 // encryption of a small input: an ed25519 or ecdsa-p256 signature costs
 // about 100, an rsa-2048 signature or decryption 4,000, an rsa-4096 one
-// 25,000 (the README lists them all).
+// 25,000 (docs/transit.md lists them all).
 type Transit struct {
 	// MaxBatchCost bounds what the items of one batch request may cost
 	// together (default 1000000, about 0.4 s of one core); a

@@ -10,7 +10,7 @@ import (
 // know: where keygate listens, where the protected application is, and
 // every claim header keygate sets on a 200. `keygate config nginx|caddy|
 // traefik` prints the blocks, and the real-proxy tests run exactly these,
-// so the README, the tests and a user's set-up cannot drift apart.
+// so the docs, the tests and a user's set-up cannot drift apart.
 //
 // Each block overwrites or removes every claim header on the request it
 // passes to the application, whether keygate sent a value or not, in any

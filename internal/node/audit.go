@@ -379,7 +379,7 @@ func (n *Node) AuditDisk() (*audit.DiskSpace, error) {
 func (n *Node) auditSpaceChanged(ds audit.DiskSpace) {
 	dir := n.cfg.Audit.WithDefaults(n.cfg.DataDir).File.Dir
 	if ds.Low {
-		n.log.Warn("the audit directory's filesystem is nearly full: when it is, every audited request is answered 503; archive old audit files (see the README's audit log section) or grow the disk",
+		n.log.Warn("the audit directory's filesystem is nearly full: when it is, every audited request is answered 503; archive old audit files (see docs/audit.md) or grow the disk",
 			"dir", dir, "free_bytes", ds.Free, "min_free_bytes", ds.MinFree, "total_bytes", ds.Total)
 		return
 	}
