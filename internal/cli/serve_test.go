@@ -541,6 +541,21 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("%s: exit %d %s, want %q", name, r.code, r.stderr, c.want)
 		}
 	}
+	// What the file leaves unset is printed at the default serve uses, not
+	// as the zero that stands for it.
+	minimal := h.write("minimal.yaml", []byte("listen: 127.0.0.1:8081\n"))
+	out = h.must("config", "check", minimal)
+	for _, want := range []string{"max_entries: 100000\n", "max_ttl: 5m0s\n", "access_token_ttl: 15m0s\n", "signing_alg: ES256\n",
+		"key_rotation: 720h0m0s\n", "token_rate_limit: 50\n", "proxy: auto\n", "max_batch_cost: 1000000\n", "sync: interval\n", "checkpoint_every: 1000\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check of a minimal file lacks the default %q:\n%s", want, out)
+		}
+	}
+	for _, zero := range []string{"max_entries: 0\n", "access_token_ttl: 0s\n", "signing_alg: \"\"\n"} {
+		if strings.Contains(out, zero) {
+			t.Errorf("config check printed %q instead of the default:\n%s", zero, out)
+		}
+	}
 	h.env = []string{"KEYGATE_CONFIG=" + good}
 	if out := h.must("config", "check"); !strings.Contains(out, good+": valid") {
 		t.Errorf("config check with KEYGATE_CONFIG: %s", out)
