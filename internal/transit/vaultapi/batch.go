@@ -42,7 +42,11 @@ func (a *arena) member(ms []member, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.decode(s)
+	b, err := a.decode(s)
+	if err != nil {
+		return nil, errors.New("failed to base64-decode " + name + ": " + err.Error())
+	}
+	return b, nil
 }
 
 // members decodes an item's context and associated_data.
@@ -331,7 +335,7 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 				return e, "'[" + itoa(i) + "].plaintext' missing plaintext to encrypt"
 			}
 			if e.Plaintext, err = a.decode(p64); err != nil {
-				return e, err.Error()
+				return e, "failed to base64-decode plaintext: " + err.Error()
 			}
 			if e.Plaintext == nil {
 				e.Plaintext = []byte{}
