@@ -563,3 +563,45 @@ func TestConfigCheck(t *testing.T) {
 	h.env = nil
 	expect(t, h.run("config", "check"), ExitUsage, "", "KEYGATE_CONFIG")
 }
+
+// curlHeader is a header of the printed curl command line.
+var curlHeader = regexp.MustCompile(`-H '([^:']+): ([^']*)'`)
+
+// TestServeTryItBehindProxy: under each --proxy preset, the curl command
+// serve prints, run as printed, is answered 200 for the sample token: it
+// sends the forwarding headers that preset requires.
+func TestServeTryItBehindProxy(t *testing.T) {
+	for _, proxy := range []string{"auto", "nginx", "traefik", "caddy", "envoy"} {
+		t.Run(proxy, func(t *testing.T) {
+			h := newHarness(t)
+			s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--proxy", proxy)
+			defer s.stop()
+			var line string
+			for _, l := range strings.Split(s.stdout.String(), "\n") {
+				if strings.HasPrefix(l, "curl -i ") {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no curl line:\n%s", s.stdout)
+			}
+			url := line[strings.LastIndex(line, " ")+1:]
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range curlHeader.FindAllStringSubmatch(line, -1) {
+				req.Header.Set(m[1], m[2])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != "demo" {
+				t.Errorf("%s: %d %s", line, resp.StatusCode, body)
+			}
+		})
+	}
+}
