@@ -86,6 +86,7 @@ type statusError struct {
 	path   string
 	status int
 	body   []byte // up to 1 MiB
+	header http.Header
 	// code and description are the answer's "error" and
 	// "error_description", if it is such a JSON object.
 	code, description string
@@ -112,7 +113,8 @@ func sendJSON(c *http.Client, req *http.Request, out any) error {
 			Description string `json:"error_description"`
 		}
 		json.Unmarshal(b, &e)
-		return operr.Errorf("%w", &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, code: e.Error, description: e.Description})
+		return operr.Errorf("%w", &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, header: resp.Header,
+			code: e.Error, description: e.Description})
 	}
 	if out == nil || len(b) == 0 {
 		return nil
