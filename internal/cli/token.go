@@ -208,9 +208,11 @@ func describe(err error) string {
 }
 
 func (a *app) tokenInspect(_ context.Context, args []string) error {
-	fs := a.flags("keygate token inspect", "TOKEN",
+	fs := a.flags("keygate token inspect", "[--json] TOKEN",
 		"Prints TOKEN's header and claims (\"-\" reads it from stdin) WITHOUT verifying its\n"+
-			"signature or claims: do not trust what it shows.")
+			"signature or claims: do not trust what it shows. With --json it prints the claims alone\n"+
+			"as one JSON object (keygate token inspect --json T | jq -r .jti), the warning on stderr.")
+	asJSON := fs.Bool("json", false, "print the claims as one JSON object, for jq")
 	pos, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -222,6 +224,10 @@ func (a *app) tokenInspect(_ context.Context, args []string) error {
 	var t jose.Token
 	if err := jose.ParseInto(&t, token, maxInput); err != nil {
 		return fmt.Errorf("cannot parse token: %w", err)
+	}
+	if *asJSON {
+		fmt.Fprintln(a.stderr, "UNVERIFIED: neither the signature nor the claims have been checked.")
+		return a.printJSON(t.Claims.JSON())
 	}
 	fmt.Fprintln(a.stdout, "UNVERIFIED: neither the signature nor the claims have been checked.")
 	fmt.Fprintln(a.stdout, "header (UNVERIFIED):")

@@ -292,3 +292,19 @@ func TestTokenSignExpiredAndNotYetValid(t *testing.T) {
 		t.Errorf("the not-yet-valid token after its nbf: %d %s", r.code, r.stderr)
 	}
 }
+
+// TestTokenInspectJSON: --json prints the claims alone as one JSON object,
+// so that `| jq .jti` works, and the warning on stderr.
+func TestTokenInspectJSON(t *testing.T) {
+	h := newHarness(t)
+	ec := h.generate("ES256", "ec.pem")
+	token := strings.TrimSpace(h.must("token", "sign", "--key", ec, "--sub", "alice"))
+	r := h.run("token", "inspect", "--json", token)
+	var claims map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &claims); r.code != ExitOK || err != nil || claims["jti"] == nil || claims["jti"] == "" || claims["sub"] != "alice" {
+		t.Errorf("inspect --json: exit %d %v\n%s", r.code, err, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "UNVERIFIED") {
+		t.Errorf("inspect --json warned nothing on stderr: %q", r.stderr)
+	}
+}
