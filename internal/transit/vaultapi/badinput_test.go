@@ -443,8 +443,8 @@ func TestPartialFailureCodes(t *testing.T) {
 }
 
 // TestBase64Named: input that is not base64 is refused with an error that
-// names the field, single or in a batch item (beside a good one: a batch
-// of failing items alone is refused as empty), so that a caller with many
+// names the field, single or in a batch item (beside a good one, or
+// alone), so that a caller with many
 // fields knows which one to fix.
 func TestBase64Named(t *testing.T) {
 	e := start(t)
@@ -477,6 +477,12 @@ func TestBase64Named(t *testing.T) {
 		{"batch associated_data", "decrypt/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"` + plain + `","associated_data":"@@"}]}`, "decode associated_data"},
 		{"batch input", "hmac/k", `{"batch_input":[{"input":"aGk="},{"input":"@@"}]}`, "input"},
 		{"import ciphertext", "keys/imp/import", `{"ciphertext":"@@"}`, "ciphertext"},
+		// A batch whose every item fails is answered item by item too.
+		{"batch, one plaintext", "encrypt/k", `{"batch_input":[{"plaintext":"@@"}]}`, "decode plaintext"},
+		{"batch, one context", "decrypt/d", `{"batch_input":[{"ciphertext":"` + derived + `","context":"@@"}]}`, "decode context"},
+		{"batch, one rewrap", "rewrap/k", `{"batch_input":[{"ciphertext":"` + plain + `","associated_data":"@@"}]}`, "decode associated_data"},
+		{"batch, one hmac input", "hmac/k", `{"batch_input":[{"input":"@@"}]}`, "input"},
+		{"batch, one verify input", "verify/k", `{"batch_input":[{"input":"@@","hmac":"vault:v1:AAAA"}]}`, "input"},
 	} {
 		st, b := e.call(tok, "POST", "/v1/transit/"+c.path, c.body)
 		batch := strings.HasPrefix(c.name, "batch")

@@ -144,6 +144,17 @@ func (c *call) contextSet(items []item) (bool, error) {
 	return set, nil
 }
 
+// emptied is err of an engine batch call, but nil when no item reached
+// the engine: every one failed as it was read (c.pre says why), and the
+// engine's refusal of an empty batch would hide those errors behind
+// "missing batch input".
+func emptied[I any](items []I, err error) error {
+	if len(items) == 0 {
+		return nil
+	}
+	return err
+}
+
 // shape is how an operation writes one result of batch_results.
 type shape[R any] struct {
 	err func(*R) error
@@ -357,7 +368,7 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 	}
 	res, buf, err := h.eng.EncryptBatchInto(c.ctx, k, c.encItems, c.caller(), c.encRes, c.scratch[1])
 	c.encRes, c.scratch[1] = res, buf
-	if err != nil {
+	if err = emptied(c.encItems, err); err != nil {
 		return err
 	}
 	return h.finishBatch(c, writeBatch(h, c, items, res, encryptShape))
@@ -390,7 +401,7 @@ func (h *Handler) decryptBatch(c *call, items []item) error {
 		return err
 	}
 	res, err := h.eng.DecryptBatch(c.ctx, k, dec, c.caller())
-	if err != nil {
+	if err = emptied(dec, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, dec, res, decryptShape.err, func(nk *transit.Key, again []transit.DecryptItem) ([]transit.DecryptItemResult, error) {
@@ -429,7 +440,7 @@ func (h *Handler) rewrapBatch(c *call, items []item) error {
 		return err
 	}
 	res, err := h.eng.RewrapBatch(c.ctx, k, rw, c.caller())
-	if err != nil {
+	if err = emptied(rw, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, rw, res, encryptShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
@@ -456,7 +467,7 @@ func (h *Handler) signBatch(c *call, k *transit.Key, items []item, o transit.Sig
 		return err
 	}
 	res, err := h.eng.SignBatch(c.ctx, k, si, o)
-	if err != nil {
+	if err = emptied(si, err); err != nil {
 		return err
 	}
 	writeBatch(h, c, items, res, signShape)
@@ -483,7 +494,7 @@ func (h *Handler) verifyBatch(c *call, k *transit.Key, items []item, o transit.S
 		return err
 	}
 	res, err := h.eng.VerifyBatch(c.ctx, k, vi, o)
-	if err != nil {
+	if err = emptied(vi, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, vi, res, verifyShape.err, func(nk *transit.Key, again []transit.VerifyItem) ([]transit.VerifyItemResult, error) {
@@ -510,7 +521,7 @@ func (h *Handler) verifyHMACBatch(c *call, k *transit.Key, items []item, o trans
 		return err
 	}
 	res, err := h.eng.VerifyHMACBatch(c.ctx, k, vi, o)
-	if err != nil {
+	if err = emptied(vi, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, vi, res, verifyHMACShape.err, func(nk *transit.Key, again []transit.VerifyHMACItem) ([]transit.VerifyItemResult, error) {
@@ -528,7 +539,7 @@ func (h *Handler) hmacBatch(c *call, k *transit.Key, items []item, o transit.HMA
 		return err
 	}
 	res, err := h.eng.HMACBatch(c.ctx, k, inputs, o)
-	if err != nil {
+	if err = emptied(inputs, err); err != nil {
 		return err
 	}
 	writeBatch(h, c, items, res, hmacShape)
