@@ -477,6 +477,9 @@ func TestBase64Named(t *testing.T) {
 		{"batch associated_data", "decrypt/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"` + plain + `","associated_data":"@@"}]}`, "decode associated_data"},
 		{"batch input", "hmac/k", `{"batch_input":[{"input":"aGk="},{"input":"@@"}]}`, "input"},
 		{"import ciphertext", "keys/imp/import", `{"ciphertext":"@@"}`, "ciphertext"},
+		{"batch ciphertext", "decrypt/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"vault:v1:@@@@"}]}`, "invalid ciphertext"},
+		{"batch rewrap ciphertext", "rewrap/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"vault:v1:@@@@"}]}`, "invalid ciphertext"},
+		{"batch hmac", "verify/k", `{"batch_input":[{"input":"aGk=","hmac":"vault:v1:@@@@"}]}`, "invalid hmac"},
 		// A batch whose every item fails is answered item by item too.
 		{"batch, one plaintext", "encrypt/k", `{"batch_input":[{"plaintext":"@@"}]}`, "decode plaintext"},
 		{"batch, one context", "decrypt/d", `{"batch_input":[{"ciphertext":"` + derived + `","context":"@@"}]}`, "decode context"},

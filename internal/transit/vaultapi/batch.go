@@ -285,8 +285,13 @@ var (
 			return appendInt(appendStr(b, "ciphertext", r.Ciphertext, true), "key_version", r.KeyVersion, false)
 		},
 	}
+	// rewrapShape is encryptShape, its errors naming the ciphertext.
+	rewrapShape = shape[transit.EncryptResult]{
+		err: func(r *transit.EncryptResult) error { return inField("ciphertext", r.Err) },
+		ok:  func(b []byte, r *transit.EncryptResult) []byte { return encryptShape.ok(b, r) },
+	}
 	decryptShape = shape[transit.DecryptItemResult]{
-		err: func(r *transit.DecryptItemResult) error { return r.Err },
+		err: func(r *transit.DecryptItemResult) error { return inField("ciphertext", r.Err) },
 		ok: func(b []byte, r *transit.DecryptItemResult) []byte {
 			b = base64.StdEncoding.AppendEncode(append(b, `"plaintext":"`...), r.Plaintext)
 			clear(r.Plaintext)
@@ -307,7 +312,7 @@ var (
 		failed: `"key_version":0`,
 	}
 	verifyShape = shape[transit.VerifyItemResult]{
-		err: func(r *transit.VerifyItemResult) error { return r.Err },
+		err: func(r *transit.VerifyItemResult) error { return inField("signature", r.Err) },
 		ok: func(b []byte, r *transit.VerifyItemResult) []byte {
 			return appendInt(appendBool(b, "valid", r.Valid, true), "key_version", r.KeyVersion, false)
 		},
@@ -315,7 +320,7 @@ var (
 	}
 	// verifyHMACShape: Vault writes "valid" of an HMAC only when true.
 	verifyHMACShape = shape[transit.VerifyItemResult]{
-		err: func(r *transit.VerifyItemResult) error { return r.Err },
+		err: func(r *transit.VerifyItemResult) error { return inField("hmac", r.Err) },
 		ok: func(b []byte, r *transit.VerifyItemResult) []byte {
 			if r.Valid {
 				b = appendBool(b, "valid", true, true)
@@ -443,10 +448,10 @@ func (h *Handler) rewrapBatch(c *call, items []item) error {
 	if err = emptied(rw, err); err != nil {
 		return err
 	}
-	retryNewer(h, c, k, rw, res, encryptShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
+	retryNewer(h, c, k, rw, res, rewrapShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
 		return h.eng.RewrapBatch(c.ctx, nk, again, c.caller())
 	})
-	writeBatch(h, c, items, res, encryptShape)
+	writeBatch(h, c, items, res, rewrapShape)
 	c.end()
 	return nil
 }
