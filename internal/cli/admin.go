@@ -22,8 +22,8 @@ func (a *app) usersCreate(ctx context.Context, args []string) error {
 	var af adminFlags
 	af.register(fs)
 	username := fs.String("username", "", "the user's login `name` (unique within the tenant)")
-	var scopes stringList
-	fs.Var(&scopes, "scopes", "`scopes` the user may be granted (comma-separated or repeated)")
+	var scopes scopeList
+	fs.scopes(&scopes, "`scopes` the user may be granted")
 	var tenant tenantFlag
 	tenant.register(fs, "the `tenant` the user belongs to (default: default)")
 	passFile := fs.String("password-file", "", "read the password from this `file`")
@@ -96,8 +96,8 @@ func (a *app) usersUpdate(ctx context.Context, args []string) error {
 	af.register(fs)
 	newPass := fs.Bool("password", false, "set a new password, read from the terminal or standard input")
 	passFile := fs.String("password-file", "", "set a new password, read from this `file`")
-	var scopes stringList
-	fs.Var(&scopes, "scopes", "replace the user's `scopes` (comma-separated or repeated)")
+	var scopes scopeList
+	fs.scopes(&scopes, "replace the user's `scopes`")
 	disable := fs.Bool("disable", false, "refuse the user's logins and end their sessions")
 	enable := fs.Bool("enable", false, "allow a disabled user to log in again")
 	pos, err := fs.parse(args, 1, 1)
@@ -116,7 +116,7 @@ func (a *app) usersUpdate(ctx context.Context, args []string) error {
 		defer clear(pass)
 		body["password"] = string(pass)
 	}
-	if fs.isSet("scopes") {
+	if fs.scopesSet() {
 		body["scopes"] = []string(scopes)
 	}
 	if *disable || *enable {

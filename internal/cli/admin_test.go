@@ -220,3 +220,20 @@ func TestStatus(t *testing.T) {
 	}
 	expect(t, h.run("status", "--admin", "http://127.0.0.1:1"), ExitFail, "", "does not answer")
 }
+
+// TestAdminCLIMisdirected: the admin CLI says what is wrong when its token
+// is not the node's, and when it is pointed at the traffic listener.
+func TestAdminCLIMisdirected(t *testing.T) {
+	h := newHarness(t)
+	s, admin := h.serveDev(t)
+	wrong := h.write("wrong.token", []byte(strings.Repeat("w", 40)+"\n"))
+	r := h.run("clients", "list", "--admin", admin[1], "--admin-token-file", wrong)
+	if r.code != ExitFail || !strings.Contains(r.stderr, "the admin token was refused") || strings.Contains(r.stderr, "bearer token is required") {
+		t.Errorf("a wrong admin token: exit %d %s", r.code, r.stderr)
+	}
+	r = h.run("clients", "list", "--admin", "http://"+s.addr, admin[2], admin[3])
+	if r.code != ExitFail || !strings.Contains(r.stderr, "is not keygate's admin listener (did you mean :9090?)") {
+		t.Errorf("the traffic listener as --admin: exit %d %s", r.code, r.stderr)
+	}
+	h.must("clients", "list", admin[0], admin[1], admin[2], admin[3])
+}

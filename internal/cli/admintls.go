@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/tlscert"
 )
 
@@ -57,8 +60,55 @@ func (f *adminTLSFlags) send(req *http.Request, out any) error {
 		return fmt.Errorf("%w (the admin listener may require a client certificate: give --admin-cert and --admin-key)", err)
 	case errors.As(err, &se) && se.status == http.StatusBadRequest && req.URL.Scheme == "http" && string(se.body) == httpToHTTPS:
 		return fmt.Errorf("%s: the admin listener serves HTTPS: use --admin https://%s", req.URL.Path, req.URL.Host)
+	case se != nil && se.status == http.StatusUnauthorized && req.Header.Get("Authorization") != "" &&
+		strings.Contains(se.header.Get("WWW-Authenticate"), `realm="keygate-admin"`):
+		// The listener answers a wrong token as it answers none; the CLI
+		// always sends one, so it was refused.
+		return operr.Errorf("%s: 401: the admin token was refused (give the node's admin token: --admin-token-file FILE or KEYGATE_ADMIN_TOKEN; "+
+			"dev mode writes it to <data_dir>/admin.token)", req.URL.Path)
+	case se != nil && bareNotFound(se):
+		if servesMetrics(c, req) {
+			return operr.Errorf("%s: %d: the node at %s has no admin API (it runs no token service: a gateway-only node)", req.URL.Path, se.status, req.URL.Host)
+		}
+		hint := ""
+		if _, port, _ := net.SplitHostPort(req.URL.Host); port != adminPort {
+			hint = " (did you mean :" + adminPort + "?)"
+		}
+		return operr.Errorf("%s: %d: %s is not keygate's admin listener%s", req.URL.Path, se.status, req.URL.Host, hint)
 	}
 	return err
+}
+
+// adminPort is the default admin listener's port.
+const adminPort = "9090"
+
+// bareNotFound reports whether se is a 404 or 405 that is not the admin
+// API's (which has an error code, or a request id as every authenticated
+// admin request does): the traffic listener's, another server's, or the
+// admin listener of a node without an admin API.
+func bareNotFound(se *statusError) bool {
+	return (se.status == http.StatusNotFound || se.status == http.StatusMethodNotAllowed) &&
+		se.code == "" && se.header.Get("X-Request-Id") == ""
+}
+
+// servesMetrics reports whether the server req went to has /metrics, as
+// keygate's admin listener has (answered, or refused without the metrics
+// token) and its traffic listener has not.
+func servesMetrics(c *http.Client, req *http.Request) bool {
+	ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+	defer cancel()
+	u := *req.URL
+	u.Path, u.RawQuery = "/metrics", ""
+	probe, err := http.NewRequestWithContext(ctx, http.MethodHead, u.String(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(probe)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
 }
 
 // httpToHTTPS is what net/http answers a plain HTTP request to a TLS

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +261,42 @@ func TestOperatorMessageHidesItsCause(t *testing.T) {
 	for _, cause := range []string{"hunter2", "cannot parse", "notaport"} {
 		if strings.Contains(r.stderr, cause) {
 			t.Errorf("stderr shows %q of the cause:\n%s", cause, r.stderr)
+		}
+	}
+}
+
+// TestHelpNamesRealFlags: no command's -h names a flag that no keygate
+// command has (serve -h once told of a --tls-cert-file that never
+// existed).
+func TestHelpNamesRealFlags(t *testing.T) {
+	h := newHarness(t)
+	defined := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+	mentioned := regexp.MustCompile(`(?:^|[\s(\[|"'])--([a-z][a-z0-9-]*)`)
+	helps := map[string]string{}
+	known := map[string]bool{"help": true}
+	var walk func(path []string, cmds []*command)
+	walk = func(path []string, cmds []*command) {
+		for _, c := range cmds {
+			p := append(slices.Clone(path), c.name)
+			if c.run != nil {
+				r := h.run(append(slices.Clone(p), "-h")...)
+				helps[strings.Join(p, " ")] = r.stdout
+				for _, m := range defined.FindAllStringSubmatch(r.stdout, -1) {
+					known[m[1]] = true
+				}
+			}
+			walk(p, c.subs)
+		}
+	}
+	walk(nil, commands())
+	if len(helps) < 10 || !known["proxy"] {
+		t.Fatalf("read %d helps, flags %v", len(helps), known)
+	}
+	for cmd, text := range helps {
+		for _, m := range mentioned.FindAllStringSubmatch(text, -1) {
+			if !known[m[1]] {
+				t.Errorf("keygate %s -h names --%s, which no command has", cmd, m[1])
+			}
 		}
 	}
 }

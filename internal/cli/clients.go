@@ -86,6 +86,7 @@ type statusError struct {
 	path   string
 	status int
 	body   []byte // up to 1 MiB
+	header http.Header
 	// code and description are the answer's "error" and
 	// "error_description", if it is such a JSON object.
 	code, description string
@@ -112,7 +113,8 @@ func sendJSON(c *http.Client, req *http.Request, out any) error {
 			Description string `json:"error_description"`
 		}
 		json.Unmarshal(b, &e)
-		return operr.Errorf("%w", &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, code: e.Error, description: e.Description})
+		return operr.Errorf("%w", &statusError{path: req.URL.Path, status: resp.StatusCode, body: b, header: resp.Header,
+			code: e.Error, description: e.Description})
 	}
 	if out == nil || len(b) == 0 {
 		return nil
@@ -127,8 +129,8 @@ func (a *app) clientsCreate(ctx context.Context, args []string) error {
 	var af adminFlags
 	af.register(fs)
 	name := fs.String("name", "", "the client's `name`")
-	var scopes stringList
-	fs.Var(&scopes, "scopes", "`scopes` the client may be granted (comma-separated or repeated)")
+	var scopes scopeList
+	fs.scopes(&scopes, "`scopes` the client may be granted")
 	var tenant tenantFlag
 	tenant.register(fs, "the `tenant` the client belongs to (default: default)")
 	if _, err := fs.parse(args, 0, 0); err != nil {
@@ -207,8 +209,8 @@ func (a *app) clientsUpdate(ctx context.Context, args []string) error {
 	var af adminFlags
 	af.register(fs)
 	name := fs.String("name", "", "the client's new `name`")
-	var scopes stringList
-	fs.Var(&scopes, "scopes", "replace the client's `scopes` (comma-separated or repeated)")
+	var scopes scopeList
+	fs.scopes(&scopes, "replace the client's `scopes`")
 	pos, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -217,7 +219,7 @@ func (a *app) clientsUpdate(ctx context.Context, args []string) error {
 	if fs.isSet("name") {
 		body["name"] = *name
 	}
-	if fs.isSet("scopes") {
+	if fs.scopesSet() {
 		body["scopes"] = []string(scopes)
 	}
 	if len(body) == 0 {
@@ -244,7 +246,8 @@ func (a *app) tokenRequest(ctx context.Context, args []string) error {
 		"Gets an access token from a running node with the client credentials grant and prints it.")
 	client := fs.String("client", "", "client `id`")
 	secret := fs.String("secret", "", "client `secret` (default $KEYGATE_CLIENT_SECRET)")
-	scope := fs.String("scope", "", "space-separated `scopes` to ask for (default: all the client's)")
+	var scope scopeList
+	fs.scopes(&scope, "`scopes` to ask for (default: all the client's)")
 	base := fs.String("url", "http://127.0.0.1:8080", "the node's traffic `URL`")
 	if _, err := fs.parse(args, 0, 0); err != nil {
 		return err
@@ -256,8 +259,8 @@ func (a *app) tokenRequest(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--client and --secret are required")
 	}
 	form := url.Values{"grant_type": {"client_credentials"}}
-	if *scope != "" {
-		form.Set("scope", *scope)
+	if len(scope) > 0 {
+		form.Set("scope", strings.Join(scope, " "))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(*base, "/")+"/oauth2/token", strings.NewReader(form.Encode()))
 	if err != nil {

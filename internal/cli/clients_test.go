@@ -71,3 +71,22 @@ func TestClientsAndToken(t *testing.T) {
 		t.Errorf("token inspect: %d %s", r.code, r.stderr)
 	}
 }
+
+// TestScopeSpellings: --scope and --scopes are one flag, comma- or
+// space-separated, on keygate token and on clients create alike.
+func TestScopeSpellings(t *testing.T) {
+	h := newHarness(t)
+	s, admin := h.serveDev(t)
+	out := h.must(append([]string{"clients", "create", "--name", "svc", "--scope", "orders:read orders:write"}, admin...)...)
+	id, secret := clientIDLine.FindStringSubmatch(out)[1], clientSecretLine.FindStringSubmatch(out)[1]
+	if list := h.must(append([]string{"clients", "list"}, admin...)...); !strings.Contains(list, id+"\tsvc\torders:read orders:write") {
+		t.Errorf("clients create --scope \"a b\": %q", list)
+	}
+	for _, flag := range []string{"--scopes", "--scope"} {
+		tok := strings.TrimSpace(h.must("token", "--client", id, "--secret", secret, "--url", "http://"+s.addr, flag, "orders:read,orders:write"))
+		resp := get(t, "http://"+s.addr+"/auth", tok)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Scopes") != "orders:read orders:write" {
+			t.Errorf("token %s a,b: %d %v", flag, resp.StatusCode, resp.Header)
+		}
+	}
+}

@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/transit"
+	"github.com/keygate/keygate/internal/verify"
 )
 
 // configCheck is keygate config check: the checks serve makes on a
@@ -42,9 +47,10 @@ func (a *app) configCheck(_ context.Context, args []string) error {
 	if err := checkTokenService(cfg.TokenService); err != nil {
 		return err
 	}
-	cfg.TokenService.DatabaseURL = redactURL(cfg.TokenService.DatabaseURL)
-	cfg.TokenService.RedisURL = redactURL(cfg.TokenService.RedisURL)
-	out, err := yaml.Marshal(cfg)
+	eff := inEffect(*cfg)
+	eff.TokenService.DatabaseURL = redactURL(eff.TokenService.DatabaseURL)
+	eff.TokenService.RedisURL = redactURL(eff.TokenService.RedisURL)
+	out, err := yaml.Marshal(eff)
 	if err != nil {
 		return err
 	}
@@ -54,6 +60,39 @@ func (a *app) configCheck(_ context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "%s", out)
 	return nil
+}
+
+// inEffect returns c with the defaults serve applies to the fields left
+// unset, so that config check prints the values a node runs with rather
+// than the zeros that stand for them in the file. Fields whose default
+// depends on the machine's disk (audit.file.min_free) stay as they are.
+func inEffect(c config.Config) config.Config {
+	c.TokenService = c.TokenService.WithDefaults()
+	c.Audit = c.Audit.WithDefaults(c.DataDir)
+	setDefault(&c.Audit.File.MaxSize, audit.DefaultMaxSize)
+	setDefault(&c.Audit.File.SyncInterval, time.Second)
+	setDefault(&c.Audit.CheckpointEvery, audit.DefaultCheckpointEvery)
+	setDefault(&c.Audit.CheckpointInterval, audit.DefaultCheckpointInterval)
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	setDefault(&c.Cache.MaxEntries, verify.DefaultCacheEntries)
+	setDefault(&c.Cache.MaxBytes, verify.DefaultCacheBytes)
+	setDefault(&c.Cache.MaxTTL, verify.DefaultCacheTTL)
+	if c.ForwardAuth.Proxy == "" && c.ForwardAuth.TrustedHeaders == nil {
+		c.ForwardAuth.Proxy = gateway.ProxyAuto
+	}
+	setDefault(&c.Transit.MaxBatchCost, transit.DefaultMaxBatchCost)
+	setDefault(&c.Transit.PrivateKeyWorkers, max(1, runtime.GOMAXPROCS(0)-1))
+	setDefault(&c.Transit.TenantQueue, transit.DefaultTenantQueue)
+	setDefault(&c.Transit.CallerQueue, transit.DefaultCallerQueue)
+	return c
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
 }
 
 func namesOrNone(names []string) string {

@@ -102,6 +102,31 @@ func TestExampleDev(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.path("data"), "audit")); err != nil {
 		t.Errorf("no audit directory: %v", err)
 	}
+	// The example names its proxy (auto): serve has nothing to warn of.
+	if logs := s.stderr.String(); strings.Contains(logs, "forward_auth.proxy is not set") {
+		t.Errorf("serve warns that proxy is not set on a file that sets it:\n%s", logs)
+	}
+}
+
+// TestProxyNotSetWarning: serve warns that forward_auth.proxy is not set
+// when rules are configured and no proxy is named, and only then.
+func TestProxyNotSetWarning(t *testing.T) {
+	h := newHarness(t)
+	for name, c := range map[string]struct {
+		yaml string
+		warn bool
+	}{
+		"rules, no proxy":   {"forward_auth:\n  rules: [{path_prefix: /, anonymous: true}]\n", true},
+		"rules, proxy auto": {"forward_auth:\n  proxy: auto\n  rules: [{path_prefix: /, anonymous: true}]\n", false},
+		"rules, nginx":      {"forward_auth:\n  proxy: nginx\n  rules: [{path_prefix: /, anonymous: true}]\n", false},
+	} {
+		cfg := h.write(strings.ReplaceAll(name, " ", "")+".yaml", []byte(c.yaml))
+		s := h.serve("--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", h.path(strings.ReplaceAll(name, " ", "")), "--dev")
+		s.stop()
+		if got := strings.Contains(s.stderr.String(), "forward_auth.proxy is not set"); got != c.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", name, got, c.warn, s.stderr)
+		}
+	}
 }
 
 // The gateway examples run as gateways only, behind the proxy they name,

@@ -144,6 +144,28 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
+// scopeList is a list of scopes, which never hold a comma or a space:
+// given comma-separated (--scopes a,b), space-separated as the scope
+// claim is (--scope "a b"), or repeated.
+type scopeList []string
+
+func (l *scopeList) String() string { return strings.Join(*l, ",") }
+
+func (l *scopeList) Set(v string) error {
+	*l = append(*l, strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })...)
+	return nil
+}
+
+// scopes registers l as --scopes and --scope: the commands that take
+// scopes accept both spellings, so that one learned on one works on all.
+func (fs *flagSet) scopes(l *scopeList, usage string) {
+	fs.Var(l, "scopes", usage+" (comma- or space-separated, or repeated)")
+	fs.Var(l, "scope", "the same as --scopes")
+}
+
+// scopesSet reports whether --scopes or --scope was given.
+func (fs *flagSet) scopesSet() bool { return fs.isSet("scopes") || fs.isSet("scope") }
+
 // algFlag is a JWS algorithm name.
 type algFlag jose.Alg
 

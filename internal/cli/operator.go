@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/keyfile"
@@ -88,13 +89,34 @@ func (a *app) operatorInit(ctx context.Context, args []string) error {
 			"admin_token": token, "signing_kid": kid,
 		})
 	}
+	// The command must be one serve accepts: a node on a shared database
+	// needs the fleet's issuer (checkTokenService). The URL is shown with
+	// its password redacted, which the operator puts back.
+	shownURL := redactURL(*dbURL)
+	note := ""
+	if shownURL != *dbURL {
+		note = " (its password redacted: put it back, or use token_service.database_url_file)"
+	}
 	fmt.Fprintf(a.stdout, "Initialized the store: signing key %s sealed under root key %s.\n"+
-		"Wrote %s and %s (keep them in a secret store). Start every node with\n"+
-		"  KEYGATE_DATABASE_URL=URL KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=%s\n"+
-		"(or token_service.database_url and admin_token_file in its configuration file)\n"+
+		"Wrote %s and %s (keep them in a secret store).\n"+
+		"Start every node with the fleet's issuer, the URL clients reach it at, the same on every node%s:\n"+
+		"  KEYGATE_DATABASE_URL=%s KEYGATE_TOKEN_SERVICE_ISSUER=%s KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=%s keygate serve\n"+
+		"(or token_service.database_url, issuer and admin_token_file in its configuration file)\n"+
 		"and unseal each one with: keygate unseal --key-file %s\n",
-		kid, root.ID(), written[0], written[1], written[1], written[0])
+		kid, root.ID(), written[0], written[1], note, shellQuote(shownURL), exampleIssuer, shellQuote(written[1]), shellQuote(written[0]))
 	return nil
+}
+
+// exampleIssuer stands in printed commands for the fleet's issuer URL.
+const exampleIssuer = "https://keygate.example.com"
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// characters that need no quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@,+=%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // newRootKeyText draws a root key and returns it in base64, as a key file

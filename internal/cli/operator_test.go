@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -76,8 +77,9 @@ func TestOperatorInitFlow(t *testing.T) {
 		t.Errorf("a second init with --print: %d\n%s", r.code, r.stdout)
 	}
 
-	h.env = []string{"KEYGATE_DATABASE_URL=" + dbURL, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + tokenFile}
-	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--issuer", "https://kg.test")
+	// The node starts with the command init printed, as printed.
+	h.env = printedEnv(t, out)
+	s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"))
 	h.env = nil
 	defer s.stop()
 	adminURL := s.adminURL(t)
@@ -92,6 +94,25 @@ func TestOperatorInitFlow(t *testing.T) {
 		t.Errorf("unseal with the init key printed %q", out)
 	}
 	h.must("seal", "--admin", adminURL, "--admin-token-file", tokenFile)
+}
+
+// printedEnv returns the variables of the "... keygate serve" line out
+// prints, unquoted.
+func printedEnv(t *testing.T, out string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		cmd, ok := strings.CutSuffix(strings.TrimSpace(line), " keygate serve")
+		if !ok {
+			continue
+		}
+		var env []string
+		for _, m := range regexp.MustCompile(`(KEYGATE_[A-Z_]+)=('[^']*'|\S*)`).FindAllStringSubmatch(cmd, -1) {
+			env = append(env, m[1]+"="+strings.Trim(m[2], "'"))
+		}
+		return env
+	}
+	t.Fatalf("no keygate serve command printed:\n%s", out)
+	return nil
 }
 
 // TestOperatorInitPrint: --print writes nothing and prints the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/operr"
@@ -142,7 +143,7 @@ func (a *app) printStart(srv *server.Started, cfg *config.Config, dev bool) erro
 		// A working token goes to the terminal only in dev mode, and on a
 		// restart that reuses the dev files only when --dev asks again:
 		// stdout is often a container's log.
-		return a.printSample(n, base)
+		return a.printSample(n, base, cfg.ForwardAuth.Forwarding())
 	}
 	return nil
 }
@@ -346,15 +347,36 @@ func (a *app) printBootstrap(b node.Bootstrap, base string) {
 }
 
 // printSample prints a demo token of the node and a curl command that
-// presents it.
-func (a *app) printSample(n *node.Node, base string) error {
+// presents it to /auth as the proxy in front (fw) would: with the
+// forwarding headers that proxy sets, which its preset requires.
+func (a *app) printSample(n *node.Node, base string, fw gateway.Forwarding) error {
 	audience := n.Audience()
 	token, err := n.Mint(mint.Claims{Subject: "demo", Audience: []string{audience}, Scope: "demo", TTL: time.Hour})
 	if err != nil {
 		return fmt.Errorf("sample token: %w", err)
 	}
 	fmt.Fprintf(a.stdout, "Sample token (sub \"demo\", scope \"demo\", aud %q, expires in 1h):\n%s\n\n", audience, token)
-	fmt.Fprintf(a.stdout, "Try it:\ncurl -i -H 'Authorization: Bearer %s' %s/auth\n", token, base)
+	var forwarded strings.Builder
+	if fw.Required {
+		host := strings.TrimPrefix(strings.TrimPrefix(base, "https://"), "http://")
+		for _, hv := range []struct {
+			names []string
+			value string
+		}{{fw.Method, "GET"}, {fw.URI, "/"}, {fw.Host, host}} {
+			for _, name := range hv.names {
+				fmt.Fprintf(&forwarded, "-H '%s: %s' ", name, hv.value)
+			}
+		}
+	}
+	title := "Try it:"
+	if forwarded.Len() > 0 {
+		proxy := fw.Proxy
+		if proxy == gateway.ProxyCustom {
+			proxy = "forward_auth.trusted_headers"
+		}
+		title = "Try it (with the forwarding headers " + proxy + " sets, which /auth then requires):"
+	}
+	fmt.Fprintf(a.stdout, "%s\ncurl -i %s-H 'Authorization: Bearer %s' %s%s\n", title, forwarded.String(), token, base, gateway.AuthPath)
 	return nil
 }
 

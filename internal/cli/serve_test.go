@@ -541,10 +541,67 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("%s: exit %d %s, want %q", name, r.code, r.stderr, c.want)
 		}
 	}
+	// What the file leaves unset is printed at the default serve uses, not
+	// as the zero that stands for it.
+	minimal := h.write("minimal.yaml", []byte("listen: 127.0.0.1:8081\n"))
+	out = h.must("config", "check", minimal)
+	for _, want := range []string{"max_entries: 100000\n", "max_ttl: 5m0s\n", "access_token_ttl: 15m0s\n", "signing_alg: ES256\n",
+		"key_rotation: 720h0m0s\n", "token_rate_limit: 50\n", "proxy: auto\n", "max_batch_cost: 1000000\n", "sync: interval\n", "checkpoint_every: 1000\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check of a minimal file lacks the default %q:\n%s", want, out)
+		}
+	}
+	for _, zero := range []string{"max_entries: 0\n", "access_token_ttl: 0s\n", "signing_alg: \"\"\n"} {
+		if strings.Contains(out, zero) {
+			t.Errorf("config check printed %q instead of the default:\n%s", zero, out)
+		}
+	}
 	h.env = []string{"KEYGATE_CONFIG=" + good}
 	if out := h.must("config", "check"); !strings.Contains(out, good+": valid") {
 		t.Errorf("config check with KEYGATE_CONFIG: %s", out)
 	}
 	h.env = nil
 	expect(t, h.run("config", "check"), ExitUsage, "", "KEYGATE_CONFIG")
+}
+
+// curlHeader is a header of the printed curl command line.
+var curlHeader = regexp.MustCompile(`-H '([^:']+): ([^']*)'`)
+
+// TestServeTryItBehindProxy: under each --proxy preset, the curl command
+// serve prints, run as printed, is answered 200 for the sample token: it
+// sends the forwarding headers that preset requires.
+func TestServeTryItBehindProxy(t *testing.T) {
+	for _, proxy := range []string{"auto", "nginx", "traefik", "caddy", "envoy"} {
+		t.Run(proxy, func(t *testing.T) {
+			h := newHarness(t)
+			s := h.serve("--listen", "127.0.0.1:0", "--data-dir", h.path("data"), "--proxy", proxy)
+			defer s.stop()
+			var line string
+			for _, l := range strings.Split(s.stdout.String(), "\n") {
+				if strings.HasPrefix(l, "curl -i ") {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no curl line:\n%s", s.stdout)
+			}
+			url := line[strings.LastIndex(line, " ")+1:]
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range curlHeader.FindAllStringSubmatch(line, -1) {
+				req.Header.Set(m[1], m[2])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Auth-Subject") != "demo" {
+				t.Errorf("%s: %d %s", line, resp.StatusCode, body)
+			}
+		})
+	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/keygate/keygate/internal/keyfile"
 	"github.com/keygate/keygate/internal/mint"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 	"github.com/keygate/keygate/jose"
 )
 
@@ -94,7 +96,7 @@ type verifyFlags struct {
 
 func (f *verifyFlags) register(fs *flagSet) {
 	fs.StringVar(&f.key, "key", "", "verification key `FILE`: PEM (public or private) or JWK")
-	fs.StringVar(&f.jwks, "jwks", "", "JWKS `FILE`; the token's kid and alg pick the key")
+	fs.StringVar(&f.jwks, "jwks", "", "JWKS `FILE or URL` (https, or http to this host); the token's kid and alg pick the key")
 	fs.StringVar(&f.secretFile, "secret-file", "", "HMAC secret `FILE` (raw bytes)")
 	fs.Var(&f.algs, "alg", "accepted `ALG` (required, repeatable)")
 	fs.StringVar(&f.kid, "kid", "", "with --key or --secret-file, the `KID` the token must carry (default: not checked)")
@@ -122,14 +124,23 @@ func (f *verifyFlags) check(fs *flagSet) error {
 	return nil
 }
 
-func (f *verifyFlags) verifier(now func() time.Time) (*jose.Verifier, error) {
-	keys, err := f.loadKeys()
-	if err != nil {
-		return nil, err
-	}
-	var resolver jose.KeyResolver = jose.NewKeySet(keys...)
-	if f.jwks == "" && f.kid == "" {
-		resolver = anyKID(keys)
+func (f *verifyFlags) verifier(ctx context.Context, now func() time.Time) (*jose.Verifier, error) {
+	var resolver jose.KeyResolver
+	if jwksURL(f.jwks) {
+		set, err := fetchJWKS(ctx, f.jwks, f.algs)
+		if err != nil {
+			return nil, err
+		}
+		resolver = set
+	} else {
+		keys, err := f.loadKeys()
+		if err != nil {
+			return nil, err
+		}
+		resolver = jose.NewKeySet(keys...)
+		if f.jwks == "" && f.kid == "" {
+			resolver = anyKID(keys)
+		}
 	}
 	f.expected.Audience = f.aud
 	if f.require != "" {
@@ -150,6 +161,42 @@ func (f *verifyFlags) loadKeys() ([]*jose.Key, error) {
 	return keyfile.LoadKeys(f.key, f.algs, f.kid)
 }
 
+// jwksURL reports whether --jwks names a URL rather than a file.
+func jwksURL(s string) bool {
+	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")
+}
+
+// Bounds of a JWKS fetched by token verify.
+const (
+	jwksFetchTimeout = 10 * time.Second
+	jwksMaxBody      = 1 << 20
+)
+
+// fetchJWKS fetches the JWKS at rawURL once, as the gateway's remote key
+// source does (https, or http to a loopback host; bounded in time and
+// size), keeping the keys of algs.
+func fetchJWKS(ctx context.Context, rawURL string, algs []jose.Alg) (*jose.KeySet, error) {
+	if _, err := verifykeys.CheckURL(rawURL); err != nil {
+		return nil, fmt.Errorf("--jwks: %w", err)
+	}
+	src, err := verifykeys.NewRemote(verifykeys.RemoteConfig{URL: rawURL, Algorithms: algs, Timeout: jwksFetchTimeout,
+		MaxBody: jwksMaxBody, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("--jwks: %w", err)
+	}
+	defer src.Close()
+	ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout+time.Second)
+	defer cancel()
+	set := src.Refetch(ctx)
+	if set.Len() == 0 {
+		if st := src.Status(); st.LastError != nil {
+			return nil, fmt.Errorf("--jwks %s: %w", src.URL(), st.LastError)
+		}
+		return nil, fmt.Errorf("--jwks %s: no key for %s", src.URL(), (*algsFlag)(&algs).String())
+	}
+	return set, nil
+}
+
 // anyKID resolves a key by alg alone: the user named the key file, so the
 // token's kid need not match it.
 type anyKID []*jose.Key
@@ -165,8 +212,8 @@ func (ks anyKID) ResolveKey(_ string, alg jose.Alg) (*jose.Key, error) {
 	return nil, &jose.Error{Reason: jose.ReasonUnknownKID, Detail: "no key given fits the token's alg"}
 }
 
-func (a *app) tokenVerify(_ context.Context, args []string) error {
-	fs := a.flags("keygate token verify", "(--key FILE | --jwks FILE | --secret-file FILE) --alg ALG [flags] TOKEN",
+func (a *app) tokenVerify(ctx context.Context, args []string) error {
+	fs := a.flags("keygate token verify", "(--key FILE | --jwks FILE|URL | --secret-file FILE) --alg ALG [flags] TOKEN",
 		"Verifies TOKEN (\"-\" reads it from stdin) and prints its claims as JSON, or prints\n"+
 			"\"rejected: <reason>: <detail>\" to stderr and exits 1.")
 	var f verifyFlags
@@ -178,7 +225,7 @@ func (a *app) tokenVerify(_ context.Context, args []string) error {
 	if err := f.check(fs); err != nil {
 		return err
 	}
-	v, err := f.verifier(a.now)
+	v, err := f.verifier(ctx, a.now)
 	if err != nil {
 		return err
 	}
@@ -208,9 +255,11 @@ func describe(err error) string {
 }
 
 func (a *app) tokenInspect(_ context.Context, args []string) error {
-	fs := a.flags("keygate token inspect", "TOKEN",
+	fs := a.flags("keygate token inspect", "[--json] TOKEN",
 		"Prints TOKEN's header and claims (\"-\" reads it from stdin) WITHOUT verifying its\n"+
-			"signature or claims: do not trust what it shows.")
+			"signature or claims: do not trust what it shows. With --json it prints the claims alone\n"+
+			"as one JSON object (keygate token inspect --json T | jq -r .jti), the warning on stderr.")
+	asJSON := fs.Bool("json", false, "print the claims as one JSON object, for jq")
 	pos, err := fs.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -222,6 +271,10 @@ func (a *app) tokenInspect(_ context.Context, args []string) error {
 	var t jose.Token
 	if err := jose.ParseInto(&t, token, maxInput); err != nil {
 		return fmt.Errorf("cannot parse token: %w", err)
+	}
+	if *asJSON {
+		fmt.Fprintln(a.stderr, "UNVERIFIED: neither the signature nor the claims have been checked.")
+		return a.printJSON(t.Claims.JSON())
 	}
 	fmt.Fprintln(a.stdout, "UNVERIFIED: neither the signature nor the claims have been checked.")
 	fmt.Fprintln(a.stdout, "header (UNVERIFIED):")

@@ -292,3 +292,37 @@ func TestTokenSignExpiredAndNotYetValid(t *testing.T) {
 		t.Errorf("the not-yet-valid token after its nbf: %d %s", r.code, r.stderr)
 	}
 }
+
+// TestTokenInspectJSON: --json prints the claims alone as one JSON object,
+// so that `| jq .jti` works, and the warning on stderr.
+func TestTokenInspectJSON(t *testing.T) {
+	h := newHarness(t)
+	ec := h.generate("ES256", "ec.pem")
+	token := strings.TrimSpace(h.must("token", "sign", "--key", ec, "--sub", "alice"))
+	r := h.run("token", "inspect", "--json", token)
+	var claims map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &claims); r.code != ExitOK || err != nil || claims["jti"] == nil || claims["jti"] == "" || claims["sub"] != "alice" {
+		t.Errorf("inspect --json: exit %d %v\n%s", r.code, err, r.stdout)
+	}
+	if !strings.Contains(r.stderr, "UNVERIFIED") {
+		t.Errorf("inspect --json warned nothing on stderr: %q", r.stderr)
+	}
+}
+
+// TestTokenVerifyJWKSURL: --jwks takes the URL of a running node's JWKS as
+// well as a file, https or loopback http only.
+func TestTokenVerifyJWKSURL(t *testing.T) {
+	h := newHarness(t)
+	s, _ := h.serveDev(t)
+	m := tokenLine.FindStringSubmatch(s.stdout.String())
+	if m == nil {
+		t.Fatalf("no sample token:\n%s", s.stdout)
+	}
+	jwks := "http://" + s.addr + "/.well-known/jwks.json"
+	if claims := decodeClaims(t, h.must("token", "verify", "--jwks", jwks, "--alg", "ES256", m[1])); claims["sub"] != "demo" {
+		t.Errorf("verify against %s: %v", jwks, claims)
+	}
+	expect(t, h.run("token", "verify", "--jwks", jwks, "--alg", "ES256", tamper(m[1])), ExitFail, "", "rejected: bad_signature")
+	expect(t, h.run("token", "verify", "--jwks", "http://keys.example.com/jwks.json", "--alg", "ES256", m[1]), ExitFail, "", "--jwks")
+	expect(t, h.run("token", "verify", "--jwks", "http://"+s.addr+"/no/such/jwks", "--alg", "ES256", m[1]), ExitFail, "", "404")
+}

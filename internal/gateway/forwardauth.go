@@ -118,7 +118,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if problem != "" {
 		// 401, not 400: nginx turns any status from auth_request but 2xx,
 		// 401 and 403 into a 500 for the client.
-		dec = f.refusal(http.StatusUnauthorized, "invalid_request", problem, forwardedText[problem])
+		dec = f.refusal(http.StatusUnauthorized, "invalid_request", problem, f.fwd.describe(r.Header, problem))
 	} else {
 		dec = f.Decide(ctx, method, host, path, query, r.Header)
 	}

@@ -118,6 +118,33 @@ var forwardedText = map[string]string{
 	ReasonForwardedMissing:  "a forwarding header the proxy should set is missing",
 }
 
+// describe is the text of a refusal for problem: what is wrong and the
+// header it is wrong in, so that an operator setting up the proxy knows
+// which one to add (the preset's names, canonical).
+func (f *Forwarding) describe(h http.Header, problem string) string {
+	text := forwardedText[problem]
+	for _, names := range [][]string{f.Method, f.Host, f.URI} {
+		if _, _, p := f.pick(h, names, ""); p != problem {
+			continue
+		}
+		var culprits []string
+		for _, n := range names {
+			switch k := len(h[n]); {
+			case problem == ReasonForwardedMissing,
+				problem == ReasonForwardedRepeated && k > 1,
+				problem == ReasonForwardedConflict && k > 0:
+				culprits = append(culprits, n)
+			}
+		}
+		sep := ", "
+		if problem == ReasonForwardedMissing {
+			sep = " or "
+		}
+		return text + ": " + strings.Join(culprits, sep)
+	}
+	return text
+}
+
 // target is the request the proxy is asking about, or the reason to refuse
 // it: its method, host, path and raw query (the fragment dropped).
 func (f *Forwarding) target(r *http.Request) (method, host, path, query, problem string) {

@@ -91,10 +91,10 @@ func TestForwardAuthForwardedRefusals(t *testing.T) {
 	if w.Code != http.StatusUnauthorized {
 		t.Fatalf("status %d, want 401 (body %s)", w.Code, w.Body)
 	}
-	if want := `Bearer realm="keygate", error="invalid_request", error_description="forwarding headers disagree on the request"`; w.Header().Get("WWW-Authenticate") != want {
+	if want := `Bearer realm="keygate", error="invalid_request", error_description="forwarding headers disagree on the request: X-Forwarded-Uri, X-Original-Uri"`; w.Header().Get("WWW-Authenticate") != want {
 		t.Errorf("WWW-Authenticate %q, want %q", w.Header().Get("WWW-Authenticate"), want)
 	}
-	if want := `{"error":"invalid_request","error_description":"forwarding headers disagree on the request"}`; w.Body.String() != want {
+	if want := `{"error":"invalid_request","error_description":"forwarding headers disagree on the request: X-Forwarded-Uri, X-Original-Uri"}`; w.Body.String() != want {
 		t.Errorf("body %s, want %s", w.Body, want)
 	}
 	mfs, err := f.metrics.Registry.Gather()
@@ -114,6 +114,31 @@ func TestForwardAuthForwardedRefusals(t *testing.T) {
 		}
 	}
 	t.Errorf("no keygate_decisions_total{reason=%q} of 1", ReasonForwardedConflict)
+}
+
+// TestForwardedRefusalNamesHeader: a refusal for a forwarding header names
+// it, so that whoever sets up the proxy knows which header to add or fix.
+func TestForwardedRefusalNamesHeader(t *testing.T) {
+	nginx, _ := Preset(ProxyNginx)
+	f := newFixtureWith(t, []Route{{PathPrefix: "/", Anonymous: true}}, "", nginx)
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		want    string
+	}{
+		{"nothing forwarded", nil, "a forwarding header the proxy should set is missing: X-Original-Method"},
+		{"no URI", map[string]string{"X-Original-Method": "GET", "X-Forwarded-Host": "h"}, "is missing: X-Original-Uri"},
+		{"no host", map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/"}, "is missing: X-Forwarded-Host"},
+	} {
+		w := f.do(request{headers: c.headers})
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), c.want+`"`) || !strings.Contains(w.Header().Get("WWW-Authenticate"), c.want) {
+			t.Errorf("%s: %d %s %q, want 401 ending %q", c.name, w.Code, w.Body, w.Header().Get("WWW-Authenticate"), c.want)
+		}
+	}
+	w := f.do(request{headers: map[string]string{"X-Original-Method": "GET", "X-Original-URI": "/", "X-Forwarded-Host": "h"}})
+	if w.Code != http.StatusOK {
+		t.Errorf("every header set: %d %s", w.Code, w.Body)
+	}
 }
 
 // TestEnvoyOwnPathAsSent: under envoy the path decided on is the check

@@ -516,7 +516,9 @@ func (s *Server) ServeListeners(ctx context.Context, ls Listeners) error {
 	attrs = append(attrs, "trusted_issuers", len(s.rt.Load().sources),
 		"forward_auth_proxy", fw.Proxy, "forward_auth_trusts", strings.Join(fw.Headers(), ","))
 	s.log.Info("listening", attrs...)
-	if fw.Proxy == gateway.ProxyAuto && len(s.rt.Load().cfg.ForwardAuth.Rules) > 0 {
+	// Auto named in the file (examples/dev.yaml) or by --proxy is a choice:
+	// only a proxy left unset is warned of.
+	if fa := s.rt.Load().cfg.ForwardAuth; fa.Proxy == "" && fa.TrustedHeaders == nil && len(fa.Rules) > 0 {
 		s.log.Warn("forward_auth.proxy is not set: /auth reads both X-Forwarded-* and X-Original-* and refuses requests on which they disagree; name the proxy in front (--proxy nginx|traefik|caddy|envoy) so that only the headers it sets are trusted")
 	}
 	wctx, stopWatch := context.WithCancel(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/transit/keystore"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/jose"
 )
 
 // Prefix is where the API is mounted.
@@ -274,7 +275,7 @@ func (h *Handler) serve(c *call) error {
 	c.o.Key = a.name
 	c.admin = permits(c.auth.Scope, opAdmin, "")
 	if !permits(c.auth.Scope, rt.scope, a.name) {
-		return errDenied
+		return scopeDenied(rt.scope, a.name)
 	}
 	if err := h.readParams(c); err != nil {
 		return err
@@ -337,37 +338,68 @@ func (h *Handler) authenticate(c *call) error {
 	case 1:
 		t, ok := cutBearer(auth[0])
 		if !ok {
-			return errDenied
+			return errNotBearer
 		}
 		tok = t
 	default:
-		return errDenied
+		return errTwoTokens
 	}
 	switch vt := hdr["X-Vault-Token"]; {
 	case len(vt) > 1:
-		return errDenied
+		return errTwoTokens
 	case len(vt) == 1 && tok != "" && vt[0] != tok:
-		return errDenied
+		return errTwoTokens
 	case len(vt) == 1:
 		tok = vt[0]
 	}
 	if tok == "" {
-		return errDenied
+		return errNoToken
 	}
 	res, err := h.verifier.Verify(c.ctx, tok)
 	if err != nil {
 		if verify.ReasonOf(err) == "" && c.ctx.Err() == nil {
 			return err // not a refusal of the token: a failure (500)
 		}
-		return errDenied
+		return tokenRefused(err)
 	}
 	tenant, ok := tenantOf(res)
 	if !ok {
-		return errDenied
+		return errNoTenant
 	}
 	c.auth, c.tenant = res, tenant
 	c.o.Tenant = tenant
 	return nil
+}
+
+// tokenRefused is the answer to a token the verifier refused: Vault's 403,
+// its text saying why (the reason and the check that failed, never the
+// token), and the reason as the audit record's and the metrics'.
+func tokenRefused(err error) *httperr.Error {
+	reason := verify.ReasonOf(err)
+	if reason == "" { // the request's context ended while verifying
+		reason = "canceled"
+	}
+	desc := "permission denied: token refused: " + strings.ReplaceAll(reason, "_", " ")
+	var je *jose.Error
+	var ve *verify.Error
+	switch {
+	case errors.As(err, &ve) && ve.Detail != "":
+		desc += " (" + ve.Detail + ")"
+	case errors.As(err, &je) && je.Detail != "":
+		desc += " (" + je.Detail + ")"
+	}
+	return &httperr.Error{Status: http.StatusForbidden, Code: reason, Description: desc}
+}
+
+// scopeDenied is the answer to a token whose scopes do not grant the
+// route's operation, naming the scope that would.
+func scopeDenied(o op, key string) *httperr.Error {
+	need := "transit:" + o.String()
+	if o != opAdmin && o != opRandom && o != opHash {
+		need += ":" + key
+	}
+	return &httperr.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
+		Description: "permission denied: the token's scopes do not grant " + need}
 }
 
 // cutBearer returns the token of an Authorization header with the Bearer
@@ -475,8 +507,17 @@ var (
 
 // Refusals.
 var (
-	errSealed   = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "sealed", Description: "Vault is sealed"}
-	errDenied   = &httperr.Error{Status: http.StatusForbidden, Code: "permission_denied", Description: "permission denied"}
+	errSealed = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "sealed", Description: "Vault is sealed"}
+	// Vault's 403 for each way a request fails to authenticate, its text
+	// saying which (Vault clients show it), its code the audit reason.
+	errNoToken = &httperr.Error{Status: http.StatusForbidden, Code: "no_token",
+		Description: "permission denied: no token (send it as X-Vault-Token or Authorization: Bearer)"}
+	errNotBearer = &httperr.Error{Status: http.StatusForbidden, Code: "malformed_authorization",
+		Description: "permission denied: the Authorization header is not Bearer <token>"}
+	errTwoTokens = &httperr.Error{Status: http.StatusForbidden, Code: "conflicting_tokens",
+		Description: "permission denied: more than one token (X-Vault-Token and Authorization must carry the same one, once)"}
+	errNoTenant = &httperr.Error{Status: http.StatusForbidden, Code: "no_tenant",
+		Description: "permission denied: the token names no tenant (its tenant claim is missing or not a tenant name)"}
 	errTooLarge = &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Description: "http: request body too large"}
 	errNoPath   = &httperr.Error{Status: http.StatusNotFound, Code: "unsupported_path", Description: "unsupported path"}
 	errLongName = &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request",

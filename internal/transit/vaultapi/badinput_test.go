@@ -195,7 +195,7 @@ func TestLimits(t *testing.T) {
 // or the same in both, is accepted; anything else is 403 with Vault's
 // message, whatever the route.
 func TestAuthentication(t *testing.T) {
-	e := start(t)
+	e := startObserved(t)
 	tok := e.token("default", allScopes...)
 	send := func(h http.Header) (int, []byte) {
 		req, _ := http.NewRequest("POST", e.url+"/v1/transit/random", nil)
@@ -243,20 +243,44 @@ func TestAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, h := range map[string]http.Header{
-		"no token":            {},
-		"two tokens":          {"Authorization": {"Bearer " + tok}, "X-Vault-Token": {e.token("default", "transit:random")}},
-		"two Authorization":   {"Authorization": {"Bearer " + tok, "Bearer " + tok}},
-		"Basic":               {"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))}},
-		"garbage":             {"X-Vault-Token": {"s.notatoken"}},
-		"another signing key": {"X-Vault-Token": {forged}},
-		"tenant not a string": {"X-Vault-Token": {badTenant}},
-		"no tenant claim":     {"X-Vault-Token": {noTenant}},
-		"another audience":    {"X-Vault-Token": {otherAud}},
-		"no scope":            {"X-Vault-Token": {e.token("default", "transit:hash")}},
+	expired, err := mint.Sign(e.node.Keys().Signer(), mint.Claims{Issuer: e.node.Issuer(), Subject: "x", Audience: []string{audience},
+		Scope: "transit:random", TTL: time.Minute, Extra: map[string]json.RawMessage{"tenant": json.RawMessage(`"default"`)}},
+		time.Now().Add(-time.Hour), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each problem keeps Vault's status and envelope, and says which it is
+	// in the text Vault clients show and in the audit record's reason.
+	for _, c := range []struct {
+		name   string
+		h      http.Header
+		reason string // the outcome's, the audit record's
+		text   string // in the error after "permission denied: "
+	}{
+		{"no token", http.Header{}, "no_token", "no token"},
+		{"two tokens", http.Header{"Authorization": {"Bearer " + tok}, "X-Vault-Token": {e.token("default", "transit:random")}}, "conflicting_tokens", "more than one token"},
+		{"two Authorization", http.Header{"Authorization": {"Bearer " + tok, "Bearer " + tok}}, "conflicting_tokens", "more than one token"},
+		{"Basic", http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))}}, "malformed_authorization", "not Bearer"},
+		{"garbage", http.Header{"X-Vault-Token": {"s.notatoken"}}, "malformed", "token refused: malformed"},
+		{"another signing key", http.Header{"X-Vault-Token": {forged}}, "", "token refused: "},
+		{"expired", http.Header{"X-Vault-Token": {expired}}, "expired", "token refused: expired"},
+		{"tenant not a string", http.Header{"X-Vault-Token": {badTenant}}, "no_tenant", "names no tenant"},
+		{"no tenant claim", http.Header{"X-Vault-Token": {noTenant}}, "no_tenant", "names no tenant"},
+		{"another audience", http.Header{"X-Vault-Token": {otherAud}}, "wrong_audience", "token refused: wrong audience"},
+		{"no scope", http.Header{"X-Vault-Token": {e.token("default", "transit:hash")}}, "insufficient_scope", "scopes do not grant transit:random"},
 	} {
-		if st, b := send(h); st != http.StatusForbidden || string(b) != denied {
-			t.Errorf("%s: %d %s", name, st, b)
+		st, b := send(c.h)
+		var body struct{ Errors []string }
+		if err := json.Unmarshal(b, &body); st != http.StatusForbidden || err != nil || len(body.Errors) != 1 ||
+			!strings.HasPrefix(body.Errors[0], "permission denied: ") || !strings.Contains(body.Errors[0], c.text) {
+			t.Errorf("%s: %d %s, want 403 {\"errors\":[\"permission denied: ...%s...\"]}", c.name, st, b, c.text)
+		}
+		o := e.lastOutcome()
+		if o.Status != http.StatusForbidden || c.reason != "" && o.Reason != c.reason || o.Reason == "" || o.Reason == "permission_denied" {
+			t.Errorf("%s: outcome %+v, want reason %q", c.name, o, c.reason)
+		}
+		if strings.Contains(string(b), tok) || c.name == "expired" && strings.Contains(string(b), expired) {
+			t.Errorf("%s: the answer echoes the token: %s", c.name, b)
 		}
 	}
 }
@@ -345,7 +369,7 @@ func TestObserve(t *testing.T) {
 		{Operation: "transit.keys.create", Tenant: "acme", Principal: "kgc_test", Key: "orders", KeyVersion: 1, Status: 200},
 		{Operation: "transit.encrypt", Tenant: "acme", Principal: "kgc_test", Key: "orders", KeyVersion: 1, Status: 200},
 		{Operation: "transit.decrypt", Tenant: "acme", Principal: "kgc_test", Key: "orders", Status: 400, Reason: "decryption_failed"},
-		{Operation: "transit", Status: 403, Reason: "permission_denied"},
+		{Operation: "transit", Status: 403, Reason: "no_token"},
 		{Operation: "transit.encrypt", Tenant: "acme", Principal: "kgc_test", Key: "orders", KeyVersion: 1, Status: 200},
 	}
 	for i, o := range got {
@@ -414,6 +438,59 @@ func TestPartialFailureCodes(t *testing.T) {
 	for _, r := range auditRecords(t, on) {
 		if r["op"] == "transit.encrypt" && r["reason"] != "batch_errors" {
 			t.Errorf("the audit record of a batch with a failed item: %v", r)
+		}
+	}
+}
+
+// TestBase64Named: input that is not base64 is refused with an error that
+// names the field, single or in a batch item (beside a good one, or
+// alone), so that a caller with many
+// fields knows which one to fix.
+func TestBase64Named(t *testing.T) {
+	e := start(t)
+	tok := e.token("default", allScopes...)
+	for _, k := range []string{"keys/k", "keys/d"} {
+		if st, b := e.call(tok, "POST", "/v1/transit/"+k, `{"derived":`+strconv.FormatBool(k == "keys/d")+`}`); st != http.StatusOK {
+			t.Fatalf("%s: %d %s", k, st, b)
+		}
+	}
+	ct := func(key string, body string) string {
+		st, b := e.call(tok, "POST", "/v1/transit/encrypt/"+key, body)
+		if st != http.StatusOK {
+			t.Fatalf("encrypt: %d %s", st, b)
+		}
+		return data(t, b)["ciphertext"].(string)
+	}
+	plain, derived := ct("k", `{"plaintext":"aGk="}`), ct("d", `{"plaintext":"aGk=","context":"YQ=="}`)
+	for _, c := range []struct{ name, path, body, want string }{
+		{"plaintext", "encrypt/k", `{"plaintext":"not base64!"}`, "decode plaintext"},
+		{"context", "encrypt/d", `{"plaintext":"aGk=","context":"%%"}`, "context"},
+		{"associated_data", "encrypt/k", `{"plaintext":"aGk=","associated_data":"%%"}`, "associated_data"},
+		{"decrypt context", "decrypt/d", `{"ciphertext":"` + derived + `","context":"%%"}`, "context"},
+		{"ciphertext", "decrypt/k", `{"ciphertext":"vault:v1:@@@@"}`, "invalid ciphertext"},
+		{"rewrap ciphertext", "rewrap/k", `{"ciphertext":"vault:v1:@@@@"}`, "invalid ciphertext"},
+		{"input", "hmac/k", `{"input":"@@"}`, "input"},
+		{"hash input", "hash", `{"input":"@@"}`, "input"},
+		{"signature", "verify/k", `{"input":"aGk=","hmac":"vault:v1:@@"}`, "invalid hmac"},
+		{"batch plaintext", "encrypt/k", `{"batch_input":[{"plaintext":"aGk="},{"plaintext":"@@"}]}`, "decode plaintext"},
+		{"batch context", "encrypt/d", `{"batch_input":[{"plaintext":"aGk=","context":"YQ=="},{"plaintext":"aGk=","context":"@@"}]}`, "decode context"},
+		{"batch associated_data", "decrypt/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"` + plain + `","associated_data":"@@"}]}`, "decode associated_data"},
+		{"batch input", "hmac/k", `{"batch_input":[{"input":"aGk="},{"input":"@@"}]}`, "input"},
+		{"import ciphertext", "keys/imp/import", `{"ciphertext":"@@"}`, "ciphertext"},
+		{"batch ciphertext", "decrypt/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"vault:v1:@@@@"}]}`, "invalid ciphertext"},
+		{"batch rewrap ciphertext", "rewrap/k", `{"batch_input":[{"ciphertext":"` + plain + `"},{"ciphertext":"vault:v1:@@@@"}]}`, "invalid ciphertext"},
+		{"batch hmac", "verify/k", `{"batch_input":[{"input":"aGk=","hmac":"vault:v1:@@@@"}]}`, "invalid hmac"},
+		// A batch whose every item fails is answered item by item too.
+		{"batch, one plaintext", "encrypt/k", `{"batch_input":[{"plaintext":"@@"}]}`, "decode plaintext"},
+		{"batch, one context", "decrypt/d", `{"batch_input":[{"ciphertext":"` + derived + `","context":"@@"}]}`, "decode context"},
+		{"batch, one rewrap", "rewrap/k", `{"batch_input":[{"ciphertext":"` + plain + `","associated_data":"@@"}]}`, "decode associated_data"},
+		{"batch, one hmac input", "hmac/k", `{"batch_input":[{"input":"@@"}]}`, "input"},
+		{"batch, one verify input", "verify/k", `{"batch_input":[{"input":"@@","hmac":"vault:v1:AAAA"}]}`, "input"},
+	} {
+		st, b := e.call(tok, "POST", "/v1/transit/"+c.path, c.body)
+		batch := strings.HasPrefix(c.name, "batch")
+		if !batch && st != http.StatusBadRequest || st >= 500 || !strings.Contains(string(b), "base64") || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %d %s, want a 4xx naming %q", c.name, st, b, c.want)
 		}
 	}
 }

@@ -42,7 +42,11 @@ func (a *arena) member(ms []member, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.decode(s)
+	b, err := a.decode(s)
+	if err != nil {
+		return nil, errors.New("failed to base64-decode " + name + ": " + err.Error())
+	}
+	return b, nil
 }
 
 // members decodes an item's context and associated_data.
@@ -138,6 +142,17 @@ func (c *call) contextSet(items []item) (bool, error) {
 		}
 	}
 	return set, nil
+}
+
+// emptied is err of an engine batch call, but nil when no item reached
+// the engine: every one failed as it was read (c.pre says why), and the
+// engine's refusal of an empty batch would hide those errors behind
+// "missing batch input".
+func emptied[I any](items []I, err error) error {
+	if len(items) == 0 {
+		return nil
+	}
+	return err
 }
 
 // shape is how an operation writes one result of batch_results.
@@ -270,8 +285,13 @@ var (
 			return appendInt(appendStr(b, "ciphertext", r.Ciphertext, true), "key_version", r.KeyVersion, false)
 		},
 	}
+	// rewrapShape is encryptShape, its errors naming the ciphertext.
+	rewrapShape = shape[transit.EncryptResult]{
+		err: func(r *transit.EncryptResult) error { return inField("ciphertext", r.Err) },
+		ok:  func(b []byte, r *transit.EncryptResult) []byte { return encryptShape.ok(b, r) },
+	}
 	decryptShape = shape[transit.DecryptItemResult]{
-		err: func(r *transit.DecryptItemResult) error { return r.Err },
+		err: func(r *transit.DecryptItemResult) error { return inField("ciphertext", r.Err) },
 		ok: func(b []byte, r *transit.DecryptItemResult) []byte {
 			b = base64.StdEncoding.AppendEncode(append(b, `"plaintext":"`...), r.Plaintext)
 			clear(r.Plaintext)
@@ -292,7 +312,7 @@ var (
 		failed: `"key_version":0`,
 	}
 	verifyShape = shape[transit.VerifyItemResult]{
-		err: func(r *transit.VerifyItemResult) error { return r.Err },
+		err: func(r *transit.VerifyItemResult) error { return inField("signature", r.Err) },
 		ok: func(b []byte, r *transit.VerifyItemResult) []byte {
 			return appendInt(appendBool(b, "valid", r.Valid, true), "key_version", r.KeyVersion, false)
 		},
@@ -300,7 +320,7 @@ var (
 	}
 	// verifyHMACShape: Vault writes "valid" of an HMAC only when true.
 	verifyHMACShape = shape[transit.VerifyItemResult]{
-		err: func(r *transit.VerifyItemResult) error { return r.Err },
+		err: func(r *transit.VerifyItemResult) error { return inField("hmac", r.Err) },
 		ok: func(b []byte, r *transit.VerifyItemResult) []byte {
 			if r.Valid {
 				b = appendBool(b, "valid", true, true)
@@ -331,7 +351,7 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 				return e, "'[" + itoa(i) + "].plaintext' missing plaintext to encrypt"
 			}
 			if e.Plaintext, err = a.decode(p64); err != nil {
-				return e, err.Error()
+				return e, "failed to base64-decode plaintext: " + err.Error()
 			}
 			if e.Plaintext == nil {
 				e.Plaintext = []byte{}
@@ -353,7 +373,7 @@ func (h *Handler) encryptBatch(c *call, items []item) error {
 	}
 	res, buf, err := h.eng.EncryptBatchInto(c.ctx, k, c.encItems, c.caller(), c.encRes, c.scratch[1])
 	c.encRes, c.scratch[1] = res, buf
-	if err != nil {
+	if err = emptied(c.encItems, err); err != nil {
 		return err
 	}
 	return h.finishBatch(c, writeBatch(h, c, items, res, encryptShape))
@@ -386,7 +406,7 @@ func (h *Handler) decryptBatch(c *call, items []item) error {
 		return err
 	}
 	res, err := h.eng.DecryptBatch(c.ctx, k, dec, c.caller())
-	if err != nil {
+	if err = emptied(dec, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, dec, res, decryptShape.err, func(nk *transit.Key, again []transit.DecryptItem) ([]transit.DecryptItemResult, error) {
@@ -425,13 +445,13 @@ func (h *Handler) rewrapBatch(c *call, items []item) error {
 		return err
 	}
 	res, err := h.eng.RewrapBatch(c.ctx, k, rw, c.caller())
-	if err != nil {
+	if err = emptied(rw, err); err != nil {
 		return err
 	}
-	retryNewer(h, c, k, rw, res, encryptShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
+	retryNewer(h, c, k, rw, res, rewrapShape.err, func(nk *transit.Key, again []transit.RewrapItem) ([]transit.EncryptResult, error) {
 		return h.eng.RewrapBatch(c.ctx, nk, again, c.caller())
 	})
-	writeBatch(h, c, items, res, encryptShape)
+	writeBatch(h, c, items, res, rewrapShape)
 	c.end()
 	return nil
 }
@@ -452,7 +472,7 @@ func (h *Handler) signBatch(c *call, k *transit.Key, items []item, o transit.Sig
 		return err
 	}
 	res, err := h.eng.SignBatch(c.ctx, k, si, o)
-	if err != nil {
+	if err = emptied(si, err); err != nil {
 		return err
 	}
 	writeBatch(h, c, items, res, signShape)
@@ -479,7 +499,7 @@ func (h *Handler) verifyBatch(c *call, k *transit.Key, items []item, o transit.S
 		return err
 	}
 	res, err := h.eng.VerifyBatch(c.ctx, k, vi, o)
-	if err != nil {
+	if err = emptied(vi, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, vi, res, verifyShape.err, func(nk *transit.Key, again []transit.VerifyItem) ([]transit.VerifyItemResult, error) {
@@ -506,7 +526,7 @@ func (h *Handler) verifyHMACBatch(c *call, k *transit.Key, items []item, o trans
 		return err
 	}
 	res, err := h.eng.VerifyHMACBatch(c.ctx, k, vi, o)
-	if err != nil {
+	if err = emptied(vi, err); err != nil {
 		return err
 	}
 	retryNewer(h, c, k, vi, res, verifyHMACShape.err, func(nk *transit.Key, again []transit.VerifyHMACItem) ([]transit.VerifyItemResult, error) {
@@ -524,7 +544,7 @@ func (h *Handler) hmacBatch(c *call, k *transit.Key, items []item, o transit.HMA
 		return err
 	}
 	res, err := h.eng.HMACBatch(c.ctx, k, inputs, o)
-	if err != nil {
+	if err = emptied(inputs, err); err != nil {
 		return err
 	}
 	writeBatch(h, c, items, res, hmacShape)

@@ -15,9 +15,11 @@
 // without one is no tenant's, and refused), and its scopes say what the
 // caller may do there (see the scope grammar in scope.go). A request
 // without a valid token, or without the scope the route needs, is refused
-// 403 {"errors":["permission denied"]}, decided from the scopes alone
-// before anything is looked up, so that a refusal never confirms that a
-// key exists. A key is looked up in the caller's tenant only: another tenant's
+// 403 {"errors":["permission denied: ..."]}, the text saying which problem
+// it is (no token, a token refused and why, no tenant, the scope missing)
+// and the audit record's reason naming it. The decision is made from the
+// scopes alone before anything is looked up, so that a refusal never
+// confirms that a key exists. A key is looked up in the caller's tenant only: another tenant's
 // key is simply not found (404), on every route.
 //
 // # Answers

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,32 @@ type env struct {
 }
 
 func start(t testing.TB) *env { return startWith(t, nil) }
+
+// observedEnv is an env that keeps the outcome of its last request.
+type observedEnv struct {
+	*env
+	mu   sync.Mutex
+	last vaultapi.Outcome
+}
+
+// startObserved starts a server whose last transit outcome lastOutcome
+// returns.
+func startObserved(t testing.TB) *observedEnv {
+	o := &observedEnv{}
+	o.env = startWith(t, func(_ http.ResponseWriter, _ *http.Request, out vaultapi.Outcome) error {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.last = out
+		return nil
+	})
+	return o
+}
+
+func (o *observedEnv) lastOutcome() vaultapi.Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last
+}
 
 // startWith starts a server whose transit requests observe sees.
 func startWith(t testing.TB, observe func(http.ResponseWriter, *http.Request, vaultapi.Outcome) error) *env {

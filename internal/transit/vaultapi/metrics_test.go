@@ -32,14 +32,14 @@ func TestMetrics(t *testing.T) {
 	}
 	got := gatherAll(t, m)
 	for k, v := range map[string]float64{
-		`keygate_transit_requests_total{op="transit.keys.create",reason="",result="ok"}`:                   1,
-		`keygate_transit_requests_total{op="transit.encrypt",reason="",result="ok"}`:                       2,
-		`keygate_transit_requests_total{op="transit.encrypt",reason="batch_errors",result="refused"}`:      1,
-		`keygate_transit_requests_total{op="transit.encrypt",reason="permission_denied",result="refused"}`: 1,
-		`keygate_transit_requests_total{op="transit",reason="unsupported_path",result="refused"}`:          1,
-		`keygate_transit_batch_items_total{op="transit.encrypt",result="ok"}`:                              2,
-		`keygate_transit_batch_items_total{op="transit.encrypt",result="error"}`:                           1,
-		`keygate_transit_request_seconds_count{op="transit.encrypt"}`:                                      4,
+		`keygate_transit_requests_total{op="transit.keys.create",reason="",result="ok"}`:                    1,
+		`keygate_transit_requests_total{op="transit.encrypt",reason="",result="ok"}`:                        2,
+		`keygate_transit_requests_total{op="transit.encrypt",reason="batch_errors",result="refused"}`:       1,
+		`keygate_transit_requests_total{op="transit.encrypt",reason="insufficient_scope",result="refused"}`: 1,
+		`keygate_transit_requests_total{op="transit",reason="unsupported_path",result="refused"}`:           1,
+		`keygate_transit_batch_items_total{op="transit.encrypt",result="ok"}`:                               2,
+		`keygate_transit_batch_items_total{op="transit.encrypt",result="error"}`:                            1,
+		`keygate_transit_request_seconds_count{op="transit.encrypt"}`:                                       4,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)

@@ -145,9 +145,22 @@ func (h *Handler) verifyOne(c *call, k *transit.Key, field string, check func(*t
 		res, err = check(nk, input, text)
 	}
 	if err != nil {
-		return err
+		return inField(field, err)
 	}
 	return c.valid(res)
+}
+
+// inField names the parameter a malformed engine input came from (the
+// engine parses ciphertexts, signatures and HMACs alike and cannot), so
+// that "not standard padded base64" says which one.
+func inField(field string, err error) error {
+	var te *transit.Error
+	if !errors.As(err, &te) || te.Reason != transit.ReasonMalformed {
+		return err
+	}
+	named := *te
+	named.Detail = "invalid " + field + ": " + te.Detail
+	return &named
 }
 
 // flag is a boolean parameter and where it goes.
@@ -255,7 +268,7 @@ func serveEncrypt(h *Handler, c *call) error {
 	pt, err := decodeB64(c.scratch[0], p64)
 	c.scratch[0] = pt
 	if err != nil {
-		return badRequest(err.Error())
+		return badRequest("failed to base64-decode plaintext: " + err.Error())
 	}
 	o := transit.EncryptOptions{Caller: c.caller()}
 	if o.Context, err = c.b64("context", 1, "context"); err != nil {
@@ -298,7 +311,7 @@ func serveDecrypt(h *Handler, c *call) error {
 	}
 	c.scratch[0] = pt
 	if err != nil {
-		return err
+		return inField("ciphertext", err)
 	}
 	c.begin()
 	c.out = append(c.out, `{"plaintext":"`...)
@@ -329,7 +342,7 @@ func serveRewrap(h *Handler, c *call) error {
 		out, ver, err = h.eng.AppendRewrap(c.ctx, c.out[:mark], nk, ct, o)
 	}
 	if err != nil {
-		return err
+		return inField("ciphertext", err)
 	}
 	c.endText(out, ver)
 	return nil
