@@ -1,8 +1,9 @@
 // Package gateway holds keygate's HTTP front ends over the verification
 // pipeline: the forward-auth endpoint for nginx auth_request, Traefik
 // ForwardAuth and Caddy forward_auth, and the reverse proxy; package
-// extauthz puts the same decision behind Envoy's ext_authz. They decide from the route a request targets and the bearer token it carries,
-// and answer in RFC 6750 terms that a proxy in front can act on.
+// extauthz puts the same decision behind Envoy's ext_authz. They decide
+// from the route a request targets and the bearer token it carries, and
+// answer in RFC 6750 terms that a proxy in front can act on.
 package gateway
 
 import (
