@@ -201,7 +201,8 @@ func Run(ctx context.Context, cfg Config) (*loadgen.Result, error) {
 	for i := range senders {
 		senders[i] = &sender{r: r, conn: conns[i%cfg.Connections]}
 	}
-	lcfg := loadgen.Config{Connections: cfg.Connections, Rate: cfg.Rate, Duration: cfg.Duration, Progress: cfg.Progress}
+	lcfg := loadgen.Config{Connections: cfg.Connections, Rate: cfg.Rate, Duration: cfg.Duration, Timeout: r.timeout,
+		Progress: cfg.Progress}
 	win := loadgen.Drive(lcfg, r.start, r.measure, len(senders), func() (n int64) {
 		for _, s := range senders {
 			n += s.done.Load()
@@ -272,8 +273,10 @@ func (s *sender) loop(i int) {
 			}
 			continue
 		}
-		if measured {
-			s.hist.Record(time.Since(sent))
+		if lat := time.Since(sent); measured && loadgen.Late(lat, r.timeout, r.interval > 0) {
+			s.errs.Timeout++
+		} else if measured {
+			s.hist.Record(lat)
 			s.status.Count(v.status)
 			s.done.Add(1)
 		}

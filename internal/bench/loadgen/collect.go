@@ -76,9 +76,13 @@ func Drive(cfg Config, start, measure time.Time, n int, measured func() int64, s
 // NewResult returns the Result of a run of cfg over window w, for the
 // caller to add its senders' counts to and then Summarize.
 func (w Window) NewResult(cfg Config) *Result {
-	r := &Result{Mode: ModeClosed, Connections: cfg.Connections, TargetRate: cfg.Rate, Seconds: w.seconds, Hist: new(Histogram)}
+	r := &Result{Mode: ModeClosed, Connections: cfg.Connections, TargetRate: cfg.Rate, Seconds: w.seconds, Hist: new(Histogram),
+		Timeout: int64(cfg.Timeout), LatencyFrom: LatencyFromWrite}
+	if cfg.Timeout == 0 {
+		r.Timeout = int64(DefaultTimeout)
+	}
 	if cfg.Rate > 0 {
-		r.Mode = ModeOpen
+		r.Mode, r.LatencyFrom = ModeOpen, LatencyFromSchedule
 	}
 	return r
 }

@@ -39,6 +39,8 @@ type Document struct {
 	Series   []*Report `json:"series"`
 	Profiles []Profile `json:"profiles,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
+	// Validity is the document's check of itself (see Check).
+	Validity *Validity `json:"validity,omitempty"`
 }
 
 // Host is the machine a Document was measured on.
@@ -80,8 +82,25 @@ type ServerUsage struct {
 	AllocBytesPerSec float64 `json:"alloc_bytes_per_s,omitempty"`
 	AllocsPerRequest float64 `json:"allocs_per_request,omitempty"`
 	RSSBytes         int64   `json:"rss_bytes,omitempty"` // at the end of the window
+	// WindowSeconds is the time the figures cover: the measured window,
+	// unless the probe could not read it on time.
+	WindowSeconds float64 `json:"window_s"`
+	// CPUs are the CPUs the target was pinned to (none: not pinned).
+	CPUs []int `json:"cpus,omitempty"`
+	// Others is what the rest of the machine used meanwhile (absent when
+	// the generator could not see it: a target it did not start).
+	Others *OtherUsage `json:"others,omitempty"`
 	// Timeline samples the same figures about once a second.
 	Timeline []UsageSample `json:"timeline,omitempty"`
+}
+
+// OtherUsage is the CPU that processes other than the run's own (the
+// target, what was started beside it, and the generator) used during a
+// step's window: a neighbour that takes the target's CPU makes the
+// target's figures understate it.
+type OtherUsage struct {
+	CPUPercent          float64 `json:"cpu_percent"`            // on every CPU; 100 is one core busy the whole window
+	OnTargetCPUsPercent float64 `json:"on_target_cpus_percent"` // the part on the target's CPUs (0 when not pinned)
 }
 
 // UsageSample is the target's usage over one sampling interval of a step.
@@ -89,6 +108,12 @@ type UsageSample struct {
 	At           float64 `json:"t_s"` // seconds since the measured window began, at the interval's end
 	CPUPercent   float64 `json:"cpu_percent"`
 	AllocsPerSec float64 `json:"allocs_per_s,omitempty"`
+	// OthersPercent is the CPU other processes used meanwhile, on the
+	// target's CPUs when it is pinned, else on every CPU.
+	OthersPercent float64 `json:"others_cpu_percent,omitempty"`
+	// Gap marks an interval longer than it should be (the probe ran
+	// late): a chart draws no line across it.
+	Gap bool `json:"gap,omitempty"`
 }
 
 // Bucket is one non-empty bucket of a step's latency histogram: Count
@@ -132,7 +157,23 @@ func (d *Document) WriteTable(w io.Writer) error {
 	if len(d.Series) == 0 {
 		return nil
 	}
+	v := d.Validity
+	if v == nil {
+		v = d.Check()
+	}
+	fmt.Fprintf(w, "verdict: %s\n", v.Verdict)
+	for _, f := range v.Findings {
+		fmt.Fprintf(w, "  %s %s\n", findingMark(f.Severity), f.Text)
+	}
+	if len(v.Findings) > 0 {
+		fmt.Fprintf(w, "  (%s: not valid; %s: a warning; the figures of those steps carry the mark)\n",
+			findingMark(SeverityInvalid), findingMark(SeverityWarning))
+	}
 	first := d.Series[0]
+	marks := make([]map[int]string, len(d.Series))
+	for i, s := range d.Series {
+		marks[i] = v.Marks(s.Name)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"connections"}
 	for _, s := range d.Series {
@@ -144,17 +185,21 @@ func (d *Document) WriteTable(w io.Writer) error {
 	fmt.Fprint(tw, strings.Join(head, "\t")+"\t\n")
 	for i := range first.Steps {
 		row := []string{stepLabel(first.Steps[i])}
-		for _, s := range d.Series {
+		for si, s := range d.Series {
 			if i >= len(s.Steps) {
 				row = append(row, "-", "-", "-", "-")
 				continue
 			}
 			st := s.Steps[i]
+			mark := ""
+			if m := marks[si][i]; m != "" {
+				mark = findingMark(m)
+			}
 			cpu := "-"
 			if st.Server != nil {
 				cpu = fmt.Sprintf("%.0f", st.Server.CPUPercent)
 			}
-			row = append(row, fmt.Sprintf("%.0f", st.RequestsPerSec), lat(st.Latency.P99), cpu,
+			row = append(row, fmt.Sprintf("%.0f%s", st.RequestsPerSec, mark), lat(st.Latency.P99), cpu,
 				fmt.Sprint(st.Errors.Total()+st.Status.Non2xx()))
 		}
 		for _, s := range d.Series[1:] {
@@ -171,13 +216,8 @@ func (d *Document) WriteTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "errors counts requests with no answer and answers other than 2xx; cpu% is the target's (100 = one core)")
-	for _, s := range d.Series {
-		for _, st := range s.Steps {
-			if st.CPU.Saturated {
-				fmt.Fprintf(w, "warning: %s at %s: the load generator used %.0f%% of its CPU; it, not the target, may have been the limit\n",
-					s.Name, stepLabel(st), st.CPU.Percent)
-			}
-		}
+	if st := first.Steps; len(st) > 0 {
+		fmt.Fprintln(w, latencyNote(st[0]))
 	}
 	for _, p := range d.Profiles {
 		fmt.Fprintf(w, "\n%s %s profile (%s), top functions by flat share:\n", p.Series, p.Kind, p.File)
@@ -200,4 +240,23 @@ func ratio(a, b float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", a/b)
+}
+
+// findingMark is how a table marks the figures of a step with a finding.
+func findingMark(severity string) string {
+	if severity == SeverityInvalid {
+		return "!"
+	}
+	return "*"
+}
+
+// latencyNote says what a latency figure measures, beside the figures.
+func latencyNote(st *Result) string {
+	t := time.Duration(st.Timeout).String()
+	if st.LatencyFrom == LatencyFromSchedule {
+		return "latency runs from when each request was due (corrected for coordinated omission, as wrk2's): " +
+			"a server that fell behind shows latencies beyond the " + t + " timeout"
+	}
+	return "latency runs from writing a request to reading its whole answer; an answer later than the " + t +
+		" timeout is a timeout error, so no latency exceeds it"
 }

@@ -22,7 +22,10 @@ func TestDocumentTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(buf.String(), "\n")
-	row1, row2 := strings.Fields(lines[2]), strings.Fields(lines[3])
+	if lines[1] != "verdict: keygate ÷ naive: 4.0× requests/s, valid" {
+		t.Errorf("verdict line %q", lines[1])
+	}
+	row1, row2 := strings.Fields(lines[3]), strings.Fields(lines[4])
 	// connections, naive req/s p99 cpu errors, keygate req/s p99 cpu errors, ratios.
 	if want := []string{"100", "1000", "40ms", "99", "0", "4000", "10ms", "97", "3", "4.00", "0.25"}; strings.Join(row1, " ") != strings.Join(want, " ") {
 		t.Errorf("row %v, want %v", row1, want)

@@ -197,8 +197,10 @@ func (w *h2Worker) loop(i, senders int) {
 			}
 			continue
 		}
-		if measured {
-			w.hist.Record(time.Since(sent))
+		if lat := time.Since(sent); measured && Late(lat, r.timeout, r.interval > 0) {
+			w.errs.Timeout++
+		} else if measured {
+			w.hist.Record(lat)
 			w.status.count(status)
 			w.done.Add(1)
 		}

@@ -8,6 +8,19 @@ const (
 	ModeOpen   = "open"   // requests are sent at a fixed rate
 )
 
+// Where a Result's latencies start (Result.LatencyFrom).
+const (
+	LatencyFromWrite    = "write"
+	LatencyFromSchedule = "schedule"
+)
+
+// Late reports whether a closed-loop answer (open is false) that took lat
+// came after timeout. It then counts as a timeout error and not as a
+// latency, so that what a run reports agrees with its timeout even when
+// the generator read the answer late; an open-loop latency runs from the
+// schedule and is never late in this sense.
+func Late(lat, timeout time.Duration, open bool) bool { return !open && lat > timeout }
+
 // SaturatedPercent is the share of the CPU time the generator may use
 // (wall time × GOMAXPROCS) at or above which CPU.Saturated is set: the
 // generator may then have been the limit, not the target.
@@ -21,6 +34,14 @@ type Result struct {
 	Connections int     `json:"connections"`           // connections the run kept open
 	TargetRate  float64 `json:"target_rate,omitempty"` // open loop: requests/s asked for
 	Seconds     float64 `json:"duration_s"`            // the measured window's wall time
+	// Timeout is the per-request timeout the run used (nanoseconds).
+	Timeout int64 `json:"timeout_ns"`
+	// LatencyFrom says where a latency starts: LatencyFromWrite (closed
+	// loop: no latency exceeds Timeout, a later answer is a timeout error)
+	// or LatencyFromSchedule (open loop: from when the request was due,
+	// corrected for coordinated omission as wrk2's are, so a server that
+	// fell behind its schedule shows latencies beyond Timeout).
+	LatencyFrom string `json:"latency_from"`
 	// Requests counts the answers read in the measured window, whatever
 	// their status; RequestsPerSec is Requests / Seconds.
 	Requests       int64        `json:"requests"`
@@ -99,8 +120,10 @@ type ErrorCounts struct {
 	Connect int64 `json:"connect"` // a connect failed
 	Read    int64 `json:"read"`    // reading the answer failed, or the server closed before it was whole
 	Write   int64 `json:"write"`   // writing the request failed
-	Timeout int64 `json:"timeout"` // no whole answer within the timeout
-	Parse   int64 `json:"parse"`   // the answer was not HTTP/1.x as the generator reads it
+	// Timeout counts requests with no whole answer within the timeout,
+	// and (closed loop) answers read after it.
+	Timeout int64 `json:"timeout"`
+	Parse   int64 `json:"parse"` // the answer was not HTTP/1.x as the generator reads it
 }
 
 func (e *ErrorCounts) add(o *ErrorCounts) {

@@ -274,6 +274,9 @@ func (w *worker) loop(i int) {
 		}
 		tpl := r.pick()
 		now := time.Now()
+		if r.interval == 0 {
+			sent = now // closed loop: the latency is the request's, not the connect's
+		}
 		w.c.SetDeadline(now.Add(r.timeout)) //nolint:errcheck // fails only on a closed connection, which the write reports
 		if r.stopped.Load() {               // after the deadline, so stop's forced deadline cannot be overwritten
 			return
@@ -287,8 +290,10 @@ func (w *worker) loop(i int) {
 			w.fail(measured, err, &w.errs.Read)
 			continue
 		}
-		if measured {
-			w.hist.Record(time.Since(sent))
+		if lat := time.Since(sent); measured && Late(lat, r.timeout, r.interval > 0) {
+			w.errs.Timeout++
+		} else if measured {
+			w.hist.Record(lat)
 			w.status.count(resp.status)
 			w.done.Add(1)
 		}

@@ -53,6 +53,9 @@ func WriteHTML(w io.Writer, d *loadgen.Document) error {
 	if d == nil {
 		return errors.New("no bench document to report")
 	}
+	if d.Validity == nil {
+		d.Check() // a document from before validity was recorded
+	}
 	data, err := embedJSON(d)
 	if err != nil {
 		return err

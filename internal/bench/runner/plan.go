@@ -49,9 +49,16 @@ type Options struct {
 const TopN = 15
 
 // Run starts every series' target, measures each step on each series in
-// turn, and returns the document; the targets are stopped before it
-// returns. On an error it returns what was measured with the error.
+// turn, and returns the document with its validity checked; the targets
+// are stopped before it returns. On an error it returns what was measured
+// with the error.
 func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Document, error) {
+	doc, err := run(ctx, env, plan, opt)
+	doc.Check()
+	return doc, err
+}
+
+func run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Document, error) {
 	logf := func(format string, args ...any) {
 		if opt.Log != nil {
 			fmt.Fprintf(opt.Log, format+"\n", args...)
@@ -123,7 +130,7 @@ func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, d
 	res *loadgen.Result, profs []loadgen.Profile, perr, err error) {
 	var smp *Sampler
 	if t.Probe != nil {
-		smp = StartSampler(ctx, t.Probe, cfg.Warmup)
+		smp = StartSampler(ctx, t.Probe, cfg.Warmup, cfg.Duration, t.cpus)
 	}
 	var wg sync.WaitGroup
 	if secs := int(cfg.Duration/time.Second) - 1; profile && secs >= 1 && t.ProfileURL("profile", 1) != "" {

@@ -233,7 +233,7 @@ func proxySeries(env *Env, o ScenarioOptions) (Series, []string, error) {
 				up.Stop()
 				return nil, err
 			}
-			t.also = upstream
+			t.startBeside(upstream)
 			return t, nil
 		},
 		Pool: func(ctx context.Context, t *Target) ([]loadgen.Request, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type Target struct {
 	pprofBase  string // .../debug/pprof/ or ""
 	pprofToken string
 	also       *Target // a target started with this one and stopped with it (the proxy's upstream)
+	cpus       []int   // the CPUs it is pinned to (nil: not pinned, or not started here)
 }
 
 // startTimeout bounds a target's start.
@@ -80,7 +82,7 @@ func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: name, Base: "http://" + addr, Proc: p,
+	t := &Target{Name: name, Base: "http://" + addr, Proc: p, cpus: env.CPUs,
 		Probe:     ChildProbe{Pid: p.Pid(), Metrics: &MetricsProbe{URL: "http://" + addr + "/metrics"}},
 		pprofBase: "http://" + addr + "/debug/pprof/"}
 	if err := p.WaitHTTP(ctx, t.Base+"/healthz", startTimeout); err != nil {
@@ -137,7 +139,7 @@ func StartKeygate(ctx context.Context, env *Env, spec KeygateSpec) (*Target, err
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: spec.Name, Base: "http://" + listen, Admin: "http://" + admin, Proc: p}
+	t := &Target{Name: spec.Name, Base: "http://" + listen, Admin: "http://" + admin, Proc: p, cpus: env.CPUs}
 	if err := p.WaitHTTP(ctx, t.Admin+"/healthz", startTimeout); err != nil {
 		p.Stop()
 		return nil, err
@@ -153,6 +155,16 @@ func StartKeygate(ctx context.Context, env *Env, spec KeygateSpec) (*Target, err
 	t.AdminToken, t.pprofBase, t.pprofToken = token, t.Admin+"/debug/pprof/", token
 	t.Probe = ChildProbe{Pid: p.Pid(), Metrics: &MetricsProbe{URL: t.Admin + "/metrics"}}
 	return t, nil
+}
+
+// startBeside records that also was started with t, on its CPUs: t's
+// probe counts also's CPU as the workload's, not a neighbour's.
+func (t *Target) startBeside(also *Target) {
+	t.also = also
+	if cp, ok := t.Probe.(ChildProbe); ok && also.Proc != nil {
+		cp.Also = append(slices.Clone(cp.Also), also.Proc.Pid())
+		t.Probe = cp
+	}
 }
 
 // Describe says where the targets and the generator run.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +32,14 @@ type Sample struct {
 	AllocBytes float64 // bytes allocated since it started (when HasAllocs)
 	HasAllocs  bool
 	RSS        int64
+	// Host readings, for a target this package started on this machine:
+	// each CPU's busy seconds (user, nice, system and steal: the time no
+	// process of ours can have used; interrupts are left out, as loopback
+	// traffic is mostly ours), the CPU seconds of the target and what was
+	// started beside it, and of this process (the generator).
+	Host     []float64
+	Workload float64
+	Self     float64
 }
 
 // ProcProbe reads a child's usage from /proc (Linux).
@@ -40,6 +50,48 @@ func (p ProcProbe) Source() string { return "proc" }
 func (p ProcProbe) Read(context.Context) (Sample, error) {
 	cpu, rss, err := procCPU(p.Pid)
 	return Sample{At: time.Now(), CPU: cpu, RSS: rss}, err
+}
+
+// hostBusy reads each CPU's busy seconds from /proc/stat.
+func hostBusy() ([]float64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, err
+	}
+	return parseHostStat(b)
+}
+
+// parseHostStat reads the "cpuN user nice system idle iowait irq softirq
+// steal ..." lines: busy is user + nice + system + steal (guest time is
+// already in user).
+func parseHostStat(b []byte) ([]float64, error) {
+	var busy []float64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0][3:])
+		if err != nil || n < 0 || n > 1<<16 {
+			return nil, fmt.Errorf("/proc/stat: %q is not a CPU", f[0])
+		}
+		var sum uint64
+		for _, i := range []int{1, 2, 3, 8} {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("/proc/stat: %s: %w", f[0], err)
+			}
+			sum += v
+		}
+		for len(busy) <= n {
+			busy = append(busy, 0)
+		}
+		busy[n] = float64(sum) / clockTicks
+	}
+	if len(busy) == 0 {
+		return nil, errors.New("/proc/stat: no CPU lines")
+	}
+	return busy, nil
 }
 
 // clockTicks is Linux's USER_HZ, the unit of /proc/PID/stat's times: 100
@@ -110,6 +162,7 @@ func (m MetricsProbe) Read(ctx context.Context) (Sample, error) {
 // /metrics when that answers within MetricsWait.
 type ChildProbe struct {
 	Pid     int
+	Also    []int         // processes started beside it (the proxy's upstream)
 	Metrics *MetricsProbe // nil: no allocation figures
 }
 
@@ -120,8 +173,22 @@ func (c ChildProbe) Source() string { return "proc" }
 
 func (c ChildProbe) Read(ctx context.Context) (Sample, error) {
 	smp, err := ProcProbe{Pid: c.Pid}.Read(ctx)
-	if err != nil || c.Metrics == nil {
+	if err != nil {
 		return smp, err
+	}
+	smp.Workload = smp.CPU
+	for _, pid := range c.Also {
+		if cpu, _, err := procCPU(pid); err == nil {
+			smp.Workload += cpu
+		}
+	}
+	if host, err := hostBusy(); err == nil {
+		if self, _, err := procCPU(os.Getpid()); err == nil {
+			smp.Host, smp.Self = host, self
+		}
+	}
+	if c.Metrics == nil {
+		return smp, nil
 	}
 	mctx, cancel := context.WithTimeout(ctx, MetricsWait)
 	defer cancel()
@@ -180,9 +247,19 @@ func parseMetrics(r io.Reader) (Sample, error) {
 	return s, nil
 }
 
+// SampleInterval is how often a Sampler reads its probe.
+const SampleInterval = time.Second
+
+// gapFactor: a sampling interval longer than gapFactor × SampleInterval
+// is a hole in the timeline (the probe, in the generator's process, could
+// not run on time: the generator's machine was overloaded).
+const gapFactor = 1.5
+
 // Sampler records a target's usage over one step's measured window.
 type Sampler struct {
 	probe   Probe
+	cpus    []int // the target's CPUs, when pinned
+	end     time.Time
 	stop    chan struct{}
 	done    chan struct{}
 	mu      sync.Mutex
@@ -190,28 +267,43 @@ type Sampler struct {
 	err     error
 }
 
-// StartSampler begins sampling probe after delay (the warm-up), then about
-// once a second until Finish.
-func StartSampler(ctx context.Context, probe Probe, delay time.Duration) *Sampler {
-	s := &Sampler{probe: probe, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.loop(ctx, delay)
+// StartSampler samples probe from delay (the end of the warm-up) on, once
+// a SampleInterval, and last at delay+window (the end of the measured
+// window; 0: when Finish is called), so that what it reports covers the
+// step's window and not the time the generator takes to wind down. cpus
+// are the CPUs the target is pinned to (nil: not pinned).
+func StartSampler(ctx context.Context, probe Probe, delay, window time.Duration, cpus []int) *Sampler {
+	s := &Sampler{probe: probe, cpus: cpus, stop: make(chan struct{}), done: make(chan struct{})}
+	start := time.Now().Add(delay)
+	if window > 0 {
+		s.end = start.Add(window)
+	}
+	go s.loop(ctx, start)
 	return s
 }
 
-func (s *Sampler) loop(ctx context.Context, delay time.Duration) {
+func (s *Sampler) loop(ctx context.Context, next time.Time) {
 	defer close(s.done)
-	t := time.NewTimer(delay)
+	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
+			s.take(ctx) // the run ended before the window did
 			return
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		s.take(ctx)
-		t.Reset(time.Second)
+		if !s.end.IsZero() && !time.Now().Before(s.end) {
+			return
+		}
+		next = next.Add(SampleInterval)
+		if !s.end.IsZero() && next.After(s.end) {
+			next = s.end
+		}
+		t.Reset(time.Until(next))
 	}
 }
 
@@ -226,13 +318,13 @@ func (s *Sampler) take(ctx context.Context) {
 	s.samples = append(s.samples, smp)
 }
 
-// Finish takes the last sample and returns the usage between the first and
-// the last, for a step that read requests answers; nil with the error
-// when fewer than two samples were read.
+// Finish ends the sampling (taking a last sample if the window has not
+// ended) and returns the usage between the first and the last sample, for
+// a step that read requests answers; nil with the error when fewer than
+// two samples were read.
 func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUsage, error) {
 	close(s.stop)
 	<-s.done
-	s.take(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.samples) < 2 {
@@ -243,7 +335,8 @@ func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUs
 	if wall <= 0 {
 		return nil, errors.New("target usage: no time between samples")
 	}
-	u := &loadgen.ServerUsage{Source: s.probe.Source(), CPUSeconds: last.CPU - first.CPU, RSSBytes: last.RSS}
+	u := &loadgen.ServerUsage{Source: s.probe.Source(), CPUSeconds: last.CPU - first.CPU, RSSBytes: last.RSS,
+		WindowSeconds: wall, CPUs: s.cpus}
 	u.CPUPercent = 100 * u.CPUSeconds / wall
 	if first.HasAllocs && last.HasAllocs {
 		u.AllocsPerSec = (last.Mallocs - first.Mallocs) / wall
@@ -252,17 +345,51 @@ func (s *Sampler) Finish(ctx context.Context, requests int64) (*loadgen.ServerUs
 			u.AllocsPerRequest = (last.Mallocs - first.Mallocs) / float64(requests)
 		}
 	}
+	if first.Host != nil && last.Host != nil {
+		all, onTarget := s.others(first, last)
+		u.Others = &loadgen.OtherUsage{CPUPercent: 100 * all / wall, OnTargetCPUsPercent: 100 * onTarget / wall}
+	}
 	for i := 1; i < len(s.samples); i++ {
 		a, b := s.samples[i-1], s.samples[i]
 		dt := b.At.Sub(a.At).Seconds()
 		if dt <= 0 {
 			continue
 		}
-		smp := loadgen.UsageSample{At: b.At.Sub(first.At).Seconds(), CPUPercent: 100 * (b.CPU - a.CPU) / dt}
+		smp := loadgen.UsageSample{At: b.At.Sub(first.At).Seconds(), CPUPercent: 100 * (b.CPU - a.CPU) / dt,
+			Gap: dt > gapFactor*SampleInterval.Seconds()}
 		if a.HasAllocs && b.HasAllocs {
 			smp.AllocsPerSec = (b.Mallocs - a.Mallocs) / dt
+		}
+		if a.Host != nil && b.Host != nil {
+			all, onTarget := s.others(a, b)
+			smp.OthersPercent = 100 * all / dt
+			if len(s.cpus) > 0 {
+				smp.OthersPercent = 100 * onTarget / dt
+			}
 		}
 		u.Timeline = append(u.Timeline, smp)
 	}
 	return u, nil
+}
+
+// others is the CPU time between samples a and b that neither the target
+// (with what was started beside it) nor this process used: on every CPU,
+// and on the target's CPUs when it is pinned (then the rest is charged to
+// the generator's CPUs, where only the generator should run).
+func (s *Sampler) others(a, b Sample) (all, onTarget float64) {
+	busy := func(pick func(cpu int) bool) (sum float64) {
+		for c := range min(len(a.Host), len(b.Host)) {
+			if pick(c) {
+				sum += b.Host[c] - a.Host[c]
+			}
+		}
+		return sum
+	}
+	work, self := b.Workload-a.Workload, b.Self-a.Self
+	if len(s.cpus) == 0 {
+		return max(busy(func(int) bool { return true })-work-self, 0), 0
+	}
+	onTarget = max(busy(func(c int) bool { return slices.Contains(s.cpus, c) })-work, 0)
+	elsewhere := max(busy(func(c int) bool { return !slices.Contains(s.cpus, c) })-self, 0)
+	return onTarget + elsewhere, onTarget
 }

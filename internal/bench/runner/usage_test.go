@@ -36,7 +36,7 @@ func TestSampler(t *testing.T) {
 	}
 	for _, metrics := range []bool{true, false} {
 		p := &fakeProbe{metrics: metrics}
-		s := StartSampler(context.Background(), p, 10*time.Millisecond)
+		s := StartSampler(context.Background(), p, 10*time.Millisecond, 0, nil)
 		time.Sleep(1100 * time.Millisecond) // the first sample, and the one a second later
 		u, err := s.Finish(context.Background(), 500)
 		if err != nil {
@@ -56,7 +56,7 @@ func TestSampler(t *testing.T) {
 			t.Errorf("cpu percent %v", u.CPUPercent)
 		}
 	}
-	s := StartSampler(context.Background(), &fakeProbe{fail: true}, 0)
+	s := StartSampler(context.Background(), &fakeProbe{fail: true}, 0, 0, nil)
 	time.Sleep(20 * time.Millisecond)
 	if u, err := s.Finish(context.Background(), 1); err == nil || u != nil {
 		t.Errorf("a probe that always fails: %+v, %v", u, err)
