@@ -140,7 +140,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	}{
 		{"full", full, map[string]string{
 			"throughput": "10", "latency": "40", "distribution": strconv.Itoa(lastBuckets),
-			"server-cpu": "10", "server-allocs": "10", "timeline-cpu": "20", "timeline-allocs": "20",
+			"server-cpu": "10", "server-allocs": "10", "timeline-cpu": "18", "timeline-allocs": "18",
 		}},
 		{"proc", proc, map[string]string{
 			"throughput": "5", "latency": "20", "distribution": "empty", "server-cpu": "5", "server-allocs": "empty",
