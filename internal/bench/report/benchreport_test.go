@@ -28,7 +28,9 @@ func render(t *testing.T, d *loadgen.Document) string {
 	return b.String()
 }
 
-var allCharts = []string{"throughput", "latency", "distribution", "server-cpu", "server-allocs", "timeline-cpu", "timeline-allocs"}
+// allCharts is every chart: the first four are on every page, the rest
+// only with the target's usage.
+var allCharts = []string{"throughput", "latency", "errors", "distribution", "server-cpu", "server-allocs", "timeline-cpu", "timeline-allocs"}
 
 // checkPage checks what every page must be: well-formed, loading nothing,
 // exactly its two script elements, and a Content-Security-Policy whose
@@ -277,12 +279,12 @@ func TestWriteHTMLEmpty(t *testing.T) {
 			page := render(t, d)
 			checkPage(t, page)
 			sameJSON(t, embedded(t, page), d)
-			for _, c := range allCharts[:3] {
+			for _, c := range allCharts[:4] {
 				if !strings.Contains(page, `data-chart="`+c+`"`) {
 					t.Errorf("no %s chart", c)
 				}
 			}
-			for _, c := range allCharts[3:] {
+			for _, c := range allCharts[4:] {
 				if strings.Contains(page, `data-chart="`+c+`"`) {
 					t.Errorf("a %s chart without server usage", c)
 				}

@@ -116,6 +116,9 @@ func (v *view) write(w *pageWriter) {
 	}
 	chart("throughput", "Throughput against "+x)
 	chart("latency", "Latency percentiles against "+x, v.LatencyNote...)
+	chart("errors", "Errors and non-2xx answers per second against "+x,
+		"Errors are requests with no answer (connect, read, write, timeout or parse errors); "+
+			"non-2xx are answers whose status is not 2xx. A flat line at zero: none.")
 	chart("distribution", "Latency distribution (percentile spectrum) of one step")
 	if v.Server {
 		chart("server-cpu", "Target CPU against "+x)
