@@ -1,9 +1,10 @@
 // Package report draws a keygate.bench.report/v1 document
-// (loadgen.Document) as one self-contained HTML file: tables of every step
-// that read without JavaScript, and SVG charts of throughput, latency
-// percentiles, the latency distribution and the target's CPU and
-// allocations, drawn by a small inline script from the document embedded
-// as JSON.
+// (loadgen.Document) as one self-contained HTML file: the document's
+// verdict on its own validity first, tables of every step that read
+// without JavaScript (the figures of a step with a finding marked), and
+// SVG charts of throughput, latency percentiles, errors, the latency
+// distribution and the target's CPU and allocations, drawn by a small
+// inline script from the document embedded as JSON.
 //
 // The file loads nothing: no script, style, font or image comes from
 // elsewhere, and its Content-Security-Policy allows only its own inline

@@ -110,6 +110,9 @@ func TestHTMLReportInChromium(t *testing.T) {
 	full.Series[1].Target.URL += "?q=" + pwn
 	// A longer first step: the timeline of the last must keep its own window.
 	full.Series[0].Steps[0].Seconds, full.Series[0].Steps[0].Server.WindowSeconds = 30, 30
+	// A finding's text is hostile too: it reaches the charts as a tooltip.
+	full.Check().Findings = append(full.Validity.Findings,
+		loadgen.Finding{Severity: loadgen.SeverityWarning, Series: "keygate", Step: 0, Text: "keygate at 100 connections: " + pwn})
 	lastBuckets := len(full.Series[0].Steps[4].Histogram) + len(full.Series[1].Steps[4].Histogram)
 
 	// Measured from /proc: CPU but no allocation rate or timeline, and
@@ -150,12 +153,13 @@ func TestHTMLReportInChromium(t *testing.T) {
 			"throughput": "10", "latency": "40", "errors": "20", "distribution": strconv.Itoa(lastBuckets),
 			"server-cpu": "10", "server-allocs": "10", "timeline-cpu": "26", "timeline-allocs": "18",
 		}, map[string]string{
-			"throughput data-flags": "1", "latency data-flags": "1",
+			"throughput data-flags": "2", "latency data-flags": "2",
 			"timeline-cpu data-holes": "1", "timeline-allocs data-holes": "1",
 			"timeline-cpu data-x-span": "0 10.0003", "timeline-allocs data-x-span": "0 10.0003",
 			"timeline-cpu polylines": "5", "timeline-allocs polylines": "3",
 		}, []string{
 			`<title>not valid: naive at 15000 connections: other processes took 48% of CPU 0`,
+			"<title>warning: keygate at 100 connections: &lt;/script&gt;&lt;script&gt;document",
 			`>timeout</text>`, "<p class=\"chart-note\">Latency runs from writing the request", ">naive: no reading</text>",
 			"<span>other processes</span>",
 		}},

@@ -116,7 +116,8 @@
   }
   function exactAxis(lo, hi) {
     var step = niceStep(hi - lo, 5), ticks = [];
-    for (var t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-6; t += step) ticks.push(t);
+    if (!(step > 0 && isFinite(step))) step = hi - lo; // a span too small for niceStep
+    for (var t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-6 && ticks.length < 20; t += step) ticks.push(t);
     return {ticks: ticks, pos: function (v) { return (v - lo) / (hi - lo); }};
   }
   function niceBelow(v) {
