@@ -1,9 +1,10 @@
 // Package report draws a keygate.bench.report/v1 document
-// (loadgen.Document) as one self-contained HTML file: tables of every step
-// that read without JavaScript, and SVG charts of throughput, latency
-// percentiles, the latency distribution and the target's CPU and
-// allocations, drawn by a small inline script from the document embedded
-// as JSON.
+// (loadgen.Document) as one self-contained HTML file: the document's
+// verdict on its own validity first, tables of every step that read
+// without JavaScript (the figures of a step with a finding marked), and
+// SVG charts of throughput, latency percentiles, errors, the latency
+// distribution and the target's CPU and allocations, drawn by a small
+// inline script from the document embedded as JSON.
 //
 // The file loads nothing: no script, style, font or image comes from
 // elsewhere, and its Content-Security-Policy allows only its own inline
@@ -93,6 +94,9 @@ type view struct {
 	Server   bool       // some step has Server usage
 	Timeline bool       // some step has a usage timeline
 	Profiles []profileView
+	Verdict  verdictView
+	// LatencyNote says where the latencies run from, for the latency chart.
+	LatencyNote []string
 
 	Data string // the document as JSON, safe in a script element
 }
@@ -101,7 +105,13 @@ type seriesView struct {
 	Name   string
 	Report *loadgen.Report
 	Steps  []*loadgen.Result
+	Flags  []flag // what the checks found on each of Steps
 	Server bool
+	// Findings are the document's findings on this series' steps, for the
+	// footnotes of its table.
+	Findings []loadgen.Finding
+	// LatencyNotes say where its latencies run from (one per kind of step).
+	LatencyNotes []string
 }
 
 type ratioRow struct {
@@ -111,6 +121,7 @@ type ratioRow struct {
 
 type ratioCell struct {
 	Throughput, P99 string
+	Flag            flag // either step's findings: the ratio is only as good as both
 }
 
 type profileView struct {
@@ -141,18 +152,24 @@ func newView(d *loadgen.Document) *view {
 			continue
 		}
 		sv := seriesView{Name: seriesName(r, len(v.Series)), Report: r}
-		for _, s := range r.Steps {
+		flags := stepFlags(d.Validity, r)
+		sv.Findings = seriesFindings(d.Validity, r)
+		for i, s := range r.Steps {
 			if s == nil {
 				continue
 			}
 			sv.Steps = append(sv.Steps, s)
+			sv.Flags = append(sv.Flags, flags[i])
 			if u := s.Server; u != nil {
 				sv.Server, v.Server = true, true
 				v.Timeline = v.Timeline || len(u.Timeline) > 0
 			}
 		}
+		sv.LatencyNotes = latencyNotes(r, sv.Steps)
 		v.Series = append(v.Series, sv)
 	}
+	v.Verdict = verdictOf(d.Validity)
+	v.LatencyNote = chartLatencyNote(v.Series)
 	v.XKind = xKind(v.Series)
 	if len(v.Series) >= 2 {
 		for _, s := range v.Series[1:] {
@@ -213,14 +230,15 @@ func xLabel(s *loadgen.Result, kind string) string {
 // steps, matching steps by their x.
 func ratios(series []seriesView, kind string) []ratioRow {
 	var rows []ratioRow
-	for _, base := range series[0].Steps {
+	for bi, base := range series[0].Steps {
 		row := ratioRow{X: xLabel(base, kind)}
 		for _, s := range series[1:] {
 			var c ratioCell
-			for _, st := range s.Steps {
+			for i, st := range s.Steps {
 				if xOf(st, kind) == xOf(base, kind) {
 					c = ratioCell{Throughput: ratio(st.RequestsPerSec, base.RequestsPerSec),
-						P99: ratio(float64(st.Latency.P99), float64(base.Latency.P99))}
+						P99:  ratio(float64(st.Latency.P99), float64(base.Latency.P99)),
+						Flag: series[0].Flags[bi].merge(s.Flags[i])}
 					break
 				}
 			}

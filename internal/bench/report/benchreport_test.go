@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/keygate/keygate/internal/bench/loadgen"
@@ -25,7 +28,9 @@ func render(t *testing.T, d *loadgen.Document) string {
 	return b.String()
 }
 
-var allCharts = []string{"throughput", "latency", "distribution", "server-cpu", "server-allocs", "timeline-cpu", "timeline-allocs"}
+// allCharts is every chart: the first four are on every page, the rest
+// only with the target's usage.
+var allCharts = []string{"throughput", "latency", "errors", "distribution", "server-cpu", "server-allocs", "timeline-cpu", "timeline-allocs"}
 
 // checkPage checks what every page must be: well-formed, loading nothing,
 // exactly its two script elements, and a Content-Security-Policy whose
@@ -46,7 +51,8 @@ func checkPage(t *testing.T, page string) {
 		t.Error("page holds <!--")
 	}
 	for _, tag := range anyTag.FindAllString(page, -1) {
-		if m := loadingAttr.FindString(tag); m != "" {
+		// Only attribute names load: a title may quote " src=" as text.
+		if m := loadingAttr.FindString(quotedValue.ReplaceAllString(tag, `""`)); m != "" {
 			t.Errorf("tag %.80q has %s: the page must load nothing", tag, m)
 		}
 	}
@@ -77,6 +83,7 @@ func checkPage(t *testing.T, page string) {
 var (
 	anyTag      = regexp.MustCompile(`<[a-zA-Z][^>]*>`)
 	loadingAttr = regexp.MustCompile(`(?i)\s(src|href|xlink:href|srcset|action|poster|background)\s*=`)
+	quotedValue = regexp.MustCompile(`"[^"]*"`)
 	startTag    = regexp.MustCompile(`^<(/?)([a-zA-Z][a-zA-Z0-9-]*)\b[^<>]*>`)
 )
 
@@ -198,6 +205,15 @@ func TestWriteHTML(t *testing.T) {
 		// Profiles, with their step.
 		"<h3>keygate: cpu at 15000 connections</h3>", "<code>crypto/internal/fips140/nistec.p256OrdMul</code></td><td>21.5%</td>",
 		"<h3>naive: heap at 5000 connections</h3>",
+		// The verdict, and the step it is about marked where its figures are.
+		`<section id="verdict" class="verdict invalid">` + "\n" + `<p class="verdict-line"><span class="badge">not valid</span> ` +
+			"keygate ÷ naive: 6.8× requests/s, not valid: naive at 15000 connections: other processes took 48% of CPU 0",
+		`<li class="flag-warning"><span class="mark">*</span> <span class="sev">warning</span> naive at 15000 connections: 1 hole`,
+		`<tr class="flag-invalid" title="naive at 15000 connections: other processes took 48% of CPU 0`,
+		`<td>15000 <span class="mark">!</span></td><td>closed</td>`,
+		`<tr><td>15000 connections</td><td class="flag-invalid" title="naive at 15000 connections: other processes`,
+		`<p class="latency-note">Latency runs from writing the request to its whole answer; answers later than the 90s timeout ` +
+			"are counted as timeout errors, not as latencies.</p>",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -206,6 +222,12 @@ func TestWriteHTML(t *testing.T) {
 	rows := strings.Count(page, "<td>closed</td>")
 	if rows != 10 {
 		t.Errorf("%d step rows, want 10", rows)
+	}
+	if n := strings.Count(page, `<tr class="flag-`); n != 1 {
+		t.Errorf("%d flagged step rows, want 1", n)
+	}
+	if v, h, n := strings.Index(page, `id="verdict"`), strings.Index(page, "</header>"), strings.Index(page, `id="notes"`); !(h < v && v < n) {
+		t.Error("the verdict is not between the header and the notes")
 	}
 }
 
@@ -221,6 +243,10 @@ func TestWriteHTMLHostileText(t *testing.T) {
 	d.Series[1].Target.HeaderNames = []string{evil}
 	d.Profiles[0].Series, d.Profiles[0].File, d.Profiles[0].Kind = evil, evil, evil
 	d.Profiles[0].Top[0].Function = evil
+	d.Validity = &loadgen.Validity{Verdict: evil, Findings: []loadgen.Finding{
+		{Check: evil, Severity: evil, Series: evil, Step: 0, Text: evil},
+		{Severity: loadgen.SeverityInvalid, Series: "naive", Step: 1, Text: evil},
+	}}
 	page := render(t, d)
 	checkPage(t, page)
 	sameJSON(t, embedded(t, page), d)
@@ -253,12 +279,12 @@ func TestWriteHTMLEmpty(t *testing.T) {
 			page := render(t, d)
 			checkPage(t, page)
 			sameJSON(t, embedded(t, page), d)
-			for _, c := range allCharts[:3] {
+			for _, c := range allCharts[:4] {
 				if !strings.Contains(page, `data-chart="`+c+`"`) {
 					t.Errorf("no %s chart", c)
 				}
 			}
-			for _, c := range allCharts[3:] {
+			for _, c := range allCharts[4:] {
 				if strings.Contains(page, `data-chart="`+c+`"`) {
 					t.Errorf("a %s chart without server usage", c)
 				}
@@ -359,6 +385,8 @@ func FuzzWriteHTML(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, title, note, name, fn string) {
 		d.Title, d.Command, d.Notes = title, note, []string{note, title}
+		d.Validity = &loadgen.Validity{Verdict: title, Findings: []loadgen.Finding{
+			{Severity: fn, Series: name, Step: 1, Text: note}, {Severity: loadgen.SeverityInvalid, Series: name, Step: 0, Text: fn}}}
 		d.Series[0].Name, d.Series[1].Target.URL = name, "http://h/"+name
 		d.Series[1].Target.HeaderNames = []string{fn}
 		d.Profiles[0].Series, d.Profiles[0].Top[0].Function = name, fn
@@ -379,4 +407,176 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// The banner reads the document's validity as the worst it says: a
+// finding that is not valid makes it red whatever Valid says, and an
+// unknown severity is a warning, never a class of its own.
+func TestVerdictBanner(t *testing.T) {
+	invalid := loadgen.Finding{Severity: loadgen.SeverityInvalid, Series: "naive", Step: 1, Text: "naive at 1000 connections: bad"}
+	warning := loadgen.Finding{Severity: loadgen.SeverityWarning, Series: "keygate", Step: 2, Text: "keygate at 5000 connections: meh"}
+	odd := loadgen.Finding{Severity: `x" onclick="alert(1)`, Series: "keygate", Step: 0, Text: "keygate at 100 connections: odd"}
+	for _, tt := range []struct {
+		name    string
+		v       *loadgen.Validity
+		class   string
+		label   string
+		marked  []string // the first cells of the rows marked, with their marks
+		unknown bool     // no row is marked
+	}{
+		{"valid", &loadgen.Validity{Valid: true, Verdict: "all good, valid"}, "valid", "valid", nil, true},
+		{"warning", &loadgen.Validity{Valid: true, Verdict: "valid, with 1 warning", Findings: []loadgen.Finding{warning}},
+			"warning", "valid, with warnings", []string{`<tr class="flag-warning" title="keygate at 5000 connections: meh"><td>5000 <span class="mark">*</span></td>`}, false},
+		{"invalid", &loadgen.Validity{Verdict: "not valid: bad", Findings: []loadgen.Finding{invalid, warning}},
+			"invalid", "not valid", []string{`<td>1000 <span class="mark">!</span></td>`, `<td>5000 <span class="mark">*</span></td>`}, false},
+		{"says valid, is not", &loadgen.Validity{Valid: true, Verdict: "valid", Findings: []loadgen.Finding{invalid}},
+			"invalid", "not valid", []string{`<td>1000 <span class="mark">!</span></td>`}, false},
+		{"unknown severity", &loadgen.Validity{Valid: true, Verdict: "valid", Findings: []loadgen.Finding{odd}},
+			"warning", "valid, with warnings", []string{`<tr class="flag-warning" title="keygate at 100 connections: odd"><td>100 <span class="mark">*</span></td>`}, false},
+		{"finding on no step", &loadgen.Validity{Valid: true, Verdict: "valid",
+			Findings: []loadgen.Finding{{Severity: loadgen.SeverityWarning, Series: "nobody", Step: 99, Text: "lost"}}},
+			"warning", "valid, with warnings", nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := sampleDocument()
+			d.Validity = tt.v
+			page := render(t, d)
+			checkPage(t, page)
+			banner := between(t, page, `<section id="verdict"`, "</section>")
+			want := ` class="verdict ` + tt.class + `">` + "\n" + `<p class="verdict-line"><span class="badge">` + tt.label + `</span> ` + html.EscapeString(tt.v.Verdict) + "</p>"
+			if !strings.HasPrefix(banner, want) {
+				t.Errorf("banner %q does not start %q", banner, want)
+			}
+			for _, f := range tt.v.Findings {
+				if !strings.Contains(banner, "</span> "+f.Text+"</li>") {
+					t.Errorf("banner lacks finding %q", f.Text)
+				}
+			}
+			for _, m := range tt.marked {
+				if !strings.Contains(page, m) {
+					t.Errorf("page lacks the marked row %q", m)
+				}
+			}
+			if rows := strings.Count(page, `<tr class="flag-`); rows != len(tt.marked) {
+				t.Errorf("%d rows marked, want %d", rows, len(tt.marked))
+			}
+			if strings.Contains(page, ` onclick="`) {
+				t.Error("a severity became markup")
+			}
+		})
+	}
+}
+
+// A finding's text is hostile like any other: it stays text in the
+// banner, the table's footnotes and the titles of marked rows and ratios.
+func TestWriteHTMLHostileFinding(t *testing.T) {
+	const evil = `"><script>alert(1)</script><b title='x` + "\n"
+	d := sampleDocument()
+	d.Validity = &loadgen.Validity{Verdict: evil, Findings: []loadgen.Finding{
+		{Severity: loadgen.SeverityInvalid, Series: "naive", Step: 0, Text: evil},
+		{Severity: loadgen.SeverityWarning, Series: "keygate", Step: 0, Text: evil},
+	}}
+	page := render(t, d)
+	checkPage(t, page)
+	esc := html.EscapeString(evil)
+	for _, want := range []string{
+		`<span class="badge">not valid</span> ` + esc + "</p>",
+		`<span class="sev">not valid</span> ` + esc + "</li>",
+		`<tr class="flag-invalid" title="` + esc + `"><td>100 <span class="mark">!</span></td>`,
+		`<td class="flag-invalid" title="` + esc + "\n" + esc + `">6.78× <span class="mark">!</span></td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<b ") || strings.Contains(page, "alert(1)</script>") {
+		t.Error("a finding's text became markup")
+	}
+}
+
+func TestLatencyNote(t *testing.T) {
+	step := func(from string, timeout time.Duration) *loadgen.Result {
+		return &loadgen.Result{Mode: loadgen.ModeClosed, Connections: 10, LatencyFrom: from, Timeout: int64(timeout)}
+	}
+	const (
+		write2s = "Latency runs from writing the request to its whole answer; answers later than the 2s timeout " +
+			"are counted as timeout errors, not as latencies."
+		schedule2s = "Latency runs from when each request was due (corrected for coordinated omission, as wrk2's), " +
+			"so it may exceed the 2s timeout."
+	)
+	for _, tt := range []struct {
+		name   string
+		series []*loadgen.Report
+		chart  []string // the notes under the latency chart
+	}{
+		{"closed loop", []*loadgen.Report{{Name: "a", Steps: []*loadgen.Result{step(loadgen.LatencyFromWrite, 2*time.Second)}}},
+			[]string{write2s}},
+		{"open loop", []*loadgen.Report{{Name: "a", Steps: []*loadgen.Result{step(loadgen.LatencyFromSchedule, 2*time.Second)}}},
+			[]string{schedule2s}},
+		{"both in one series", []*loadgen.Report{{Name: "a", Steps: []*loadgen.Result{
+			step(loadgen.LatencyFromWrite, 2*time.Second), step(loadgen.LatencyFromSchedule, 2*time.Second), step(loadgen.LatencyFromWrite, 2*time.Second)}}},
+			[]string{write2s, schedule2s}},
+		{"series that differ", []*loadgen.Report{
+			{Name: "a", Steps: []*loadgen.Result{step(loadgen.LatencyFromWrite, 2*time.Second)}},
+			{Name: "b", Steps: []*loadgen.Result{step(loadgen.LatencyFromSchedule, 2*time.Second)}}},
+			[]string{"a: " + write2s, "b: " + schedule2s}},
+		{"series that agree", []*loadgen.Report{
+			{Name: "a", Steps: []*loadgen.Result{step(loadgen.LatencyFromWrite, 2*time.Second)}},
+			{Name: "b", Steps: []*loadgen.Result{step(loadgen.LatencyFromWrite, 2*time.Second)}}},
+			[]string{write2s}},
+		{"before it was recorded", []*loadgen.Report{{Name: "a", Target: loadgen.Target{Timeout: 1.5}, Steps: []*loadgen.Result{step("", 0)}}},
+			[]string{"The document does not say where latency runs from; the run used a 1.5s timeout."}},
+		{"no timeout either", []*loadgen.Report{{Name: "a", Steps: []*loadgen.Result{step(loadgen.LatencyFromWrite, 0)}}},
+			[]string{"Latency runs from writing the request to its whole answer; answers later than the timeout " +
+				"(its length not recorded) are counted as timeout errors, not as latencies."}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			page := render(t, &loadgen.Document{Schema: loadgen.DocumentSchema, Series: tt.series})
+			checkPage(t, page)
+			fig := between(t, page, `data-chart="latency">`, "</figure>")
+			var notes []string
+			for _, m := range regexp.MustCompile(`<p class="chart-note">([^<]*)</p>`).FindAllStringSubmatch(fig, -1) {
+				notes = append(notes, html.UnescapeString(m[1]))
+			}
+			if !slices.Equal(notes, tt.chart) {
+				t.Errorf("under the latency chart:\n%q\nwant\n%q", notes, tt.chart)
+			}
+			for _, s := range tt.series {
+				for _, st := range s.Steps {
+					if n := html.EscapeString(latencyNote(s, st)); !strings.Contains(page, `<p class="latency-note">`+n+"</p>") {
+						t.Errorf("series %s: no note %q beside its table", s.Name, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A ratio is marked when either of the steps it divides has a finding.
+func TestRatioFlags(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		findings []loadgen.Finding
+		want     string // the row at 100 connections
+	}{
+		{"neither", nil, "<tr><td>100 connections</td><td>6.78×</td><td>0.15×</td></tr>"},
+		{"the base", []loadgen.Finding{{Severity: loadgen.SeverityWarning, Series: "naive", Step: 0, Text: "w"}},
+			`<tr><td>100 connections</td><td class="flag-warning" title="w">6.78× <span class="mark">*</span></td>`},
+		{"the other", []loadgen.Finding{{Severity: loadgen.SeverityInvalid, Series: "keygate", Step: 0, Text: "i"}},
+			`<tr><td>100 connections</td><td class="flag-invalid" title="i">6.78× <span class="mark">!</span></td>`},
+		{"both, worst wins", []loadgen.Finding{{Severity: loadgen.SeverityWarning, Series: "naive", Step: 0, Text: "w"},
+			{Severity: loadgen.SeverityInvalid, Series: "keygate", Step: 0, Text: "i"}},
+			`<td class="flag-invalid" title="w` + "\n" + `i">0.15× <span class="mark">!</span></td></tr>`},
+		{"another step", []loadgen.Finding{{Severity: loadgen.SeverityInvalid, Series: "keygate", Step: 1, Text: "i"}},
+			"<tr><td>100 connections</td><td>6.78×</td><td>0.15×</td></tr>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := sampleDocument()
+			d.Validity = &loadgen.Validity{Valid: true, Findings: tt.findings}
+			page := render(t, d)
+			if !strings.Contains(page, tt.want) {
+				t.Errorf("ratio table lacks %q:\n%s", tt.want, between(t, page, `<section id="ratios">`, "</section>"))
+			}
+		})
+	}
 }

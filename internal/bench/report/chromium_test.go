@@ -108,6 +108,11 @@ func TestHTMLReportInChromium(t *testing.T) {
 	full := sampleDocument()
 	full.Notes = append(full.Notes, pwn)
 	full.Series[1].Target.URL += "?q=" + pwn
+	// A longer first step: the timeline of the last must keep its own window.
+	full.Series[0].Steps[0].Seconds, full.Series[0].Steps[0].Server.WindowSeconds = 30, 30
+	// A finding's text is hostile too: it reaches the charts as a tooltip.
+	full.Check().Findings = append(full.Validity.Findings,
+		loadgen.Finding{Severity: loadgen.SeverityWarning, Series: "keygate", Step: 0, Text: "keygate at 100 connections: " + pwn})
 	lastBuckets := len(full.Series[0].Steps[4].Histogram) + len(full.Series[1].Steps[4].Histogram)
 
 	// Measured from /proc: CPU but no allocation rate or timeline, and
@@ -125,6 +130,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	open.Series = open.Series[1:]
 	for i, st := range open.Series[0].Steps {
 		st.Mode, st.Connections, st.TargetRate = loadgen.ModeOpen, 500, math.Ldexp(5000, i)
+		st.LatencyFrom = loadgen.LatencyFromSchedule
 		st.Server.Timeline = nil
 	}
 	slices.Reverse(open.Series[0].Steps)
@@ -134,24 +140,39 @@ func TestHTMLReportInChromium(t *testing.T) {
 	}
 
 	for _, tt := range []struct {
-		name string
-		doc  *loadgen.Document
-		want map[string]string // chart: data-points, or "empty"
+		name  string
+		doc   *loadgen.Document
+		want  map[string]string // chart: data-points, or "empty"
+		attrs map[string]string // "chart data-attribute": its value
+		dom   []string          // what the DOM holds once drawn
 	}{
 		{"full", full, map[string]string{
-			"throughput": "10", "latency": "40", "distribution": strconv.Itoa(lastBuckets),
-			"server-cpu": "10", "server-allocs": "10", "timeline-cpu": "20", "timeline-allocs": "20",
+			// errors: errors/s and non-2xx/s of each step; timeline-cpu:
+			// the target's CPU (naive missed 2 readings) and naive's
+			// other processes.
+			"throughput": "10", "latency": "40", "errors": "20", "distribution": strconv.Itoa(lastBuckets),
+			"server-cpu": "10", "server-allocs": "10", "timeline-cpu": "26", "timeline-allocs": "18",
+		}, map[string]string{
+			"throughput data-flags": "2", "latency data-flags": "2",
+			"timeline-cpu data-holes": "1", "timeline-allocs data-holes": "1",
+			"timeline-cpu data-x-span": "0 10.0003", "timeline-allocs data-x-span": "0 10.0003",
+			"timeline-cpu polylines": "5", "timeline-allocs polylines": "3",
+		}, []string{
+			`<title>not valid: naive at 15000 connections: other processes took 48% of CPU 0`,
+			"<title>warning: keygate at 100 connections: &lt;/script&gt;&lt;script&gt;document",
+			`>timeout</text>`, "<p class=\"chart-note\">Latency runs from writing the request", ">naive: no reading</text>",
+			"<span>other processes</span>",
 		}},
 		{"proc", proc, map[string]string{
-			"throughput": "5", "latency": "20", "distribution": "empty", "server-cpu": "5", "server-allocs": "empty",
-		}},
+			"throughput": "5", "latency": "20", "errors": "10", "distribution": "empty", "server-cpu": "5", "server-allocs": "empty",
+		}, map[string]string{"throughput data-flags": "0", "latency data-flags": "0"}, nil},
 		{"open", open, map[string]string{
-			"throughput": "5", "latency": "20", "distribution": strconv.Itoa(len(open.Series[0].Steps[4].Histogram)),
+			"throughput": "5", "latency": "20", "errors": "10", "distribution": strconv.Itoa(len(open.Series[0].Steps[4].Histogram)),
 			"server-cpu": "5", "server-allocs": "5",
-		}},
+		}, nil, []string{">timeout</text>", "<p class=\"chart-note\">Latency runs from when each request was due"}},
 		{"empty", &loadgen.Document{Schema: loadgen.DocumentSchema, Title: "nothing measured",
 			Series: []*loadgen.Report{{Schema: loadgen.Schema, Name: "a", Steps: []*loadgen.Result{}}}},
-			map[string]string{"throughput": "empty", "latency": "empty", "distribution": "empty"}},
+			map[string]string{"throughput": "empty", "latency": "empty", "errors": "empty", "distribution": "empty"}, nil, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -197,9 +218,25 @@ func TestHTMLReportInChromium(t *testing.T) {
 					}
 				}
 			}
+			figs := regexp.MustCompile(`(?s)<figure\b.*?</figure>`).FindAllString(dom, -1)
+			for key, want := range tt.attrs {
+				name, attr, _ := strings.Cut(key, " ")
+				got := got[name][attr]
+				if attr == "polylines" {
+					got = strconv.Itoa(strings.Count(figure(figs, name), "<polyline"))
+				}
+				if got != want {
+					t.Errorf("%s: %s is %q, want %q", name, attr, got, want)
+				}
+			}
+			for _, want := range tt.dom {
+				if !strings.Contains(dom, want) {
+					t.Errorf("the DOM lacks %q", want)
+				}
+			}
 			// A drawn chart is an SVG with a path or polyline in it; an
 			// empty one says so in words.
-			for _, fig := range regexp.MustCompile(`(?s)<figure\b.*?</figure>`).FindAllString(dom, -1) {
+			for _, fig := range figs {
 				drawn := strings.Contains(fig, `data-rendered="true"`)
 				if drawn && (!strings.Contains(fig, "<svg") || !strings.Contains(fig, "<polyline")) {
 					t.Errorf("a drawn chart without an SVG line: %.200s", fig)
@@ -210,4 +247,14 @@ func TestHTMLReportInChromium(t *testing.T) {
 			}
 		})
 	}
+}
+
+// figure is the chart named name among figs.
+func figure(figs []string, name string) string {
+	for _, f := range figs {
+		if strings.Contains(f, `data-chart="`+name+`"`) {
+			return f
+		}
+	}
+	return ""
 }

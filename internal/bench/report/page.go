@@ -92,6 +92,7 @@ func (v *view) write(w *pageWriter) {
 	w.m("<dt>series</dt>")
 	w.el("dd", strings.Join(names, ", "))
 	w.m("\n</dl>\n</header>\n")
+	writeVerdict(w, v.Verdict)
 	w.m("<noscript><p class=\"note\">The charts are drawn by the page's script, which is off; " +
 		"the tables below hold every figure.</p></noscript>\n")
 
@@ -105,13 +106,19 @@ func (v *view) write(w *pageWriter) {
 	}
 
 	w.m("<section id=\"charts\">\n<h2>Charts</h2>\n<div class=\"grid\">\n")
-	chart := func(name markup, caption string) {
+	chart := func(name markup, caption string, note ...string) {
 		w.m(`<figure class="chart" data-chart="`, name, `">`)
 		w.el("figcaption", caption)
+		for _, n := range note {
+			w.el(`p class="chart-note"`, n)
+		}
 		w.m("</figure>\n")
 	}
 	chart("throughput", "Throughput against "+x)
-	chart("latency", "Latency percentiles against "+x)
+	chart("latency", "Latency percentiles against "+x, v.LatencyNote...)
+	chart("errors", "Errors and non-2xx answers per second against "+x,
+		"Errors are requests with no answer (connect, read, write, timeout or parse errors); "+
+			"non-2xx are answers whose status is not 2xx. A flat line at zero: none.")
 	chart("distribution", "Latency distribution (percentile spectrum) of one step")
 	if v.Server {
 		chart("server-cpu", "Target CPU against "+x)
@@ -145,12 +152,17 @@ func (v *view) write(w *pageWriter) {
 			w.m("<tr>")
 			w.el("td", r.X)
 			for _, c := range r.Cells {
-				w.el("td", cmpOr(c.Throughput, "—"))
-				w.el("td", cmpOr(c.P99, "—"))
+				flagged(w, c.Flag, cmpOr(c.Throughput, "—"))
+				flagged(w, c.Flag, cmpOr(c.P99, "—"))
 			}
 			w.m("</tr>\n")
 		}
-		w.m("</tbody>\n</table>\n</section>\n")
+		w.m("</tbody>\n</table>\n")
+		if ratiosFlagged(v.Ratios) {
+			w.m("<p class=\"key\">A ratio marked ! (not valid) or * (a warning) divides figures of which one " +
+				"or both have a finding: see the verdict at the top and the steps' tables.</p>\n")
+		}
+		w.m("</section>\n")
 	}
 
 	w.m("<section id=\"steps\">\n<h2>Steps</h2>\n")
@@ -163,6 +175,11 @@ func (v *view) write(w *pageWriter) {
 			w.m("<p class=\"empty\">No steps.</p>\n")
 		} else {
 			writeSteps(w, s)
+			writeFindings(w, s.Findings)
+			for _, n := range s.LatencyNotes {
+				w.el(`p class="latency-note"`, n)
+				w.m("\n")
+			}
 		}
 		w.m("</section>\n")
 	}
@@ -238,9 +255,8 @@ func writeSteps(w *pageWriter, s seriesView) {
 		w.m("<th>target CPU</th><th>allocs/s</th><th>alloc bytes/s</th><th>allocs/request</th><th>target RSS</th>")
 	}
 	w.m("</tr>\n</thead>\n<tbody>\n")
-	for _, st := range s.Steps {
-		w.m("<tr>")
-		w.el("td", fmt.Sprint(st.Connections))
+	for i, st := range s.Steps {
+		writeRowStart(w, s.Flags[i], fmt.Sprint(st.Connections))
 		if st.Mode == loadgen.ModeOpen {
 			w.el("td", "open, "+si(st.TargetRate)+"/s")
 		} else {
@@ -270,6 +286,80 @@ func writeSteps(w *pageWriter, s seriesView) {
 		w.m("</tr>\n")
 	}
 	w.m("</tbody>\n</table>\n")
+}
+
+// writeVerdict is the banner: the document's verdict and every finding,
+// each with its severity in words and the mark the tables use for it.
+func writeVerdict(w *pageWriter, v verdictView) {
+	w.m(`<section id="verdict" class="verdict `, v.Class, `">`+"\n<p class=\"verdict-line\">")
+	w.el(`span class="badge"`, v.Label)
+	w.m(" ")
+	w.t(cmpOr(v.Line, "(the document states no verdict)"))
+	w.m("</p>\n")
+	writeFindings(w, v.Findings)
+	if len(v.Findings) > 0 {
+		w.m("<p class=\"key\">The figures of a step with a finding carry its mark in the tables " +
+			"(! not valid, * a warning) and a ring on the charts.</p>\n")
+	}
+	w.m("</section>\n")
+}
+
+// writeRowStart opens a step's row with its first cell, marked when the
+// step has a finding; the row's title holds the findings for a pointer.
+func writeRowStart(w *pageWriter, f flag, first string) {
+	if f.Severity == "" {
+		w.m("<tr>")
+		w.el("td", first)
+		return
+	}
+	w.m(`<tr class="`, flagClass(f.Severity), `" title="`)
+	w.t(strings.Join(f.Texts, "\n"))
+	w.m(`"><td>`)
+	w.t(first)
+	w.m(` <span class="mark">`, mark(f.Severity), "</span></td>")
+}
+
+// flagged is a cell marked, with the findings as its title, when f has any.
+func flagged(w *pageWriter, f flag, text string) {
+	if f.Severity == "" {
+		w.el("td", text)
+		return
+	}
+	w.m(`<td class="`, flagClass(f.Severity), `" title="`)
+	w.t(strings.Join(f.Texts, "\n"))
+	w.m(`">`)
+	w.t(text)
+	w.m(` <span class="mark">`, mark(f.Severity), "</span></td>")
+}
+
+func ratiosFlagged(rows []ratioRow) bool {
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			if c.Flag.Severity != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeFindings lists findings in full, each with its mark: the banner's
+// list, and the footnotes of a series' table (where a title would show
+// them only to a pointer).
+func writeFindings(w *pageWriter, fs []loadgen.Finding) {
+	if len(fs) == 0 {
+		return
+	}
+	w.m("<ul class=\"findings\">\n")
+	for _, f := range fs {
+		sev := severity(f.Severity)
+		w.m(`<li class="`, flagClass(sev), `"><span class="mark">`, mark(sev), "</span> ")
+		w.el(`span class="sev"`, sevLabel(sev))
+		w.m(" ")
+		w.t(f.Text)
+		w.m("</li>\n")
+	}
+	w.m("</ul>\n")
 }
 
 // bad is a cell, marked and explained by title when cond holds.

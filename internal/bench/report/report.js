@@ -20,15 +20,34 @@
     doc = {};
   }
   var xKind = document.body.getAttribute('data-x') === 'rate' ? 'rate' : 'connections';
+  function isObj(v) { return v && typeof v === 'object'; }
+  var SEVERITY = {invalid: {label: 'not valid', color: '#b42318'}, warning: {label: 'warning', color: '#dc6803'}};
+  var findings = isObj(doc.validity) && Array.isArray(doc.validity.findings) ? doc.validity.findings.filter(isObj) : [];
+  // flagOf is what the checks found on step i (an index into the
+  // document's steps, nil ones counted) of the series named name: the
+  // worst severity and the findings' texts, or null. Findings name the
+  // series by its own name, as the page's tables match them.
+  function flagOf(name, i) {
+    var f = null;
+    findings.forEach(function (x) {
+      if (x.series !== name || x.step !== i) return;
+      var sev = x.severity === 'invalid' ? 'invalid' : 'warning';
+      if (!f) f = {severity: sev, texts: []};
+      if (sev === 'invalid') f.severity = sev;
+      f.texts.push(typeof x.text === 'string' ? x.text : '');
+    });
+    return f;
+  }
   var series = [];
   (Array.isArray(doc.series) ? doc.series : []).forEach(function (s) {
-    if (!s || typeof s !== 'object') return;
-    var i = series.length;
-    series.push({
-      name: typeof s.name === 'string' && s.name !== '' ? s.name : 'series ' + (i + 1),
-      color: COLORS[i % COLORS.length],
-      steps: (Array.isArray(s.steps) ? s.steps : []).filter(function (st) { return st && typeof st === 'object'; })
+    if (!isObj(s)) return;
+    var i = series.length, own = typeof s.name === 'string' ? s.name : '', steps = [], flags = [];
+    (Array.isArray(s.steps) ? s.steps : []).forEach(function (st, j) {
+      if (!isObj(st)) return;
+      steps.push(st);
+      flags.push(flagOf(own, j));
     });
+    series.push({name: own !== '' ? own : 'series ' + (i + 1), color: COLORS[i % COLORS.length], steps: steps, flags: flags});
   });
 
   // ---- numbers and their labels
@@ -78,7 +97,9 @@
     var raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
     return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
   }
-  function linAxis(vals, zero) {
+  // linAxis spans vals, widened to nice ends, or exactly [lo, hi] of exact.
+  function linAxis(vals, zero, exact) {
+    if (exact) return exactAxis(exact[0], exact[1]);
     var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
     if (zero) { lo = Math.min(0, lo); hi = Math.max(0, hi); }
     if (hi === lo) {
@@ -91,6 +112,12 @@
     hi = Math.ceil(hi / step - 1e-9) * step;
     var ticks = [];
     for (var i = 0; lo + i * step <= hi + step * 1e-6; i++) ticks.push(lo + i * step);
+    return {ticks: ticks, pos: function (v) { return (v - lo) / (hi - lo); }};
+  }
+  function exactAxis(lo, hi) {
+    var step = niceStep(hi - lo, 5), ticks = [];
+    if (!(step > 0 && isFinite(step))) step = hi - lo; // a span too small for niceStep
+    for (var t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-6 && ticks.length < 20; t += step) ticks.push(t);
     return {ticks: ticks, pos: function (v) { return (v - lo) / (hi - lo); }};
   }
   function niceBelow(v) {
@@ -154,36 +181,65 @@
     if (parent) parent.appendChild(e);
     return e;
   }
+  // clear empties fig but for what the page wrote: its caption, its notes
+  // and the step picker.
   function clear(fig) {
     Array.prototype.slice.call(fig.children).forEach(function (c) {
-      if (c.tagName !== 'FIGCAPTION' && !c.classList.contains('controls')) fig.removeChild(c);
+      if (c.tagName !== 'FIGCAPTION' && !c.classList.contains('controls') && !c.classList.contains('chart-note')) fig.removeChild(c);
     });
   }
-  function swatch(li, color, dash, marker) {
+  // put adds e to fig above the page's notes, which stay under the chart.
+  function put(fig, e) {
+    fig.insertBefore(e, fig.querySelector('.chart-note'));
+    return e;
+  }
+  function swatch(li, e) {
     var s = svg('svg', {viewBox: '0 0 28 12', 'aria-hidden': 'true'}, li);
-    svg('line', {x1: 1, y1: 6, x2: 27, y2: 6, stroke: color, 'stroke-width': 2.5, 'stroke-dasharray': dash || 'none', 'stroke-linecap': 'round'}, s);
-    if (marker) svg('circle', {cx: 14, cy: 6, r: 3, fill: color}, s);
+    if (e.ring) {
+      svg('circle', {cx: 14, cy: 6, r: 4.5, fill: 'none', stroke: e.color, 'stroke-width': 2}, s);
+      return;
+    }
+    if (e.band) {
+      svg('rect', {x: 2, y: 1, width: 24, height: 10, 'class': 'hole'}, s);
+      return;
+    }
+    svg('line', {x1: 1, y1: 6, x2: 27, y2: 6, stroke: e.color, 'stroke-width': 2.5, 'stroke-dasharray': e.dash || 'none', 'stroke-linecap': 'round'}, s);
+    if (e.marker) svg('circle', {cx: 14, cy: 6, r: 3, fill: e.color}, s);
   }
 
   // draw replaces fig's chart with spec's and returns the number of data
-  // points drawn. spec: xTitle, yTitle; x, y: {log, zero, decades, fmt};
-  // lines: [{color, dash, width, pts: [[x, y, tip]], noLine, markers, radius,
-  // count (the data points it stands for; default its points)}];
-  // legend: [{label, color, dash, marker}]; empty: the text without data.
+  // points drawn. spec: xTitle, yTitle; x, y: {log, zero, decades, exact:
+  // [lo, hi], fmt}; lines: [{color, dash, width, pts: [[x, y, tip, brk]],
+  // noLine, markers, radius, count (the data points it stands for; default
+  // its points)}], a point with brk true starting a new stretch of line;
+  // rules: [{y, label, tip}], dashed across the chart; rings: [{x, y,
+  // severity, tip}] around flagged points; holes: [{x0, x1, label, tip}],
+  // spans without readings; legend: [{label, color, dash, marker, ring, band}];
+  // empty: the text without data.
   function draw(fig, spec) {
     clear(fig);
     var xs = [], ys = [], n = 0;
+    function ok(x, y) { return isFinite(x) && isFinite(y) && (!spec.x.log || x > 0) && (!spec.y.log || y > 0); }
     spec.lines.forEach(function (l) {
+      var brk = false;
       l.pts = l.pts.filter(function (p) {
-        return isFinite(p[0]) && isFinite(p[1]) && (!spec.x.log || p[0] > 0) && (!spec.y.log || p[1] > 0);
+        if (ok(p[0], p[1])) {
+          if (brk) { p[3] = true; brk = false; }
+          return true;
+        }
+        brk = brk || p[3] === true; // the stretch still starts at the next point drawn
+        return false;
       });
       l.pts.forEach(function (p) { xs.push(p[0]); ys.push(p[1]); });
     });
     if (xs.length === 0) {
-      html('p', 'nodata', fig, spec.empty);
+      put(fig, html('p', 'nodata', null, spec.empty));
       return 0;
     }
-    var xa = spec.x.log ? logAxis(xs, spec.x.decades) : linAxis(xs, spec.x.zero);
+    var rules = (spec.rules || []).filter(function (r) { return isFinite(r.y) && (!spec.y.log || r.y > 0); });
+    rules.forEach(function (r) { ys.push(r.y); });
+    var rings = (spec.rings || []).filter(function (r) { return ok(r.x, r.y); });
+    var xa = spec.x.log ? logAxis(xs, spec.x.decades) : linAxis(xs, spec.x.zero, spec.x.exact);
     var ya = spec.y.log ? logAxis(ys, spec.y.decades) : linAxis(ys, spec.y.zero);
     var pw = W - M.l - M.r, ph = H - M.t - M.b;
     function X(v) { return (M.l + INSET + xa.pos(v) * (pw - 2 * INSET)).toFixed(1); }
@@ -204,30 +260,92 @@
     svgText(root, spec.xTitle, {'class': 'label', x: M.l + pw / 2, y: H - 8, 'text-anchor': 'middle'});
     svgText(root, spec.yTitle, {'class': 'label', x: 0, y: 0, 'text-anchor': 'middle',
       transform: 'translate(15 ' + (M.t + ph / 2) + ') rotate(-90)'});
+    var holes = drawHoles(root, spec.holes || [], X);
+    rules.forEach(function (r) {
+      var g = svg('g', {'class': 'rule'}, root);
+      svg('line', {x1: M.l, x2: W - M.r, y1: Y(r.y), y2: Y(r.y)}, g);
+      svgText(g, r.label, {x: W - M.r - 4, y: (+Y(r.y) - 4).toFixed(1), 'text-anchor': 'end'});
+      tip(g, r.tip);
+    });
     spec.lines.forEach(function (l) {
       if (l.pts.length === 0) return;
       var g = svg('g', {}, root);
-      if (l.pts.length > 1 && !l.noLine) {
-        svg('polyline', {points: l.pts.map(function (p) { return X(p[0]) + ',' + Y(p[1]); }).join(' '),
-          fill: 'none', stroke: l.color, 'stroke-width': l.width || 2, 'stroke-dasharray': l.dash || 'none',
-          'stroke-linecap': 'round', 'stroke-linejoin': 'round'}, g);
-      }
-      if (l.markers || l.pts.length === 1) {
-        l.pts.forEach(function (p) {
-          var c = svg('circle', {cx: X(p[0]), cy: Y(p[1]), r: l.radius || 3.2, fill: l.color, stroke: '#fff', 'stroke-width': 1}, g);
-          if (p[2]) { var t = svg('title', {}, c); t.textContent = p[2]; }
-        });
-      }
+      stretches(l.pts).forEach(function (run) {
+        if (run.length > 1 && !l.noLine) {
+          svg('polyline', {points: run.map(function (p) { return X(p[0]) + ',' + Y(p[1]); }).join(' '),
+            fill: 'none', stroke: l.color, 'stroke-width': l.width || 2, 'stroke-dasharray': l.dash || 'none',
+            'stroke-linecap': 'round', 'stroke-linejoin': 'round'}, g);
+        }
+      });
+      l.pts.forEach(function (p, i) {
+        // A point that no line reaches is drawn, however small.
+        var alone = (p[3] || i === 0) && (i + 1 === l.pts.length || l.pts[i + 1][3]);
+        if (!l.markers && !alone) return;
+        var c = svg('circle', {cx: X(p[0]), cy: Y(p[1]), r: l.radius || 3.2, fill: l.color, stroke: '#fff', 'stroke-width': 1}, g);
+        tip(c, p[2]);
+      });
       n += l.count !== undefined ? l.count : l.pts.length;
     });
-    fig.appendChild(root);
-    var legend = html('ul', 'legend', fig);
+    rings.forEach(function (r) {
+      var c = svg('circle', {'class': 'ring ' + r.severity, cx: X(r.x), cy: Y(r.y), r: 7.5, fill: 'none',
+        stroke: SEVERITY[r.severity].color, 'stroke-width': 2.5}, root);
+      tip(c, r.tip);
+    });
+    put(fig, root);
+    var legend = put(fig, html('ul', 'legend', null));
     spec.legend.forEach(function (e) {
       var li = html('li', '', legend);
-      swatch(li, e.color, e.dash, e.marker);
+      swatch(li, e);
       html('span', '', li, e.label);
     });
+    fig.setAttribute('data-flags', String(rings.length));
+    fig.setAttribute('data-holes', String(holes));
+    if (spec.x.exact) fig.setAttribute('data-x-span', spec.x.exact.join(' '));
+    else fig.removeAttribute('data-x-span');
     return n;
+  }
+  function tip(e, text) {
+    if (text) svg('title', {}, e).textContent = text;
+  }
+  // stretches splits pts where a point starts a new stretch of line.
+  function stretches(pts) {
+    var out = [];
+    pts.forEach(function (p, i) {
+      if (i === 0 || p[3]) out.push([]);
+      out[out.length - 1].push(p);
+    });
+    return out;
+  }
+  // drawHoles shades the spans of the x axis without readings and returns
+  // how many it drew.
+  function drawHoles(root, holes, X) {
+    var n = 0;
+    holes.forEach(function (h) {
+      if (!(isFinite(h.x0) && isFinite(h.x1) && h.x1 > h.x0)) return;
+      var x0 = +X(h.x0), x1 = +X(h.x1), g = svg('g', {'class': 'hole'}, root);
+      svg('rect', {x: x0.toFixed(1), y: M.t, width: Math.max(1, x1 - x0).toFixed(1), height: H - M.t - M.b}, g);
+      svgText(g, h.label || 'no reading', {x: ((x0 + x1) / 2).toFixed(1), y: M.t + 12, 'text-anchor': 'middle'});
+      tip(g, h.tip);
+      n++;
+    });
+    return n;
+  }
+  // flagRings rings the point of each flagged step of each series at f(step)
+  // and adds the rings' legend entries.
+  function flagRings(f, legend) {
+    var rings = [], seen = {};
+    series.forEach(function (s) {
+      s.steps.forEach(function (st, j) {
+        var fl = s.flags[j];
+        if (!fl) return;
+        rings.push({x: xOf(st), y: f(st), severity: fl.severity, tip: SEVERITY[fl.severity].label + ': ' + fl.texts.join('\n')});
+        seen[fl.severity] = true;
+      });
+    });
+    ['invalid', 'warning'].forEach(function (sev) {
+      if (seen[sev]) legend.push({label: 'step ' + SEVERITY[sev].label + ' (see the verdict)', color: SEVERITY[sev].color, ring: true});
+    });
+    return rings;
   }
 
   function byX(a, b) { return a[0] - b[0]; }
@@ -250,6 +368,22 @@
         if (y !== undefined) pts.push([xOf(st), y, s.name + ' at ' + xName(xOf(st)) + ': ' + tip(st, y)]);
       });
       return {color: s.color, pts: pts.sort(byX), markers: true};
+    });
+  }
+  // count is a count from the document, 0 when absent or not a count.
+  function count(v) { return num(v) > 0 ? num(v) : 0; }
+  function sum(o, keys) { return keys.reduce(function (t, k) { return t + count(o[k]); }, 0); }
+  // timeoutRules is a dashed line at each timeout the steps ran with.
+  function timeoutRules() {
+    var seen = {}, out = [];
+    series.forEach(function (s) {
+      s.steps.forEach(function (st) {
+        var t = num(st.timeout_ns);
+        if (t > 0 && !seen[t]) { seen[t] = true; out.push(t); }
+      });
+    });
+    return out.map(function (t) {
+      return {y: t, label: out.length > 1 ? 'timeout ' + fmtNs(t) : 'timeout', tip: 'the requests\u2019 timeout: ' + fmtNs(t)};
     });
   }
   function server(st) { return st.server && typeof st.server === 'object' ? st.server : null; }
@@ -326,9 +460,10 @@
           lines.push({color: '#8a93a1', dash: '5 4', width: 1.5, pts: asked, count: 0});
           legend.push({label: 'rate asked for', color: '#8a93a1', dash: '5 4'});
         }
+        var rings = flagRings(function (st) { return num(st.requests_per_s); }, legend);
         return draw(fig, {
           xTitle: xTitle, yTitle: 'throughput (requests/s)', x: stepAxis, y: {zero: true, fmt: fmtSI},
-          lines: lines, legend: legend, empty: 'No data: the document has no measured steps.'
+          lines: lines, rings: rings, legend: legend, empty: 'No data: the document has no measured steps.'
         });
       };
     },
@@ -345,9 +480,36 @@
           });
         });
         PERCENTILES.forEach(function (p) { legend.push({label: p.name, color: '#5b6575', dash: p.dash}); });
+        var rings = flagRings(function (st) { return st.latency ? num(st.latency.p99_ns) : NaN; }, legend);
         return draw(fig, {
           xTitle: xTitle, yTitle: 'latency (log scale)', x: stepAxis, y: {log: true, fmt: fmtNs},
-          lines: lines, legend: legend, empty: 'No data: the document has no measured latencies.'
+          lines: lines, rules: timeoutRules(), rings: rings, legend: legend,
+          empty: 'No data: the document has no measured latencies.'
+        });
+      };
+    },
+    'errors': function (fig) {
+      return function () {
+        var lines = [], legend = seriesLegend();
+        series.forEach(function (s) {
+          var errs = [], non = [];
+          s.steps.forEach(function (st) {
+            var secs = num(st.duration_s), x = xOf(st), at = s.name + ' at ' + xName(x) + ': ';
+            if (!(secs > 0)) return;
+            var e = isObj(st.errors) ? st.errors : {}, c = isObj(st.status) ? st.status : {};
+            var nErr = sum(e, ['connect', 'read', 'write', 'timeout', 'parse']), nBad = sum(c, ['3xx', '4xx', '5xx', 'other']);
+            errs.push([x, nErr / secs, at + fmtSI(nErr / secs) + ' errors/s (' + fmtInt(nErr) + ': connect ' + count(e.connect) +
+              ', read ' + count(e.read) + ', write ' + count(e.write) + ', timeout ' + count(e.timeout) + ', parse ' + count(e.parse) + ')']);
+            non.push([x, nBad / secs, at + fmtSI(nBad / secs) + ' non-2xx answers/s (' + fmtInt(nBad) + ': 3xx ' + count(c['3xx']) +
+              ', 4xx ' + count(c['4xx']) + ', 5xx ' + count(c['5xx']) + ', other ' + count(c.other) + ')']);
+          });
+          lines.push({color: s.color, pts: errs.sort(byX), markers: true});
+          lines.push({color: s.color, dash: '6 4', pts: non.sort(byX), markers: true, radius: 2.6});
+        });
+        legend.push({label: 'errors (no answer)', color: '#5b6575'}, {label: 'non-2xx answers', color: '#5b6575', dash: '6 4'});
+        return draw(fig, {
+          xTitle: xTitle, yTitle: 'per second', x: stepAxis, y: {zero: true, fmt: fmtSI},
+          lines: lines, legend: legend, empty: 'No data: no step has a measured duration.'
         });
       };
     },
@@ -410,7 +572,7 @@
       };
     },
     'timeline-cpu': perStep(function (st) { return timeline(st).length > 0; }, function (x) {
-      return timelineSpec(x, function (p) { return num(p.cpu_percent); }, 'target CPU (100% = one core)', fmtPct, ' CPU');
+      return timelineSpec(x, function (p) { return num(p.cpu_percent); }, 'target CPU (100% = one core)', fmtPct, ' CPU', true);
     }),
     'timeline-allocs': perStep(function (st) {
       return timeline(st).some(function (p) { return num(p.allocs_per_s) > 0; });
@@ -418,20 +580,50 @@
       return timelineSpec(x, function (p) { return num(p.allocs_per_s) > 0 ? p.allocs_per_s : NaN; }, 'target allocations/s', fmtSI, ' allocs/s');
     })
   };
-  function timelineSpec(x, f, yTitle, fmt, unit) {
+  // timelineSpec draws f of the samples of each series' step at x over that
+  // step's own window (never the longest of all steps, which would squeeze
+  // a short one), with no line across an interval the probe read late;
+  // others: also the CPU other processes took meanwhile, when known.
+  function timelineSpec(x, f, yTitle, fmt, unit, others) {
+    var lines = [], holes = [], end = 0, legend = seriesLegend(), anyOthers = false;
+    series.forEach(function (s) {
+      var st = stepAt(s, x);
+      if (!st) return;
+      var u = server(st), samples = timeline(st).filter(function (p) { return num(p.t_s) >= 0; });
+      samples.sort(function (a, b) { return a.t_s - b.t_s; });
+      end = Math.max(end, count(st.duration_s), u ? count(u.window_s) : 0);
+      var pts = [], prev = 0;
+      samples.forEach(function (p) {
+        var t = p.t_s, y = f(p), gap = p.gap === true;
+        if (gap) {
+          holes.push({x0: prev, x1: t, label: series.length > 1 ? s.name + ': no reading' : 'no reading',
+            tip: s.name + ': no reading from ' + trim(prev) + ' s to ' + trim(t) + ' s (the probe ran late)'});
+        }
+        pts.push([t, y, s.name + ' at ' + trim(t) + ' s: ' + fmt(y) + unit + (gap ? ', the average since ' + trim(prev) + ' s' : ''), gap]);
+        prev = t;
+        end = Math.max(end, t);
+      });
+      lines.push({color: s.color, pts: pts, markers: true, radius: 2.4});
+      if (others && hasOthers(u, samples)) {
+        anyOthers = true;
+        lines.push({color: s.color, dash: '2 3', width: 1.5, pts: samples.map(function (p) {
+          var y = count(p.others_cpu_percent);
+          return [p.t_s, y, s.name + ' at ' + trim(p.t_s) + ' s: other processes ' + fmtPct(y) + ' CPU', p.gap === true];
+        })});
+      }
+    });
+    if (anyOthers) legend.push({label: 'other processes', color: '#5b6575', dash: '2 3'});
+    if (holes.length > 0) legend.push({label: 'no reading (the probe ran late)', band: true});
     return {
       xTitle: 'seconds into the measured window', yTitle: yTitle,
-      x: {zero: true, fmt: trim}, y: {zero: true, fmt: fmt},
-      lines: series.map(function (s) {
-        var st = stepAt(s, x);
-        var pts = (st ? timeline(st) : []).map(function (p) {
-          var y = f(p);
-          return [num(p.t_s), y, s.name + ' at ' + trim(num(p.t_s)) + ' s: ' + fmt(y) + unit];
-        });
-        return {color: s.color, pts: pts.sort(byX), markers: true, radius: 2.4};
-      }),
-      legend: seriesLegend(), empty: 'No data: no step sampled the target over time.'
+      x: {zero: true, exact: end > 0 ? [0, end] : null, fmt: trim}, y: {zero: true, fmt: fmt},
+      lines: lines, holes: holes, legend: legend, empty: 'No data: no step sampled the target over time.'
     };
+  }
+  // hasOthers: the generator could see other processes during the step
+  // (a sample leaves out a zero, so one sample with it is not enough to ask).
+  function hasOthers(u, samples) {
+    return (u && isObj(u.others)) || samples.some(function (p) { return num(p.others_cpu_percent) > 0; });
   }
 
   // render draws one chart and records the outcome on its element:
@@ -444,7 +636,7 @@
       fig.removeAttribute('data-error');
     } catch (e) {
       clear(fig);
-      html('p', 'nodata', fig, 'This chart failed to draw: ' + e);
+      put(fig, html('p', 'nodata', null, 'This chart failed to draw: ' + e));
       fig.setAttribute('data-rendered', 'error');
       fig.setAttribute('data-error', String(e));
     }

@@ -10,10 +10,13 @@ import (
 // sampleDocument is a realistic two-series document: naive and keygate
 // verification at 5 connection counts, with latency histograms, the
 // target's usage and its timelines, a CPU and a heap profile and notes.
+// Naive's last step is not valid: another process took the CPU its target
+// was pinned to, and the probe read late once (a hole in its timeline).
 func sampleDocument() *loadgen.Document {
 	conns := []int{100, 1000, 5000, 10000, 15000}
 	naive := sampleSeries("naive", conns, 9000, 220, 310)
 	keygate := sampleSeries("keygate", conns, 61000, 24, 9)
+	crowd(naive.Steps[4])
 	return &loadgen.Document{
 		Schema:  loadgen.DocumentSchema,
 		Title:   "gateway-es256: ES256 forward-auth, naive vs keygate",
@@ -37,6 +40,10 @@ func sampleDocument() *loadgen.Document {
 	}
 }
 
+// sampleTimeout is long enough for the slowest answer of the sample (at
+// 15000 connections, naive's take up to 75 s).
+const sampleTimeout = 90 * time.Second
+
 // sampleSeries is one series: throughput peaks at the third step and
 // falls after; latency grows with the connections.
 // cpuPerReq is the target's CPU time per request in µs.
@@ -45,7 +52,7 @@ func sampleSeries(name string, conns []int, peak, cpuPerReq, allocsPerReq float6
 		Schema: loadgen.Schema,
 		Name:   name,
 		Target: loadgen.Target{Method: "GET", URL: "http://127.0.0.1:8080/auth", HeaderNames: []string{"Authorization"},
-			Warmup: 2, Duration: 10, Timeout: 2},
+			Warmup: 2, Duration: 10, Timeout: sampleTimeout.Seconds()},
 		Go: loadgen.GoInfo{Version: "go1.26.8", OS: "linux", Arch: "amd64", GOMAXPROCS: 2},
 	}
 	for i, c := range conns {
@@ -58,6 +65,7 @@ func sampleSeries(name string, conns []int, peak, cpuPerReq, allocsPerReq float6
 		at := func(z float64) int64 { return int64(median * math.Exp(z*sigma)) }
 		st := &loadgen.Result{
 			Mode: loadgen.ModeClosed, Connections: c, Seconds: 10.0003, Requests: n, RequestsPerSec: rps,
+			Timeout: int64(sampleTimeout), LatencyFrom: loadgen.LatencyFromWrite,
 			Latency: loadgen.Latency{Mean: int64(median * math.Exp(sigma*sigma/2)), Min: at(-4), P50: at(0),
 				P90: at(1.2816), P99: at(2.3263), P999: at(3.0902), Max: at(4.5)},
 			Status:    loadgen.StatusCounts{S2xx: n},
@@ -66,7 +74,7 @@ func sampleSeries(name string, conns []int, peak, cpuPerReq, allocsPerReq float6
 			Server: &loadgen.ServerUsage{
 				Source: "metrics", CPUSeconds: rps * cpuPerReq / 1e6 * 10, CPUPercent: math.Min(200, rps*cpuPerReq/1e4),
 				AllocsPerSec: rps * allocsPerReq, AllocBytesPerSec: rps * allocsPerReq * 48, AllocsPerRequest: allocsPerReq,
-				RSSBytes: int64(30e6 + float64(c)*12e3),
+				RSSBytes: int64(30e6 + float64(c)*12e3), WindowSeconds: 10.0003,
 			},
 		}
 		for t := 1; t <= 10; t++ {
@@ -77,6 +85,26 @@ func sampleSeries(name string, conns []int, peak, cpuPerReq, allocsPerReq float6
 		rep.Steps = append(rep.Steps, st)
 	}
 	return rep
+}
+
+// crowd makes st a step that shared its target's CPU with another process,
+// seen by a probe that missed two readings.
+func crowd(st *loadgen.Result) {
+	u := st.Server
+	u.CPUs = []int{0}
+	u.Others = &loadgen.OtherUsage{CPUPercent: 61, OnTargetCPUsPercent: 48}
+	var tl []loadgen.UsageSample
+	for _, smp := range u.Timeline {
+		switch smp.At {
+		case 4, 5:
+			continue
+		case 6:
+			smp.Gap = true
+		}
+		smp.OthersPercent = 40 + smp.At
+		tl = append(tl, smp)
+	}
+	u.Timeline = tl
 }
 
 // lognormal is n latencies around median (ns) in buckets 8 to a power of
