@@ -196,7 +196,8 @@ func checkStep(series string, baseline bool, i int, st *Result) []Finding {
 		add(CheckErrors, SeverityWarning, "%.1f%% of requests got no answer (%d timeouts, %d other errors); "+
 			"the rate counts answers only", 100*float64(e)/float64(attempts), st.Errors.Timeout, e-st.Errors.Timeout)
 	}
-	if st.CPU.Saturated {
+	u := st.Server
+	if st.CPU.Saturated && !targetBusy(u) { // a target busy on its own CPUs set the rate, whatever the generator did
 		if baseline {
 			add(CheckGenerator, SeverityInvalid, "the load generator used %.0f%% of its CPU, so it may have set this rate: "+
 				"the ratios to it may be overstated", st.CPU.Percent)
@@ -204,7 +205,6 @@ func checkStep(series string, baseline bool, i int, st *Result) []Finding {
 			add(CheckGenerator, SeverityWarning, "the load generator used %.0f%% of its CPU, so the rate is a lower bound", st.CPU.Percent)
 		}
 	}
-	u := st.Server
 	if u == nil {
 		return out
 	}
@@ -248,13 +248,21 @@ func checkStep(series string, baseline bool, i int, st *Result) []Finding {
 	}
 	switch {
 	case covered < CoverageLimit:
-		add(CheckTimeline, SeverityInvalid, "the target's usage covers %.0f%% of the measured window: the generator's "+
-			"machine was too busy to read it on time", covered)
+		add(CheckTimeline, SeverityInvalid, "the target's usage readings cover %.0f%% of the measured window: the "+
+			"generator fell behind its own timers, which also inflates the latencies it measures", covered)
 	case gaps > 0:
 		add(CheckTimeline, SeverityWarning, "%d hole%s in the usage timeline (up to %.1f s between readings): "+
 			"the generator's machine was busy", gaps, plural(gaps), longest)
 	}
 	return out
+}
+
+// BusyPercent is how busy a pinned target must be (percent of its CPUs)
+// for its own CPU, not the generator, to have set a step's rate.
+const BusyPercent = 90
+
+func targetBusy(u *ServerUsage) bool {
+	return u != nil && len(u.CPUs) > 0 && u.CPUPercent >= BusyPercent*float64(len(u.CPUs))
 }
 
 func stepName(st *Result) string {

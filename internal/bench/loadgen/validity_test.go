@@ -34,10 +34,15 @@ func TestCheckStep(t *testing.T) {
 		{"timeouts", false, func(r *Result) { r.Errors.Timeout = 2000 },
 			[]string{"errors warning"}, "2.4% of requests got no answer (2000 timeouts"},
 		{"a few errors", false, func(r *Result) { r.Errors.Read = 10 }, nil, ""},
-		{"generator saturated, compared side", false, func(r *Result) { r.CPU.Percent, r.CPU.Saturated = 97, true },
-			[]string{"generator warning"}, "lower bound"},
-		{"generator saturated, baseline", true, func(r *Result) { r.CPU.Percent, r.CPU.Saturated = 97, true },
-			[]string{"generator invalid"}, "overstated"},
+		{"generator saturated, compared side", false, func(r *Result) {
+			r.CPU.Percent, r.CPU.Saturated, r.Server.CPUPercent = 97, true, 80
+		}, []string{"generator warning"}, "lower bound"},
+		{"generator saturated, baseline", true, func(r *Result) {
+			r.CPU.Percent, r.CPU.Saturated, r.Server.CPUPercent = 97, true, 80
+		}, []string{"generator invalid"}, "overstated"},
+		{"generator saturated, target busy", true, func(r *Result) { r.CPU.Percent, r.CPU.Saturated = 97, true }, nil, ""},
+		{"generator saturated, usage unknown", true, func(r *Result) { r.CPU.Percent, r.CPU.Saturated, r.Server = 97, true, nil },
+			[]string{"generator invalid"}, ""},
 		{"neighbour on the target's CPU", false, func(r *Result) {
 			r.Server.CPUPercent, r.Server.Others = 52, &OtherUsage{CPUPercent: 49, OnTargetCPUsPercent: 47}
 		}, []string{"neighbour invalid"}, "other processes took 47% of CPU 0, where the target is pinned (it used 52%)"},
@@ -57,7 +62,7 @@ func TestCheckStep(t *testing.T) {
 		{"hole in the timeline", false, func(r *Result) { r.Server.Timeline[2] = UsageSample{At: 4.5, Gap: true} },
 			[]string{"timeline warning"}, "1 hole in the usage timeline (up to 2.5 s"},
 		{"window not covered", false, func(r *Result) { r.Server.WindowSeconds = 5 },
-			[]string{"timeline invalid"}, "covers 62% of the measured window"},
+			[]string{"timeline invalid"}, "readings cover 62% of the measured window"},
 		{"no usage", false, func(r *Result) { r.Server = nil }, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
