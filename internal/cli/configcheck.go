@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/verify"
+	"github.com/keygate/keygate/internal/verify/verifykeys"
 )
 
 // configCheck is keygate config check: the checks serve makes on a
@@ -64,8 +66,9 @@ func (a *app) configCheck(_ context.Context, args []string) error {
 
 // inEffect returns c with the defaults serve applies to the fields left
 // unset, so that config check prints the values a node runs with rather
-// than the zeros that stand for them in the file. Fields whose default
-// depends on the machine's disk (audit.file.min_free) stay as they are.
+// than the zeros that stand for them in the file (an issuer's jwks bounds
+// only when it fetches keys). Fields whose default depends on the
+// machine's disk (audit.file.min_free) stay as they are.
 func inEffect(c config.Config) config.Config {
 	c.TokenService = c.TokenService.WithDefaults()
 	c.Audit = c.Audit.WithDefaults(c.DataDir)
@@ -79,6 +82,16 @@ func inEffect(c config.Config) config.Config {
 	setDefault(&c.Cache.MaxEntries, verify.DefaultCacheEntries)
 	setDefault(&c.Cache.MaxBytes, verify.DefaultCacheBytes)
 	setDefault(&c.Cache.MaxTTL, verify.DefaultCacheTTL)
+	c.Issuers = slices.Clone(c.Issuers)
+	for i := range c.Issuers {
+		if is := &c.Issuers[i]; is.JWKSURL != "" || is.Discovery {
+			j := &is.JWKS
+			d := verifykeys.RemoteConfig{MinRefresh: j.MinRefresh, DefaultRefresh: j.DefaultRefresh, MaxRefresh: j.MaxRefresh,
+				MaxStale: j.MaxStale, Timeout: j.Timeout, MaxBody: j.MaxBody, RefetchInterval: j.RefetchInterval}.WithDefaults()
+			*j = config.JWKS{MinRefresh: d.MinRefresh, DefaultRefresh: d.DefaultRefresh, MaxRefresh: d.MaxRefresh,
+				MaxStale: d.MaxStale, Timeout: d.Timeout, MaxBody: d.MaxBody, RefetchInterval: d.RefetchInterval}
+		}
+	}
 	if c.ForwardAuth.Proxy == "" && c.ForwardAuth.TrustedHeaders == nil {
 		c.ForwardAuth.Proxy = gateway.ProxyAuto
 	}

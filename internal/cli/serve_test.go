@@ -556,6 +556,17 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("config check printed %q instead of the default:\n%s", zero, out)
 		}
 	}
+	// An issuer that fetches its keys shows the fetch bounds it runs with;
+	// one set in the file stays as set.
+	remote := h.write("remote.yaml", []byte("issuers:\n  - {issuer: https://a.example/, jwks_url: https://a.example/jwks, "+
+		"algorithms: [ES256], audiences: [api], jwks: {max_stale: 1h}}\n"))
+	out = h.must("config", "check", remote)
+	for _, want := range []string{"min_refresh: 10s\n", "default_refresh: 5m0s\n", "max_refresh: 24h0m0s\n", "max_stale: 1h0m0s\n",
+		"timeout: 5s\n", "max_body: 1048576\n", "refetch_interval: 10s\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check of a remote issuer lacks %q:\n%s", want, out)
+		}
+	}
 	h.env = []string{"KEYGATE_CONFIG=" + good}
 	if out := h.must("config", "check"); !strings.Contains(out, good+": valid") {
 		t.Errorf("config check with KEYGATE_CONFIG: %s", out)

@@ -158,41 +158,46 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 	return newRemote(cfg, "")
 }
 
+// WithDefaults returns cfg with each zero bound (the refresh intervals,
+// MaxStale, Timeout, RefetchInterval, MaxBody) set to its default.
+func (cfg RemoteConfig) WithDefaults() RemoteConfig {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.MinRefresh, defaultMinRefresh}, {&cfg.MaxRefresh, defaultMaxRefresh}, {&cfg.DefaultRefresh, defaultRefresh},
+		{&cfg.MaxStale, defaultMaxStale}, {&cfg.Timeout, defaultTimeout}, {&cfg.RefetchInterval, defaultRefetchInterval},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = defaultMaxBody
+	}
+	return cfg
+}
+
 func newRemote(cfg RemoteConfig, issuer string) (*Remote, error) {
 	if cfg.URL != "" {
 		if _, err := CheckURL(cfg.URL); err != nil {
 			return nil, fmt.Errorf("JWKS URL: %w", err)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"MinRefresh", &cfg.MinRefresh, defaultMinRefresh},
-		{"MaxRefresh", &cfg.MaxRefresh, defaultMaxRefresh},
-		{"DefaultRefresh", &cfg.DefaultRefresh, defaultRefresh},
-		{"MaxStale", &cfg.MaxStale, defaultMaxStale},
-		{"Timeout", &cfg.Timeout, defaultTimeout},
-		{"RefetchInterval", &cfg.RefetchInterval, defaultRefetchInterval},
-	} {
-		switch {
-		case *d.v < 0:
-			return nil, fmt.Errorf("RemoteConfig.%s is negative", d.name)
-		case *d.v == 0:
-			*d.v = d.def
+	for name, v := range map[string]time.Duration{"MinRefresh": cfg.MinRefresh, "MaxRefresh": cfg.MaxRefresh,
+		"DefaultRefresh": cfg.DefaultRefresh, "MaxStale": cfg.MaxStale, "Timeout": cfg.Timeout, "RefetchInterval": cfg.RefetchInterval} {
+		if v < 0 {
+			return nil, fmt.Errorf("RemoteConfig.%s is negative", name)
 		}
 	}
+	if cfg.MaxBody < 0 {
+		return nil, errors.New("RemoteConfig.MaxBody is negative")
+	}
+	cfg = cfg.WithDefaults()
 	if cfg.MinRefresh > cfg.MaxRefresh {
 		return nil, fmt.Errorf("RemoteConfig.MinRefresh %v exceeds MaxRefresh %v", cfg.MinRefresh, cfg.MaxRefresh)
 	}
 	cfg.DefaultRefresh = min(max(cfg.DefaultRefresh, cfg.MinRefresh), cfg.MaxRefresh)
-	switch {
-	case cfg.MaxBody < 0:
-		return nil, errors.New("RemoteConfig.MaxBody is negative")
-	case cfg.MaxBody == 0:
-		cfg.MaxBody = defaultMaxBody
-	}
 	cfg.Algorithms = slices.Clone(cfg.Algorithms)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
