@@ -1,0 +1,48 @@
+package secrets
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// ValidPath checks a secret's path: 1 to MaxPathBytes bytes of UTF-8
+// without control characters, segments separated by single slashes, none
+// empty, "." or "..". Its error wraps ErrInvalid and says what is wrong.
+func ValidPath(path string) error {
+	switch {
+	case path == "":
+		return fmt.Errorf("%w: missing secret path", ErrInvalid)
+	case len(path) > MaxPathBytes:
+		return fmt.Errorf("%w: secret path longer than %d bytes", ErrInvalid, MaxPathBytes)
+	case !utf8.ValidString(path):
+		return fmt.Errorf("%w: secret path is not UTF-8", ErrInvalid)
+	}
+	for _, r := range path {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: secret path holds a control character", ErrInvalid)
+		}
+	}
+	for seg := range strings.SplitSeq(path, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w: secret path %q has an empty segment", ErrInvalid, path)
+		case ".", "..":
+			return fmt.Errorf("%w: secret path %q has a %q segment", ErrInvalid, path, seg)
+		}
+	}
+	return nil
+}
+
+// ValidFolder checks a List prefix: "" (the top) or a ValidPath followed
+// by '/'.
+func ValidFolder(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	p, ok := strings.CutSuffix(prefix, "/")
+	if !ok {
+		return fmt.Errorf("%w: a folder ends with '/'", ErrInvalid)
+	}
+	return ValidPath(p)
+}
