@@ -74,7 +74,9 @@ func (e *Engine) Backup(k *Key) (Secret, error) {
 
 var errBackup = newError(ReasonInvalidRequest, "invalid backup")
 
-func badBackup(detail string) *Error { return newError(ReasonInvalidRequest, "invalid backup: "+detail) }
+func badBackup(detail string) *Error {
+	return newError(ReasonInvalidRequest, "invalid backup: "+detail)
+}
 
 // ParseBackup reads a backup that Backup wrote and returns the key in it,
 // checked as a key loaded from storage is: the configuration and every
