@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -132,7 +133,7 @@ func TestParseBackupRejects(t *testing.T) {
 		{"versions out of order", with("versions", []string{versions[1], versions[0], versions[2]})},
 		{"a version not base64", with("versions", []string{versions[0], "%%", versions[2]})},
 		{"a version damaged", with("versions", []string{versions[0], base64.StdEncoding.EncodeToString([]byte("KGTV")), versions[2]})},
-		{"an extra version", with("versions", append(slicesClone(versions), versions[2]))},
+		{"an extra version", with("versions", append(slices.Clone(versions), versions[2]))},
 		{"too large", bytes.Repeat([]byte("A"), MaxBackupBytes+4)},
 	}
 	for _, tt := range tests {
@@ -151,7 +152,6 @@ func TestParseBackupRejects(t *testing.T) {
 	}
 }
 
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // TestDescribeListsDecryptableVersions: a retired version, still held by
 // the snapshot, is not listed (nor its public key published).
