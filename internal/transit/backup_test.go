@@ -152,7 +152,6 @@ func TestParseBackupRejects(t *testing.T) {
 	}
 }
 
-
 // TestDescribeListsDecryptableVersions: a retired version, still held by
 // the snapshot, is not listed (nor its public key published).
 func TestDescribeListsDecryptableVersions(t *testing.T) {
