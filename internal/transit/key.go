@@ -380,11 +380,17 @@ type VersionDescription struct {
 
 func (vd VersionDescription) String() string { return "v" + strconv.Itoa(vd.Version) }
 
-// Describe returns what Vault's key read shows. For a derived ed25519 key
-// the public keys are derived for context (and empty without one).
+// Describe returns what Vault's key read shows. It lists the versions from
+// min_decryption_version up only, as Vault (which archives the older ones)
+// does: a retired version's public key is not published, though a
+// snapshot may still hold the version. For a derived ed25519 key the
+// public keys are derived for context (and empty without one).
 func (e *Engine) Describe(k *Key, context []byte) (Description, error) {
 	d := Description{Config: k.cfg, Capabilities: k.cfg.Type.Capabilities(), KDF: k.cfg.KDF()}
-	for _, v := range k.Versions() {
+	for _, v := range k.versions {
+		if v.num < k.cfg.MinDecryptionVersion {
+			continue
+		}
 		vd := VersionDescription{Version: v.num, CreationTime: v.created}
 		switch {
 		case v.typ.isECDSA():

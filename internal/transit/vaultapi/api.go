@@ -280,9 +280,7 @@ func (h *Handler) serve(c *call) error {
 	if err := h.readParams(c); err != nil {
 		return err
 	}
-	if w := unknownParams(rt, &c.req); w != "" {
-		c.warnings = append(c.warnings, w)
-	}
+	c.warnings = append(c.warnings, paramWarnings(rt, a, &c.req)...)
 	if rt.changes {
 		if err := c.intent(); err != nil {
 			return err

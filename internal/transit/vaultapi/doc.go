@@ -26,8 +26,8 @@
 //
 // Success is Vault's envelope {"request_id":…,"lease_id":"",
 // "renewable":false,"lease_duration":0,"data":{…},"wrap_info":null,
-// "warnings":…,"auth":null}; 204 where Vault answers 204 (delete, import);
-// errors are {"errors":["…"]} (package httperr's Vault envelope): 400 for
+// "warnings":…,"auth":null}; 204 where Vault answers 204 (delete, import,
+// restore); errors are {"errors":["…"]} (package httperr's Vault envelope): 400 for
 // bad input, 403, 404, 405, 413 over a limit, 429 with Retry-After when the
 // caller or its tenant already has as many asymmetric-key operations in
 // progress as the engine takes from one, 503 with Retry-After when the
@@ -49,6 +49,17 @@
 // bytes, so that its audit records name it: a longer one is 400 where a
 // key is made and names no key elsewhere (404). The engine's own limits
 // (transit.MaxInputBytes, ...) apply to each item.
+//
+// # Backups
+//
+// backup/:name answers a key's full state (configuration and every
+// version it keeps) as base64 text in keygate's own format (Vault's is
+// Vault's); only keys with exportable and allow_plaintext_backup set have
+// one, since it holds the key material in plaintext. restore and
+// restore/:name make the backup's key the caller's tenant's (transit:admin,
+// audited as a key's creation), refusing a name the tenant has unless
+// force is set. A backup is parsed in full (transit.ParseBackup) before
+// anything is written. Neither is ever logged.
 //
 // # Audit
 //

@@ -63,6 +63,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"import_version", "POST", "/v1/transit/keys/b-aes/import_version", `{"ciphertext":"AAAA"}`, ""},
 		{"export", "GET", "/v1/transit/export/encryption-key/b-aes", "", ""},
 		{"export version", "GET", "/v1/transit/export/public-key/b-ed/1", "", ""},
+		{"backup", "GET", "/v1/transit/backup/b-aes", "", ""},
 		{"encrypt", "POST", "/v1/transit/encrypt/b-aes", `{"plaintext":"aGk="}`, alphaNoAdmin},
 		{"encrypt batch", "POST", "/v1/transit/encrypt/b-aes", `{"batch_input":[{"plaintext":"aGk="}]}`, alphaNoAdmin},
 		{"decrypt", "POST", "/v1/transit/decrypt/b-aes", `{"ciphertext":"` + ct + `"}`, ""},
@@ -153,6 +154,9 @@ func TestTenantIsolation(t *testing.T) {
 		{"POST", "/v1/transit/hmac/%s", ""},
 		{"POST", "/v1/transit/random", ""},
 		{"POST", "/v1/transit/hash", `{"input":"aGk="}`},
+		{"GET", "/v1/transit/backup/%s", ""},
+		{"POST", "/v1/transit/restore/%s", `{"backup":"AAAA"}`},
+		{"POST", "/v1/transit/restore", `{"backup":"AAAA","name":"%s"}`},
 	}
 	for _, r := range every {
 		for _, name := range []string{"a-own", "nope"} {

@@ -2,16 +2,19 @@ package vaultapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/transit"
+	"github.com/keygate/keygate/internal/transit/keystore"
 )
 
 // Key management: list, create, read, delete, config, rotate, trim, import,
-// import_version, wrapping_key and export. These are rare next to the
+// import_version, wrapping_key, export, backup and restore. These are rare next to the
 // cryptographic operations; their answers are marshaled with
 // encoding/json.
 
@@ -362,5 +365,74 @@ func serveExport(h *Handler, c *call) error {
 	c.out = append(c.out, "}}"...)
 	c.end()
 	c.o.KeyVersion = n
+	return nil
+}
+
+// serveBackup answers Vault's backup/:name: the key's backup, which holds
+// its material in plaintext (only a key with exportable and
+// allow_plaintext_backup set has one). It passes through the call's
+// buffer, which is cleared once the answer is written, and nowhere else.
+func serveBackup(h *Handler, c *call) error {
+	b, err := h.keys.Backup(c.ctx, c.tenant, c.args.name)
+	if err != nil {
+		return err
+	}
+	defer b.Zeroize()
+	c.begin()
+	c.out = append(appendStr(append(c.out, '{'), "backup", b.Reveal(), true), '}')
+	c.end()
+	return nil
+}
+
+// serveRestore answers Vault's restore and restore/:name: the backup's
+// key becomes the caller's tenant's, under the path's name, else the
+// body's, else the backup's own. A key of that name is replaced only with
+// force. The backup is read in full before the audit log's pending record
+// is written (it names the key) and before anything is stored.
+func serveRestore(h *Handler, c *call) error {
+	text, _, err := c.str("backup")
+	if err != nil {
+		return err
+	}
+	if len(text) == 0 {
+		return badRequest("'backup' must be supplied")
+	}
+	force, err := c.boolean("force")
+	if err != nil {
+		return err
+	}
+	name := c.args.name
+	if name == "" {
+		if name, err = c.text("name", ""); err != nil {
+			return err
+		}
+	}
+	k, err := transit.ParseBackup(text)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = k.Name()
+	}
+	if !keystore.ValidName(name) {
+		return keystore.ErrInvalidName
+	}
+	if name != k.Name() {
+		if k, err = k.Renamed(name); err != nil {
+			return err
+		}
+	}
+	c.o.Key = name
+	if err := c.intent(); err != nil { // a restore makes a key: recorded first
+		return err
+	}
+	if _, err := h.keys.Restore(c.ctx, c.tenant, k, force); err != nil {
+		if errors.Is(err, keystore.ErrRestoreExists) {
+			return &httperr.Error{Status: http.StatusBadRequest, Code: "exists", Description: "key " + strconv.Quote(name) + " already exists"}
+		}
+		return err
+	}
+	c.o.KeyVersion = k.LatestVersion()
+	c.status = http.StatusNoContent
 	return nil
 }

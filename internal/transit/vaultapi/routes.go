@@ -59,11 +59,15 @@ var (
 	rHMAC          = &route{name: "transit.hmac", scope: opHMAC, params: []string{"input", "algorithm", "key_version", "batch_input"}, serve: serveHMAC}
 	rRandom        = &route{name: "transit.random", scope: opRandom, params: []string{"bytes", "format", "source"}, serve: serveRandom}
 	rHash          = &route{name: "transit.hash", scope: opHash, params: []string{"input", "algorithm", "format"}, serve: serveHash}
+	rBackup        = &route{name: "transit.keys.backup", scope: opAdmin, serve: serveBackup}
+	// rRestore makes a key, but the audit log's pending record is written
+	// by serveRestore, once the backup names the key.
+	rRestore = &route{name: "transit.keys.restore", scope: opAdmin, params: []string{"backup", "name", "force"}, serve: serveRestore}
 )
 
 // routes are every route, in the order of the API's documentation.
 var routes = []*route{rList, rCreate, rRead, rDelete, rConfig, rRotate, rTrim, rImport, rImportVersion, rWrappingKey,
-	rExport, rEncrypt, rDecrypt, rRewrap, rDataKey, rSign, rVerify, rHMAC, rRandom, rHash}
+	rExport, rEncrypt, rDecrypt, rRewrap, rDataKey, rSign, rVerify, rHMAC, rRandom, rHash, rBackup, rRestore}
 
 // Operations lists the Outcome's Operation names of every route
 // ("transit.encrypt", ...); a request no route matched is "transit".
@@ -198,6 +202,21 @@ func resolve(r *http.Request) (*route, args, error) {
 			return nil, args{}, errNoPath
 		}
 		return pick(rHash, write, args{a1: rest})
+	case "backup":
+		a := args{name: rest}
+		if !keystore.ValidName(rest) {
+			return nil, a, errNoPath
+		}
+		return pick(rBackup, read, a)
+	case "restore":
+		a := args{name: rest}
+		switch {
+		case rest == "" || keystore.ValidName(rest):
+			return pick(rRestore, write, a)
+		case keystore.LongName(rest) && write:
+			return rRestore, a, errLongName
+		}
+		return nil, a, errNoPath
 	}
 	return nil, args{}, errNoPath
 }
@@ -216,22 +235,61 @@ func isList(rawQuery string) bool {
 	return l == "true" || l == "1" || l == "t" || l == "True" || l == "TRUE"
 }
 
-// unknownParams is Vault's warning about parameters the route does not
-// know, or "".
-func unknownParams(rt *route, q *request) string {
-	var ignored []string
+// paramWarnings are Vault's warnings about the request's parameters:
+// those the route does not know (ignored), and those the path gives as
+// well (the path's value is the one used). Some Vault clients take the
+// first for a mistake of theirs, the second for none.
+func paramWarnings(rt *route, a args, q *request) []string {
+	var ignored, replaced []string
+	captured := pathParams(rt, a)
 	for _, m := range q.top {
-		known := false
-		for _, p := range rt.params {
-			known = known || p == string(m.name)
-		}
-		if !known {
-			ignored = append(ignored, string(m.name))
+		name := string(m.name)
+		switch {
+		case slices.Contains(captured, name):
+			replaced = append(replaced, name)
+		case !slices.Contains(rt.params, name):
+			ignored = append(ignored, name)
 		}
 	}
-	if len(ignored) == 0 {
-		return ""
+	var out []string
+	if len(ignored) > 0 {
+		slices.Sort(ignored)
+		out = append(out, "Endpoint ignored these unrecognized parameters: ["+strings.Join(ignored, " ")+"]")
 	}
-	slices.Sort(ignored)
-	return "Endpoint ignored these unrecognized parameters: [" + strings.Join(ignored, " ") + "]"
+	if len(replaced) > 0 {
+		slices.Sort(replaced)
+		out = append(out, "Endpoint replaced the value of these parameters with the values captured from the endpoint's path: ["+
+			strings.Join(replaced, " ")+"]")
+	}
+	return out
+}
+
+// pathParams are the parameters the request's path gives, by the names of
+// Vault's fields for them.
+func pathParams(rt *route, a args) []string {
+	var out []string
+	if a.name != "" {
+		out = append(out, "name")
+	}
+	switch rt {
+	case rExport:
+		out = append(out, "type")
+		if a.a2 != "" {
+			out = append(out, "version")
+		}
+	case rDataKey:
+		out = append(out, "plaintext") // Vault's field for datakey's plaintext|wrapped
+	case rSign, rVerify, rHMAC, rHash:
+		if a.a1 != "" {
+			out = append(out, "urlalgorithm")
+		}
+	case rRandom:
+		if a.a1 != "" {
+			out = append(out, "source")
+		}
+		if a.a2 != "" {
+			out = append(out, "urlbytes")
+		}
+	}
+	return out
 }

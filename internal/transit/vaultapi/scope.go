@@ -7,7 +7,7 @@ import "strings"
 //
 //	transit:admin              key management: create, read, list, config,
 //	                           rotate, trim, delete, import, import_version,
-//	                           export, wrapping_key
+//	                           export, wrapping_key, backup, restore
 //	transit:<op>:<key>         op on the key named <key>, or on every key
 //	                           whose name starts with <prefix> when <key>
 //	                           is <prefix>* ("*" alone: every key);
