@@ -280,7 +280,9 @@ func (h *Handler) serve(c *call) error {
 	if err := h.readParams(c); err != nil {
 		return err
 	}
-	c.warnings = append(c.warnings, paramWarnings(rt, a, &c.req)...)
+	if w := paramWarnings(rt, a, &c.req); w != nil {
+		c.warnings = append(c.warnings, w...)
+	}
 	if rt.changes {
 		if err := c.intent(); err != nil {
 			return err

@@ -238,18 +238,20 @@ func isList(rawQuery string) bool {
 // paramWarnings are Vault's warnings about the request's parameters:
 // those the route does not know (ignored), and those the path gives as
 // well (the path's value is the one used). Some Vault clients take the
-// first for a mistake of theirs, the second for none.
+// first for a mistake of theirs, the second for none. A request without
+// either allocates nothing here: this runs on every transit request.
 func paramWarnings(rt *route, a args, q *request) []string {
 	var ignored, replaced []string
-	captured := pathParams(rt, a)
 	for _, m := range q.top {
-		name := string(m.name)
 		switch {
-		case slices.Contains(captured, name):
-			replaced = append(replaced, name)
-		case !slices.Contains(rt.params, name):
-			ignored = append(ignored, name)
+		case captured(rt, a, m.name):
+			replaced = append(replaced, string(m.name))
+		case !known(rt, m.name):
+			ignored = append(ignored, string(m.name))
 		}
+	}
+	if len(ignored)+len(replaced) == 0 {
+		return nil
 	}
 	var out []string
 	if len(ignored) > 0 {
@@ -264,32 +266,33 @@ func paramWarnings(rt *route, a args, q *request) []string {
 	return out
 }
 
-// pathParams are the parameters the request's path gives, by the names of
-// Vault's fields for them.
-func pathParams(rt *route, a args) []string {
-	var out []string
-	if a.name != "" {
-		out = append(out, "name")
-	}
-	switch rt {
-	case rExport:
-		out = append(out, "type")
-		if a.a2 != "" {
-			out = append(out, "version")
-		}
-	case rDataKey:
-		out = append(out, "plaintext") // Vault's field for datakey's plaintext|wrapped
-	case rSign, rVerify, rHMAC, rHash:
-		if a.a1 != "" {
-			out = append(out, "urlalgorithm")
-		}
-	case rRandom:
-		if a.a1 != "" {
-			out = append(out, "source")
-		}
-		if a.a2 != "" {
-			out = append(out, "urlbytes")
+func known(rt *route, name []byte) bool {
+	for _, p := range rt.params {
+		if string(name) == p {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// captured reports whether the request's path gives the parameter name,
+// by the name of Vault's field for it.
+func captured(rt *route, a args, name []byte) bool {
+	switch string(name) {
+	case "name":
+		return a.name != ""
+	case "type":
+		return rt == rExport
+	case "version":
+		return rt == rExport && a.a2 != ""
+	case "plaintext": // Vault's field for datakey's plaintext|wrapped
+		return rt == rDataKey
+	case "urlalgorithm":
+		return (rt == rSign || rt == rVerify || rt == rHMAC || rt == rHash) && a.a1 != ""
+	case "source":
+		return rt == rRandom && a.a1 != ""
+	case "urlbytes":
+		return rt == rRandom && a.a2 != ""
+	}
+	return false
 }
