@@ -3,6 +3,7 @@ module github.com/keygate/keygate
 go 1.26.8
 
 require (
+	github.com/boombuler/barcode v1.1.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/hcl v1.0.1-vault-7

@@ -9,6 +9,7 @@
 package totp
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -19,11 +20,15 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"image/png"
 	"io"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/boombuler/barcode"
+	"github.com/boombuler/barcode/qr"
 )
 
 // Defaults and bounds, as Vault's where it has them.
@@ -222,4 +227,28 @@ func DecodeSecret(s string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: the key is not base32", ErrInvalid)
 	}
 	return b, nil
+}
+
+// MaxQRSize bounds QR's size in pixels.
+const MaxQRSize = 2048
+
+// QR is the key's URL as a size×size PNG QR code (medium error
+// correction), what Vault returns as "barcode" for an authenticator app to
+// scan.
+func (k *Key) QR(size int) ([]byte, error) {
+	if size <= 0 || size > MaxQRSize {
+		return nil, fmt.Errorf("%w: qr_size must be 1 to %d", ErrInvalid, MaxQRSize)
+	}
+	code, err := qr.Encode(k.URL(), qr.M, qr.Auto)
+	if err != nil {
+		return nil, fmt.Errorf("QR code: %w", err)
+	}
+	if code, err = barcode.Scale(code, size, size); err != nil {
+		return nil, fmt.Errorf("%w: qr_size %d is too small for the key's URL", ErrInvalid, size)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, code); err != nil {
+		return nil, fmt.Errorf("QR code: %w", err)
+	}
+	return buf.Bytes(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"image/png"
 	"os"
 	"strings"
 	"testing"
@@ -185,4 +186,44 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("%q: its own URL %s does not parse: %v", raw, k.URL(), err)
 		}
 	})
+}
+
+func TestQR(t *testing.T) {
+	k, err := Generate(rand.Reader, 0, Key{Issuer: "keygate", AccountName: "ana@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := k.QR(200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := img.Bounds(); r.Dx() != 200 || r.Dy() != 200 {
+		t.Errorf("%v, want 200×200", r)
+	}
+	dark, light := 0, 0
+	for y := range 200 {
+		for x := range 200 {
+			if r, _, _, _ := img.At(x, y).RGBA(); r < 0x8000 {
+				dark++
+			} else {
+				light++
+			}
+		}
+	}
+	if dark < 200*200/5 || light < 200*200/5 {
+		t.Errorf("%d dark and %d light pixels: not a QR code", dark, light)
+	}
+	again, _ := k.QR(200)
+	if !bytes.Equal(b, again) {
+		t.Error("the same key drew two different codes")
+	}
+	for _, size := range []int{0, -1, MaxQRSize + 1, 10} {
+		if _, err := k.QR(size); err == nil || !errors.Is(err, ErrInvalid) {
+			t.Errorf("size %d: %v", size, err)
+		}
+	}
 }
