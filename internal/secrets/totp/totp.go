@@ -5,7 +5,8 @@
 // A code is checked once: Check returns the time step it matched, and the
 // caller refuses a step at or below the last one it accepted, so a code
 // seen on the wire cannot be replayed, even at another node of a fleet
-// that shares the key's state.
+// that shares the key's state. [Keys] keeps a tenant's keys, and that
+// state, in the secret store, sealed like any secret.
 package totp
 
 import (
