@@ -56,6 +56,9 @@ func grants(scope string, k kind, path string) bool {
 		return false
 	}
 	glob = glob[1:]
+	if glob == "" { // an empty glob is no path (the top folder is listed with '*')
+		return false
+	}
 	if prefix, ok := strings.CutSuffix(glob, "*"); ok {
 		return !strings.Contains(prefix, "*") && strings.HasPrefix(path, prefix)
 	}
@@ -64,8 +67,11 @@ func grants(scope string, k kind, path string) bool {
 
 // need is the scope that would grant k on path.
 func need(k kind, path string) string {
-	if k == kindAdmin {
+	switch {
+	case k == kindAdmin:
 		return "secrets:admin"
+	case path == "": // the top folder, which only '*' matches
+		path = "*"
 	}
 	return "secrets:" + k.String() + ":" + path
 }
