@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/secrets"
@@ -92,7 +94,8 @@ type call struct {
 	auth   *verify.Result
 	tenant string
 	rt     route
-	path   string // the secret's path (the folder, for a list)
+	path   string          // the secret's path (the folder, for a list)
+	note   *httpaudit.Note // the request's audit record; nil when not audited
 	o      Outcome
 	status int // 0: 200, or 204 when out is nil
 	out    any // the envelope's data; nil: 204
@@ -100,8 +103,52 @@ type call struct {
 
 // ServeHTTP serves one KV request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := &call{w: w, r: r, ctx: r.Context(), id: newRequestID(), o: Outcome{Operation: "secret"}}
+	c := &call{w: w, r: r, ctx: r.Context(), note: httpaudit.From(w), o: Outcome{Operation: "secret"}}
+	if c.id = c.note.RequestID(); c.id == "" {
+		c.id = newRequestID()
+	}
 	h.finish(c, h.serve(c))
+}
+
+// intent writes the audit log's pending record of a request that is about
+// to change a secret, with what is known of it so far: the change is made
+// only once that record is kept (httpaudit.Note.Intent).
+func (c *call) intent() error {
+	if c.note == nil {
+		return nil
+	}
+	c.annotate()
+	return c.note.Intent(c.ctx)
+}
+
+// annotate tells the request's audit record what the outcome holds: the
+// operation, the tenant, the caller, the path (as the record's key, left
+// out when it is not a name the record takes) and the version, and the
+// reason of a refusal. Nothing of a value or of custom metadata.
+func (c *call) annotate() {
+	n := c.note
+	if n == nil {
+		return
+	}
+	n.Op(audit.Operation(c.o.Operation))
+	if c.o.Tenant != "" {
+		n.Tenant(c.o.Tenant)
+	}
+	if c.auth != nil {
+		client, _ := c.auth.Token.Claims.StringClaim("client_id")
+		switch sub := c.auth.Subject; {
+		case client != "" && (sub == "" || sub == client):
+			n.Client(client)
+		case sub != "":
+			n.User(sub)
+		}
+	}
+	if c.o.Path != "" {
+		n.Key(c.o.Path, c.o.Version)
+	}
+	if c.o.Reason != "" {
+		n.Reason(c.o.Reason)
+	}
 }
 
 // serve decides the request, in this order: a sealed node answers 503; a
@@ -127,6 +174,13 @@ func (h *Handler) serve(c *call) error {
 	c.rt, c.path, c.o.Path = rt, path, path
 	if !permits(res.Scope, rt.scope, path) {
 		return scopeDenied(rt.scope, path)
+	}
+	if rt.changes {
+		// before the body is read: what the record says so far is what
+		// was asked, and a request refused after this is recorded as such
+		if err := c.intent(); err != nil {
+			return err
+		}
 	}
 	return rt.op(h, c)
 }
@@ -163,6 +217,7 @@ func (h *Handler) finish(c *call, err error) {
 		}
 	}
 	c.o.Status = status
+	c.annotate()
 	if h.observe != nil {
 		c.o.RequestID = c.id
 		if c.auth != nil {

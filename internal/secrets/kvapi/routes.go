@@ -10,10 +10,11 @@ import (
 // route is what a request asks: its audit operation, the scope it needs
 // and the function that serves it.
 type route struct {
-	name  string
-	scope kind
-	op    func(*Handler, *call) error
-	list  bool // the path is a folder
+	name    string
+	scope   kind
+	op      func(*Handler, *call) error
+	list    bool // the path is a folder
+	changes bool // it changes the store: the audit log's pending record is written first
 }
 
 // Operations lists every operation an Outcome names, for metrics.
@@ -25,20 +26,20 @@ func Operations() []string {
 
 var (
 	rtRead      = route{name: "secret.read", scope: kindRead, op: (*Handler).read}
-	rtWrite     = route{name: "secret.write", scope: kindWrite, op: (*Handler).write}
-	rtPatch     = route{name: "secret.patch", scope: kindWrite, op: (*Handler).patch}
-	rtDelLatest = route{name: "secret.delete", scope: kindDelete, op: (*Handler).deleteLatest}
-	rtDelete    = route{name: "secret.delete", scope: kindDelete, op: (*Handler).deleteVersions}
-	rtUndelete  = route{name: "secret.undelete", scope: kindDelete, op: (*Handler).undelete}
-	rtDestroy   = route{name: "secret.destroy", scope: kindAdmin, op: (*Handler).destroy}
+	rtWrite     = route{name: "secret.write", scope: kindWrite, op: (*Handler).write, changes: true}
+	rtPatch     = route{name: "secret.patch", scope: kindWrite, op: (*Handler).patch, changes: true}
+	rtDelLatest = route{name: "secret.delete", scope: kindDelete, op: (*Handler).deleteLatest, changes: true}
+	rtDelete    = route{name: "secret.delete", scope: kindDelete, op: (*Handler).deleteVersions, changes: true}
+	rtUndelete  = route{name: "secret.undelete", scope: kindDelete, op: (*Handler).undelete, changes: true}
+	rtDestroy   = route{name: "secret.destroy", scope: kindAdmin, op: (*Handler).destroy, changes: true}
 	rtSubkeys   = route{name: "secret.subkeys", scope: kindRead, op: (*Handler).subkeys}
 	rtMetaRead  = route{name: "secret.metadata.read", scope: kindRead, op: (*Handler).metadataRead}
-	rtMetaWrite = route{name: "secret.metadata.write", scope: kindAdmin, op: (*Handler).metadataWrite}
-	rtMetaPatch = route{name: "secret.metadata.patch", scope: kindAdmin, op: (*Handler).metadataPatch}
-	rtMetaDel   = route{name: "secret.metadata.delete", scope: kindAdmin, op: (*Handler).metadataDelete}
+	rtMetaWrite = route{name: "secret.metadata.write", scope: kindAdmin, op: (*Handler).metadataWrite, changes: true}
+	rtMetaPatch = route{name: "secret.metadata.patch", scope: kindAdmin, op: (*Handler).metadataPatch, changes: true}
+	rtMetaDel   = route{name: "secret.metadata.delete", scope: kindAdmin, op: (*Handler).metadataDelete, changes: true}
 	rtList      = route{name: "secret.list", scope: kindList, op: (*Handler).list, list: true}
 	rtConfRead  = route{name: "secret.config.read", scope: kindAdmin, op: (*Handler).configRead}
-	rtConfWrite = route{name: "secret.config.write", scope: kindAdmin, op: (*Handler).configWrite}
+	rtConfWrite = route{name: "secret.config.write", scope: kindAdmin, op: (*Handler).configWrite, changes: true}
 )
 
 // resolve finds the request's route and checks its path (the folder, for
