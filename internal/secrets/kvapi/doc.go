@@ -66,5 +66,8 @@
 // Every request fills one Outcome (operation, tenant, principal, path,
 // version, status, reason — never a value, never custom metadata, never
 // the token) and hands it to Options.Observe before its answer is
-// written; an error from Observe turns the answer into a 500.
+// written; an error from Observe turns the answer into a 500. Behind the
+// audit log's handler (package httpaudit), the request's record is told
+// the same, and a request that changes the store has its pending record
+// written before the change: if that fails, nothing is changed (503).
 package kvapi
