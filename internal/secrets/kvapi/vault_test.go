@@ -3,6 +3,7 @@ package kvapi_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -191,4 +192,57 @@ func TestVaultClient(t *testing.T) {
 			t.FailNow() // later steps build on this one
 		}
 	}
+}
+
+// TestConcurrentClients: clients of several tenants writing and reading at
+// once share nothing through the handler: each tenant's path ends with
+// every one of its writes as a version, and reads see only its own data.
+func TestConcurrentClients(t *testing.T) {
+	e := start(t)
+	const tenants, writers, writes = 3, 4, 10
+	if err := e.setMaxVersions(tenants); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, tenants*writers)
+	for ti := range tenants {
+		tenant := fmt.Sprint("t", ti)
+		for range writers {
+			go func() {
+				kv := e.client(tenant).KVv2("secret")
+				for range writes {
+					if _, err := kv.Put(context.Background(), "shared", map[string]any{"tenant": tenant}); err != nil {
+						done <- err
+						return
+					}
+					s, err := kv.Get(context.Background(), "shared")
+					if err != nil || s.Data["tenant"] != tenant {
+						done <- fmt.Errorf("%s read %v: %v", tenant, s, err)
+						return
+					}
+				}
+				done <- nil
+			}()
+		}
+	}
+	for range tenants * writers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ti := range tenants {
+		m, err := e.client(fmt.Sprint("t", ti)).KVv2("secret").GetMetadata(context.Background(), "shared")
+		if err != nil || m.CurrentVersion != writers*writes {
+			t.Errorf("tenant %d: %+v %v", ti, m, err)
+		}
+	}
+}
+
+// setMaxVersions lets n tenants keep every version the test writes.
+func (e *env) setMaxVersions(n int) error {
+	for ti := range n {
+		if _, err := e.client(fmt.Sprint("t", ti)).Logical().Write("secret/config", map[string]any{"max_versions": 100}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
