@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
@@ -276,7 +277,7 @@ var (
 	errMethod   = &httperr.Error{Status: http.StatusMethodNotAllowed, Code: "unsupported_operation", Description: "unsupported operation"}
 	// errNotFound is Vault's answer to a read of nothing: 404 {"errors":[]}.
 	errNotFound = &httperr.Error{Status: http.StatusNotFound, Code: "not_found"}
-	errStore    = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable", Description: "store unavailable", RetryAfter: 1e9}
+	errStore    = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable", Description: "store unavailable", RetryAfter: time.Second}
 	errCanceled = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "canceled", Description: "request canceled"}
 )
 

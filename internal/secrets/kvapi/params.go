@@ -80,19 +80,24 @@ func (p params) integer(name string) (*int, error) {
 	if !ok || isNull(v) {
 		return nil, nil
 	}
-	var n json.Number
-	if err := json.Unmarshal(v, &n); err != nil {
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return nil, badRequest(name + " is not an integer")
-		}
-		n = json.Number(s)
-	}
-	i, err := atoi(string(n))
+	i, err := intValue(v)
 	if err != nil {
 		return nil, badRequest(name + " is not a non-negative integer")
 	}
 	return &i, nil
+}
+
+// intValue is a JSON number or string holding a non-negative integer.
+func intValue(v json.RawMessage) (int, error) {
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err != nil {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return 0, err
+		}
+		n = json.Number(s)
+	}
+	return atoi(string(n))
 }
 
 // atoi parses a non-negative integer that fits an int32 (versions,
@@ -194,11 +199,11 @@ func (p params) versions() ([]int, error) {
 	}
 	out := make([]int, 0, len(items))
 	for _, it := range items {
-		n, err := params{"v": it}.integer("v")
-		if err != nil || n == nil || *n == 0 {
+		n, err := intValue(it)
+		if err != nil || n == 0 {
 			return nil, badRequest("versions: each version is a positive integer")
 		}
-		out = append(out, *n)
+		out = append(out, n)
 	}
 	return out, nil
 }
