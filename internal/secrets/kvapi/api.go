@@ -94,7 +94,6 @@ type call struct {
 	id     string
 	auth   *verify.Result
 	tenant string
-	rt     route
 	path   string          // the secret's path (the folder, for a list)
 	note   *httpaudit.Note // the request's audit record; nil when not audited
 	o      Outcome
@@ -172,7 +171,7 @@ func (h *Handler) serve(c *call) error {
 	if err != nil {
 		return err
 	}
-	c.rt, c.path, c.o.Path = rt, path, path
+	c.path, c.o.Path = path, path
 	if !permits(res.Scope, rt.scope, path) {
 		return scopeDenied(rt.scope, path)
 	}
