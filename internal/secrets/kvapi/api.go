@@ -54,6 +54,10 @@ type Options struct {
 	// returns an error, the request is answered 500 instead (fail-closed).
 	// Note that a change is already made when Observe hears of it.
 	Observe func(w http.ResponseWriter, r *http.Request, o Outcome) error
+	// Measure, if set, is told of every request once it is answered, with
+	// the time the handler took (metrics; Operations lists the names). It
+	// must not keep o.
+	Measure func(o *Outcome, elapsed time.Duration)
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 }
@@ -64,6 +68,7 @@ type Handler struct {
 	verifier vaultauth.Verifier
 	sealed   func() bool
 	observe  func(http.ResponseWriter, *http.Request, Outcome) error
+	measure  func(*Outcome, time.Duration)
 	log      *slog.Logger
 	errs     httperr.Writer
 	maxBody  int64
@@ -82,7 +87,7 @@ func New(o Options) (*Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	return &Handler{svc: o.Secrets, verifier: o.Verifier, sealed: o.Sealed, observe: o.Observe, log: o.Logger,
+	return &Handler{svc: o.Secrets, verifier: o.Verifier, sealed: o.Sealed, observe: o.Observe, measure: o.Measure, log: o.Logger,
 		errs: httperr.Writer{Envelope: httperr.Vault, Log: o.Logger}, maxBody: o.MaxBodyBytes}, nil
 }
 
@@ -107,7 +112,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.id = c.note.RequestID(); c.id == "" {
 		c.id = newRequestID()
 	}
+	start := time.Now()
 	h.finish(c, h.serve(c))
+	if h.measure != nil {
+		h.measure(&c.o, time.Since(start))
+	}
 }
 
 // intent writes the audit log's pending record of a request that is about

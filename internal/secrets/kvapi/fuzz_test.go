@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/secrets/kvapi"
 	"github.com/keygate/keygate/internal/vaultauth/vaultauthtest"
@@ -103,6 +105,18 @@ func TestObserveFails(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != 500 || w.Body.String() != `{"errors":["internal error"]}`+"\n" {
 		t.Errorf("%d %s", w.Code, w.Body)
+	}
+	var measured []string
+	h, err = kvapi.New(kvapi.Options{Secrets: newService(t), Verifier: tokens.Verifier,
+		Measure: func(o *kvapi.Outcome, d time.Duration) {
+			measured = append(measured, fmt.Sprint(o.Operation, " ", o.Status, " ", d > 0))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if len(measured) != 1 || measured[0] != "secret.write 400 true" // the body was read by the first {
+		t.Errorf("measured %q", measured)
 	}
 	if _, err := kvapi.New(kvapi.Options{Verifier: tokens.Verifier}); err == nil {
 		t.Error("New without a store")
