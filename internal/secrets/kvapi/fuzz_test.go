@@ -115,7 +115,7 @@ func TestObserveFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	if len(measured) != 1 || measured[0] != "secret.write 400 true" // the body was read by the first {
+	if len(measured) != 1 || measured[0] != "secret.write 400 true" { // the first answer read the body
 		t.Errorf("measured %q", measured)
 	}
 	if _, err := kvapi.New(kvapi.Options{Verifier: tokens.Verifier}); err == nil {
