@@ -18,8 +18,8 @@ import (
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/transit/keystore"
+	"github.com/keygate/keygate/internal/vaultauth"
 	"github.com/keygate/keygate/internal/verify"
-	"github.com/keygate/keygate/jose"
 )
 
 // Prefix is where the API is mounted.
@@ -35,9 +35,7 @@ const (
 
 // Verifier checks a bearer token: the token service's own tokens only
 // (verify.Pipeline over the node's signing keys).
-type Verifier interface {
-	Verify(ctx context.Context, token string) (*verify.Result, error)
-}
+type Verifier = vaultauth.Verifier
 
 // Outcome describes one request for an audit record: what was asked, by
 // whom, on what, and how it ended. It never holds plaintext, ciphertext,
@@ -326,69 +324,16 @@ func (h *Handler) readParams(c *call) error {
 	return c.req.decode(c.body)
 }
 
-// authenticate verifies the bearer token, from Authorization: Bearer or
-// X-Vault-Token (the same token; a request carrying two that differ is
-// refused), and reads the caller's tenant from its tenant claim (a token
-// without one is refused).
+// authenticate verifies the bearer token and reads the caller's tenant
+// (package vaultauth).
 func (h *Handler) authenticate(c *call) error {
-	hdr := c.r.Header
-	var tok string
-	switch auth := hdr["Authorization"]; len(auth) {
-	case 0:
-	case 1:
-		t, ok := cutBearer(auth[0])
-		if !ok {
-			return errNotBearer
-		}
-		tok = t
-	default:
-		return errTwoTokens
-	}
-	switch vt := hdr["X-Vault-Token"]; {
-	case len(vt) > 1:
-		return errTwoTokens
-	case len(vt) == 1 && tok != "" && vt[0] != tok:
-		return errTwoTokens
-	case len(vt) == 1:
-		tok = vt[0]
-	}
-	if tok == "" {
-		return errNoToken
-	}
-	res, err := h.verifier.Verify(c.ctx, tok)
+	res, tenant, err := vaultauth.Authenticate(c.ctx, c.r.Header, h.verifier)
 	if err != nil {
-		if verify.ReasonOf(err) == "" && c.ctx.Err() == nil {
-			return err // not a refusal of the token: a failure (500)
-		}
-		return tokenRefused(err)
-	}
-	tenant, ok := tenantOf(res)
-	if !ok {
-		return errNoTenant
+		return err
 	}
 	c.auth, c.tenant = res, tenant
 	c.o.Tenant = tenant
 	return nil
-}
-
-// tokenRefused is the answer to a token the verifier refused: Vault's 403,
-// its text saying why (the reason and the check that failed, never the
-// token), and the reason as the audit record's and the metrics'.
-func tokenRefused(err error) *httperr.Error {
-	reason := verify.ReasonOf(err)
-	if reason == "" { // the request's context ended while verifying
-		reason = "canceled"
-	}
-	desc := "permission denied: token refused: " + strings.ReplaceAll(reason, "_", " ")
-	var je *jose.Error
-	var ve *verify.Error
-	switch {
-	case errors.As(err, &ve) && ve.Detail != "":
-		desc += " (" + ve.Detail + ")"
-	case errors.As(err, &je) && je.Detail != "":
-		desc += " (" + je.Detail + ")"
-	}
-	return &httperr.Error{Status: http.StatusForbidden, Code: reason, Description: desc}
 }
 
 // scopeDenied is the answer to a token whose scopes do not grant the
@@ -402,52 +347,12 @@ func scopeDenied(o op, key string) *httperr.Error {
 		Description: "permission denied: the token's scopes do not grant " + need}
 }
 
-// cutBearer returns the token of an Authorization header with the Bearer
-// scheme (RFC 6750 §2.1; the scheme compared case-insensitively).
-func cutBearer(v string) (string, bool) {
-	if len(v) < 7 || !strings.EqualFold(v[:7], "Bearer ") {
-		return "", false
-	}
-	return strings.TrimSpace(v[7:]), true
-}
-
-// tenantOf is the token's tenant claim: a string naming a valid tenant.
-// A token without one is no tenant's (every token the token service signs
-// names its tenant, the default one included), and is refused rather than
-// taken for the default tenant's.
-func tenantOf(res *verify.Result) (string, bool) {
-	raw, ok := res.Token.Claims.Raw("tenant")
-	if !ok {
-		return "", false
-	}
-	if string(raw) == `"`+store.DefaultTenant+`"` {
-		return store.DefaultTenant, true
-	}
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	t := string(raw[1 : len(raw)-1])
-	if store.ValidTenantName(t) != nil {
-		return "", false
-	}
-	return t, true
-}
-
-// principal is the caller as an audit record names them: the token's
-// client_id, else its subject.
-func principal(res *verify.Result) string {
-	if client, _ := res.Token.Claims.StringClaim("client_id"); client != "" {
-		return client
-	}
-	return res.Subject
-}
-
 // caller is whom the engine does the request's asymmetric-key work for
 // (signing, verification, RSA encryption and decryption, key generation and
 // import): the engine shares its workers between tenants, then between
 // their principals.
 func (c *call) caller() transit.Caller {
-	return transit.Caller{Tenant: c.tenant, Principal: principal(c.auth)}
+	return transit.Caller{Tenant: c.tenant, Principal: vaultauth.Principal(c.auth)}
 }
 
 // finish answers the call: its response, or err's refusal; but first it
@@ -476,7 +381,7 @@ func (h *Handler) finish(c *call, err error) {
 	if h.observe != nil {
 		c.o.RequestID = c.requestID()
 		if c.auth != nil {
-			c.o.Principal = principal(c.auth)
+			c.o.Principal = vaultauth.Principal(c.auth)
 		}
 		if oerr := h.observe(c.w, c.r, c.o); oerr != nil {
 			h.log.Error("transit request not recorded; answered 500", "request_id", c.requestID(), "op", c.o.Operation, "err", oerr)
@@ -507,17 +412,7 @@ var (
 
 // Refusals.
 var (
-	errSealed = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "sealed", Description: "Vault is sealed"}
-	// Vault's 403 for each way a request fails to authenticate, its text
-	// saying which (Vault clients show it), its code the audit reason.
-	errNoToken = &httperr.Error{Status: http.StatusForbidden, Code: "no_token",
-		Description: "permission denied: no token (send it as X-Vault-Token or Authorization: Bearer)"}
-	errNotBearer = &httperr.Error{Status: http.StatusForbidden, Code: "malformed_authorization",
-		Description: "permission denied: the Authorization header is not Bearer <token>"}
-	errTwoTokens = &httperr.Error{Status: http.StatusForbidden, Code: "conflicting_tokens",
-		Description: "permission denied: more than one token (X-Vault-Token and Authorization must carry the same one, once)"}
-	errNoTenant = &httperr.Error{Status: http.StatusForbidden, Code: "no_tenant",
-		Description: "permission denied: the token names no tenant (its tenant claim is missing or not a tenant name)"}
+	errSealed   = &httperr.Error{Status: http.StatusServiceUnavailable, Code: "sealed", Description: "Vault is sealed"}
 	errTooLarge = &httperr.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Description: "http: request body too large"}
 	errNoPath   = &httperr.Error{Status: http.StatusNotFound, Code: "unsupported_path", Description: "unsupported path"}
 	errLongName = &httperr.Error{Status: http.StatusBadRequest, Code: "invalid_request",
