@@ -81,7 +81,8 @@ func TestWriteInvalid(t *testing.T) {
 		{"trailing data", `{"a":1} {}`, ErrInvalid, "after the JSON object"},
 		{"truncated", `{"a":`, ErrInvalid, "ends early"},
 		{"not JSON", `{a:1}`, ErrInvalid, "not valid JSON"},
-		{"a bad string", "{\"a\":\"\xff\x01\"}", ErrInvalid, "not valid JSON"},
+		{"not UTF-8", "{\"a\":\"\xff\"}", ErrInvalid, "not UTF-8"},
+		{"a control character", "{\"a\":\"\x01\"}", ErrInvalid, "not valid JSON"},
 		{"too large", big, ErrTooLarge, "over"},
 	} {
 		_, err := k.e.Write(ctx, def, "p", json.RawMessage(tc.data), nil)

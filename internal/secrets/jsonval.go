@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
-// parseObject checks that raw is one JSON object, of at most MaxValueBytes,
-// without a key twice in any object, and returns it compacted: its text
+// parseObject checks that raw is one JSON object in UTF-8, of at most
+// MaxValueBytes, without a key twice in any object, and returns it compacted: its text
 // as given, less insignificant white space. what names it in errors.
 func parseObject(what string, raw []byte) ([]byte, error) {
 	if len(raw) > MaxValueBytes {
 		return nil, fmt.Errorf("%w: %s of %d bytes is over %d", ErrTooLarge, what, len(raw), MaxValueBytes)
+	}
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: %s is not UTF-8", ErrInvalid, what)
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
