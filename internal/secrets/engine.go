@@ -219,6 +219,8 @@ func (e *Engine) update(ctx context.Context, tenant, path string, decide func(s 
 			return err
 		}
 	}
+	// The path is no secret (the store shows it); its data is not logged.
+	e.log.Warn("secret write gave up: other writers of the path got there first", "tenant", tenant, "path", path, "attempts", e.retries)
 	return fmt.Errorf("secret %q: gave up after %d writers got there first: %w", path, e.retries, store.ErrConflict)
 }
 

@@ -405,12 +405,15 @@ func (e *Engine) SetConfig(ctx context.Context, tenant string, c MountConfig) er
 	if err := checkConfig(c); err != nil {
 		return err
 	}
+	if _, err := e.key(ctx, tenant, false); err != nil {
+		return err
+	}
 	raw, err := json.Marshal(mountConfig(c))
 	if err != nil {
 		return err
 	}
 	err = e.st.SetSecretConfig(ctx, tenant, raw)
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid) {
+	if errors.Is(err, store.ErrNotFound) { // deleted meanwhile
 		return fmt.Errorf("%w: tenant %q", ErrNotFound, tenant)
 	}
 	return err
