@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/postgres"
 	"github.com/keygate/keygate/internal/testnet"
@@ -302,5 +303,30 @@ func TestDumpPostgres(t *testing.T) {
 	}
 	if rows < 5 || paths < 3 {
 		t.Fatalf("%d rows dumped, %d naming dump/a: want the paths' and versions'", rows, paths)
+	}
+}
+
+// TestTenantMadeAgain: a node holding the data key of a tenant that was
+// deleted and made again under its name (by another node) reads the new
+// tenant's secrets under the new key, and writes under it.
+func TestTenantMadeAgain(t *testing.T) {
+	a := newKit(t)
+	b, err := New(Options{Store: a.st, Keys: tenantkey.New(tenantkey.Config{Store: a.st, Root: a.ring}), Now: a.clock.now})
+	must(t, "New(b)", err)
+	a.tenant(t, "acme")
+	a.write(t, "acme", "p", `{"v":"old"}`)
+	a.read(t, "acme", "p", 0) // a holds acme's key
+	must(t, "DeleteMetadata", b.DeleteMetadata(ctx, "acme", "p"))
+	must(t, "DeleteTenant", a.st.DeleteTenant(ctx, "acme"))
+	a.tenant(t, "acme")
+	_, err = b.Write(ctx, "acme", "p", json.RawMessage(`{"v":"new"}`), nil)
+	must(t, "b.Write", err)
+	if s := a.read(t, "acme", "p", 0); string(s.Data) != `{"v":"new"}` {
+		t.Errorf("a reads %s", s.Data)
+	}
+	a.write(t, "acme", "p", `{"v":"newer"}`)
+	s, err := b.Read(ctx, "acme", "p", 0)
+	if err != nil || string(s.Data) != `{"v":"newer"}` {
+		t.Errorf("b reads a's write: %v %v", s, err)
 	}
 }
