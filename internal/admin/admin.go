@@ -26,7 +26,7 @@ import (
 
 // Store is what the admin API needs of the store: it writes tenants,
 // clients and users, lists the signing keys, and counts a tenant's transit
-// keys when it refuses to delete the tenant. The methods are store.Store's,
+// keys and secrets when it refuses to delete the tenant. The methods are store.Store's,
 // with the contracts written there, and every backend implements them.
 // Revocations go through the token service (issuer.Service.AddRevocation).
 type Store interface {
@@ -52,6 +52,7 @@ type Store interface {
 
 	ListSigningKeys(ctx context.Context) ([]store.SigningKey, error)
 	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
+	ListSecrets(ctx context.Context, tenant, prefix, start string, limit int) ([]string, error)
 }
 
 var _ Store = store.Store(nil) // the whole store, and so each backend, is one

@@ -198,9 +198,14 @@ func (a *API) notEmpty(ctx context.Context, name string) error {
 			ks = append(ks, n)
 		}
 	}
+	// Counted up to one page: past that, "10000 secrets" says enough.
+	ss, err := st.ListSecrets(ctx, name, "", "", store.MaxSecretList)
+	if err != nil {
+		return storeError("secrets", err)
+	}
 	return &httperr.Error{Status: http.StatusConflict, Code: "conflict", Description: fmt.Sprintf(
-		"tenant %q still holds %s, %s and %s: delete them first", name,
-		count(len(cs), "client"), count(len(us), "user"), count(len(ks), "transit key"))}
+		"tenant %q still holds %s, %s, %s and %s: delete them first", name,
+		count(len(cs), "client"), count(len(us), "user"), count(len(ks), "transit key"), count(len(ss), "secret"))}
 }
 
 // count is "1 user", "2 users".

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keygate/keygate/internal/issuer"
+	"github.com/keygate/keygate/internal/store"
 )
 
 // ids is the sorted values of key in the objects of list[field].
@@ -162,7 +163,7 @@ func TestAdminTenants(t *testing.T) {
 
 	// Delete: only an empty tenant, never the default.
 	code, m = call("DELETE", "/v1/admin/tenants/acme", nil)
-	expect("delete acme while it holds a client and a user", code, m, 409, `tenant "acme" still holds 1 client, 1 user and 0 transit keys`)
+	expect("delete acme while it holds a client and a user", code, m, 409, `tenant "acme" still holds 1 client, 1 user, 0 transit keys and 0 secrets`)
 	code, m = call("DELETE", "/v1/admin/tenants/default", nil)
 	expect("delete default", code, m, 400, "cannot be deleted")
 	code, m = call("DELETE", "/v1/admin/tenants/nope", nil)
@@ -171,6 +172,17 @@ func TestAdminTenants(t *testing.T) {
 	expect("delete an invalid name", code, m, 400, "tenant name")
 	call("DELETE", "/v1/admin/clients/"+acmeClient, nil)
 	call("DELETE", "/v1/admin/users/"+acmeUser, nil)
+	// A secret keeps the tenant too.
+	st := f.admin.store.(store.Store)
+	sm := store.SecretMeta{Tenant: "acme", Path: "db", Sealed: []byte("sealed"), CreatedAt: f.now, UpdatedAt: f.now}
+	if _, err := st.PutSecret(context.Background(), sm, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, m = call("DELETE", "/v1/admin/tenants/acme", nil)
+	expect("delete acme while it holds a secret", code, m, 409, `tenant "acme" still holds 0 clients, 0 users, 0 transit keys and 1 secret:`)
+	if err := st.DeleteSecret(context.Background(), "acme", "db"); err != nil {
+		t.Fatal(err)
+	}
 	if code, m := call("DELETE", "/v1/admin/tenants/acme", nil); code != 204 {
 		t.Fatalf("delete empty acme: %d %v", code, m)
 	}

@@ -61,8 +61,8 @@ func (a *app) tenantsList(ctx context.Context, args []string) error {
 
 func (a *app) tenantsDelete(ctx context.Context, args []string) error {
 	fs := a.flags("keygate tenants delete", "[flags] NAME",
-		"Deletes an empty tenant. A tenant that still holds clients, users or transit keys is\n"+
-			"refused, saying how many of each; the default tenant is never deleted.")
+		"Deletes an empty tenant. A tenant that still holds clients, users, transit keys or\n"+
+			"secrets is refused, saying how many of each; the default tenant is never deleted.")
 	var af adminFlags
 	af.register(fs)
 	pos, err := fs.parse(args, 1, 1)

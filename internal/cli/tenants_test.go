@@ -110,7 +110,7 @@ func TestTenantsCommands(t *testing.T) {
 	}
 
 	// Delete: refused while acme holds anything, and for default.
-	expect(t, h.run(adm("tenants", "delete", "acme")...), ExitFail, "", `tenant "acme" still holds 1 client, 1 user and 0 transit keys`)
+	expect(t, h.run(adm("tenants", "delete", "acme")...), ExitFail, "", `tenant "acme" still holds 1 client, 1 user, 0 transit keys and 0 secrets`)
 	expect(t, h.run(adm("tenants", "delete", "default")...), ExitFail, "", "the default tenant cannot be deleted")
 	h.must(adm("clients", "delete", id)...)
 	h.must(adm("users", "delete", uid)...)

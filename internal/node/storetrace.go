@@ -106,6 +106,12 @@ func (s tracedStore) DeleteExpiredRevocations(ctx context.Context, now time.Time
 	return s.st.DeleteExpiredRevocations(ctx, now, subjectsBefore)
 }
 
+func (s tracedStore) DeleteSecret(ctx context.Context, tenant string, path string) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.delete_secret", trace.SpanKindClient)
+	defer span.End()
+	return s.st.DeleteSecret(ctx, tenant, path)
+}
+
 func (s tracedStore) DeleteSigningKey(ctx context.Context, kid string) error {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.delete_signing_key", trace.SpanKindClient)
 	defer span.End()
@@ -140,6 +146,24 @@ func (s tracedStore) GetRefreshToken(ctx context.Context, digest []byte) (store.
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_refresh_token", trace.SpanKindClient)
 	defer span.End()
 	return s.st.GetRefreshToken(ctx, digest)
+}
+
+func (s tracedStore) GetSecret(ctx context.Context, tenant string, path string) (store.SecretMeta, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_secret", trace.SpanKindClient)
+	defer span.End()
+	return s.st.GetSecret(ctx, tenant, path)
+}
+
+func (s tracedStore) GetSecretConfig(ctx context.Context, tenant string) ([]byte, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_secret_config", trace.SpanKindClient)
+	defer span.End()
+	return s.st.GetSecretConfig(ctx, tenant)
+}
+
+func (s tracedStore) GetSecretValue(ctx context.Context, tenant string, path string, version int) (store.SecretValue, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_secret_value", trace.SpanKindClient)
+	defer span.End()
+	return s.st.GetSecretValue(ctx, tenant, path, version)
 }
 
 func (s tracedStore) GetTenant(ctx context.Context, name string) (store.Tenant, error) {
@@ -184,6 +208,12 @@ func (s tracedStore) ListClientsIn(ctx context.Context, tenant string) ([]store.
 	return s.st.ListClientsIn(ctx, tenant)
 }
 
+func (s tracedStore) ListSecrets(ctx context.Context, tenant string, prefix string, start string, limit int) ([]string, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.list_secrets", trace.SpanKindClient)
+	defer span.End()
+	return s.st.ListSecrets(ctx, tenant, prefix, start, limit)
+}
+
 func (s tracedStore) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.list_signing_keys", trace.SpanKindClient)
 	defer span.End()
@@ -214,6 +244,12 @@ func (s tracedStore) ListUsersIn(ctx context.Context, tenant string) ([]store.Us
 	return s.st.ListUsersIn(ctx, tenant)
 }
 
+func (s tracedStore) PutSecret(ctx context.Context, m store.SecretMeta, add *store.SecretValue, erase []int) (int64, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.put_secret", trace.SpanKindClient)
+	defer span.End()
+	return s.st.PutSecret(ctx, m, add, erase)
+}
+
 func (s tracedStore) PutSigningKey(ctx context.Context, k store.SigningKey) error {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.put_signing_key", trace.SpanKindClient)
 	defer span.End()
@@ -242,6 +278,12 @@ func (s tracedStore) RotateRefreshToken(ctx context.Context, issuer string, old 
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.rotate_refresh_token", trace.SpanKindClient)
 	defer span.End()
 	return s.st.RotateRefreshToken(ctx, issuer, old, next, now)
+}
+
+func (s tracedStore) SetSecretConfig(ctx context.Context, tenant string, config []byte) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.set_secret_config", trace.SpanKindClient)
+	defer span.End()
+	return s.st.SetSecretConfig(ctx, tenant, config)
 }
 
 func (s tracedStore) SetTenantDataKey(ctx context.Context, name string, sealed []byte) error {

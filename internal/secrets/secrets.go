@@ -6,10 +6,18 @@
 // Every version is sealed with AES-256-GCM under its tenant's data key
 // (package tenantkey), with the tenant, the path and the version bound as
 // additional data, so the store never holds a value in the clear and a
-// ciphertext moved to another row does not open.
+// ciphertext moved to another row does not open. A path's metadata (its
+// settings, custom metadata and each version's times) is sealed the same
+// way, bound to the tenant and the path. What the store shows is the
+// tenant, the path, the version numbers and the rows' times and sizes;
+// not a value, nor the custom metadata.
 //
-// This file declares the engine's types and errors; the HTTP API in
-// Vault's shapes (package kvapi) uses them through [Service].
+// [Engine] implements [Service] over the store (store.Secrets), with
+// optimistic concurrency: a write reads the path, decides, and stores
+// against the revision it read; a writer that lost the race reads again
+// and decides again, so a write with cas that lost gets ErrCASMismatch
+// and one without lands as the next version. The HTTP API in Vault's
+// shapes (package kvapi) uses the engine through [Service].
 package secrets
 
 import (

@@ -1,23 +1,25 @@
 // Package store is keygate's durable state, one small interface per
 // domain — [Tenants], [Clients], [Users], [SigningKeys], [RefreshTokens],
-// [Revocations], [TransitKeys] and the [AuditLog] — and [Store], all of
-// them together. Two backends implement Store and pass one shared test
+// [Revocations], [TransitKeys], [Secrets] and the [AuditLog] — and
+// [Store], all of them together. Two backends implement Store and pass one shared test
 // suite: SQLite (the embedded default, one file in the data directory)
 // and PostgreSQL (a fleet).
 //
 // Secrets never reach the store in the clear: signing keys, transit key
 // versions and tenants' data keys arrive already sealed by the keyring,
-// client secrets and refresh tokens only as digests, passwords only as
-// Argon2id hashes. A transit key's configuration and an audit record are
-// opaque bytes here; the transit engine and the audit log give them
-// meaning.
+// secrets' values and metadata sealed by the KV engine, client secrets
+// and refresh tokens only as digests, passwords only as Argon2id hashes.
+// A transit key's configuration, a tenant's KV mount configuration and an
+// audit record are opaque bytes here; the engines and the audit log give
+// them meaning.
 //
 // # Tenants
 //
-// Clients, users and transit keys belong to a [Tenant]; [DefaultTenant]
-// always exists (data stored before tenants is its). A user's name is
-// unique within its tenant, and so is a transit key's; nothing of one
-// tenant is found under another tenant's name. Names follow
+// Clients, users, transit keys and secrets belong to a [Tenant];
+// [DefaultTenant] always exists (data stored before tenants is its). A
+// user's name is unique within its tenant, and so is a transit key's and
+// a secret's path; nothing of one tenant is found under another tenant's
+// name. Names follow
 // [ValidTenantName] in every backend.
 //
 // # Transit keys
@@ -29,6 +31,15 @@
 // [TransitKeys.AddTransitKeyVersion] adds version n only while n-1 is the
 // latest, so of nodes rotating a key at once exactly one wins; the others
 // get [ErrConflict], re-read the key and decide again.
+//
+// # Secrets
+//
+// A secret path of the KV engine is one row, [SecretMeta], whose metadata
+// the engine seals, and one row per version's value, [SecretValue]; the
+// store sees paths and version numbers, never a value or the custom
+// metadata. [Secrets.PutSecret] changes a path in one transaction,
+// compared with the Revision its caller read, as a transit key's update
+// is: of nodes writing one path at once, one wins.
 //
 // # Audit log
 //
@@ -68,8 +79,8 @@ var (
 	// caller only if the connection broke after it was sent. The
 	// operation may be retried later.
 	ErrUnavailable = errors.New("store unavailable")
-	// ErrNotEmpty: a tenant still has clients, users or transit keys, so
-	// it was not deleted.
+	// ErrNotEmpty: a tenant still has clients, users, transit keys or
+	// secrets, so it was not deleted.
 	ErrNotEmpty = errors.New("not empty")
 	// ErrInvalid: an argument no backend accepts — a tenant name
 	// ValidTenantName refuses, an empty data key or key version, a
@@ -394,6 +405,7 @@ type Store interface {
 	RefreshTokens
 	Revocations
 	TransitKeys
+	Secrets
 	AuditLog
 
 	// Close releases the store's connections or file; no method may be
@@ -402,7 +414,8 @@ type Store interface {
 }
 
 // Tenants stores the tenants themselves and each one's sealed data key.
-// What a tenant holds is stored by Clients, Users and TransitKeys.
+// What a tenant holds is stored by Clients, Users, TransitKeys and
+// Secrets.
 type Tenants interface {
 	// CreateTenant stores a new tenant (its DataKey may be nil); an
 	// existing name is ErrConflict.
@@ -415,10 +428,11 @@ type Tenants interface {
 	// none; once set it is ErrConflict, so of nodes racing to set one,
 	// one wins and the others re-read it. Empty sealed is ErrInvalid.
 	SetTenantDataKey(ctx context.Context, name string, sealed []byte) error
-	// DeleteTenant removes a tenant that has no clients, users or transit
-	// keys (ErrNotEmpty otherwise), and with it, in the same transaction,
-	// its internal transit key rows (InternalKeyPrefix), which do not
-	// keep it from being deleted. DefaultTenant is never deleted
+	// DeleteTenant removes a tenant that has no clients, users, transit
+	// keys or secrets (ErrNotEmpty otherwise), and with it, in the same
+	// transaction, its internal transit key rows (InternalKeyPrefix) and
+	// its KV mount configuration, which do not keep it from being
+	// deleted. DefaultTenant is never deleted
 	// (ErrInvalid).
 	DeleteTenant(ctx context.Context, name string) error
 }

@@ -188,9 +188,10 @@ func (s *Store) SetTenantDataKey(ctx context.Context, name string, sealed []byte
 	return fmt.Errorf("%s: %w: tenant %q has a data key already", op, store.ErrConflict, name)
 }
 
-// DeleteTenant removes a tenant without clients, users or transit keys
-// (store.ErrNotEmpty otherwise, from the foreign keys that reference it;
-// they also hold off a client, user or key being added meanwhile).
+// DeleteTenant removes a tenant without clients, users, transit keys or
+// secrets (store.ErrNotEmpty otherwise, from the foreign keys that
+// reference it; they also hold off one being added meanwhile); its mount
+// configuration goes by the foreign key's cascade.
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

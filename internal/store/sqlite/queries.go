@@ -198,8 +198,9 @@ func exists(ctx context.Context, q querier, op, what, query string, args ...any)
 	return nil
 }
 
-// DeleteTenant removes a tenant without clients, users or transit keys
-// (store.ErrNotEmpty otherwise, from the foreign keys that reference it).
+// DeleteTenant removes a tenant without clients, users, transit keys or
+// secrets (store.ErrNotEmpty otherwise, from the foreign keys that
+// reference it); its mount configuration goes by the foreign key's cascade.
 func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 	const op = "delete tenant"
 	if err := store.DeletableTenant(name); err != nil {

@@ -41,12 +41,14 @@ const busyTimeout = 10 * time.Second
 // id; tenants and transit key names by name. A refresh family is started
 // only by CreateRefreshToken (an existing FamilyID is a conflict) and
 // extended only by RotateRefreshToken. A transit key's versions are rows
-// of their own, deleted with the key by the foreign key's cascade.
+// of their own, deleted with the key by the foreign key's cascade, and so
+// are a secret's values.
 type Store struct {
 	w *sql.DB // exactly one connection: every write, serialized
 	r *sql.DB // read-only connections
 
 	getClient, getUser, getRefresh, getVersion *sql.Stmt // on r
+	getSecret, getSecretValue                  *sql.Stmt // on r
 	appendAudit                                *sql.Stmt // on w
 }
 
@@ -137,6 +139,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.getUser, s.r, selectUser + ` WHERE tenant = ? AND username = ?`},
 		{&s.getRefresh, s.r, selectRefresh + ` WHERE digest = ?`},
 		{&s.getVersion, s.r, `SELECT version, sealed, created_at FROM transit_key_versions WHERE tenant = ? AND name = ? AND version = ?`},
+		{&s.getSecret, s.r, selectSecret},
+		{&s.getSecretValue, s.r, selectSecretValue},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -150,7 +154,7 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close closes the database. Calls in progress finish first.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion, s.appendAudit} {
+	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion, s.getSecret, s.getSecretValue, s.appendAudit} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -29,6 +29,9 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 // transit keys (versions, revisions, trimming, 20 rotations and 20 updates
 // at once, tenants kept apart), the audit log (order, ranges, a batch with
 // one duplicate writing nothing, 20 appends of one batch at once),
+// secrets (round trips, revisions, erasing values, lists by prefix in
+// pages, mount configurations, 20 writes of one path at once, tenants
+// kept apart),
 // cancellation and concurrent writers. open
 // must return a new, empty store for each call; Run closes it when the
 // subtest ends, before open's own t.Cleanup functions run. Subtests run in
@@ -46,7 +49,8 @@ var t0 = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 // removes those expired at now; a spent token presented again is ErrReused
 // even once its family is revoked; PutSigningKey never overwrites;
 // AddRevocation is idempotent and keeps the later bound; a transit key
-// starts at Revision 1 and every change counts it up by one.
+// starts at Revision 1 and every change counts it up by one, and so does
+// a secret path; a secret path's CreatedAt is kept from its creation.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -71,6 +75,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitTrim", testTransitTrim},
 		{"TransitDelete", testTransitDelete},
 		{"TransitTenants", testTransitTenants},
+		{"SecretRoundTrip", testSecretRoundTrip},
+		{"SecretNotFound", testSecretNotFound},
+		{"SecretConflict", testSecretConflict},
+		{"SecretErase", testSecretErase},
+		{"SecretInvalid", testSecretInvalid},
+		{"SecretList", testSecretList},
+		{"SecretConfig", testSecretConfig},
+		{"SecretTenants", testSecretTenants},
+		{"SecretConcurrent", testSecretConcurrent},
 		{"AuditAppend", testAuditAppend},
 		{"AuditOrder", testAuditOrder},
 		{"AuditConflict", testAuditConflict},
@@ -1154,6 +1167,7 @@ func testCanceled(t *testing.T, s store.Store) {
 		{"DeleteExpiredRevocations", func() error { _, err := s.DeleteExpiredRevocations(ctx, t0, t0); return err }},
 	}
 	calls = append(calls, transitCalls(ctx, s, store.DefaultTenant)...)
+	calls = append(calls, secretCalls(ctx, s, store.DefaultTenant)...)
 	for _, c := range append(calls, auditCalls(ctx, s)...) {
 		wantErr(t, c.name+" with a canceled context", c.f(), context.Canceled)
 	}

@@ -117,6 +117,7 @@ func tenantCalls(ctx context.Context, s store.Store, name string) []call {
 		{"GetUserByName", func() error { _, err := s.GetUserByName(ctx, name, "alice"); return err }},
 	}
 	calls = append(calls, transitCalls(ctx, s, name)...)
+	calls = append(calls, secretCalls(ctx, s, name)...)
 	if name != "" {
 		calls = append(calls,
 			call{"CreateClient", func() error { return s.CreateClient(ctx, client("c-"+name, t0, name)) }},
@@ -203,8 +204,8 @@ func oneWinner(t *testing.T, errs []error, lost error) int {
 	return winner
 }
 
-// testTenantDelete: a tenant is deleted only once it has no clients and
-// no users; then nothing more can be created in it.
+// testTenantDelete: a tenant is deleted only once it has no clients,
+// users, transit keys or secrets; then nothing more can be created in it.
 func testTenantDelete(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	wantErr(t, "DeleteTenant(nope)", s.DeleteTenant(ctx, "nope"), store.ErrNotFound)
@@ -234,9 +235,15 @@ func testTenantDelete(t *testing.T, s store.Store) {
 		t.Errorf("the internal row after a refused DeleteTenant: %v", err)
 	}
 	must(t, "DeleteTransitKey", s.DeleteTransitKey(ctx, "acme", "orders", 1))
+	// A secret keeps it too; its mount configuration does not.
+	must(t, "SetSecretConfig", s.SetSecretConfig(ctx, "acme", []byte(`{"max_versions":2}`)))
+	_, err := s.PutSecret(ctx, secretMeta("acme", "db", 0, t0), nil, nil)
+	must(t, "PutSecret", err)
+	wantErr(t, "DeleteTenant(with a secret)", s.DeleteTenant(ctx, "acme"), store.ErrNotEmpty)
+	must(t, "DeleteSecret", s.DeleteSecret(ctx, "acme", "db"))
 
 	must(t, "DeleteTenant(empty but for an internal row)", s.DeleteTenant(ctx, "acme"))
-	_, err := s.GetTenant(ctx, "acme")
+	_, err = s.GetTenant(ctx, "acme")
 	wantErr(t, "GetTenant after delete", err, store.ErrNotFound)
 	wantErr(t, "DeleteTenant again", s.DeleteTenant(ctx, "acme"), store.ErrNotFound)
 	wantErr(t, "CreateClient in a deleted tenant", s.CreateClient(ctx, c), store.ErrNotFound)
