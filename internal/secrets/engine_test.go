@@ -440,9 +440,9 @@ func TestMetadata(t *testing.T) {
 		u    MetadataUpdate
 		want error
 	}{
-		{"too many keys", MetadataUpdate{CustomMetadata: many}, ErrTooLarge},
-		{"a long key", MetadataUpdate{CustomMetadata: map[string]string{strings.Repeat("k", MaxCustomKeyBytes+1): "v"}}, ErrTooLarge},
-		{"a long value", MetadataUpdate{CustomMetadata: map[string]string{"k": strings.Repeat("v", MaxCustomValueByte+1)}}, ErrTooLarge},
+		{"too many keys", MetadataUpdate{CustomMetadata: many}, ErrInvalid},
+		{"a long key", MetadataUpdate{CustomMetadata: map[string]string{strings.Repeat("k", MaxCustomKeyBytes+1): "v"}}, ErrInvalid},
+		{"a long value", MetadataUpdate{CustomMetadata: map[string]string{"k": strings.Repeat("v", MaxCustomValueByte+1)}}, ErrInvalid},
 		{"an empty value", MetadataUpdate{CustomMetadata: map[string]string{"k": ""}}, ErrInvalid},
 		{"an empty key", MetadataUpdate{CustomMetadata: map[string]string{"": "v"}}, ErrInvalid},
 		{"an unprintable key", MetadataUpdate{CustomMetadata: map[string]string{"k\n": "v"}}, ErrInvalid},

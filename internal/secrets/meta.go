@@ -130,18 +130,18 @@ func (m *pathMeta) apply(u MetadataUpdate, merge bool) error {
 // within their lengths.
 func checkCustom(c map[string]string) error {
 	if len(c) > MaxCustomMetadata {
-		return fmt.Errorf("%w: custom_metadata has %d keys, at most %d", ErrTooLarge, len(c), MaxCustomMetadata)
+		return fmt.Errorf("%w: custom_metadata has %d keys, at most %d", ErrInvalid, len(c), MaxCustomMetadata)
 	}
 	for k, v := range c {
 		switch {
 		case k == "":
 			return fmt.Errorf("%w: custom_metadata has an empty key", ErrInvalid)
 		case len(k) > MaxCustomKeyBytes:
-			return fmt.Errorf("%w: custom_metadata key %.32q... is over %d bytes", ErrTooLarge, k, MaxCustomKeyBytes)
+			return fmt.Errorf("%w: custom_metadata key %.32q... is over %d bytes", ErrInvalid, k, MaxCustomKeyBytes)
 		case v == "":
 			return fmt.Errorf("%w: custom_metadata key %q has an empty value", ErrInvalid, k)
 		case len(v) > MaxCustomValueByte:
-			return fmt.Errorf("%w: custom_metadata value of key %q is over %d bytes", ErrTooLarge, k, MaxCustomValueByte)
+			return fmt.Errorf("%w: custom_metadata value of key %q is over %d bytes", ErrInvalid, k, MaxCustomValueByte)
 		case !printable(k):
 			return fmt.Errorf("%w: custom_metadata key %q has an unprintable character", ErrInvalid, k)
 		case !printable(v):

@@ -41,7 +41,8 @@ var (
 	// ErrInvalid wraps every refusal of bad input (a path, a value that is
 	// not a JSON object, metadata out of range); the text says what.
 	ErrInvalid = errors.New("invalid request")
-	// ErrTooLarge wraps a value or metadata over a documented limit.
+	// ErrTooLarge wraps a value over MaxValueBytes. Custom metadata over
+	// its limits is ErrInvalid, as Vault answers it (400).
 	ErrTooLarge = errors.New("too large")
 	// ErrSealed: the root key is sealed, so no data key can be opened.
 	ErrSealed = errors.New("sealed")

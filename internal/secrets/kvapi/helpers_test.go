@@ -1,27 +1,66 @@
 package kvapi_test
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	vault "github.com/hashicorp/vault/api"
 
+	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/secrets"
 	"github.com/keygate/keygate/internal/secrets/kvapi"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/sqlite"
 	"github.com/keygate/keygate/internal/vaultauth/vaultauthtest"
 )
 
-// newService is the store the tests run against. The API is tested over
-// an in-memory fake; to run every test over the real engine, make this
-// return one (a *secrets.Engine on a test store).
-var newService = func(t testing.TB) secrets.Service { return newFake() }
+// newService is the engine the tests run against: the real one, on a
+// SQLite store in a directory of the test's own, with the tenants the
+// tests use.
+var newService = func(t testing.TB) secrets.Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keygate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	root, err := rootkey.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := rootkey.New(rootkey.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants := []string{"alpha", "beta", "gamma"}
+	for i := range 16 {
+		tenants = append(tenants, fmt.Sprint("t", i))
+	}
+	for _, name := range tenants {
+		if err := st.CreateTenant(ctx, store.Tenant{Name: name, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := secrets.New(secrets.Options{Store: st, Keys: tenantkey.New(tenantkey.Config{Store: st, Root: ring})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
 
 // allScopes grant every KV operation on every path.
 var allScopes = []string{"secrets:read:*", "secrets:write:*", "secrets:delete:*", "secrets:list:*", "secrets:admin"}

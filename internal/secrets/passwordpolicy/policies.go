@@ -31,7 +31,9 @@ type Policies struct {
 }
 
 // NewPolicies returns the policies kept in store under prefix (a folder).
-func NewPolicies(store Store, prefix string) *Policies { return &Policies{store: store, prefix: prefix} }
+func NewPolicies(store Store, prefix string) *Policies {
+	return &Policies{store: store, prefix: prefix}
+}
 
 type record struct {
 	Policy string `json:"policy"`

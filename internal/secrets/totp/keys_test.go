@@ -47,7 +47,9 @@ func (m *memStore) Write(_ context.Context, tenant, path string, data json.RawMe
 	return secrets.VersionMeta{Version: m.ver[k]}, nil
 }
 
-func (m *memStore) SetMetadata(context.Context, string, string, secrets.MetadataUpdate) error { return nil }
+func (m *memStore) SetMetadata(context.Context, string, string, secrets.MetadataUpdate) error {
+	return nil
+}
 
 func (m *memStore) DeleteMetadata(_ context.Context, tenant, path string) error {
 	m.mu.Lock()
