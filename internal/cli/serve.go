@@ -308,6 +308,7 @@ func (a *app) startOptions(f *serveFlags, cfg *config.Config, log *slog.Logger) 
 			Overrides:    f.overrides,
 			AdminToken:   a.lookupEnv("KEYGATE_ADMIN_TOKEN"),
 			MetricsToken: a.lookupEnv("KEYGATE_METRICS_TOKEN"),
+			Version:      version(),
 		},
 		Dev:           f.dev,
 		InsecureAdmin: f.insecureAdmin,

@@ -66,7 +66,7 @@ func TestDeleteTenantAfterWrappingKey(t *testing.T) {
 	if code != http.StatusConflict || body == "" {
 		t.Errorf("delete a tenant holding a key: %d %s", code, body)
 	}
-	if want := `tenant \"acme\" still holds 0 clients, 0 users and 1 transit key`; !strings.Contains(body, want) {
+	if want := `tenant \"acme\" still holds 0 clients, 0 users, 1 transit key and 0 secrets`; !strings.Contains(body, want) {
 		t.Errorf("delete a tenant holding a key: %s, want it to say %s", body, want)
 	}
 	k, _, err := l.Store().GetTransitKey(t.Context(), "acme", "orders")

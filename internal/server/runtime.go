@@ -17,8 +17,10 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/secrets/kvapi"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/transit/vaultapi"
+	"github.com/keygate/keygate/internal/vaultsys"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/internal/verify/verifykeys"
 )
@@ -374,6 +376,16 @@ func (s *Server) traffic() http.Handler {
 		mux.Handle(e.path, refuse)
 		ownPaths[e.path] = true
 	}
+	if s.transit.kv != nil {
+		// Vault's sys endpoints answer every method themselves, in Vault's
+		// envelope; ui/mounts is a tree.
+		for path, h := range map[string]http.Handler{vaultsys.HealthPath: s.transit.health, vaultsys.MountsPath: s.transit.mounts,
+			vaultsys.LookupSelfPath: s.transit.selfTok} {
+			mux.Handle(path, h)
+			ownPaths[path] = true
+		}
+		mux.Handle(vaultsys.UIMountsPrefix, s.transit.mounts)
+	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle(gateway.AuthPath, forward)
 	rest := func(w http.ResponseWriter, r *http.Request) {
@@ -405,8 +417,15 @@ func (s *Server) traffic() http.Handler {
 			s.transit.api.ServeHTTP(w, r)
 			return
 		}
+		if s.transit.kv != nil && strings.HasPrefix(p, kvapi.Prefix) {
+			// The KV API reads its paths itself: a secret's path with dot
+			// or empty segments is refused there (400), not redirected.
+			s.transit.kv.ServeHTTP(w, r)
+			return
+		}
 		switch clean := cleanPath(p); {
-		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix):
+		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix) ||
+			s.transit.kv != nil && strings.HasPrefix(clean, vaultsys.UIMountsPrefix):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)

@@ -32,12 +32,15 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/revoke"
+	"github.com/keygate/keygate/internal/secrets"
+	"github.com/keygate/keygate/internal/secrets/kvapi"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/telemetry/tracing"
 	"github.com/keygate/keygate/internal/tlscert"
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/transit/keystore"
 	"github.com/keygate/keygate/internal/transit/vaultapi"
+	"github.com/keygate/keygate/internal/vaultsys"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/jose"
 )
@@ -97,6 +100,10 @@ type Config struct {
 	// decided and before its answer is written; its error turns the answer
 	// into a 500 (vaultapi.Options.Observe): the audit log's seam.
 	TransitObserve func(http.ResponseWriter, *http.Request, vaultapi.Outcome) error
+	// SecretsObserve is TransitObserve for the secret store's KV API.
+	SecretsObserve func(http.ResponseWriter, *http.Request, kvapi.Outcome) error
+	// Version is keygate's version, as /v1/sys/health answers it.
+	Version string
 	// AccessLogWriter, if set, receives the access log (when the
 	// configuration enables it) instead of its output: for tests.
 	AccessLogWriter io.Writer
@@ -155,6 +162,10 @@ type tokenService struct {
 type transitService struct {
 	keys *keystore.Service
 	api  http.Handler // /v1/transit/, audited
+	// The secret store beside it: Vault's KV version 2 at /v1/secret/
+	// (audited) and the sys endpoints Vault's clients call first.
+	kv                      http.Handler
+	health, mounts, selfTok http.Handler
 }
 
 // frontEnds are what the traffic and Envoy listeners serve. The routes,
@@ -333,6 +344,42 @@ func (s *Server) openTransit() (err error) {
 		return err
 	}
 	s.transit.api = s.auditedAs("transit.request", httperr.Writer{Envelope: httperr.Vault, Log: s.log}, h)
+	return s.openSecrets(pipe)
+}
+
+// openSecrets serves the node's secret store (Vault's KV version 2) and
+// Vault's sys endpoints, verifying tokens with pipe as transit does.
+func (s *Server) openSecrets(pipe *verify.Pipeline) error {
+	n := s.node
+	eng, err := secrets.New(secrets.Options{Store: n.Store(), Keys: n.TenantKeys(), Now: s.cfg.Now, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	opts := kvapi.Options{Secrets: eng, Verifier: pipe, Sealed: n.Sealed, Logger: s.log, Observe: s.cfg.SecretsObserve}
+	if s.obs.metrics != nil {
+		m := s.obs.metrics.Secrets(kvapi.Operations())
+		opts.Measure = func(o *kvapi.Outcome, elapsed time.Duration) {
+			m.Observe(o.Operation, o.Status, o.Reason, 0, 0, elapsed)
+		}
+	}
+	kv, err := kvapi.New(opts)
+	if err != nil {
+		return err
+	}
+	vaultErrs := httperr.Writer{Envelope: httperr.Vault, Log: s.log}
+	s.transit.kv = s.auditedAs("secret.request", vaultErrs, kv)
+	s.transit.health = vaultsys.NewHealth(vaultsys.HealthOptions{Sealed: n.Sealed, Version: s.cfg.Version, Now: s.cfg.Now, Logger: s.log})
+	mounts, err := vaultsys.NewMounts(vaultsys.MountsOptions{Verifier: pipe,
+		Mounts: []vaultsys.Mount{vaultsys.KVv2Mount, vaultsys.TransitMount}, Sealed: n.Sealed, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	self, err := vaultsys.NewLookupSelf(vaultsys.LookupSelfOptions{Verifier: pipe, Sealed: n.Sealed, Now: s.cfg.Now, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.transit.mounts = s.auditedAs("sys.mounts", vaultErrs, mounts)
+	s.transit.selfTok = s.auditedAs("auth.token.lookup_self", vaultErrs, self)
 	return nil
 }
 

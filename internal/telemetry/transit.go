@@ -35,25 +35,47 @@ const TransitOther = "transit"
 // keygate_audit_*) and keygate_transit_batch_items_total{op, result} (ok
 // or error per batch_input item).
 func (m *Metrics) Transit(ops []string) *TransitMetrics {
+	return m.vaultAPI("transit", "Transit API", TransitOther, ops, true)
+}
+
+// SecretOther is the operation label of a KV request no route matched.
+const SecretOther = "secret"
+
+// Secrets registers the same for the secret store's KV API ("secret.read",
+// ...): keygate_secret_requests_total{op, result, reason} and
+// keygate_secret_request_seconds{op}.
+func (m *Metrics) Secrets(ops []string) *TransitMetrics {
+	return m.vaultAPI("secret", "Secret store (KV) API", SecretOther, ops, false)
+}
+
+func (m *Metrics) vaultAPI(name, what, other string, ops []string, batches bool) *TransitMetrics {
 	t := &TransitMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_transit_requests_total",
-			Help: "Transit API requests by operation, result (ok; refused: a 4xx; error: a 5xx) and reason (the error code answered)."},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_" + name + "_requests_total",
+			Help: what + " requests by operation, result (ok; refused: a 4xx; error: a 5xx) and reason (the error code answered)."},
 			[]string{"op", "result", "reason"}),
 		ops: make(map[string]*transitOp, len(ops)+1),
 	}
-	seconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "keygate_transit_request_seconds",
-		Help:    "Time the transit API took to answer a request, by operation (the audit log's wait is in keygate_audit_*).",
+	seconds := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "keygate_" + name + "_request_seconds",
+		Help:    "Time the " + what + " took to answer a request, by operation (the audit log's wait is in keygate_audit_*).",
 		Buckets: []float64{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.1, 0.5, 2}},
 		[]string{"op"})
-	items := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_transit_batch_items_total",
-		Help: "batch_input items by operation and result (ok, error: the item's own error)."},
-		[]string{"op", "result"})
-	for _, op := range append([]string{TransitOther}, ops...) {
-		t.ops[op] = &transitOp{name: op, ok: t.requests.WithLabelValues(op, "ok", ""), seconds: seconds.WithLabelValues(op),
-			itemsOK: items.WithLabelValues(op, "ok"), itemsError: items.WithLabelValues(op, "error")}
+	collectors := []prometheus.Collector{t.requests, seconds}
+	var items *prometheus.CounterVec
+	if batches {
+		items = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_" + name + "_batch_items_total",
+			Help: "batch_input items by operation and result (ok, error: the item's own error)."},
+			[]string{"op", "result"})
+		collectors = append(collectors, items)
 	}
-	t.other = t.ops[TransitOther]
-	m.register(t.requests, seconds, items)
+	for _, op := range append([]string{other}, ops...) {
+		o := &transitOp{name: op, ok: t.requests.WithLabelValues(op, "ok", ""), seconds: seconds.WithLabelValues(op)}
+		if items != nil {
+			o.itemsOK, o.itemsError = items.WithLabelValues(op, "ok"), items.WithLabelValues(op, "error")
+		}
+		t.ops[op] = o
+	}
+	t.other = t.ops[other]
+	m.register(collectors...)
 	return t
 }
 
@@ -77,7 +99,7 @@ func (t *TransitMetrics) Observe(op string, status int, reason string, items, fa
 		o.ok.Inc()
 	}
 	o.seconds.Observe(elapsed.Seconds())
-	if items > 0 {
+	if items > 0 && o.itemsOK != nil {
 		o.itemsOK.Add(float64(items - failed))
 		if failed > 0 {
 			o.itemsError.Add(float64(failed))
