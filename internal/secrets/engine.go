@@ -58,6 +58,35 @@ type Engine struct {
 	now     func() time.Time
 	log     *slog.Logger
 	retries int
+	// internal: this is the view of keygate's own records (Internal).
+	internal bool
+}
+
+// Internal returns the engine's view of keygate's own records, kept beside
+// a tenant's secrets under paths that begin with InternalPrefix, which no
+// user's path can (ValidPath) and which the other view never lists: TOTP
+// keys and password policies. The mount configuration does not apply to
+// them (a mount that requires cas does not make their writes need one).
+func (e *Engine) Internal() *Engine {
+	v := *e
+	v.internal = true
+	return &v
+}
+
+// checkPath checks a path for the view: a user's, or an internal record's.
+func (e *Engine) checkPath(path string) error {
+	if e.internal {
+		return validInternal(path)
+	}
+	return ValidPath(path)
+}
+
+// mountConfig is the mount configuration that applies in the view.
+func (e *Engine) mountConfig(ctx context.Context, tenant string) (MountConfig, error) {
+	if e.internal {
+		return MountConfig{}, nil
+	}
+	return e.config(ctx, tenant)
 }
 
 var _ Service = (*Engine)(nil)
@@ -198,7 +227,7 @@ type change struct {
 // reads again and decides again (decide's checks, cas among them, see
 // the path as it is then), up to e.retries times.
 func (e *Engine) update(ctx context.Context, tenant, path string, decide func(s *state, cfg MountConfig) (change, error)) error {
-	if err := ValidPath(path); err != nil {
+	if err := e.checkPath(path); err != nil {
 		return err
 	}
 	for range e.retries {
@@ -206,7 +235,7 @@ func (e *Engine) update(ctx context.Context, tenant, path string, decide func(s 
 		if err != nil {
 			return err
 		}
-		cfg, err := e.config(ctx, tenant)
+		cfg, err := e.mountConfig(ctx, tenant)
 		if err != nil {
 			return err
 		}

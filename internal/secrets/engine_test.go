@@ -3,6 +3,7 @@ package secrets
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -573,4 +574,47 @@ func TestTenants(t *testing.T) {
 	}
 	// A tenant with secrets is not deleted.
 	wantErr(t, "DeleteTenant(acme)", k.st.DeleteTenant(ctx, "acme"), store.ErrNotEmpty)
+}
+
+// keygate's own records (TOTP keys, password policies) sit beside a
+// tenant's secrets: only the Internal view reaches or lists them, and the
+// mount's cas_required does not apply to them.
+func TestInternalRecords(t *testing.T) {
+	ctx := context.Background()
+	k := newKit(t)
+	in := k.e.Internal()
+	if err := k.e.SetConfig(ctx, def, MountConfig{CASRequired: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { listPage = n }(listPage)
+	listPage = 2 // pages of internal records the user's list must get past
+	for _, p := range []string{"@totp/a", "@totp/b", "@totp/c", "@password-policy/x"} {
+		if _, err := in.Write(ctx, def, p, json.RawMessage(`{"k":"v"}`), nil); err != nil {
+			t.Fatalf("internal write %s: %v", p, err)
+		}
+	}
+	zero := 0
+	if _, err := k.e.Write(ctx, def, "app", json.RawMessage(`{"a":1}`), &zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"read", func() error { _, err := k.e.Read(ctx, def, "@totp/a", 0); return err }()},
+		{"write", func() error { _, err := k.e.Write(ctx, def, "@totp/a", json.RawMessage(`{}`), nil); return err }()},
+		{"metadata", func() error { _, err := k.e.Metadata(ctx, def, "@totp/a"); return err }()},
+		{"list", func() error { _, err := k.e.List(ctx, def, "@totp/"); return err }()},
+		{"internal view, a user's path", func() error { _, err := in.Read(ctx, def, "app", 0); return err }()},
+	} {
+		if !errors.Is(c.err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, c.err)
+		}
+	}
+	if names, err := k.e.List(ctx, def, ""); err != nil || !slices.Equal(names, []string{"app"}) {
+		t.Errorf("the user's list: %v, %v", names, err)
+	}
+	if names, err := in.List(ctx, def, "@totp/"); err != nil || !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Errorf("the internal list: %v, %v", names, err)
+	}
 }

@@ -24,7 +24,7 @@ func (e *Engine) Read(ctx context.Context, tenant, path string, version int) (*S
 // path's state. A version erased between the reads of the metadata and
 // of the value (trimmed by a writer) is read again from the metadata.
 func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]byte, versionMeta, *state, error) {
-	if err := ValidPath(path); err != nil {
+	if err := e.checkPath(path); err != nil {
 		return nil, versionMeta{}, nil, err
 	}
 	if version < 0 {
@@ -189,7 +189,7 @@ func (e *Engine) Subkeys(ctx context.Context, tenant, path string, version, dept
 
 // Metadata returns the path's metadata.
 func (e *Engine) Metadata(ctx context.Context, tenant, path string) (*Metadata, error) {
-	if err := ValidPath(path); err != nil {
+	if err := e.checkPath(path); err != nil {
 		return nil, err
 	}
 	s, err := e.load(ctx, tenant, path)
@@ -234,7 +234,7 @@ func (e *Engine) setMetadata(ctx context.Context, tenant, path string, u Metadat
 
 // DeleteMetadata erases the path and every version of it.
 func (e *Engine) DeleteMetadata(ctx context.Context, tenant, path string) error {
-	if err := ValidPath(path); err != nil {
+	if err := e.checkPath(path); err != nil {
 		return err
 	}
 	if _, err := e.key(ctx, tenant, false); err != nil {
@@ -354,7 +354,7 @@ var listPage = 1000
 // List returns the names directly under the folder prefix. A folder
 // holding many paths is skipped past in one read, not listed through.
 func (e *Engine) List(ctx context.Context, tenant, prefix string) ([]string, error) {
-	if err := ValidFolder(prefix); err != nil {
+	if err := e.checkFolder(prefix); err != nil {
 		return nil, err
 	}
 	if _, err := e.key(ctx, tenant, false); err != nil {
@@ -369,6 +369,12 @@ func (e *Engine) List(ctx context.Context, tenant, prefix string) ([]string, err
 		}
 		for _, p := range paths {
 			if skip != "" && strings.HasPrefix(p, skip) {
+				continue
+			}
+			if !e.internal && strings.HasPrefix(p, InternalPrefix) {
+				// keygate's own records are listed only in their view: the
+				// next page starts past them ('A' follows '@').
+				start = max(start, "A")
 				continue
 			}
 			rest := p[len(prefix):]
@@ -390,6 +396,18 @@ func (e *Engine) List(ctx context.Context, tenant, prefix string) ([]string, err
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// checkFolder checks a List prefix for the view.
+func (e *Engine) checkFolder(prefix string) error {
+	if !e.internal {
+		return ValidFolder(prefix)
+	}
+	p, ok := strings.CutSuffix(prefix, "/")
+	if !ok {
+		return fmt.Errorf("%w: a folder ends with '/'", ErrInvalid)
+	}
+	return validInternal(p)
 }
 
 // Config returns the tenant's mount configuration.

@@ -6,10 +6,31 @@ import (
 	"unicode/utf8"
 )
 
+// InternalPrefix begins the paths of keygate's own records kept beside a
+// tenant's secrets (TOTP keys, password policies): no path a user names can
+// begin with it, and only the engine's Internal view reaches them.
+const InternalPrefix = "@"
+
 // ValidPath checks a secret's path: 1 to MaxPathBytes bytes of UTF-8
 // without control characters, segments separated by single slashes, none
-// empty, "." or "..". Its error wraps ErrInvalid and says what is wrong.
+// empty, "." or "..", and not beginning with InternalPrefix. Its error
+// wraps ErrInvalid and says what is wrong.
 func ValidPath(path string) error {
+	if strings.HasPrefix(path, InternalPrefix) {
+		return fmt.Errorf("%w: a secret path does not begin with %q", ErrInvalid, InternalPrefix)
+	}
+	return validSegments(path)
+}
+
+// validInternal checks the path of one of keygate's own records.
+func validInternal(path string) error {
+	if !strings.HasPrefix(path, InternalPrefix) {
+		return fmt.Errorf("%w: %q is not an internal record's path", ErrInvalid, path)
+	}
+	return validSegments(path)
+}
+
+func validSegments(path string) error {
 	switch {
 	case path == "":
 		return fmt.Errorf("%w: missing secret path", ErrInvalid)
