@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +29,8 @@ func TestSecretsServed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
 		Node: auditNode(dir, config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
-	_, tok := transitToken(t, l, "secrets:read:*", "secrets:write:*", "secrets:delete:*", "secrets:list:*", "secrets:admin")
+	_, tok := transitToken(t, l, "secrets:read:*", "secrets:write:*", "secrets:delete:*", "secrets:list:*", "secrets:admin",
+		"totp:admin", "totp:code:*", "totp:validate:*", "passwords:admin", "passwords:generate:*")
 	cfg := vault.DefaultConfig()
 	cfg.Address = l.base
 	c, err := vault.NewClient(cfg)
@@ -89,6 +91,29 @@ func TestSecretsServed(t *testing.T) {
 		t.Errorf("list: %+v, %v", list, err)
 	}
 
+	// One-time codes and passwords, as Vault's TOTP engine and password
+	// policies serve them, kept beside the secrets but not among them.
+	if _, err := c.Logical().WriteWithContext(ctx, "totp/keys/ana", map[string]any{"key": "JBSWY3DPEHPK3PXPJBSWY3DP"}); err != nil {
+		t.Fatal(err)
+	}
+	code, err := c.Logical().ReadWithContext(ctx, "totp/code/ana")
+	if err != nil || code == nil {
+		t.Fatalf("totp code: %v", err)
+	}
+	if v, err := c.Logical().WriteWithContext(ctx, "totp/code/ana", map[string]any{"code": code.Data["code"]}); err != nil || v.Data["valid"] != true {
+		t.Errorf("totp validate: %+v, %v", v, err)
+	}
+	if _, err := c.Logical().WriteWithContext(ctx, "sys/policies/password/p", map[string]any{
+		"policy": "length = 16\nrule \"charset\" { charset = \"abcdef\" }"}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := c.Logical().ReadWithContext(ctx, "sys/policies/password/p/generate"); err != nil || len(fmt.Sprint(g.Data["password"])) != 16 {
+		t.Errorf("password: %+v, %v", g, err)
+	}
+	if top, err := c.Logical().ListWithContext(ctx, "secret/metadata/"); err != nil || top == nil || !slices.Equal(toStrings(top.Data["keys"]), []string{"app/"}) {
+		t.Errorf("the secrets' top folder: %+v, %v", top, err)
+	}
+
 	// A secret's path with dot segments is refused by the KV API, not
 	// redirected by the node's router.
 	resp, body := do(t, http.MethodGet, l.base+"/v1/secret/data/app/../db", "", http.Header{"X-Vault-Token": {tok}})
@@ -100,7 +125,7 @@ func TestSecretsServed(t *testing.T) {
 	for _, r := range sink.Take(t) {
 		if strings.HasPrefix(string(r.Operation), "secret.") && r.Result != audit.ResultPending {
 			ops = append(ops, r.Operation)
-			if r.Key.Name != "app/db" && r.Key.Name != "app/" && r.Key.Name != "app" && r.Status != http.StatusBadRequest {
+			if !slices.Contains([]string{"app/db", "app/", "app", ""}, r.Key.Name) || r.Key.Name == "" && r.Operation != "secret.list" && r.Status != http.StatusBadRequest {
 				t.Errorf("record %s names %q", r.Operation, r.Key.Name)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
+	"github.com/keygate/keygate/internal/secrets/credapi"
 	"github.com/keygate/keygate/internal/secrets/kvapi"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/transit/vaultapi"
@@ -385,6 +386,10 @@ func (s *Server) traffic() http.Handler {
 			ownPaths[path] = true
 		}
 		mux.Handle(vaultsys.UIMountsPrefix, s.transit.mounts)
+		for _, prefix := range []string{credapi.TOTPPrefix, credapi.PoliciesPrefix, credapi.PoliciesList} {
+			mux.Handle(prefix, s.transit.cred)
+		}
+		ownPaths[credapi.PoliciesList] = true
 	}
 	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.rt.Load().forward.ServeHTTP(w, r) })
 	mux.Handle(gateway.AuthPath, forward)
@@ -425,7 +430,8 @@ func (s *Server) traffic() http.Handler {
 		}
 		switch clean := cleanPath(p); {
 		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix) ||
-			s.transit.kv != nil && strings.HasPrefix(clean, vaultsys.UIMountsPrefix):
+			s.transit.kv != nil && (strings.HasPrefix(clean, vaultsys.UIMountsPrefix) || strings.HasPrefix(clean, credapi.TOTPPrefix) ||
+				strings.HasPrefix(clean, credapi.PoliciesPrefix)):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)

@@ -33,6 +33,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/revoke"
 	"github.com/keygate/keygate/internal/secrets"
+	"github.com/keygate/keygate/internal/secrets/credapi"
 	"github.com/keygate/keygate/internal/secrets/kvapi"
 	"github.com/keygate/keygate/internal/telemetry"
 	"github.com/keygate/keygate/internal/telemetry/tracing"
@@ -166,6 +167,7 @@ type transitService struct {
 	// (audited) and the sys endpoints Vault's clients call first.
 	kv                      http.Handler
 	health, mounts, selfTok http.Handler
+	cred                    http.Handler // Vault's TOTP engine and password policies, audited
 }
 
 // frontEnds are what the traffic and Envoy listeners serve. The routes,
@@ -347,6 +349,9 @@ func (s *Server) openTransit() (err error) {
 	return s.openSecrets(pipe)
 }
 
+// totpMount is the TOTP engine as sys/mounts lists it.
+var totpMount = vaultsys.Mount{Path: "totp/", Type: "totp", Description: "keygate's one-time codes"}
+
 // openSecrets serves the node's secret store (Vault's KV version 2) and
 // Vault's sys endpoints, verifying tokens with pipe as transit does.
 func (s *Server) openSecrets(pipe *verify.Pipeline) error {
@@ -370,7 +375,7 @@ func (s *Server) openSecrets(pipe *verify.Pipeline) error {
 	s.transit.kv = s.auditedAs("secret.request", vaultErrs, kv)
 	s.transit.health = vaultsys.NewHealth(vaultsys.HealthOptions{Sealed: n.Sealed, Version: s.cfg.Version, Now: s.cfg.Now, Logger: s.log})
 	mounts, err := vaultsys.NewMounts(vaultsys.MountsOptions{Verifier: pipe,
-		Mounts: []vaultsys.Mount{vaultsys.KVv2Mount, vaultsys.TransitMount}, Sealed: n.Sealed, Logger: s.log})
+		Mounts: []vaultsys.Mount{vaultsys.KVv2Mount, vaultsys.TransitMount, totpMount}, Sealed: n.Sealed, Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -378,6 +383,11 @@ func (s *Server) openSecrets(pipe *verify.Pipeline) error {
 	if err != nil {
 		return err
 	}
+	cred, err := credapi.New(credapi.Options{Records: eng.Internal(), Verifier: pipe, Sealed: n.Sealed, Now: s.cfg.Now, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.transit.cred = s.auditedAs("credentials.request", vaultErrs, cred)
 	s.transit.mounts = s.auditedAs("sys.mounts", vaultErrs, mounts)
 	s.transit.selfTok = s.auditedAs("auth.token.lookup_self", vaultErrs, self)
 	return nil
