@@ -48,6 +48,8 @@ func TestBenchScenario(t *testing.T) {
 		{"introspect", []string{"--tokens", "3"}, 0},
 		{"transit-decrypt", nil, 0},
 		{"transit-batch", []string{"--batch", "10"}, 0},
+		{"secret-read", nil, 0},
+		{"secret-write", nil, 0},
 	} {
 		t.Run(c.name+strings.Join(c.args, ""), func(t *testing.T) {
 			h := newHarness(t)

@@ -56,6 +56,8 @@ var Scenarios = []Scenario{
 	{"transit-encrypt", "POST /v1/transit/encrypt/bench of 64 bytes (Vault API, X-Vault-Token)", transitSeries("encrypt")},
 	{"transit-decrypt", "POST /v1/transit/decrypt/bench of a 64-byte plaintext's ciphertext", transitSeries("decrypt")},
 	{"transit-batch", "POST /v1/transit/encrypt/bench with a batch_input of --batch 64-byte items", transitSeries("batch")},
+	{"secret-read", "GET /v1/secret/data/bench/N of a 1 KiB secret (Vault's KV v2 API), 100 distinct paths in turn", secretSeries(false)},
+	{"secret-write", "POST /v1/secret/data/bench/N of a 1 KiB secret, a new version of one of 100 paths each time", secretSeries(true)},
 }
 
 // FindScenario returns the named scenario.
@@ -328,4 +330,55 @@ func devStart(o ScenarioOptions) func(ctx context.Context, env *Env) (*Target, e
 		return StartKeygate(ctx, env, KeygateSpec{Name: cmpOrString(o.SeriesName, "keygate"),
 			Env: []string{"KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0", "KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h"}})
 	}
+}
+
+// secretPaths is how many distinct paths the secret scenarios use.
+const secretPaths = 100
+
+// secretSeries reads (or writes) 1 KiB secrets at secretPaths paths of a
+// dev-mode keygate, the audit log on as it has it.
+func secretSeries(write bool) func(*Env, ScenarioOptions) (Series, []string, error) {
+	return func(_ *Env, o ScenarioOptions) (Series, []string, error) {
+		note := fmt.Sprintf("%d paths under bench/, each a 1 KiB secret ({\"value\": 1,000 random characters}), read in turn "+
+			"with a client_credentials token in X-Vault-Token; the audit log as the target has it (on in a started dev-mode keygate).", secretPaths)
+		if write {
+			note = fmt.Sprintf("A new version of one of %d paths under bench/ per request, each a 1 KiB secret; max_versions "+
+				"keeps the newest 10 of each path.", secretPaths)
+		}
+		return Series{
+			Start: devStart(o),
+			Pool: func(ctx context.Context, t *Target) ([]loadgen.Request, error) {
+				return secretPool(ctx, t, write)
+			},
+		}, []string{note}, nil
+	}
+}
+
+func secretPool(ctx context.Context, t *Target, write bool) ([]loadgen.Request, error) {
+	c, err := CreateClient(ctx, t, "bench-secrets", "secrets:read:bench/*", "secrets:write:bench/*")
+	if err != nil {
+		return nil, err
+	}
+	tok, err := AccessToken(ctx, t, c)
+	if err != nil {
+		return nil, err
+	}
+	hdr := []loadgen.Header{{Name: "X-Vault-Token", Value: tok}}
+	var reqs []loadgen.Request
+	for i := range secretPaths {
+		v := make([]byte, 750) // 1,000 base64 characters
+		rand.Read(v)           //nolint:errcheck // crypto/rand.Read does not fail
+		body := map[string]any{"data": map[string]string{"value": b64(v)}}
+		path := fmt.Sprintf("/v1/secret/data/bench/%d", i)
+		if err := VaultCall(ctx, t, tok, http.MethodPost, path, body, nil); err != nil {
+			return nil, err
+		}
+		if write {
+			b, _ := json.Marshal(body)
+			reqs = append(reqs, jsonPost(t.Base+path, hdr, b))
+		} else {
+			reqs = append(reqs, loadgen.Request{URL: t.Base + path, Header: hdr})
+		}
+	}
+	return reqs, nil
 }
