@@ -99,6 +99,13 @@ func run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Docum
 			if opt.Progress != nil {
 				cfg.Progress = func(p loadgen.Progress) { opt.Progress(s.Name, n, p) }
 			}
+			if busy, waited := settle(ctx, targets, i); waited > 2*settleStep {
+				logf("%s, %d connections: waited %s for the other targets to finish their backlog", s.Name, n, waited.Round(time.Millisecond))
+				if busy != "" {
+					doc.Notes = append(doc.Notes, fmt.Sprintf("%s at %d connections was measured while %s was still busy after %s.",
+						s.Name, n, busy, SettleMax))
+				}
+			}
 			res, prof, perr, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
 			if perr != nil { // a target too loaded to answer its profile is a finding, not a failed run
 				doc.Notes = append(doc.Notes, fmt.Sprintf("No profile of %s at %d connections: %v.", s.Name, n, perr))
@@ -166,4 +173,60 @@ func measure(ctx context.Context, t *Target, cfg loadgen.Config, profile bool, d
 		}
 	}
 	return res, profs, perr, err
+}
+
+// SettleMax bounds how long a step waits for the other targets to go
+// quiet; settleStep is how often it looks, and settleQuiet the CPU share
+// under which a target is quiet.
+const (
+	SettleMax   = 30 * time.Second
+	settleStep  = 250 * time.Millisecond
+	settleQuiet = 0.05
+)
+
+// settle waits until every target but targets[i] is quiet: a server that
+// fell behind in its own step goes on working off the requests it had read
+// (the naive decrypt server's scrypt calls), on the CPUs the next series
+// is measured on. It returns how long it waited, and the name of a target
+// still busy after SettleMax ("" when all went quiet).
+func settle(ctx context.Context, targets []*Target, i int) (busy string, waited time.Duration) {
+	start := time.Now()
+	prev := make([]Sample, len(targets))
+	for j, t := range targets {
+		if j != i && t != nil && t.Probe != nil {
+			prev[j], _ = cpuProbe(t).Read(ctx)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return "", time.Since(start)
+		case <-time.After(settleStep):
+		}
+		busy = ""
+		for j, t := range targets {
+			if j == i || t == nil || t.Probe == nil {
+				continue
+			}
+			cur, err := cpuProbe(t).Read(ctx)
+			if err != nil {
+				continue
+			}
+			if dt := cur.At.Sub(prev[j].At).Seconds(); dt > 0 && (cur.CPU-prev[j].CPU)/dt > settleQuiet {
+				busy = t.Name
+			}
+			prev[j] = cur
+		}
+		if busy == "" || time.Since(start) >= SettleMax {
+			return busy, time.Since(start)
+		}
+	}
+}
+
+// cpuProbe is the cheapest probe of t's CPU: /proc for a child.
+func cpuProbe(t *Target) Probe {
+	if cp, ok := t.Probe.(ChildProbe); ok {
+		return ProcProbe{Pid: cp.Pid}
+	}
+	return t.Probe
 }
