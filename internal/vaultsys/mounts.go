@@ -1,7 +1,6 @@
 package vaultsys
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/vaultauth"
 )
@@ -117,7 +117,7 @@ func (h *mountsHandler) serve(w http.ResponseWriter, r *http.Request) error {
 		for _, m := range h.mounts {
 			secret[m.Path] = m.out()
 		}
-		writeJSON(w, r, h.o.Logger, http.StatusOK, envelope{RequestID: newRequestID(),
+		writeJSON(w, r, h.o.Logger, http.StatusOK, vaultauth.Envelope{RequestID: vaultauth.RequestID(httpaudit.From(w)),
 			Data: map[string]any{"auth": map[string]any{}, "secret": secret}})
 		return nil
 	}
@@ -125,7 +125,7 @@ func (h *mountsHandler) serve(w http.ResponseWriter, r *http.Request) error {
 		if strings.HasPrefix(strings.TrimSuffix(ui, "/")+"/", m.Path) {
 			out := m.out()
 			out.Path = m.Path
-			writeJSON(w, r, h.o.Logger, http.StatusOK, envelope{RequestID: newRequestID(), Data: out})
+			writeJSON(w, r, h.o.Logger, http.StatusOK, vaultauth.Envelope{RequestID: vaultauth.RequestID(httpaudit.From(w)), Data: out})
 			return nil
 		}
 	}
@@ -143,21 +143,11 @@ func (h *mountsHandler) list(w http.ResponseWriter, r *http.Request) error {
 	for _, m := range h.mounts {
 		data[m.Path] = m.out()
 	}
-	top := map[string]any{"request_id": newRequestID(), "lease_id": "", "renewable": false, "lease_duration": 0,
+	top := map[string]any{"request_id": vaultauth.RequestID(httpaudit.From(w)), "lease_id": "", "renewable": false, "lease_duration": 0,
 		"data": data, "wrap_info": nil, "warnings": nil, "auth": nil}
 	for p, m := range data {
 		top[p] = m
 	}
 	writeJSON(w, r, h.o.Logger, http.StatusOK, top)
 	return nil
-}
-
-// newRequestID is a random UUID (version 4), as Vault's request ids are.
-func newRequestID() string {
-	var b [16]byte
-	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }

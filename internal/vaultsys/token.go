@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/vaultauth"
 	"github.com/keygate/keygate/internal/verify"
 )
@@ -78,7 +79,7 @@ func (h lookupHandler) serve(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Method != http.MethodPut {
 		return errMethod
 	}
-	writeJSON(w, r, h.o.Logger, http.StatusOK, envelope{RequestID: newRequestID(), Data: describe(res, tenant, h.o.Now())})
+	writeJSON(w, r, h.o.Logger, http.StatusOK, vaultauth.Envelope{RequestID: vaultauth.RequestID(httpaudit.From(w)), Data: describe(res, tenant, h.o.Now())})
 	return nil
 }
 

@@ -35,18 +35,6 @@ var (
 	errNoPath = &httperr.Error{Status: http.StatusNotFound, Code: "unsupported_path", Description: "unsupported path"}
 )
 
-// envelope is Vault's answer.
-type envelope struct {
-	RequestID     string   `json:"request_id"`
-	LeaseID       string   `json:"lease_id"`
-	Renewable     bool     `json:"renewable"`
-	LeaseDuration int      `json:"lease_duration"`
-	Data          any      `json:"data"`
-	WrapInfo      any      `json:"wrap_info"`
-	Warnings      []string `json:"warnings"`
-	Auth          any      `json:"auth"`
-}
-
 // writeJSON answers v with status, not to be cached.
 func writeJSON(w http.ResponseWriter, r *http.Request, log *slog.Logger, status int, v any) {
 	b, err := json.Marshal(v)

@@ -27,9 +27,7 @@ package credapi
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -137,12 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	id := c.note.RequestID()
-	if id == "" {
-		id = newRequestID()
-	}
-	b, _ := json.Marshal(map[string]any{"request_id": id, "lease_id": "", "renewable": false, "lease_duration": 0,
-		"data": c.out, "wrap_info": nil, "warnings": nil, "auth": nil})
+	b, _ := json.Marshal(vaultauth.Envelope{RequestID: vaultauth.RequestID(c.note), Data: c.out})
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(b, '\n')) //nolint:errcheck // the client went away
 }
@@ -171,11 +164,7 @@ func (h *Handler) serve(c *call) error {
 		return err
 	}
 	c.note.Tenant(c.tenant)
-	if client, _ := c.auth.Token.Claims.StringClaim("client_id"); client != "" {
-		c.note.Client(client)
-	} else if c.auth.Subject != "" {
-		c.note.User(c.auth.Subject)
-	}
+	vaultauth.Caller(c.note, c.auth)
 	if rt.name != "" {
 		c.note.Key(rt.name, 0)
 	}
@@ -290,12 +279,6 @@ func refusal(err error) *httperr.Error {
 		return errStore
 	}
 	return httperr.Internal
-}
-
-func newRequestID() string {
-	var b [16]byte
-	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails
-	return hex.EncodeToString(b[:])
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

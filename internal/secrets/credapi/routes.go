@@ -96,6 +96,11 @@ func (c *call) name() string { return c.rt.name }
 
 func (h *Handler) listKeys(c *call) error {
 	names, err := h.keys.List(c.ctx, c.tenant)
+	return c.list(names, err)
+}
+
+// list answers a list as Vault does: {"keys":[…]}, or 404 for none.
+func (c *call) list(names []string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -199,14 +204,7 @@ func (h *Handler) validate(c *call) error {
 
 func (h *Handler) listPolicies(c *call) error {
 	names, err := h.policies.List(c.ctx, c.tenant)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return errNothing
-	}
-	c.out = map[string]any{"keys": names}
-	return nil
+	return c.list(names, err)
 }
 
 func (h *Handler) readPolicy(c *call) error {

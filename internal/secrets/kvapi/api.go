@@ -2,8 +2,6 @@ package kvapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -109,9 +107,7 @@ type call struct {
 // ServeHTTP serves one KV request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{w: w, r: r, ctx: r.Context(), note: httpaudit.From(w), o: Outcome{Operation: "secret"}}
-	if c.id = c.note.RequestID(); c.id == "" {
-		c.id = newRequestID()
-	}
+	c.id = vaultauth.RequestID(c.note)
 	start := time.Now()
 	h.finish(c, h.serve(c))
 	if h.measure != nil {
@@ -143,15 +139,7 @@ func (c *call) annotate() {
 	if c.o.Tenant != "" {
 		n.Tenant(c.o.Tenant)
 	}
-	if c.auth != nil {
-		client, _ := c.auth.Token.Claims.StringClaim("client_id")
-		switch sub := c.auth.Subject; {
-		case client != "" && (sub == "" || sub == client):
-			n.Client(client)
-		case sub != "":
-			n.User(sub)
-		}
-	}
+	vaultauth.Caller(n, c.auth)
 	if c.o.Path != "" {
 		n.Key(c.o.Path, c.o.Version)
 	}
@@ -192,18 +180,6 @@ func (h *Handler) serve(c *call) error {
 		}
 	}
 	return rt.op(h, c)
-}
-
-// envelope is Vault's answer.
-type envelope struct {
-	RequestID     string   `json:"request_id"`
-	LeaseID       string   `json:"lease_id"`
-	Renewable     bool     `json:"renewable"`
-	LeaseDuration int      `json:"lease_duration"`
-	Data          any      `json:"data"`
-	WrapInfo      any      `json:"wrap_info"`
-	Warnings      []string `json:"warnings"`
-	Auth          any      `json:"auth"`
 }
 
 // finish answers the call: its data in Vault's envelope, 204, or err's
@@ -247,7 +223,7 @@ func (h *Handler) finish(c *call, err error) {
 		c.w.WriteHeader(status)
 		return
 	}
-	b, err := json.Marshal(envelope{RequestID: c.id, Data: c.out})
+	b, err := json.Marshal(vaultauth.Envelope{RequestID: c.id, Data: c.out})
 	if err != nil { // our own types always marshal; a value is raw JSON the store checked
 		h.log.Error("secret answer not encoded", "request_id", c.id, "op", c.o.Operation, "err", err)
 		h.errs.Write(c.w, c.r, httperr.Internal)
@@ -256,25 +232,6 @@ func (h *Handler) finish(c *call, err error) {
 	hdr.Set("Content-Type", "application/json")
 	c.w.WriteHeader(status)
 	c.w.Write(append(b, '\n')) //nolint:errcheck // the client went away
-}
-
-// newRequestID is a random UUID (version 4), as Vault's request ids are.
-func newRequestID() string {
-	var b [16]byte
-	rand.Read(b[:]) //nolint:errcheck // crypto/rand never fails
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
-	return string(s[:])
 }
 
 // Refusals.

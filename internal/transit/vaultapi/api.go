@@ -220,15 +220,7 @@ func (c *call) annotate() {
 	if c.o.Tenant != "" {
 		n.Tenant(c.o.Tenant)
 	}
-	if c.auth != nil {
-		client, _ := c.auth.Token.Claims.StringClaim("client_id")
-		switch sub := c.auth.Subject; {
-		case client != "" && (sub == "" || sub == client):
-			n.Client(client)
-		case sub != "":
-			n.User(sub)
-		}
-	}
+	vaultauth.Caller(n, c.auth)
 	if c.o.Key != "" {
 		n.Key(c.o.Key, c.o.KeyVersion)
 	}
