@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -329,4 +331,66 @@ func TestTenantMadeAgain(t *testing.T) {
 	if err != nil || string(s.Data) != `{"v":"newer"}` {
 		t.Errorf("b reads a's write: %v %v", s, err)
 	}
+}
+
+// TestPostgresGoesAway: PostgreSQL stops answering in the middle of
+// writes. Each write either fails with store.ErrUnavailable or lands
+// whole; once PostgreSQL answers again every path reads as one of the
+// versions written, its value opening, and an acknowledged write is never
+// lost.
+func TestPostgresGoesAway(t *testing.T) {
+	base := os.Getenv("DATABASE_URL")
+	if base == "" {
+		t.Skip("needs PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	if testing.Short() {
+		t.Skip("integration: PostgreSQL behind a proxy that stops answering; run without -short")
+	}
+	u, err := neturl.Parse(testnet.PostgresSchema(t, base, "kg_secrets_outage"))
+	must(t, "parse", err)
+	proxy := testnet.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	st, err := postgres.Open(ctx, u.String(), postgres.WithTimeout(300*time.Millisecond))
+	must(t, "postgres.Open", err)
+	t.Cleanup(func() { st.Close() })
+	k := kitOn(t, st, t.TempDir())
+	acked := map[string]int{} // path → the last acknowledged value
+	failed := 0
+	for round := range 20 {
+		path := fmt.Sprint("p", round%4)
+		if round%5 == 2 {
+			proxy.Blackhole()
+		}
+		if round%5 == 3 {
+			proxy.Down()
+		}
+		_, err := k.e.Write(ctx, def, path, json.RawMessage(fmt.Sprintf(`{"n":%d}`, round)), nil)
+		switch {
+		case err == nil:
+			acked[path] = round
+		case !errors.Is(err, store.ErrUnavailable):
+			t.Fatalf("round %d: %v, want success or store.ErrUnavailable", round, err)
+		default:
+			failed++
+		}
+		proxy.Up()
+	}
+	for path, n := range acked {
+		s, err := k.e.Read(ctx, def, path, 0)
+		must(t, "Read "+path, err)
+		var v struct{ N int }
+		must(t, "decode", json.Unmarshal(s.Data, &v))
+		if v.N < n {
+			t.Errorf("%s reads %d, but %d was acknowledged after it", path, v.N, n)
+		}
+		m, err := k.e.Metadata(ctx, def, path)
+		must(t, "Metadata "+path, err)
+		if m.CurrentVersion != s.Meta.Version {
+			t.Errorf("%s: metadata says version %d, the read %d", path, m.CurrentVersion, s.Meta.Version)
+		}
+	}
+	if len(acked) == 0 || failed == 0 {
+		t.Fatalf("%d paths acknowledged, %d writes failed: the test saw no outage to survive", len(acked), failed)
+	}
+	t.Logf("%d writes failed while PostgreSQL was away", failed)
 }
