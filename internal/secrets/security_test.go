@@ -3,6 +3,7 @@ package secrets
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,4 +394,51 @@ func TestPostgresGoesAway(t *testing.T) {
 		t.Fatalf("%d paths acknowledged, %d writes failed: the test saw no outage to survive", len(acked), failed)
 	}
 	t.Logf("%d writes failed while PostgreSQL was away", failed)
+}
+
+// TestDataKeyTampered: the tenant's data key in its row is replaced or
+// removed behind the node's back. A node that has not yet opened it cannot
+// read the tenant's secrets: it gets an error (ErrCorrupt for a key that
+// does not open, never a secret and never a panic), and writes nothing
+// under a key it could not open.
+func TestDataKeyTampered(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		key  any // what the row's data_key becomes
+	}{
+		{"garbage", []byte("not a sealed key, but bytes of some length")},
+		{"another tenant's", nil}, // filled in below
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := newKit(t)
+			a.tenant(t, "acme")
+			a.tenant(t, "other")
+			a.write(t, "acme", "p", `{"v":"x"}`)
+			a.write(t, "other", "q", `{"v":"y"}`)
+			db, err := sql.Open("sqlite", filepath.Join(a.dir, "keygate.db"))
+			must(t, "open", err)
+			defer db.Close()
+			key := c.key
+			if key == nil {
+				must(t, "select", db.QueryRow(`SELECT data_key FROM tenants WHERE name = 'other'`).Scan(&key))
+			}
+			_, err = db.Exec(`UPDATE tenants SET data_key = ? WHERE name = 'acme'`, key)
+			must(t, "update", err)
+			b, err := New(Options{Store: a.st, Keys: tenantkey.New(tenantkey.Config{Store: a.st, Root: a.ring}), Now: a.clock.now})
+			must(t, "New(b)", err)
+			if s, err := b.Read(ctx, "acme", "p", 0); err == nil {
+				t.Fatalf("read under a tampered data key: %s", s.Data)
+			} else if errors.Is(err, ErrNotFound) {
+				t.Errorf("read under a tampered data key: %v, a missing secret", err)
+			}
+			_, rerr := b.Read(ctx, "acme", "p", 0)
+			t.Logf("read: %v", rerr)
+			if _, err := b.Write(ctx, "acme", "p", json.RawMessage(`{"v":"z"}`), nil); err == nil {
+				t.Error("a write under a data key that does not open succeeded")
+			}
+			if s := a.read(t, "acme", "p", 0); string(s.Data) != `{"v":"x"}` {
+				t.Errorf("the node that held the key reads %s", s.Data)
+			}
+		})
+	}
 }
