@@ -109,9 +109,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes r as a heading, one aligned row per step, then a line
-// for each step that had errors or non-2xx answers (by kind and class) and
-// a warning for each step where the generator used most of its CPU.
+// WriteTable writes r as a heading, the run's verdict on itself (see
+// Document.Check) with its findings, one aligned row per step, then a line
+// for each step that had errors or non-2xx answers (by kind and class).
 func (r *Report) WriteTable(w io.Writer) error {
 	t := r.Target
 	bound := []string{}
@@ -124,6 +124,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "bench load: %s %s, %s per step after %s warm-up, timeout %s; %s %s/%s, GOMAXPROCS=%d\n",
 		t.Method, t.URL, strings.Join(bound, " or "), seconds(t.Warmup), seconds(t.Timeout),
 		r.Go.Version, r.Go.OS, r.Go.Arch, r.Go.GOMAXPROCS)
+	named := *r
+	if named.Name == "" {
+		named.Name = "the target"
+	}
+	v := (&Document{Series: []*Report{&named}}).Check()
+	fmt.Fprintf(w, "verdict: %s\n", v.Verdict)
+	for _, f := range v.Findings {
+		fmt.Fprintf(w, "  %s %s\n", findingMark(f.Severity), f.Text)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "connections\trate\trequests/s\tp50\tp90\tp99\tp99.9\tmax\terrors\tnon-2xx\tcpu%\t\n")
 	for _, s := range r.Steps {
@@ -147,11 +156,6 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.Reconnects > 0 {
 			fmt.Fprintf(w, "%d connections: the server closed the connection after %d answers (not errors)\n",
 				s.Connections, s.Reconnects)
-		}
-		if s.CPU.Saturated {
-			fmt.Fprintf(w, "warning: at %d connections the load generator used %.0f%% of the CPU it may use "+
-				"(GOMAXPROCS=%d): the generator, not the target, may have been the limit\n",
-				s.Connections, s.CPU.Percent, s.CPU.GOMAXPROCS)
 		}
 	}
 	return nil
