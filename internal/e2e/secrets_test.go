@@ -27,7 +27,8 @@ import (
 func TestSecretsServed(t *testing.T) {
 	sink := &captureSink{}
 	dir := filepath.Join(t.TempDir(), "data")
-	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: telemetry.New(),
+	metrics := telemetry.New()
+	l := startLive(t, server.Config{AdminToken: auditAdminToken, Metrics: metrics,
 		Node: auditNode(dir, config.Audit{File: config.AuditFile{Disabled: true}}, sink)})
 	_, tok := transitToken(t, l, "secrets:read:*", "secrets:write:*", "secrets:delete:*", "secrets:list:*", "secrets:admin",
 		"totp:admin", "totp:code:*", "totp:validate:*", "passwords:admin", "passwords:generate:*")
@@ -112,6 +113,18 @@ func TestSecretsServed(t *testing.T) {
 	}
 	if top, err := c.Logical().ListWithContext(ctx, "secret/metadata/"); err != nil || top == nil || !slices.Equal(toStrings(top.Data["keys"]), []string{"app/"}) {
 		t.Errorf("the secrets' top folder: %+v, %v", top, err)
+	}
+
+	snap, err := metrics.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, series := range []string{`keygate_secret_requests_total{op="secret.write",reason="",result="ok"}`,
+		`keygate_credential_requests_total{op="totp.code.validate",reason="",result="ok"}`,
+		`keygate_credential_requests_total{op="password_policy.generate",reason="",result="ok"}`} {
+		if snap[series] < 1 {
+			t.Errorf("%s = %v", series, snap[series])
+		}
 	}
 
 	// A secret's path with dot segments is refused by the KV API, not

@@ -383,7 +383,14 @@ func (s *Server) openSecrets(pipe *verify.Pipeline) error {
 	if err != nil {
 		return err
 	}
-	cred, err := credapi.New(credapi.Options{Records: eng.Internal(), Verifier: pipe, Sealed: n.Sealed, Now: s.cfg.Now, Logger: s.log})
+	copts := credapi.Options{Records: eng.Internal(), Verifier: pipe, Sealed: n.Sealed, Now: s.cfg.Now, Logger: s.log}
+	if s.obs.metrics != nil {
+		m := s.obs.metrics.Credentials(credapi.Operations())
+		copts.Measure = func(op string, status int, reason string, elapsed time.Duration) {
+			m.Observe(op, status, reason, 0, 0, elapsed)
+		}
+	}
+	cred, err := credapi.New(copts)
 	if err != nil {
 		return err
 	}

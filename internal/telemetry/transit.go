@@ -48,6 +48,17 @@ func (m *Metrics) Secrets(ops []string) *TransitMetrics {
 	return m.vaultAPI("secret", "Secret store (KV) API", SecretOther, ops, false)
 }
 
+// CredentialOther is the operation label of a credentials request no
+// route matched.
+const CredentialOther = "credentials"
+
+// Credentials registers the same for the TOTP and password-policy APIs
+// ("totp.code.validate", ...): keygate_credential_requests_total{op,
+// result, reason} and keygate_credential_request_seconds{op}.
+func (m *Metrics) Credentials(ops []string) *TransitMetrics {
+	return m.vaultAPI("credential", "TOTP and password-policy API", CredentialOther, ops, false)
+}
+
 func (m *Metrics) vaultAPI(name, what, other string, ops []string, batches bool) *TransitMetrics {
 	t := &TransitMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keygate_" + name + "_requests_total",

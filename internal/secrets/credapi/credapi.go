@@ -77,6 +77,17 @@ type Options struct {
 	Sealed   func() bool // nil: never sealed
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Measure, if set, is told of every request once it is answered: its
+	// operation ("credentials" when no route matched), status, reason and
+	// the time it took (metrics).
+	Measure func(op string, status int, reason string, elapsed time.Duration)
+}
+
+// Operations lists the operations the handler names, for metrics.
+func Operations() []string {
+	return []string{"totp.keys.list", "totp.keys.read", "totp.keys.create", "totp.keys.delete", "totp.code.generate",
+		"totp.code.validate", "password_policy.list", "password_policy.read", "password_policy.write",
+		"password_policy.delete", "password_policy.generate"}
 }
 
 // Handler serves both APIs.
@@ -87,6 +98,7 @@ type Handler struct {
 	sealed   func() bool
 	errs     httperr.Writer
 	log      *slog.Logger
+	measure  func(op string, status int, reason string, elapsed time.Duration)
 }
 
 // New returns the handler of TOTPPrefix, PoliciesPrefix and PoliciesList.
@@ -101,7 +113,8 @@ func New(o Options) (*Handler, error) {
 		o.Sealed = func() bool { return false }
 	}
 	return &Handler{keys: totp.NewKeys(o.Records, totpFolder, o.Now), policies: passwordpolicy.NewPolicies(o.Records, policyFolder),
-		verifier: o.Verifier, sealed: o.Sealed, errs: httperr.Writer{Envelope: httperr.Vault, Log: o.Logger}, log: o.Logger}, nil
+		verifier: o.Verifier, sealed: o.Sealed, errs: httperr.Writer{Envelope: httperr.Vault, Log: o.Logger}, log: o.Logger,
+		measure: o.Measure}, nil
 }
 
 // call is one request.
@@ -119,25 +132,40 @@ type call struct {
 
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	c := &call{w: w, r: r, ctx: r.Context(), note: httpaudit.From(w)}
-	err := h.serve(c)
+	status, reason := h.answer(c, h.serve(c))
+	if h.measure != nil {
+		op := "credentials"
+		if c.rt != nil {
+			op = string(c.rt.op)
+		}
+		h.measure(op, status, reason, time.Since(start))
+	}
+}
+
+// answer writes the call's answer, or err's refusal, and returns its
+// status and reason.
+func (h *Handler) answer(c *call, err error) (int, string) {
+	w := c.w
 	w.Header().Set("Cache-Control", "no-store")
 	if err != nil {
 		e := refusal(err)
 		if e == httperr.Internal {
-			h.log.Error("credentials request failed", "path", r.URL.Path, "err", err)
+			h.log.Error("credentials request failed", "path", c.r.URL.Path, "err", err)
 		}
 		c.note.Reason(e.Code)
-		h.errs.Write(w, r, e)
-		return
+		h.errs.Write(w, c.r, e)
+		return e.Status, e.Code
 	}
 	if c.out == nil {
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return http.StatusNoContent, ""
 	}
 	b, _ := json.Marshal(vaultauth.Envelope{RequestID: vaultauth.RequestID(c.note), Data: c.out})
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(b, '\n')) //nolint:errcheck // the client went away
+	return http.StatusOK, ""
 }
 
 // route is one operation: its audit name, the scope it needs, and what it
