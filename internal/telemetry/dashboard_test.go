@@ -53,6 +53,8 @@ func allFamilies(t *testing.T) map[string][]string {
 	m.Audit(func() []telemetry.AuditSink { return nil })
 	m.AuditDisk(func() (uint64, uint64, bool) { return 1, 1, true })
 	m.Transit([]string{"transit.encrypt"})
+	m.Secrets([]string{"secret.read"})
+	m.Credentials([]string{"totp.code.validate"})
 	m.TransitPool(func() telemetry.TransitPoolStats { return telemetry.TransitPoolStats{} })
 	f := m.Families()
 	if len(f) < 30 {
