@@ -393,7 +393,11 @@ func TestServeTLSFromFile(t *testing.T) {
 	if !resp.TLS.PeerCertificates[0].Equal(other.Cert) {
 		t.Error("KEYGATE_TLS_CERT_FILE did not replace tls.cert_file")
 	}
-	if !adminTLSLog.MatchString(s.stderr.String()) {
-		t.Errorf("admin_tls from the file not in force:\n%s", s.stderr)
+	// The admin listener logs that it serves TLS as it starts, which can
+	// come after the traffic listener has answered.
+	for deadline := time.Now().Add(10 * time.Second); !adminTLSLog.MatchString(s.stderr.String()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("admin_tls from the file not in force:\n%s", s.stderr)
+		}
 	}
 }
