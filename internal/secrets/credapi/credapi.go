@@ -295,6 +295,8 @@ func refusal(err error) *httperr.Error {
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.Is(err, totp.ErrTooMany):
+		return &httperr.Error{Status: http.StatusTooManyRequests, Code: "too_many_codes", Description: err.Error(), RetryAfter: time.Second}
 	case errors.Is(err, totp.ErrNotFound) || errors.Is(err, totp.ErrUsed):
 		return badRequest(err.Error()) // Vault answers both 400 with its text
 	case errors.Is(err, passwordpolicy.ErrNotFound):

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/keygate/keygate/internal/secrets"
@@ -30,13 +31,31 @@ var (
 	// ErrUsed: the code's step is at or below the last one accepted for
 	// the key (Vault: "code already used; wait until the next time period").
 	ErrUsed = errors.New("code already used; wait until the next time period")
+	// ErrTooMany: MaxFailures wrong codes were sent for the key in the
+	// current time step.
+	ErrTooMany = errors.New("too many wrong codes; wait until the next time period")
 )
+
+// MaxFailures is how many wrong codes a key takes per time step at one
+// node: a six-digit code with a skew of one has three right answers in a
+// million, so without a bound a flood finds one in minutes.
+const MaxFailures = 5
 
 // Keys are a tenant's TOTP keys, as Vault's TOTP engine keeps them.
 type Keys struct {
 	store  Store
 	prefix string
 	now    func() time.Time
+
+	mu       sync.Mutex
+	failures map[string]failures // by tenant and key name
+}
+
+// failures counts a key's wrong codes in one time step.
+type failures struct {
+	step  int64
+	n     int
+	until time.Time // the step's end, after which the entry can go
 }
 
 // NewKeys returns the keys kept in store under prefix (a folder: it ends
@@ -45,7 +64,7 @@ func NewKeys(store Store, prefix string, now func() time.Time) *Keys {
 	if now == nil {
 		now = time.Now
 	}
-	return &Keys{store: store, prefix: prefix, now: now}
+	return &Keys{store: store, prefix: prefix, now: now, failures: map[string]failures{}}
 }
 
 // CreateRequest is Vault's keys/:name write.
@@ -232,14 +251,20 @@ func (ks *Keys) Validate(ctx context.Context, tenant, name, code string) (bool, 
 	if code == "" {
 		return false, fmt.Errorf("%w: the code value is required", ErrInvalid)
 	}
+	id := tenant + "\x00" + name
 	for range maxRaces {
 		k, last, version, err := ks.load(ctx, tenant, name)
 		if err != nil {
 			return false, err
 		}
-		step, ok := k.Check(code, ks.now())
+		now := ks.now()
+		if !ks.allow(id, k.Step(now)) {
+			return false, ErrTooMany
+		}
+		step, ok := k.Check(code, now)
 		switch {
 		case !ok:
+			ks.fail(id, k.Step(now), now, k.Period)
 			return false, nil
 		case step <= last:
 			return false, ErrUsed
@@ -251,6 +276,36 @@ func (ks *Keys) Validate(ctx context.Context, tenant, name, code string) (bool, 
 		return err == nil, err
 	}
 	return false, fmt.Errorf("TOTP key %s: changed by others %d times while checking a code", name, maxRaces)
+}
+
+// allow reports whether the key id may take another code in step.
+func (ks *Keys) allow(id string, step int64) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	f := ks.failures[id]
+	return f.step != step || f.n < MaxFailures
+}
+
+// fail counts a wrong code for the key id in step (of period, at now).
+// A key's entry is replaced when its step passes, and entries whose step
+// has ended are dropped as the map grows, so it holds about the keys that
+// failed lately.
+func (ks *Keys) fail(id string, step int64, now time.Time, period time.Duration) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	f := ks.failures[id]
+	if f.step != step {
+		f = failures{step: step, until: now.Add(period)}
+	}
+	f.n++
+	ks.failures[id] = f
+	if len(ks.failures) > 4096 {
+		for k, v := range ks.failures {
+			if now.After(v.until) {
+				delete(ks.failures, k)
+			}
+		}
+	}
 }
 
 // ValidName checks a key's name as Vault's TOTP engine takes it: 1 to 128

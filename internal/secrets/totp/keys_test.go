@@ -204,3 +204,38 @@ func TestKeysValidateRace(t *testing.T) {
 		}
 	}
 }
+
+// A flood of wrong codes for one key is cut off after MaxFailures in a
+// time step, even for the right code; the next step takes codes again, and
+// another key is not affected.
+func TestKeysFailureLimit(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_010, 0)
+	ks := NewKeys(newMemStore(), "@totp/", func() time.Time { return now })
+	for _, name := range []string{"a", "b"} {
+		if _, err := ks.Create(ctx, "t", name, CreateRequest{Key: "JBSWY3DPEHPK3PXPJBSWY3DP", Skew: new(int)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	right, _ := ks.Code(ctx, "t", "a")
+	wrong := "000000"
+	if wrong == right {
+		wrong = "111111"
+	}
+	for i := range MaxFailures {
+		if ok, err := ks.Validate(ctx, "t", "a", wrong); ok || err != nil {
+			t.Fatalf("wrong code %d: %v, %v", i, ok, err)
+		}
+	}
+	if ok, err := ks.Validate(ctx, "t", "a", right); ok || !errors.Is(err, ErrTooMany) {
+		t.Errorf("the right code after %d wrong ones: %v, %v; want ErrTooMany", MaxFailures, ok, err)
+	}
+	if ok, err := ks.Validate(ctx, "t", "b", right); !ok || err != nil {
+		t.Errorf("another key: %v, %v", ok, err)
+	}
+	now = now.Add(30 * time.Second)
+	right, _ = ks.Code(ctx, "t", "a")
+	if ok, err := ks.Validate(ctx, "t", "a", right); !ok || err != nil {
+		t.Errorf("the next step's code: %v, %v", ok, err)
+	}
+}
