@@ -148,6 +148,12 @@ func (s tracedStore) GetRefreshToken(ctx context.Context, digest []byte) (store.
 	return s.st.GetRefreshToken(ctx, digest)
 }
 
+func (s tracedStore) GetRekey(ctx context.Context) (store.Rekey, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_rekey", trace.SpanKindClient)
+	defer span.End()
+	return s.st.GetRekey(ctx)
+}
+
 func (s tracedStore) GetSecret(ctx context.Context, tenant string, path string) (store.SecretMeta, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_secret", trace.SpanKindClient)
 	defer span.End()
@@ -244,6 +250,12 @@ func (s tracedStore) ListUsersIn(ctx context.Context, tenant string) ([]store.Us
 	return s.st.ListUsersIn(ctx, tenant)
 }
 
+func (s tracedStore) PutRekey(ctx context.Context, r store.Rekey, rev int64) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.put_rekey", trace.SpanKindClient)
+	defer span.End()
+	return s.st.PutRekey(ctx, r, rev)
+}
+
 func (s tracedStore) PutSecret(ctx context.Context, m store.SecretMeta, add *store.SecretValue, erase []int) (int64, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.put_secret", trace.SpanKindClient)
 	defer span.End()
@@ -272,6 +284,18 @@ func (s tracedStore) RevokeRefreshFamily(ctx context.Context, digest []byte) err
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.revoke_refresh_family", trace.SpanKindClient)
 	defer span.End()
 	return s.st.RevokeRefreshFamily(ctx, digest)
+}
+
+func (s tracedStore) RewrapSigningKey(ctx context.Context, kid string, old []byte, next []byte) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.rewrap_signing_key", trace.SpanKindClient)
+	defer span.End()
+	return s.st.RewrapSigningKey(ctx, kid, old, next)
+}
+
+func (s tracedStore) RewrapTenantDataKey(ctx context.Context, name string, old []byte, next []byte) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.rewrap_tenant_data_key", trace.SpanKindClient)
+	defer span.End()
+	return s.st.RewrapTenantDataKey(ctx, name, old, next)
 }
 
 func (s tracedStore) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {

@@ -407,6 +407,7 @@ type Store interface {
 	TransitKeys
 	Secrets
 	AuditLog
+	Rekeys
 
 	// Close releases the store's connections or file; no method may be
 	// called after it.

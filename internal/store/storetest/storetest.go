@@ -84,6 +84,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SecretConfig", testSecretConfig},
 		{"SecretTenants", testSecretTenants},
 		{"SecretConcurrent", testSecretConcurrent},
+		{"RekeyState", testRekeyState},
+		{"RekeyRewrap", testRekeyRewrap},
 		{"AuditAppend", testAuditAppend},
 		{"AuditOrder", testAuditOrder},
 		{"AuditConflict", testAuditConflict},

@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/internal/codec"
+)
+
+// Root-key rotation.
+
+// GetRekey returns the rotation's state, or store.ErrNotFound.
+func (s *Store) GetRekey(ctx context.Context) (store.Rekey, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "get rekey"
+	var body []byte
+	var rev int64
+	if err := s.pool.QueryRow(ctx, `SELECT body, revision FROM rekey WHERE id = 1`).Scan(&body, &rev); err != nil {
+		return store.Rekey{}, wrap(ctx, op, err)
+	}
+	r, err := codec.DecodeRekey(body, rev)
+	if err != nil {
+		return store.Rekey{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return r, nil
+}
+
+// PutRekey stores r if the stored revision is rev (0: none stored).
+func (s *Store) PutRekey(ctx context.Context, r store.Rekey, rev int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "put rekey"
+	body, err := codec.EncodeRekey(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if rev == 0 {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO rekey (id, revision, body) VALUES (1, 1, $1)`, body); err != nil {
+			return wrap(ctx, op, err) // a stored state is store.ErrConflict
+		}
+		return nil
+	}
+	res, err := s.pool.Exec(ctx, `UPDATE rekey SET body = $1, revision = revision + 1 WHERE id = 1 AND revision = $2`, body, rev)
+	if err := affected(ctx, op, res, err); errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s: %w: the stored state is not at revision %d", op, store.ErrConflict, rev)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// RewrapSigningKey replaces kid's sealed key with next if it is old.
+func (s *Store) RewrapSigningKey(ctx context.Context, kid string, old, next []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "rewrap signing key"
+	if len(next) == 0 || len(old) == 0 {
+		return fmt.Errorf("%s: %w: empty sealed key", op, store.ErrInvalid)
+	}
+	res, err := s.pool.Exec(ctx, `UPDATE signing_keys SET sealed = $1 WHERE kid = $2 AND sealed = $3`, next, kid, old)
+	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := s.exists(ctx, op, fmt.Sprintf("signing key %q", kid), `SELECT 1 FROM signing_keys WHERE kid = $1`, kid); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w: signing key %q changed", op, store.ErrConflict, kid)
+}
+
+// RewrapTenantDataKey replaces the tenant's sealed data key with next if
+// it is old.
+func (s *Store) RewrapTenantDataKey(ctx context.Context, name string, old, next []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "rewrap tenant data key"
+	if err := tenantArg(op, name); err != nil {
+		return err
+	}
+	if len(next) == 0 || len(old) == 0 {
+		return fmt.Errorf("%s: %w: empty data key", op, store.ErrInvalid)
+	}
+	res, err := s.pool.Exec(ctx, `UPDATE tenants SET data_key = $1 WHERE name = $2 AND data_key = $3`, next, name, old)
+	if err := affected(ctx, op, res, err); !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := s.exists(ctx, op, fmt.Sprintf("tenant %q", name), `SELECT 1 FROM tenants WHERE name = $1`, name); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w: tenant %q's data key changed", op, store.ErrConflict, name)
+}
