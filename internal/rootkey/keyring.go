@@ -252,8 +252,10 @@ func (k *Keyring) UnsealPassphrase(passphrase []byte) error {
 // A Verifier decides whether a candidate root key is the right one before
 // an unseal installs it, typically by decrypting what is stored under the
 // root key (the signing keys). It gets a detached keyring unsealed with
-// the candidate alone; that keyring is sealed as soon as the Verifier
-// returns, and nothing else ever sees it. An error refuses the key.
+// the candidate alone, which it may Accept or Rotate to other keys (those
+// of a root-key rotation under way, opened with the candidate). An error
+// refuses the key, and the detached keyring is sealed; otherwise that
+// keyring, as the Verifier left it, is what the unseal installs.
 type Verifier func(candidate *Keyring) error
 
 // UnsealVerified is Unseal for a root key from an untrusted caller, such
@@ -329,20 +331,29 @@ func (k *Keyring) CheckPassphrase(passphrase []byte) error {
 // installVerified shows root to verify in a detached keyring, then, if
 // verify accepts it, installs it. The caller holds k.attempt.
 func (k *Keyring) installVerified(root Key, verify Verifier) error {
+	candidate := &Keyring{rand: k.rand}
+	if err := candidate.unsealLocked(root, nil); err != nil {
+		return err
+	}
 	if verify != nil {
-		candidate := &Keyring{rand: k.rand}
-		if err := candidate.unsealLocked(root, nil); err != nil {
-			return err
-		}
-		err := verify(candidate)
-		candidate.Seal()
-		if err != nil {
+		if err := verify(candidate); err != nil {
+			candidate.Seal()
 			return err
 		}
 	}
+	// What the verifier accepted is what is installed: the candidate, with
+	// any key it was given to Accept or Rotate to (a rotation under way).
+	r := candidate.state.Swap(nil)
+	if r == nil {
+		return ErrSealed
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.unsealLocked(root, nil)
+	if k.state.Load() != nil {
+		return ErrAlreadyUnsealed
+	}
+	k.state.Store(r)
+	return nil
 }
 
 // Seal drops every root key: the keyring is sealed until the next Unseal,

@@ -132,52 +132,55 @@ func InitPassphrase(path string, passphrase []byte, rand io.Reader) (Key, error)
 // initPassphrase is InitPassphrase with chosen parameters; enforce=false
 // lets tests use parameters under the floor.
 func initPassphrase(path string, passphrase []byte, rand io.Reader, p Argon2Params, enforce bool) (Key, error) {
+	root, data, err := newHeader(passphrase, rand, p, enforce)
+	if err != nil {
+		return Key{}, err
+	}
+	if err := wrapWrite(keyfile.WriteNew(path, data)); err != nil {
+		root.Destroy()
+		return Key{}, err
+	}
+	return root, nil
+}
+
+// newHeader draws a salt, derives the root key from passphrase and returns
+// it with the header's text.
+func newHeader(passphrase []byte, rand io.Reader, p Argon2Params, enforce bool) (Key, []byte, error) {
 	if len(passphrase) < MinPassphraseLen {
-		return Key{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrWeakPassphrase, len(passphrase), MinPassphraseLen)
+		return Key{}, nil, fmt.Errorf("%w: %d bytes, want at least %d", ErrWeakPassphrase, len(passphrase), MinPassphraseLen)
 	}
 	if enforce && (p.Memory < minArgon2.Memory || p.Time < minArgon2.Time || p.Threads < minArgon2.Threads) {
-		return Key{}, fmt.Errorf("Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
+		return Key{}, nil, fmt.Errorf("Argon2id parameters %+v are under the minimum %+v", p, minArgon2)
 	}
 	if err := p.validate(); err != nil {
-		return Key{}, err
+		return Key{}, nil, err
 	}
 	rand = randOrDefault(rand)
 	h := &Header{params: p, salt: make([]byte, SaltSize)}
 	if _, err := io.ReadFull(rand, h.salt); err != nil {
-		return Key{}, fmt.Errorf("random source: %w", err)
+		return Key{}, nil, fmt.Errorf("random source: %w", err)
 	}
 	root := h.derive(passphrase)
 	nonce := make([]byte, nonceSize)
 	if _, err := io.ReadFull(rand, nonce); err != nil {
 		root.Destroy()
-		return Key{}, fmt.Errorf("random source: %w", err)
+		return Key{}, nil, fmt.Errorf("random source: %w", err)
 	}
 	var sealed []byte
 	var err error
 	secretDo(func() { sealed, err = gcmSeal(root.k.b[:], nonce, []byte(checkLabel), h.checkAAD()) })
 	if err != nil {
 		root.Destroy()
-		return Key{}, err
+		return Key{}, nil, err
 	}
 	h.check = append(nonce, sealed...)
 	h.keyID = root.ID()
-	data, err := json.MarshalIndent(headerJSON{
-		Version: headerVersion,
-		KDF: kdfJSON{
-			Name: "argon2id", Version: argon2.Version,
-			MemoryKiB: p.Memory, Time: p.Time, Threads: p.Threads, Salt: h.salt,
-		},
-		KeyID: h.keyID.String(),
-		Check: h.check,
-	}, "", "  ")
-	if err == nil {
-		err = wrapWrite(keyfile.WriteNew(path, append(data, '\n')))
-	}
+	data, err := encodeHeader(h)
 	if err != nil {
 		root.Destroy()
-		return Key{}, err
+		return Key{}, nil, err
 	}
-	return root, nil
+	return root, data, nil
 }
 
 func (p Argon2Params) validate() error {
