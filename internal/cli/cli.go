@@ -147,8 +147,9 @@ func commands() []*command {
 		{name: "keyring", group: groupSeal, summary: "set up passphrase unsealing", subs: []*command{
 			{name: "init", summary: "derive the root key from a passphrase; write keyring.json", run: (*app).keyringInit},
 		}},
-		{name: "operator", group: groupSeal, summary: "set up a fleet's shared store", subs: []*command{
+		{name: "operator", group: groupSeal, summary: "set up a fleet's shared store; rotate its root key", subs: []*command{
 			{name: "init", summary: "generate the root key and admin token; seal the first signing key in the store", run: (*app).operatorInit},
+			{name: "rekey", summary: "rotate the root key (or passphrase) of a running fleet without downtime", run: (*app).operatorRekey},
 		}},
 		{name: "unseal", group: groupSeal, summary: "unseal a running node with its passphrase or root key", run: (*app).unseal},
 		{name: "seal", group: groupSeal, summary: "seal a running node: it stops issuing tokens at once", run: (*app).seal},

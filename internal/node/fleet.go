@@ -116,7 +116,8 @@ func (n *Node) openFleet(ctx context.Context) error {
 	// Subscribe before returning, so that no notice sent after Open is lost.
 	f.handlers[f.channel(KeysChannel)] = n.keysNotice
 	f.handlers[f.channel(TenantsChannel)] = n.tenantNotice
-	f.notices = client.Subscribe(nctx, f.channel(KeysChannel), f.channel(TenantsChannel))
+	f.handlers[f.channel(RekeyChannel)] = func(context.Context, string) { n.rekey.poke() }
+	f.notices = client.Subscribe(nctx, f.channel(KeysChannel), f.channel(TenantsChannel), f.channel(RekeyChannel))
 	go f.dispatch(nctx, n.log)
 	n.fleet = f
 	n.revs.fanout = fo

@@ -151,6 +151,7 @@ type Node struct {
 	tenants  *tenantkey.Keys // the tenants' data keys, unsealed
 	hooks    hooks
 	audit    auditing
+	rekey    rekeying
 }
 
 // auditing is the node's audit log and what serves it.
@@ -202,7 +203,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.RedisStartWait == 0 {
 		cfg.RedisStartWait = 5 * time.Second
 	}
-	n := &Node{cfg: cfg, ts: cfg.TokenService.WithDefaults(), log: cfg.Logger, admin: cfg.AdminToken}
+	n := &Node{cfg: cfg, ts: cfg.TokenService.WithDefaults(), log: cfg.Logger, admin: cfg.AdminToken, rekey: newRekeying()}
 	if !slices.Contains(config.SigningAlgs, n.ts.SigningAlg) {
 		return nil, fmt.Errorf("signing algorithm %q: want one of %v", n.ts.SigningAlg, config.SigningAlgs)
 	}
@@ -243,7 +244,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Traced {
 		n.store = tracedStore{n.store}
 	}
-	n.tenants = tenantkey.New(tenantkey.Config{Store: n.store, Root: n.keyring, Rand: cfg.Rand, Logger: n.log})
+	n.tenants = tenantkey.New(tenantkey.Config{Store: n.store, Root: sealer{n}, Rand: cfg.Rand, Logger: n.log})
+	if err := n.openRekey(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.loadSigningKeys(ctx); err != nil {
 		return nil, err
 	}

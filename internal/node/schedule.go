@@ -32,6 +32,9 @@ type schedule struct {
 func (n *Node) Run(ctx context.Context) {
 	t := time.NewTicker(TickInterval)
 	defer t.Stop()
+	done := make(chan struct{})
+	go func() { defer close(done); n.runRekey(ctx) }()
+	defer func() { <-done }()
 	for {
 		select {
 		case <-ctx.Done():

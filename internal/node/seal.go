@@ -11,6 +11,7 @@ import (
 	"github.com/keygate/keygate/internal/issuer/signingkeys"
 	"github.com/keygate/keygate/internal/operr"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/store"
 )
 
 // Sealing. A node without its root key starts sealed: it publishes the
@@ -183,6 +184,9 @@ func (n *Node) unseal(ctx context.Context, open func(rootkey.Verifier) error) er
 		return fmt.Errorf("%w: loading the signing keys: %w", ErrStore, err)
 	}
 	n.setAuditKeys()
+	if _, err := n.syncRekey(ctx); err != nil {
+		n.log.Warn("root key rotation: reading its state after the unseal failed; read again within seconds", "err", err)
+	}
 	if !hadKeys {
 		n.Publisher().Rotated(ctx, n.Thumbprint()) // the first key: other nodes load it now
 	}
@@ -199,6 +203,18 @@ func (n *Node) unseal(ctx context.Context, open func(rootkey.Verifier) error) er
 // root key (see Init).
 func (n *Node) verifyRoot(ctx context.Context) rootkey.Verifier {
 	return func(candidate *rootkey.Keyring) error {
+		// During a root-key rotation the candidate may be either key;
+		// it gets the other from the rotation's state.
+		switch r, err := n.store.GetRekey(ctx); {
+		case err == nil:
+			if err := rekeyCandidate(candidate, r); errors.Is(err, rootkey.ErrDecrypt) {
+				return refused(notSealer)
+			} else if err != nil {
+				return fmt.Errorf("%w: the root key rotation's state: %w", ErrStore, err)
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("%w: reading the root key rotation's state: %w", ErrStore, err)
+		}
 		count, err := n.keys.CheckSealer(ctx, candidate)
 		switch {
 		case errors.Is(err, rootkey.ErrUnknownKey) || errors.Is(err, rootkey.ErrDecrypt):
@@ -219,6 +235,8 @@ func (n *Node) verifyRoot(ctx context.Context) rootkey.Verifier {
 func (n *Node) Seal() {
 	n.unsealMu.Lock()
 	defer n.unsealMu.Unlock()
+	n.rekey.mu.Lock()
+	defer n.rekey.mu.Unlock()
 	n.keyring.Seal()
 	n.keys.DropSigner()
 	if n.audit.log != nil {
@@ -252,7 +270,7 @@ func (n *Node) loadSigningKeys(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("signing keys: %w", err)
 	}
-	km := signingkeys.New(n.store, n.keyring, n.keyPolicy(), n.cfg.Now)
+	km := signingkeys.New(n.store, sealer{n}, n.keyPolicy(), n.cfg.Now)
 	switch err := km.Load(ctx); {
 	case err == nil && km.Sealed():
 		n.log.Info("signing keys published; sealed, so none signs", "published", km.KeySet().Len())

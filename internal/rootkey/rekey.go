@@ -1,6 +1,7 @@
 package rootkey
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,12 +73,38 @@ func ReplaceHeader(path string, data []byte) error {
 	if _, err := parseHeader(data); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".keyring-*.tmp")
-	if err != nil {
+	if err := replaceFile(path, data); err != nil {
 		return fmt.Errorf("keyring header: %w", err)
 	}
+	return nil
+}
+
+// ReplaceKeyFile writes root in base64 to path in place of the key file
+// there, as ReplaceHeader writes: the node's generated dev key file follows
+// a rotation.
+func ReplaceKeyFile(path string, root Key) error {
+	if !root.valid() {
+		return ErrNoKey
+	}
+	text := make([]byte, base64.StdEncoding.EncodedLen(KeySize)+1)
+	defer clear(text)
+	base64.StdEncoding.Encode(text, root.k.b[:])
+	text[len(text)-1] = '\n'
+	if err := replaceFile(path, text); err != nil {
+		return fmt.Errorf("root key file: %w", err)
+	}
+	return nil
+}
+
+// replaceFile writes data beside path (mode 0600), syncs it and renames it
+// over path.
+func replaceFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".keygate-*.tmp")
+	if err != nil {
+		return err
+	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
+	if err = tmp.Chmod(0o600); err == nil {
 		if _, err = tmp.Write(data); err == nil {
 			err = tmp.Sync()
 		}
@@ -85,13 +112,10 @@ func ReplaceHeader(path string, data []byte) error {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
 	if err != nil {
-		return fmt.Errorf("keyring header: %w", err)
+		return err
 	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 // encodeHeader is the header file's text for h.

@@ -149,6 +149,8 @@ func (s *Server) adminHandler() http.Handler {
 		// Another method is refused, and recorded like any request there.
 		mux.Handle("/v1/sys/unseal", s.audited("sys.unseal", methodNotAllowed(http.MethodPost)))
 		mux.Handle("/v1/sys/seal", s.audited("sys.seal", methodNotAllowed(http.MethodPost)))
+		mux.Handle("POST /v1/sys/rekey", s.audited("sys.rekey", s.handle(s.startRekey)))
+		mux.Handle("GET /v1/sys/rekey", s.handle(s.getRekey))
 	}
 	if s.obs.metrics != nil {
 		// OpenMetrics when the scraper asks for it: the one format that
