@@ -39,7 +39,9 @@ func testRekeyState(t *testing.T, s store.Store) {
 
 func sameRekey(t *testing.T, what string, got, want store.Rekey) {
 	t.Helper()
-	times := func(r store.Rekey) []time.Time { return []time.Time{r.LeaseUntil, r.StartedAt, r.UpdatedAt, r.FinishedAt} }
+	times := func(r store.Rekey) []time.Time {
+		return []time.Time{r.LeaseUntil, r.StartedAt, r.UpdatedAt, r.FinishedAt}
+	}
 	gt, wt := times(got), times(want)
 	for i := range gt {
 		if !gt[i].Equal(wt[i]) {
