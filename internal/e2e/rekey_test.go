@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	vault "github.com/hashicorp/vault/api"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/config"
+	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/server"
+	"github.com/keygate/keygate/internal/store"
+)
+
+// TestRekeyUnderLoad: two nodes of a fleet (PostgreSQL, Redis) serve token
+// issuance, transit and secrets without a pause while the root key is
+// rotated through the admin API, with a hundred tenants' data keys to
+// rewrap at 50 a second: not one request fails, a value written before is
+// read after, and both nodes end holding the new key only. The rotation is
+// audited with the new key's ID, never a key.
+func TestRekeyUnderLoad(t *testing.T) {
+	if os.Getenv("REDIS_URL") == "" || os.Getenv("DATABASE_URL") == "" {
+		t.Skip("needs PostgreSQL and Redis: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable REDIS_URL=redis://127.0.0.1:6379/0")
+	}
+	redisURL, prefix := redisPrefix(t)
+	dbURL := newSchema(t)
+	dir := t.TempDir()
+	oldKey, newKey := filepath.Join(dir, "old.key"), filepath.Join(dir, "new.key")
+	for _, f := range []string{oldKey, newKey} {
+		if err := rootkey.GenerateKeyFile(f, rand.Reader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := &captureSink{}
+	nodeCfg := func(name, key string) *node.Config {
+		return &node.Config{DataDir: filepath.Join(dir, name), Issuer: "https://keygate.rekey.test", Audience: testAudience,
+			Audit: config.Audit{File: config.AuditFile{Disabled: true}}, AuditSinks: []audit.Sink{sink},
+			TokenService: config.TokenService{DatabaseURL: dbURL, RootKeyFile: key, RedisURL: redisURL, RedisPrefix: prefix}}
+	}
+	a := startLive(t, server.Config{AdminToken: auditAdminToken, Node: nodeCfg("a", oldKey)})
+	b := startLive(t, server.Config{AdminToken: auditAdminToken, Node: nodeCfg("b", oldKey)})
+
+	id, secret := newClient(t, a, "transit:admin", "transit:encrypt:*", "transit:decrypt:*", "secrets:read:*", "secrets:write:*")
+	tok := clientToken(t, a.base, id, secret)
+	vc := func(l *live) *vault.Client {
+		cfg := vault.DefaultConfig()
+		cfg.Address = l.base
+		cfg.MaxRetries = 0 // a failure must show, not be retried away
+		c, err := vault.NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetToken(tok)
+		return c
+	}
+	ca, cb := vc(a), vc(b)
+	ctx := t.Context()
+	if _, err := ca.Logical().WriteWithContext(ctx, "transit/keys/app", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.KVv2("secret").Put(ctx, "before", map[string]any{"v": "written before"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		name := fmt.Sprintf("t%03d", i)
+		if err := a.Node.Store().CreateTenant(ctx, store.Tenant{Name: name, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Node.TenantKeys().Fresh(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The load: each worker issues a token at one node, encrypts there and
+	// decrypts at the other, writes a secret there and reads it at the other.
+	var ops, failed atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		failed.Add(1)
+		firstErr.CompareAndSwap(nil, err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			from, cfrom, cto := a, ca, cb
+			if w%2 == 1 {
+				from, cfrom, cto = b, cb, ca
+			}
+			for i := 0; lctx.Err() == nil; i++ {
+				if i%20 == 0 { // within the client's issuance limit
+					if _, err := clientToken2(from.base, id, secret); err != nil {
+						fail(fmt.Errorf("token at %s: %w", from.base, err))
+					}
+					ops.Add(1)
+				}
+				plain := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "value %d", i))
+				enc, err := cfrom.Logical().WriteWithContext(ctx, "transit/encrypt/app", map[string]any{"plaintext": plain})
+				if err != nil {
+					fail(fmt.Errorf("encrypt: %w", err))
+				} else if dec, err := cto.Logical().WriteWithContext(ctx, "transit/decrypt/app",
+					map[string]any{"ciphertext": enc.Data["ciphertext"]}); err != nil || dec.Data["plaintext"] != plain {
+					fail(fmt.Errorf("decrypt: %v %v", dec, err))
+				}
+				path := fmt.Sprintf("w%d/s%d", w, i%5)
+				if _, err := cfrom.KVv2("secret").Put(ctx, path, map[string]any{"i": fmt.Sprint(i)}); err != nil {
+					fail(fmt.Errorf("kv put: %w", err))
+				} else if s, err := cto.KVv2("secret").Get(ctx, path); err != nil || s.Data["i"] != fmt.Sprint(i) {
+					fail(fmt.Errorf("kv get at the other node: %v %v", s, err))
+				}
+				ops.Add(4)
+			}
+		}()
+	}
+
+	time.Sleep(500 * time.Millisecond)
+	text, err := os.ReadFile(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"key": strings.TrimSpace(string(text)), "rate": 50})
+	resp, out := do(t, http.MethodPost, a.admin+"/v1/sys/rekey", string(body), adminJSON(auditAdminToken))
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/sys/rekey: %d %s", resp.StatusCode, out)
+	}
+	var st struct{ NewKeyID string }
+	sawProgress := false
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, out = do(t, http.MethodGet, b.admin+"/v1/sys/rekey", "", adminJSON(auditAdminToken))
+		var s map[string]any
+		json.Unmarshal(out, &s)
+		if s["state"] == "rewrapping" {
+			sawProgress = true
+		}
+		if resp.StatusCode == http.StatusOK && s["state"] == "done" {
+			st.NewKeyID = fmt.Sprint(s["new_key_id"])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotation did not finish: %d %s", resp.StatusCode, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // load on the finished rotation too
+	stop()
+	wg.Wait()
+	t.Logf("%d requests during the rotation, %d failed", ops.Load(), failed.Load())
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d requests failed during the rotation; the first: %v", n, firstErr.Load())
+	}
+	if !sawProgress {
+		t.Error("the rotation was never seen under way")
+	}
+	if ops.Load() < 50 {
+		t.Fatalf("only %d requests ran during the rotation", ops.Load())
+	}
+	if s, err := cb.KVv2("secret").Get(ctx, "before"); err != nil || s.Data["v"] != "written before" {
+		t.Errorf("the secret written before: %v, %v", s, err)
+	}
+	for _, l := range []*live{a, b} {
+		if ids, _ := l.Node.Keyring().KeyIDs(); len(ids) != 1 || ids[0].String() != st.NewKeyID {
+			t.Errorf("node %s holds %v, want only %s", l.base, ids, st.NewKeyID)
+		}
+	}
+
+	raw := sink.All()
+	var rekeys int
+	for _, r := range sink.Take(t) {
+		if r.Operation != "sys.rekey" || r.Result != audit.ResultOK {
+			continue
+		}
+		rekeys++
+		if r.Key.Name != st.NewKeyID || r.Principal.Kind != audit.PrincipalAdmin {
+			t.Errorf("the rotation's record: %+v", r)
+		}
+	}
+	if rekeys != 1 {
+		t.Errorf("%d successful sys.rekey records, want 1", rekeys)
+	}
+	if strings.Contains(string(raw), strings.TrimSpace(string(text))) {
+		t.Error("the new root key reached the audit log")
+	}
+}
+
+// newClient creates a client with scopes at l and returns its id and secret.
+func newClient(t *testing.T, l *live, scopes ...string) (id, secret string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": "load", "scopes": scopes})
+	resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", string(b), adminJSON(auditAdminToken))
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create client: %d %s", resp.StatusCode, body)
+	}
+	var c struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.ClientID, c.ClientSecret
+}
