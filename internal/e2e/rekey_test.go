@@ -215,3 +215,97 @@ func newClient(t *testing.T, l *live, scopes ...string) (id, secret string) {
 	}
 	return c.ClientID, c.ClientSecret
 }
+
+// TestRekeyEndpoint: POST and GET /v1/sys/rekey take the admin token only,
+// refuse what a browser page could send and every malformed body with a
+// clear answer and nothing started, refuse a second rotation while one
+// runs and any on a sealed node; a dev node's generated key file follows
+// the rotation.
+func TestRekeyEndpoint(t *testing.T) {
+	const admin = "admin-token-0123456789abcdef0123456789"
+	dir := filepath.Join(t.TempDir(), "data")
+	l := startLive(t, server.Config{AdminToken: admin, Node: &node.Config{DataDir: dir, Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	next := randomKey(t)
+	good := `{"key":"` + next + `"}`
+	jh := http.Header{"Content-Type": {"application/json"}}
+	browser := adminJSON(admin)
+	browser.Set("Origin", "https://evil.example")
+	plain := bearer(admin)
+	plain.Set("Content-Type", "text/plain")
+	for _, c := range []struct {
+		name   string
+		method string
+		body   string
+		h      http.Header
+		want   int
+	}{
+		{"status without the admin token", http.MethodGet, "", nil, http.StatusUnauthorized},
+		{"start without the admin token", http.MethodPost, good, jh, http.StatusUnauthorized},
+		{"a wrong admin token", http.MethodPost, good, adminJSON(admin + "x"), http.StatusUnauthorized},
+		{"from a browser page", http.MethodPost, good, browser, http.StatusForbidden},
+		{"not JSON", http.MethodPost, good, plain, http.StatusUnsupportedMediaType},
+		{"an empty body", http.MethodPost, "", adminJSON(admin), http.StatusBadRequest},
+		{"an unknown field", http.MethodPost, `{"key":"` + next + `","force":true}`, adminJSON(admin), http.StatusBadRequest},
+		{"trailing data", http.MethodPost, good + `{}`, adminJSON(admin), http.StatusBadRequest},
+		{"a key that is not base64", http.MethodPost, `{"key":"not a key"}`, adminJSON(admin), http.StatusBadRequest},
+		{"a short key", http.MethodPost, `{"key":"AAAA"}`, adminJSON(admin), http.StatusBadRequest},
+		{"a negative rate", http.MethodPost, `{"key":"` + next + `","rate":-1}`, adminJSON(admin), http.StatusBadRequest},
+		{"no key", http.MethodPost, `{}`, adminJSON(admin), http.StatusBadRequest},
+		{"the current key", http.MethodPost, `{"key":"` + readKey(t, filepath.Join(dir, node.RootKeyFile)) + `"}`, adminJSON(admin), http.StatusBadRequest},
+		{"a passphrase on a key node", http.MethodPost, `{"passphrase":"` + testPassphrase + `"}`, adminJSON(admin), http.StatusBadRequest},
+	} {
+		resp, body := do(t, c.method, l.admin+"/v1/sys/rekey", c.body, c.h)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, body, c.want)
+		}
+		if c.want == http.StatusBadRequest && !strings.Contains(string(body), "error_description") {
+			t.Errorf("%s: %s, want a described error", c.name, body)
+		}
+	}
+	resp, body := do(t, http.MethodGet, l.admin+"/v1/sys/rekey", "", bearer(admin))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"none"`) {
+		t.Fatalf("status before any rotation: %d %s", resp.StatusCode, body)
+	}
+
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/rekey", good, adminJSON(admin)); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("start: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/rekey", `{"key":"`+randomKey(t)+`"}`, adminJSON(admin)); resp.StatusCode != http.StatusConflict {
+		t.Errorf("a second rotation meanwhile: %d %s, want 409", resp.StatusCode, body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body = do(t, http.MethodGet, l.admin+"/v1/sys/rekey", "", bearer(admin))
+		if strings.Contains(string(body), `"state":"done"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotation did not finish: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := readKey(t, filepath.Join(dir, node.RootKeyFile)); got != next {
+		t.Error("the dev root key file does not hold the new key")
+	}
+	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/seal", "", adminJSON(admin)); resp.StatusCode != http.StatusOK {
+		t.Fatal("seal")
+	}
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/rekey", `{"key":"`+randomKey(t)+`"}`, adminJSON(admin)); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a rotation on a sealed node: %d %s, want 503", resp.StatusCode, body)
+	}
+}
+
+// readKey reads a root key file and returns its base64 text.
+func readKey(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := rootkey.ParseKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Destroy()
+	return strings.TrimSpace(string(b))
+}

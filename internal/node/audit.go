@@ -250,8 +250,13 @@ func (n *Node) keepAuditKey(pub ed25519.PublicKey) {
 		return
 	}
 	if err == nil {
+		// Earlier files verify with the old key only: keep it beside.
+		prev := filepath.Join(n.cfg.DataDir, "audit-"+audit.KeyID(old)+".pub")
+		if err := os.Link(path, prev); err != nil && !errors.Is(err, fs.ErrExist) {
+			n.log.Warn("could not keep the previous audit public key", "path", prev, "err", err)
+		}
 		n.log.Warn("the audit signing key changed (another root key); checkpoints from now on are signed by the new one, verify earlier files with the old one",
-			"old", audit.KeyID(old), "new", audit.KeyID(pub))
+			"old", audit.KeyID(old), "new", audit.KeyID(pub), "old_key_file", prev)
 	}
 	pemBytes, err := jose.MarshalPublicPEM(pub)
 	if err == nil {

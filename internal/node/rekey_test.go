@@ -195,6 +195,11 @@ func TestRekey(t *testing.T) {
 	if err := check(n); err != nil {
 		t.Errorf("after the rotation: %v", err)
 	}
+	// The audit log's checkpoint key follows the root key; the old public
+	// key is kept to verify the files it signed.
+	if prev, _ := filepath.Glob(filepath.Join(r.dir, "a", "audit-*.pub")); len(prev) != 1 {
+		t.Errorf("previous audit keys kept: %v, want one", prev)
+	}
 	stop()
 
 	// The old key no longer starts a node; the new one does, and opens all.
@@ -324,4 +329,81 @@ func TestRekeyFleet(t *testing.T) {
 	if got := sealedUnder(t, a.Store()); len(got) != 1 {
 		t.Errorf("records under %v, want all under the new key", got)
 	}
+}
+
+// TestRekeyPassphrase: a node unsealed by passphrase rotates to a new
+// passphrase: the current one must be given (the node cannot read it
+// again), its keyring.json is replaced, and afterwards only the new
+// passphrase unseals it.
+func TestRekeyPassphrase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const newPass = "a new and longer passphrase"
+	k, err := rootkey.InitPassphrase(filepath.Join(dir, KeyringFile), []byte(testPassphrase), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Destroy()
+	open := func() (*Node, func()) {
+		n, err := Open(t.Context(), Config{DataDir: dir, Issuer: "https://keygate.test", Audience: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); n.Run(ctx) }()
+		var once sync.Once
+		stop := func() { once.Do(func() { cancel(); <-done; n.Close() }) }
+		t.Cleanup(stop)
+		return n, stop
+	}
+	n, stop := open()
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); err != nil {
+		t.Fatal(err)
+	}
+	check := tenantValues(t, n, 5)
+	for _, bad := range []struct {
+		name string
+		req  RekeyRequest
+		want string
+	}{
+		{"no current passphrase", RekeyRequest{NewPassphrase: []byte(newPass)}, "give the current root key or passphrase"},
+		{"a wrong current passphrase", RekeyRequest{NewPassphrase: []byte(newPass), CurrentPassphrase: []byte("not the passphrase at all")}, "wrong current passphrase"},
+		{"a key on a passphrase node", RekeyRequest{NewKey: mustGenerate(t), CurrentPassphrase: []byte(testPassphrase)}, "give a new passphrase"},
+		{"a short passphrase", RekeyRequest{NewPassphrase: []byte("short"), CurrentPassphrase: []byte(testPassphrase)}, "passphrase"},
+	} {
+		var refused *RefusedError
+		if _, err := n.StartRekey(t.Context(), bad.req); !errors.As(err, &refused) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", bad.name, err, bad.want)
+		}
+	}
+	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewPassphrase: []byte(newPass), CurrentPassphrase: []byte(testPassphrase)}); err != nil {
+		t.Fatal(err)
+	}
+	waitRekey(t, n, "the rotation", func(s RekeyStatus) bool { return s.State == store.RekeyDone })
+	stop()
+
+	n, _ = open()
+	var refused *RefusedError
+	if err := n.Unseal(t.Context(), []byte(testPassphrase)); !errors.As(err, &refused) {
+		t.Fatalf("the old passphrase after the rotation: %v, want a refusal", err)
+	}
+	if err := n.Unseal(t.Context(), []byte(newPass)); err != nil {
+		t.Fatalf("the new passphrase: %v", err)
+	}
+	if err := check(n); err != nil {
+		t.Error(err)
+	}
+}
+
+func mustGenerate(t *testing.T) rootkey.Key {
+	t.Helper()
+	k, err := rootkey.Generate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Destroy)
+	return k
 }
