@@ -32,7 +32,7 @@ type rekeyStatus struct {
 
 func (a *app) operatorRekey(ctx context.Context, args []string) error {
 	fs := a.flags("keygate operator rekey",
-		"(--generate FILE | --new-key-file FILE | --new-passphrase [--new-passphrase-file FILE] | --status) [--wait] [flags]",
+		"(--generate FILE | --new-key-file FILE | --new-passphrase [--new-passphrase-file FILE]) (--current-key-file FILE | --current-passphrase) [--rate N] [--wait] [flags]\n       keygate operator rekey --status [--wait] [flags]",
 		"Rotates the root key of a running node and of every node sharing its store, without\n"+
 			"downtime: the new key becomes current on every node within seconds, then the signing keys\n"+
 			"and the tenants' data keys are rewrapped under it in the background (resumed by any node\n"+
@@ -40,17 +40,17 @@ func (a *app) operatorRekey(ctx context.Context, args []string) error {
 			"the new one. Give the new root key in a file (--new-key-file), or have one generated\n"+
 			"into a new file (--generate; mode 0600), for nodes whose root key is a file or variable;\n"+
 			"give a new passphrase for nodes unsealed by passphrase (each node's keyring.json is\n"+
-			"replaced). The node reads its current key from its own key file or variable; give it\n"+
-			"with --current-key-file or --current-passphrase when it cannot. Replace every node's\n"+
-			"key file or variable with the new key before that node's next start. --status prints\n"+
-			"the rotation's progress; --wait follows it until it is done.")
+			"replaced). The current key is required too (--current-key-file or --current-passphrase):\n"+
+			"the admin token alone cannot choose a root key; only a dev node reads its own. Replace\n"+
+			"every node's key file or variable with the new key before that node's next start.\n"+
+			"--status prints the rotation's progress; --wait follows it until it is done.")
 	var af adminFlags
 	af.register(fs)
 	generate := fs.String("generate", "", "generate the new root key into this new `file`")
 	newKeyFile := fs.String("new-key-file", "", "the new root key's `file`")
 	newPass := fs.Bool("new-passphrase", false, "rotate to a new passphrase (read from the terminal twice, or standard input)")
 	newPassFile := fs.String("new-passphrase-file", "", "read the new passphrase from this `file` (implies --new-passphrase)")
-	curKeyFile := fs.String("current-key-file", "", "the current root key's `file`, if the node cannot read its own")
+	curKeyFile := fs.String("current-key-file", "", "the current root key's `file`")
 	curPass := fs.Bool("current-passphrase", false, "give the current passphrase (asked after the new one)")
 	rate := fs.Int("rate", 0, "rewrap at most `N` records a second (0: no bound)")
 	status := fs.Bool("status", false, "print the rotation's progress and exit")

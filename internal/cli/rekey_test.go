@@ -62,7 +62,7 @@ func TestRekeyKill9(t *testing.T) {
 	env := []string{"KEYGATE_TOKEN_SERVICE_ROOT_KEY_FILE=" + oldKey, "KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE=" + adminFile}
 	first := startChildEnv(t, bin, args, env, addr)
 	adminURL := "http://" + adminAddr
-	out := h.must("operator", "rekey", "--generate", newKey, "--rate", "15", "--admin", adminURL, "--admin-token-file", adminFile)
+	out := h.must("operator", "rekey", "--generate", newKey, "--current-key-file", oldKey, "--rate", "15", "--admin", adminURL, "--admin-token-file", adminFile)
 	if !strings.Contains(out, "started") || !strings.Contains(out, newKey) {
 		t.Fatalf("operator rekey printed %q", out)
 	}

@@ -133,7 +133,10 @@ func TestRekeyUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{"key": strings.TrimSpace(string(text)), "rate": 50})
+	body, _ := json.Marshal(map[string]any{"key": strings.TrimSpace(string(text)), "current_key": readKey(t, oldKey), "rate": 50})
+	if resp, out := do(t, http.MethodPost, a.admin+"/v1/sys/rekey", `{"key":"`+readKey(t, newKey)+`"}`, adminJSON(auditAdminToken)); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a rotation without the current key: %d %s, want 400", resp.StatusCode, out)
+	}
 	resp, out := do(t, http.MethodPost, a.admin+"/v1/sys/rekey", string(body), adminJSON(auditAdminToken))
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST /v1/sys/rekey: %d %s", resp.StatusCode, out)

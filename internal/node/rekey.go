@@ -66,9 +66,11 @@ var (
 
 // RekeyRequest asks for a rotation: exactly one of NewKey (on a node whose
 // root key is a file or variable) and NewPassphrase (on a node unsealed by
-// passphrase). The current root key is needed to seal it under the new
-// one: CurrentKey or CurrentPassphrase, or, when neither is given, the
-// node's own key file or variable.
+// passphrase), and the current root key, CurrentKey or CurrentPassphrase.
+// The current key is required because the admin token alone must not let
+// its holder choose a root key it knows: whoever rotates must already hold
+// the root key. Only a dev node, whose key lies in its data directory,
+// reads it there when neither is given.
 type RekeyRequest struct {
 	NewKey            rootkey.Key
 	NewPassphrase     []byte
@@ -111,6 +113,8 @@ func (r *rekeying) poke() {
 	}
 }
 
+func rekeyRefused(reason string) error { return &RefusedError{Reason: reason, Op: "rekey"} }
+
 func rekeyAAD(id, which string) []byte { return []byte("keygate rekey " + id + " " + which) }
 
 // StartRekey starts a rotation to req's new key (see the package comment
@@ -144,7 +148,7 @@ func (n *Node) StartRekey(ctx context.Context, req RekeyRequest) (RekeyStatus, e
 	}
 	defer next.Destroy()
 	if ids, _ := n.keyring.KeyIDs(); slices.Contains(ids, next.ID()) {
-		return RekeyStatus{}, refused("the new root key is one this node holds already")
+		return RekeyStatus{}, rekeyRefused("the new root key is one this node holds already")
 	}
 	id := make([]byte, 8)
 	rand.Read(id)
@@ -184,33 +188,27 @@ func (n *Node) currentRootKey(req RekeyRequest, cur rootkey.KeyID) (rootkey.Key,
 	switch {
 	case !req.CurrentKey.IsZero():
 		if id := req.CurrentKey.ID(); id != cur {
-			return rootkey.Key{}, refused(fmt.Sprintf("the current root key given is %s, not the node's %s", id, cur))
+			return rootkey.Key{}, rekeyRefused(fmt.Sprintf("the current root key given is %s, not the node's %s", id, cur))
 		}
 		return cloneKey(req.CurrentKey)
 	case len(req.CurrentPassphrase) > 0:
 		h, herr := rootkey.ReadHeader(n.keyringFile())
 		if herr != nil {
-			return rootkey.Key{}, refused("no unseal passphrase is set up on this node: give the current root key")
+			return rootkey.Key{}, rekeyRefused("no unseal passphrase is set up on this node: give the current root key")
 		}
 		if k, err = h.Derive(req.CurrentPassphrase); err != nil {
-			return rootkey.Key{}, refused("wrong current passphrase")
+			return rootkey.Key{}, rekeyRefused("wrong current passphrase")
 		}
-	case n.boot.RootKeyPath != "":
+	case n.boot.Dev && n.boot.RootKeyPath != "":
 		if k, err = rootkey.LoadKeyFile(n.boot.RootKeyPath); err != nil {
 			return rootkey.Key{}, fmt.Errorf("reading the current root key: %w", err)
 		}
 	default:
-		v, ok := n.cfg.LookupEnv(RootKeyEnv)
-		if !ok || v == "" {
-			return rootkey.Key{}, refused("give the current root key or passphrase: this node's was not read from a file or variable it can read again")
-		}
-		if k, err = rootkey.ParseKey([]byte(v)); err != nil {
-			return rootkey.Key{}, fmt.Errorf("reading the current root key from %s: %w", RootKeyEnv, err)
-		}
+		return rootkey.Key{}, rekeyRefused("give the current root key (or passphrase): rotating the root key takes the key it replaces")
 	}
 	if k.ID() != cur {
 		k.Destroy()
-		return rootkey.Key{}, refused(fmt.Sprintf("the current root key found is %s, not the node's %s (a file replaced early?): give the current one", k.ID(), cur))
+		return rootkey.Key{}, rekeyRefused(fmt.Sprintf("the current root key found is %s, not the node's %s", k.ID(), cur))
 	}
 	return k, nil
 }
@@ -237,15 +235,15 @@ func (n *Node) newRootKey(req RekeyRequest) (rootkey.Key, []byte, error) {
 	passNode := n.keyring.HasHeader()
 	switch {
 	case req.NewKey.IsZero() == (len(req.NewPassphrase) == 0):
-		return rootkey.Key{}, nil, refused("give exactly one of a new root key and a new passphrase")
+		return rootkey.Key{}, nil, rekeyRefused("give exactly one of a new root key and a new passphrase")
 	case len(req.NewPassphrase) > 0 && !passNode:
-		return rootkey.Key{}, nil, refused("this node's root key is not derived from a passphrase: give a new root key")
+		return rootkey.Key{}, nil, rekeyRefused("this node's root key is not derived from a passphrase: give a new root key")
 	case !req.NewKey.IsZero() && passNode:
-		return rootkey.Key{}, nil, refused("this node is unsealed by passphrase: give a new passphrase")
+		return rootkey.Key{}, nil, rekeyRefused("this node is unsealed by passphrase: give a new passphrase")
 	case len(req.NewPassphrase) > 0:
 		k, header, err := rootkey.NewHeader(req.NewPassphrase, n.cfg.Rand)
 		if errors.Is(err, rootkey.ErrWeakPassphrase) {
-			return rootkey.Key{}, nil, refused(err.Error())
+			return rootkey.Key{}, nil, rekeyRefused(err.Error())
 		}
 		return k, header, err
 	}
@@ -370,7 +368,12 @@ func (n *Node) afterSwitch(r store.Rekey) {
 	if r.Header != nil && n.keyring.HasHeader() {
 		path := n.keyringFile()
 		if cur, err := os.ReadFile(path); err != nil || !bytes.Equal(cur, r.Header) {
-			if err := rootkey.ReplaceHeader(path, r.Header); err != nil {
+			// Only a header that unseals the key now current replaces the
+			// node's: the state is the store's, which is not trusted with
+			// the node's next unseal.
+			if err := n.keyring.CheckHeader(r.Header); err != nil {
+				n.log.Error("root key rotation: the new passphrase header does not match the new root key; the node keeps its own", "path", path, "err", err)
+			} else if err := rootkey.ReplaceHeader(path, r.Header); err != nil {
 				n.log.Error("root key rotation: replacing the passphrase header failed; the old passphrase still unseals this node until the rotation ends", "path", path, "err", err)
 			} else {
 				n.log.Warn("root key rotation: the passphrase header is replaced; unseal with the new passphrase from now on", "path", path)

@@ -158,9 +158,10 @@ func TestRekey(t *testing.T) {
 		req  RekeyRequest
 		want string
 	}{
-		{"no new key", RekeyRequest{}, "exactly one"},
-		{"the current key again", RekeyRequest{NewKey: oldK}, "holds already"},
-		{"a passphrase on a key node", RekeyRequest{NewPassphrase: []byte(testPassphrase)}, "not derived from a passphrase"},
+		{"no current key", RekeyRequest{NewKey: newK}, "give the current root key"},
+		{"no new key", RekeyRequest{CurrentKey: oldK}, "exactly one"},
+		{"the current key again", RekeyRequest{NewKey: oldK, CurrentKey: oldK}, "holds already"},
+		{"a passphrase on a key node", RekeyRequest{NewPassphrase: []byte(testPassphrase), CurrentKey: oldK}, "not derived from a passphrase"},
 		{"a wrong current key", RekeyRequest{NewKey: newK, CurrentKey: newK}, "not the node's"},
 	} {
 		var refused *RefusedError
@@ -172,14 +173,14 @@ func TestRekey(t *testing.T) {
 		t.Fatalf("a refused rotation stored a state: %v", err)
 	}
 
-	st, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: newK})
+	st, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: newK, CurrentKey: oldK})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.OldKeyID != oldK.ID().String() || st.NewKeyID != newK.ID().String() || st.State != store.RekeyRewrapping {
 		t.Fatalf("started %+v", st)
 	}
-	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: newK}); !errors.Is(err, ErrRekeyRunning) {
+	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: mustGenerate(t), CurrentKey: newK}); !errors.Is(err, ErrRekeyRunning) {
 		t.Errorf("a second rotation meanwhile: %v, want ErrRekeyRunning", err)
 	}
 	done := waitRekey(t, n, "the rotation", func(s RekeyStatus) bool { return s.State == store.RekeyDone })
@@ -223,7 +224,7 @@ func TestRekeyResumes(t *testing.T) {
 	r := newRekeyRig(t, config.TokenService{})
 	n, stop := r.open("a", r.oldKey)
 	check := tenantValues(t, n, 30)
-	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: loadKey(t, r.newKey), Rate: 10}); err != nil {
+	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: loadKey(t, r.newKey), CurrentKey: loadKey(t, r.oldKey), Rate: 10}); err != nil {
 		t.Fatal(err)
 	}
 	mid := waitRekey(t, n, "partway", func(s RekeyStatus) bool { return s.Done >= 3 })
@@ -295,7 +296,7 @@ func TestRekeyFleet(t *testing.T) {
 	}
 	newK := loadKey(t, r.newKey)
 	start := time.Now()
-	if _, err := a.StartRekey(t.Context(), RekeyRequest{NewKey: newK, Rate: 200}); err != nil {
+	if _, err := a.StartRekey(t.Context(), RekeyRequest{NewKey: newK, CurrentKey: loadKey(t, r.oldKey), Rate: 200}); err != nil {
 		t.Fatal(err)
 	}
 	var switched time.Duration
@@ -369,7 +370,7 @@ func TestRekeyPassphrase(t *testing.T) {
 		req  RekeyRequest
 		want string
 	}{
-		{"no current passphrase", RekeyRequest{NewPassphrase: []byte(newPass)}, "give the current root key or passphrase"},
+		{"no current passphrase", RekeyRequest{NewPassphrase: []byte(newPass)}, "give the current root key"},
 		{"a wrong current passphrase", RekeyRequest{NewPassphrase: []byte(newPass), CurrentPassphrase: []byte("not the passphrase at all")}, "wrong current passphrase"},
 		{"a key on a passphrase node", RekeyRequest{NewKey: mustGenerate(t), CurrentPassphrase: []byte(testPassphrase)}, "give a new passphrase"},
 		{"a short passphrase", RekeyRequest{NewPassphrase: []byte("short"), CurrentPassphrase: []byte(testPassphrase)}, "passphrase"},

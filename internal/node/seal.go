@@ -114,9 +114,18 @@ var (
 
 // RefusedError is a passphrase or root key Unseal refused: Reason says why,
 // for the operator who sent it, and names no secret.
-type RefusedError struct{ Reason string }
+type RefusedError struct {
+	Reason string
+	Op     string // what was refused: "unseal" when empty, or "rekey"
+}
 
-func (e *RefusedError) Error() string { return "unseal refused: " + e.Reason }
+func (e *RefusedError) Error() string {
+	op := e.Op
+	if op == "" {
+		op = "unseal"
+	}
+	return op + " refused: " + e.Reason
+}
 
 func refused(reason string) error { return &RefusedError{Reason: reason} }
 

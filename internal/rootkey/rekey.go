@@ -1,6 +1,7 @@
 package rootkey
 
 import (
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -133,4 +134,30 @@ func encodeHeader(h *Header) ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// CheckHeader reports whether data is a valid header made for the
+// keyring's current root key (nil), as Header.CheckKey would for the key
+// itself: a header handed from node to node replaces a node's own only if
+// it unseals the key the node already holds.
+func (k *Keyring) CheckHeader(data []byte) error {
+	r := k.state.Load()
+	if r == nil {
+		return ErrSealed
+	}
+	h, err := parseHeader(data)
+	if err != nil {
+		return err
+	}
+	var pt []byte
+	secretDo(func() {
+		pt, err = r.current.aead.Open(nil, h.check[:nonceSize], h.check[nonceSize:], h.checkAAD())
+	})
+	if err != nil || subtle.ConstantTimeCompare(pt, []byte(checkLabel)) != 1 {
+		return ErrWrongKey
+	}
+	if h.keyID != r.current.id {
+		return fmt.Errorf("%w: key_id %s does not match the key's %s", ErrHeader, h.keyID, r.current.id)
+	}
+	return nil
 }

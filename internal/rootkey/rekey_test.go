@@ -159,3 +159,24 @@ func TestReplaceHeader(t *testing.T) {
 		t.Errorf("files left beside the header: %v", entries)
 	}
 }
+
+// TestCheckHeader: a header passes only for the keyring's current key.
+func TestCheckHeader(t *testing.T) {
+	k, data, err := newHeader([]byte("correct horse battery"), nil, testArgon2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mustRing(t, k).CheckHeader(data); err != nil {
+		t.Errorf("the key's own header: %v", err)
+	}
+	if err := mustRing(t, mustKey(t)).CheckHeader(data); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("another key: %v, want ErrWrongKey", err)
+	}
+	if err := mustRing(t, k).CheckHeader([]byte(`{"version":1}`)); !errors.Is(err, ErrHeader) {
+		t.Errorf("a damaged header: %v, want ErrHeader", err)
+	}
+	sealed, _ := New(Options{})
+	if err := sealed.CheckHeader(data); !errors.Is(err, ErrSealed) {
+		t.Errorf("a sealed keyring: %v, want ErrSealed", err)
+	}
+}
