@@ -46,8 +46,16 @@ func DecodeRekey(body []byte, revision int64) (store.Rekey, error) {
 	if err := json.Unmarshal(body, &j); err != nil {
 		return store.Rekey{}, fmt.Errorf("rekey state: %w", err)
 	}
-	return store.Rekey{ID: j.ID, State: j.State, OldKeyID: j.OldKeyID, NewKeyID: j.NewKeyID, NewByOld: j.NewByOld,
-		OldByNew: j.OldByNew, Header: j.Header, Rate: j.Rate, Done: j.Done, Total: j.Total, Failed: j.Failed,
+	return store.Rekey{ID: j.ID, State: j.State, OldKeyID: j.OldKeyID, NewKeyID: j.NewKeyID, NewByOld: nilIfEmpty(j.NewByOld),
+		OldByNew: nilIfEmpty(j.OldByNew), Header: nilIfEmpty(j.Header), Rate: j.Rate, Done: j.Done, Total: j.Total, Failed: j.Failed,
 		Worker: j.Worker, LeaseUntil: j.LeaseUntil, StartedAt: j.StartedAt, UpdatedAt: j.UpdatedAt,
 		FinishedAt: j.FinishedAt, Revision: revision}, nil
+}
+
+// nilIfEmpty is b, or nil when b is empty: an empty sealed key is none.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
