@@ -268,9 +268,14 @@ func (c *call) readParams() error {
 	case len(strings.TrimSpace(string(b))) == 0:
 		return nil
 	}
+	// A key given twice would be read one way here and another way by a
+	// proxy or an audit reader in front: refused, as the KV API does.
+	if err := secrets.CheckObject("the request body", b); err != nil {
+		return badRequest(err.Error())
+	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
-	if err := dec.Decode(&c.params); err != nil || dec.More() {
+	if err := dec.Decode(&c.params); err != nil {
 		return badRequest("the request body is not a JSON object")
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -282,4 +283,36 @@ func FuzzRequests(f *testing.F) {
 			t.Fatalf("%q: %d", in, resp.StatusCode)
 		}
 	})
+}
+
+// TestStrictBodies: a body with a key twice, data after the object, or
+// text that is not UTF-8 is refused with 400 before anything is stored.
+func TestStrictBodies(t *testing.T) {
+	e := start(t)
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	for _, c := range []struct{ name, path, body string }{
+		{"a key twice", "/v1/sys/policies/password/p", `{"policy":"length = 20","policy":"length = 4"}`},
+		{"a key twice, nested", "/v1/totp/keys/k", `{"generate":true,"issuer":"a","account_name":"b","x":{"a":1,"a":2}}`},
+		{"data after the object", "/v1/sys/policies/password/p", `{"policy":"length = 20"} {}`},
+		{"not UTF-8", "/v1/sys/policies/password/p", "{\"policy\":\"length = 20\xff\"}"},
+		{"an array", "/v1/totp/keys/k", `[1]`},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+c.path, strings.NewReader(c.body))
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"errors"`) {
+			t.Errorf("%s: %d %s, want 400 in Vault's envelope", c.name, resp.StatusCode, b)
+		}
+	}
+	c := e.client("default", allScopes...)
+	for _, path := range []string{"sys/policies/password/p", "totp/keys/k"} {
+		if r, err := c.Logical().Read(path); err != nil || r != nil {
+			t.Errorf("%s after the refusals: %+v, %v, want nothing stored", path, r, err)
+		}
+	}
 }
