@@ -268,6 +268,12 @@ func (s tracedStore) PutSigningKey(ctx context.Context, k store.SigningKey) erro
 	return s.st.PutSigningKey(ctx, k)
 }
 
+func (s tracedStore) RestoreTransitKey(ctx context.Context, k store.TransitKey, versions []store.TransitKeyVersion) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.restore_transit_key", trace.SpanKindClient)
+	defer span.End()
+	return s.st.RestoreTransitKey(ctx, k, versions)
+}
+
 func (s tracedStore) RetireSigningKey(ctx context.Context, kid string, at time.Time) error {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.retire_signing_key", trace.SpanKindClient)
 	defer span.End()

@@ -342,6 +342,33 @@ func NewTransitKey(k TransitKey, first TransitKeyVersion) (TransitKey, TransitKe
 	return k, first, nil
 }
 
+// NewRestoredTransitKey is what RestoreTransitKey stores: versions must be
+// consecutive and ascending, each valid; they become the key's (MinAvailable
+// the first, Latest the last), and Revision is 1. Its error wraps
+// ErrInvalid.
+func NewRestoredTransitKey(k TransitKey, versions []TransitKeyVersion) (TransitKey, []TransitKeyVersion, error) {
+	if len(versions) == 0 {
+		return TransitKey{}, nil, fmt.Errorf("%w: transit key %q: no version to restore", ErrInvalid, k.Name)
+	}
+	out := make([]TransitKeyVersion, len(versions))
+	for i, v := range versions {
+		v.Tenant, v.Name = k.Tenant, k.Name
+		if err := v.Validate(); err != nil {
+			return TransitKey{}, nil, err
+		}
+		if i > 0 && v.Version != out[i-1].Version+1 {
+			return TransitKey{}, nil, fmt.Errorf("%w: transit key %q: version %d after %d", ErrInvalid, k.Name, v.Version, out[i-1].Version)
+		}
+		out[i] = v
+	}
+	k.MinAvailable = out[0].Version
+	k, _, err := NewTransitKey(k, out[len(out)-1])
+	if err != nil {
+		return TransitKey{}, nil, err
+	}
+	return k, out, nil
+}
+
 // CheckTrim states whether k, as stored, may be trimmed to minAvailable:
 // not above its Latest (that version is always kept) nor below its
 // MinAvailable (those versions are gone). Its error wraps ErrInvalid.
@@ -544,6 +571,10 @@ type TransitKeys interface {
 	// given. A name the tenant has is ErrConflict, a tenant that does not
 	// exist ErrNotFound.
 	CreateTransitKey(ctx context.Context, k TransitKey, first TransitKeyVersion) error
+	// RestoreTransitKey stores a key with every version it has (see
+	// NewRestoredTransitKey) in one transaction: all or nothing. A name the
+	// tenant has is ErrConflict, a tenant that does not exist ErrNotFound.
+	RestoreTransitKey(ctx context.Context, k TransitKey, versions []TransitKeyVersion) error
 	// GetTransitKey returns the key and its versions from MinAvailable
 	// to Latest, ascending, as of one moment.
 	GetTransitKey(ctx context.Context, tenant, name string) (TransitKey, []TransitKeyVersion, error)

@@ -46,6 +46,36 @@ func (s *Store) CreateTransitKey(ctx context.Context, k store.TransitKey, first 
 	return nil
 }
 
+// RestoreTransitKey stores a key and all its versions in one transaction.
+func (s *Store) RestoreTransitKey(ctx context.Context, k store.TransitKey, versions []store.TransitKeyVersion) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	const op = "restore transit key"
+	k, versions, err := store.NewRestoredTransitKey(k, versions)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO transit_keys (tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			k.Tenant, k.Name, k.Type, codec.NonNil(k.Config), k.Latest, k.MinAvailable, k.Revision,
+			ts(k.CreatedAt), ts(k.UpdatedAt)); err != nil {
+			return err
+		}
+		for _, v := range versions {
+			if _, err := tx.Exec(ctx, `INSERT INTO transit_key_versions (tenant, name, version, sealed, created_at)
+				VALUES ($1, $2, $3, $4, $5)`, v.Tenant, v.Name, v.Version, v.Sealed, ts(v.CreatedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return wrapInTenant(ctx, op, k.Tenant, err)
+	}
+	return nil
+}
+
 // GetTransitKey returns the key and its versions from MinAvailable up,
 // ascending, in one statement (so as of one moment); or
 // store.ErrNotFound.

@@ -59,6 +59,30 @@ func (s *Store) CreateTransitKey(ctx context.Context, k store.TransitKey, first 
 	})
 }
 
+// RestoreTransitKey stores a key and all its versions in one transaction.
+func (s *Store) RestoreTransitKey(ctx context.Context, k store.TransitKey, versions []store.TransitKeyVersion) error {
+	const op = "restore transit key"
+	k, versions, err := store.NewRestoredTransitKey(k, versions)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.inTx(ctx, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO transit_keys
+			(tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.Tenant, k.Name, k.Type, codec.NonNil(k.Config), k.Latest, k.MinAvailable, k.Revision,
+			micros(k.CreatedAt), micros(k.UpdatedAt)); err != nil {
+			return wrapInTenant(ctx, op, k.Tenant, err)
+		}
+		for _, v := range versions {
+			if err := s.insertVersion(ctx, tx, op, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, op string, v store.TransitKeyVersion) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO transit_key_versions (tenant, name, version, sealed, created_at)
 		VALUES (?, ?, ?, ?, ?)`, v.Tenant, v.Name, v.Version, v.Sealed, micros(v.CreatedAt))

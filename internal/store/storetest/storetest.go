@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitTrim", testTransitTrim},
 		{"TransitDelete", testTransitDelete},
 		{"TransitTenants", testTransitTenants},
+		{"TransitRestore", testTransitRestore},
 		{"SecretRoundTrip", testSecretRoundTrip},
 		{"SecretNotFound", testSecretNotFound},
 		{"SecretConflict", testSecretConflict},

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -373,5 +374,40 @@ func transitCalls(ctx context.Context, s store.Store, tenant string) []call {
 		{"AddTransitKeyVersion", func() error { return s.AddTransitKeyVersion(ctx, keyVersion(tenant, "k", 2, t0)) }},
 		{"TrimTransitKey", func() error { return s.TrimTransitKey(ctx, tenant, "k", 1) }},
 		{"DeleteTransitKey", func() error { return s.DeleteTransitKey(ctx, tenant, "k", 1) }},
+	}
+}
+
+// testTransitRestore: a restored key arrives with all its versions at
+// once, MinAvailable its first and Latest its last; a taken name, an
+// unknown tenant or versions out of order write nothing.
+func testTransitRestore(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k, v3 := transitKey(store.DefaultTenant, "restored", t0)
+	var vs []store.TransitKeyVersion
+	for i := range 3 {
+		v := v3
+		v.Version, v.Sealed, v.CreatedAt = 3+i, []byte{byte('a' + i)}, t0.Add(time.Duration(i)*time.Hour)
+		vs = append(vs, v)
+	}
+	must(t, "RestoreTransitKey", s.RestoreTransitKey(ctx, k, vs))
+	want := k
+	want.Latest, want.MinAvailable, want.Revision = 5, 3, 1
+	sameKey(t, s, "restored key", want, vs)
+
+	other := vs[:1]
+	wantErr(t, "RestoreTransitKey(taken name)", s.RestoreTransitKey(ctx, k, other), store.ErrConflict)
+	sameKey(t, s, "restored key after a refused restore", want, vs)
+	nk := k
+	nk.Tenant = "nowhere"
+	wantErr(t, "RestoreTransitKey(unknown tenant)", s.RestoreTransitKey(ctx, nk, vs), store.ErrNotFound)
+	gap := k
+	gap.Name = "gap"
+	wantErr(t, "RestoreTransitKey(a gap)", s.RestoreTransitKey(ctx, gap, []store.TransitKeyVersion{vs[0], vs[2]}), store.ErrInvalid)
+	wantErr(t, "RestoreTransitKey(none)", s.RestoreTransitKey(ctx, gap, nil), store.ErrInvalid)
+	bad := append([]store.TransitKeyVersion{}, vs...)
+	bad[2].Sealed = nil
+	wantErr(t, "RestoreTransitKey(an empty version)", s.RestoreTransitKey(ctx, gap, bad), store.ErrInvalid)
+	if _, _, err := s.GetTransitKey(ctx, store.DefaultTenant, "gap"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused restore left a key: %v", err)
 	}
 }

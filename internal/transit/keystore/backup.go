@@ -3,7 +3,6 @@ package keystore
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
@@ -46,12 +45,9 @@ func (s *Service) Backup(ctx context.Context, tenant, name string) (transit.Secr
 // key is deleted first (whatever its deletion_allowed: Vault's force
 // overwrites).
 //
-// The store takes a key one version at a time: the key is created with its
-// oldest version and a configuration that names no version below it, the
-// other versions are added, and then the configuration is written. Until
-// then the key is already visible, with fewer versions; a failure on the
-// way deletes what was written. Every version is sealed before the first
-// write, so only the store can fail there.
+// The key and all its versions are written in one store transaction, so
+// no node ever sees the key with some of its versions, and a failure
+// writes nothing. Every version is sealed before the write.
 func (s *Service) Restore(ctx context.Context, tenant string, k *transit.Key, force bool) (*transit.Key, error) {
 	name := k.Name()
 	id := keyID{tenant, name}
@@ -125,28 +121,16 @@ func (s *Service) clearForRestore(ctx context.Context, id keyID, force bool) err
 	}
 }
 
-// storeRestored writes the restored key (see Restore) and returns its
-// entry; on a failure after the key's row was created, the row is deleted.
+// storeRestored writes the restored key, with all its versions and its
+// configuration, in one store transaction, and returns its entry.
 func (s *Service) storeRestored(ctx context.Context, tenant string, k *transit.Key, rows []store.TransitKeyVersion, sealed map[int][]byte) (*entry, error) {
-	final := k.Config()
-	first := rows[0].Version
-	// The configuration while the versions are added: it names none below
-	// the first, and no rotation is due.
-	interim := final
-	interim.LatestVersion, interim.MinDecryptionVersion, interim.MinEncryptionVersion = first, first, first
-	interim.AutoRotatePeriod = 0
-	ib, err := transit.MarshalConfig(interim)
-	if err != nil {
-		return nil, err
-	}
-	fb, err := transit.MarshalConfig(final)
+	cfg, err := transit.MarshalConfig(k.Config())
 	if err != nil {
 		return nil, err
 	}
 	now := s.stamp()
-	tk := store.TransitKey{Tenant: tenant, Name: k.Name(), Type: k.Type().String(), Config: ib,
-		MinAvailable: first, CreatedAt: now, UpdatedAt: now}
-	switch err := s.st.CreateTransitKey(ctx, tk, rows[0]); {
+	tk := store.TransitKey{Tenant: tenant, Name: k.Name(), Type: k.Type().String(), Config: cfg, CreatedAt: now, UpdatedAt: now}
+	switch err := s.st.RestoreTransitKey(ctx, tk, rows); {
 	case errors.Is(err, store.ErrConflict): // made meanwhile
 		return nil, ErrRestoreExists
 	case errors.Is(err, store.ErrNotFound): // the tenant is gone
@@ -154,30 +138,5 @@ func (s *Service) storeRestored(ctx context.Context, tenant string, k *transit.K
 	case err != nil:
 		return nil, err
 	}
-	rev := int64(1)
-	err = func() error {
-		for _, r := range rows[1:] {
-			if err := s.st.AddTransitKeyVersion(ctx, r); err != nil {
-				return err
-			}
-			rev++
-		}
-		tk.Config, tk.Revision, tk.UpdatedAt = fb, rev, s.stamp()
-		return s.st.UpdateTransitKey(ctx, tk)
-	}()
-	if err != nil {
-		s.undoRestore(ctx, tenant, k.Name(), rev)
-		return nil, err
-	}
-	return &entry{key: k, revision: rev + 1, created: now, loaded: s.now(), sealed: sealed}, nil
-}
-
-// undoRestore deletes a restored key whose writing failed half way.
-func (s *Service) undoRestore(ctx context.Context, tenant, name string, rev int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.st.DeleteTransitKey(ctx, tenant, name, rev); err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("a restore failed half way and its key could not be deleted; restore it again with force",
-			"tenant", tenant, "key", name, "err", err)
-	}
+	return &entry{key: k, revision: 1, created: now, loaded: s.now(), sealed: sealed}, nil
 }

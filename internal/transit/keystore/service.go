@@ -83,6 +83,7 @@ func isWord(c byte) bool {
 type Store interface {
 	ListTenants(ctx context.Context) ([]store.Tenant, error)
 	CreateTransitKey(ctx context.Context, k store.TransitKey, first store.TransitKeyVersion) error
+	RestoreTransitKey(ctx context.Context, k store.TransitKey, versions []store.TransitKeyVersion) error
 	GetTransitKey(ctx context.Context, tenant, name string) (store.TransitKey, []store.TransitKeyVersion, error)
 	GetTransitKeyVersion(ctx context.Context, tenant, name string, version int) (store.TransitKeyVersion, error)
 	ListTransitKeys(ctx context.Context, tenant string) ([]string, error)
