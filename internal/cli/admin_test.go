@@ -206,6 +206,14 @@ func TestStatus(t *testing.T) {
 	if out := h.must("status", admin[0], admin[1], "--admin-token-file", h.path("nope")); !strings.Contains(out, "note      signing keys: admin token") {
 		t.Errorf("status without the admin token: %s", out)
 	}
+	if strings.Contains(out, "rekey") {
+		t.Errorf("status names a rotation before any:\n%s", out)
+	}
+	// After a root-key rotation (a dev node reads its own current key).
+	h.must(append([]string{"operator", "rekey", "--generate", h.path("next.key"), "--wait"}, admin...)...)
+	if out := h.must(append([]string{"status"}, admin...)...); !strings.Contains(out, "rekey     done, ") || !strings.Contains(out, "finished ") {
+		t.Errorf("status after a rotation:\n%s", out)
+	}
 
 	// A sealed node: not ready, and status says why.
 	const pass = "a long unseal passphrase"

@@ -19,6 +19,7 @@ type nodeStatus struct {
 	Seal   map[string]any `json:"seal,omitempty"`
 	Keys   []statusKey    `json:"keys,omitempty"`
 	Audit  map[string]any `json:"audit,omitempty"`
+	Rekey  map[string]any `json:"rekey,omitempty"` // the last root-key rotation
 	Notes  []string       `json:"notes,omitempty"` // what could not be read, and why
 }
 
@@ -36,8 +37,8 @@ type statusKey struct {
 func (a *app) status(ctx context.Context, args []string) error {
 	fs := a.flags("keygate status", "[--admin URL] [--json] [flags]",
 		"Shows a running node at a glance, from its admin listener: health, readiness and what keeps\n"+
-			"it from being ready, seal state, signing keys and audit log (the last two with the admin\n"+
-			"token). It exits 1 when the node is not ready, so a script can wait on it.")
+			"it from being ready, seal state, signing keys, audit log and root-key rotation (the last\n"+
+			"three with the admin token). It exits 1 when the node is not ready, so a script can wait on it.")
 	var af adminFlags
 	af.register(fs)
 	asJSON := fs.Bool("json", false, "print the status as JSON")
@@ -86,6 +87,11 @@ func (a *app) status(ctx context.Context, args []string) error {
 	if err := get("/v1/admin/audit", &st.Audit, true); err != nil {
 		st.Notes = append(st.Notes, "audit log: "+err.Error())
 	}
+	if st.Seal != nil {
+		if err := get("/v1/sys/rekey", &st.Rekey, true); err != nil {
+			st.Notes = append(st.Notes, "root key rotation: "+err.Error())
+		}
+	}
 	if *asJSON {
 		b, _ := json.Marshal(st)
 		if err := a.printJSON(b); err != nil {
@@ -128,6 +134,14 @@ func (a *app) printStatus(st nodeStatus, ready bool) {
 			names = append(names, n)
 		}
 		fmt.Fprintf(w, "keys      %d: %s\n", len(st.Keys), strings.Join(names, ", "))
+	}
+	if state, _ := st.Rekey["state"].(string); state != "" && state != "none" {
+		line := fmt.Sprintf("rekey     %s, %v -> %v, rewrapped %v/%v", state, st.Rekey["old_key_id"], st.Rekey["new_key_id"],
+			st.Rekey["done"], st.Rekey["total"])
+		if at, _ := st.Rekey["finished_at"].(string); at != "" {
+			line += ", finished " + at
+		}
+		fmt.Fprintln(w, line)
 	}
 	if st.Audit != nil {
 		line := fmt.Sprintf("audit     enabled %v, ready %v", st.Audit["enabled"], st.Audit["ready"])

@@ -98,6 +98,8 @@ type rekeying struct {
 	self string        // this process's name as a rewrapping worker
 	wake chan struct{} // a notice or a start: look at the state now
 	mu   sync.Mutex    // one look at the state at a time
+	// warned is the rotation this node said it could not follow (under mu).
+	warned string
 }
 
 func newRekeying() rekeying {
@@ -309,7 +311,8 @@ func (n *Node) followRekey(r store.Rekey) {
 		n.afterSwitch(r)
 	case store.RekeyDone:
 		if names[0] != r.NewKeyID {
-			if slices.Contains(names, r.OldKeyID) && !slices.Contains(names, r.NewKeyID) {
+			if slices.Contains(names, r.OldKeyID) && !slices.Contains(names, r.NewKeyID) && n.rekey.warned != r.ID {
+				n.rekey.warned = r.ID // once, not at every look
 				n.log.Error("root key rotation finished, but this node never learned the new key: restart it with the new root key", "rekey", r.ID, "new", r.NewKeyID)
 			}
 			return

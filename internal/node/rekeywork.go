@@ -60,7 +60,7 @@ func (n *Node) releaseRekey() {
 // and finishes the rotation when two passes RekeyGrace apart found nothing
 // to rewrap. It returns the new quietSince.
 func (n *Node) rewrapTurn(ctx context.Context, r store.Rekey, quietSince time.Time) time.Time {
-	now := n.cfg.Now()
+	now := time.Now() // leases and the grace are real time, whatever the node's clock
 	if cur, err := n.keyring.Current(); err != nil || cur.String() != r.NewKeyID {
 		return time.Time{} // sealed, or not following (logged by followRekey)
 	}
@@ -88,8 +88,8 @@ func (n *Node) rewrapTurn(ctx context.Context, r store.Rekey, quietSince time.Ti
 		return time.Time{}
 	case quietSince.IsZero():
 		n.rekey.poke() // look again soon, then wait out the grace
-		return n.cfg.Now()
-	case n.cfg.Now().Sub(quietSince) < RekeyGrace:
+		return time.Now()
+	case time.Since(quietSince) < RekeyGrace:
 		return quietSince
 	}
 	p.r.State, p.r.NewByOld, p.r.OldByNew, p.r.Header = store.RekeyDone, nil, nil, nil
@@ -113,11 +113,11 @@ type pass struct {
 // save writes the state with this node's lease renewed; false if another
 // node changed it meanwhile (it is read again at the next turn).
 func (p *pass) save(ctx context.Context) bool {
-	now := p.n.cfg.Now().UTC()
+	now := time.Now()
 	next := p.r
-	next.UpdatedAt = now
+	next.UpdatedAt = p.n.cfg.Now().UTC()
 	if next.State == store.RekeyRewrapping {
-		next.Worker, next.LeaseUntil = p.n.rekey.self, now.Add(rekeyLease)
+		next.Worker, next.LeaseUntil = p.n.rekey.self, now.Add(rekeyLease).UTC()
 	}
 	if err := p.n.store.PutRekey(ctx, next, p.r.Revision); err != nil {
 		if !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
@@ -189,7 +189,7 @@ func (p *pass) run(ctx context.Context) (int64, error) {
 		default:
 			return 0, fmt.Errorf("%s: %w", rec.what, err)
 		}
-		if p.n.cfg.Now().Sub(p.saved) >= time.Second && !p.save(ctx) {
+		if time.Since(p.saved) >= time.Second && !p.save(ctx) {
 			return 0, errors.New("another node took over the rotation")
 		}
 		if every > 0 {
