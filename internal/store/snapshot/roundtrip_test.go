@@ -1,0 +1,284 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/postgres"
+	"github.com/keygate/keygate/internal/store/snapshot"
+	"github.com/keygate/keygate/internal/store/sqlite"
+	"github.com/keygate/keygate/internal/testnet"
+)
+
+// snapStore is a backend: a store that takes and restores snapshots.
+type snapStore interface {
+	store.Store
+	Snapshot(ctx context.Context, w io.Writer) error
+	Restore(ctx context.Context, s *snapshot.Snapshot) error
+}
+
+type opener struct {
+	name string
+	open func(t *testing.T) snapStore
+}
+
+func openers() []opener {
+	return []opener{
+		{"sqlite", func(t *testing.T) snapStore {
+			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "keygate.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+		{"postgres", func(t *testing.T) snapStore {
+			u := os.Getenv("DATABASE_URL")
+			if u == "" {
+				t.Skip("PostgreSQL tests need a server: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+			}
+			s, err := postgres.Open(t.Context(), testnet.PostgresSchema(t, u, "snapshot"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
+	}
+}
+
+func take(t *testing.T, s snapStore) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Snapshot(t.Context(), &buf); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	return buf.Bytes()
+}
+
+// fill writes one of everything the store keeps, with values that differ
+// between the backends' encodings: NULL and set times, booleans, empty and
+// non-empty scopes, sealed bytes with every byte value.
+func fill(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("tenant", s.CreateTenant(ctx, store.Tenant{Name: "acme", CreatedAt: at}))
+	must("data key", s.SetTenantDataKey(ctx, "acme", all))
+	must("data key", s.SetTenantDataKey(ctx, store.DefaultTenant, []byte("sealed default key")))
+	must("client", s.CreateClient(ctx, store.Client{ID: "kgc_1", Tenant: "acme", Name: "one", SecretDigest: all[:32], Scopes: []string{"a", "b:c"}, CreatedAt: at, UpdatedAt: at.Add(time.Second)}))
+	must("client", s.CreateClient(ctx, store.Client{ID: "kgc_2", Name: "two", SecretDigest: all[32:64], CreatedAt: at, UpdatedAt: at}))
+	must("user", s.CreateUser(ctx, store.User{ID: "kgu_1", Tenant: "acme", Username: "ana", PasswordHash: "$argon2id$v=19$x", Scopes: []string{"read"}, Disabled: true, CreatedAt: at, UpdatedAt: at}))
+	must("user", s.CreateUser(ctx, store.User{ID: "kgu_2", Username: "bo", PasswordHash: "$argon2id$v=19$y", CreatedAt: at, UpdatedAt: at}))
+	must("signing key", s.PutSigningKey(ctx, store.SigningKey{KID: "k1", Alg: "EdDSA", Sealed: all, PublicJWK: []byte(`{"kty":"OKP"}`), PublishAt: at, ActiveAt: at, RetireAt: at.Add(time.Hour), CreatedAt: at}))
+	must("signing key", s.PutSigningKey(ctx, store.SigningKey{KID: "k2", Alg: "EdDSA", Sealed: all[1:], PublicJWK: []byte(`{"kty":"OKP","x":"y"}`), PublishAt: at, ActiveAt: at, CreatedAt: at}))
+	must("refresh", s.CreateRefreshToken(ctx, store.RefreshToken{Digest: all[:32], FamilyID: "f1", ClientID: "kgc_1", Subject: "ana", Scopes: []string{"x"},
+		IssuedAt: at, OriginAt: at, ExpiresAt: at.Add(48 * time.Hour)}))
+	must("revoke jti", s.AddRevocation(ctx, store.Revocation{Issuer: "https://i", JTI: "j1", Until: at.Add(24 * time.Hour), CreatedAt: at}))
+	must("revoke subject", s.AddRevocation(ctx, store.Revocation{Issuer: "https://i", Subject: "bo", Before: at, CreatedAt: at}))
+	must("transit key", s.CreateTransitKey(ctx, store.TransitKey{Tenant: "acme", Name: "orders", Type: "aes256-gcm96", Config: []byte(`{"exportable":false}`),
+		Latest: 1, MinAvailable: 1, Revision: 1, CreatedAt: at, UpdatedAt: at}, store.TransitKeyVersion{Tenant: "acme", Name: "orders", Version: 1, Sealed: all, CreatedAt: at}))
+	must("transit version", s.AddTransitKeyVersion(ctx, store.TransitKeyVersion{Tenant: "acme", Name: "orders", Version: 2, Sealed: all[:50], CreatedAt: at.Add(time.Minute)}))
+	m := store.SecretMeta{Tenant: "acme", Path: "app/db", Sealed: []byte("meta1"), CurrentVersion: 1, OldestVersion: 1, CreatedAt: at, UpdatedAt: at}
+	rev, err := s.PutSecret(ctx, m, &store.SecretValue{Tenant: "acme", Path: "app/db", Version: 1, Sealed: []byte("v1"), CreatedAt: at}, nil)
+	must("secret", err)
+	m.Revision, m.Sealed, m.CurrentVersion = rev, []byte("meta2"), 2
+	_, err = s.PutSecret(ctx, m, &store.SecretValue{Tenant: "acme", Path: "app/db", Version: 2, Sealed: []byte("v2"), CreatedAt: at}, nil)
+	must("secret", err)
+	must("secret config", s.SetSecretConfig(ctx, "acme", []byte(`{"max_versions":3}`)))
+	must("audit", s.AppendAudit(ctx, []store.AuditEntry{{Node: "n1", Seq: 0, Line: []byte(`{"seq":0}`)}, {Node: "n1", Seq: 1, Line: []byte(`{"seq":1}`)}, {Node: "n2", Seq: 7, Line: []byte(`{"seq":7}`)}}))
+}
+
+// reads is what the store's own reads return of everything fill wrote.
+func reads(t *testing.T, s store.Store) map[string]any {
+	t.Helper()
+	ctx := t.Context()
+	out := map[string]any{}
+	get := func(name string, v any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out[name] = v
+	}
+	tenants, err := s.ListTenants(ctx)
+	get("tenants", tenants, err)
+	clients, err := s.ListClients(ctx)
+	get("clients", clients, err)
+	users, err := s.ListUsers(ctx)
+	get("users", users, err)
+	keys, err := s.ListSigningKeys(ctx)
+	get("signing keys", keys, err)
+	rt, err := s.GetRefreshToken(ctx, make256()[:32])
+	get("refresh", rt, err)
+	revs, err := s.Revocations(ctx, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	get("revocations", revs, err)
+	tk, tvs, err := s.GetTransitKey(ctx, "acme", "orders")
+	get("transit key", tk, err)
+	out["transit versions"] = tvs
+	sm, err := s.GetSecret(ctx, "acme", "app/db")
+	get("secret", sm, err)
+	for v := 1; v <= 2; v++ {
+		sv, err := s.GetSecretValue(ctx, "acme", "app/db", v)
+		get(fmt.Sprint("secret v", v), sv, err)
+	}
+	sc, err := s.GetSecretConfig(ctx, "acme")
+	get("secret config", sc, err)
+	nodes, err := s.AuditNodes(ctx)
+	get("audit nodes", nodes, err)
+	for _, n := range nodes {
+		e, err := s.AuditEntries(ctx, n, 0, 100)
+		get("audit "+n, e, err)
+	}
+	return out
+}
+
+func make256() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// TestRoundTrip: a snapshot of each backend restores into each backend,
+// and the store's reads of the restored store return what they returned of
+// the source; the restored store's own snapshot has the same rows; and
+// the restored store takes writes after (a new revision, a new audit seq).
+func TestRoundTrip(t *testing.T) {
+	for _, from := range openers() {
+		for _, to := range openers() {
+			t.Run(from.name+"_to_"+to.name, func(t *testing.T) {
+				src := from.open(t)
+				fill(t, src)
+				raw := take(t, src)
+				snap, err := snapshot.Read(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatalf("Read: %v", err)
+				}
+				if snap.Header.Backend != from.name || snap.Header.Schema < 6 {
+					t.Errorf("header: %+v", snap.Header)
+				}
+				dst := to.open(t)
+				if err := dst.Restore(t.Context(), snap); err != nil {
+					t.Fatalf("Restore: %v", err)
+				}
+				want, got := reads(t, src), reads(t, dst)
+				for k := range want {
+					if !reflect.DeepEqual(want[k], got[k]) {
+						t.Errorf("%s after restore:\n got %+v\nwant %+v", k, got[k], want[k])
+					}
+				}
+				again, err := snapshot.Read(bytes.NewReader(take(t, dst)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a, b := rowCounts(snap), rowCounts(again); !reflect.DeepEqual(a, b) {
+					t.Errorf("rows: source %v, restored %v", a, b)
+				}
+				// It is a store like any other after.
+				if err := dst.AppendAudit(t.Context(), []store.AuditEntry{{Node: "n1", Seq: 1, Line: []byte("x")}}); !errors.Is(err, store.ErrConflict) {
+					t.Errorf("audit seq 1 again: %v, want a conflict", err)
+				}
+				if err := dst.AppendAudit(t.Context(), []store.AuditEntry{{Node: "n1", Seq: 2, Line: []byte("x")}}); err != nil {
+					t.Errorf("audit seq 2: %v", err)
+				}
+				if err := dst.Restore(t.Context(), snap); !errors.Is(err, snapshot.ErrNotEmpty) {
+					t.Errorf("restore into the restored store: %v, want ErrNotEmpty", err)
+				}
+			})
+		}
+	}
+}
+
+func rowCounts(s *snapshot.Snapshot) map[string]int {
+	m := map[string]int{}
+	for _, t := range s.Tables {
+		m[t.Name] = len(t.Rows)
+	}
+	return m
+}
+
+// TestRestoreRefusals: a store with rows, a snapshot of another schema
+// version and one with a table the store does not have are refused, and
+// the store is left as it was (still empty, restorable).
+func TestRestoreRefusals(t *testing.T) {
+	for _, o := range openers() {
+		t.Run(o.name, func(t *testing.T) {
+			src := o.open(t)
+			fill(t, src)
+			good, err := snapshot.Read(bytes.NewReader(take(t, src)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			newer := *good
+			newer.Header.Schema++
+			older := *good
+			older.Header.Schema--
+			extra := *good
+			extra.Tables = append(append([]snapshot.Table(nil), good.Tables...), snapshot.Table{Name: "zz_unknown", Columns: []snapshot.Column{{Name: "a", Kind: snapshot.KindInt}}})
+			badValue := *good
+			badValue.Tables = append([]snapshot.Table(nil), good.Tables...)
+			for i, tb := range badValue.Tables {
+				if tb.Name == "users" {
+					rows := append([][]any(nil), tb.Rows...)
+					last := append([]any(nil), rows[len(rows)-1]...)
+					for c, col := range tb.Columns {
+						if col.Name == "username" {
+							last[c] = "" // breaks the column's CHECK, after other rows went in
+						}
+					}
+					rows[len(rows)-1] = last
+					badValue.Tables[i].Rows = rows
+				}
+			}
+			dst := o.open(t)
+			for _, c := range []struct {
+				name string
+				snap *snapshot.Snapshot
+				want error
+			}{
+				{"newer schema", &newer, snapshot.ErrSchema},
+				{"older schema", &older, snapshot.ErrSchema},
+				{"unknown table", &extra, snapshot.ErrSchema},
+				{"a value the target refuses", &badValue, nil},
+			} {
+				err := dst.Restore(t.Context(), c.snap)
+				if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
+					t.Errorf("%s: %v, want %v", c.name, err, c.want)
+				}
+				if n, _ := dst.ListClients(t.Context()); len(n) != 0 {
+					t.Fatalf("%s: %d clients written", c.name, len(n))
+				}
+				if tn, _ := dst.ListTenants(t.Context()); len(tn) != 1 || tn[0].Name != store.DefaultTenant || tn[0].DataKey != nil {
+					t.Fatalf("%s: tenants %+v after a refused restore", c.name, tn)
+				}
+			}
+			if err := dst.Restore(t.Context(), good); err != nil {
+				t.Fatalf("the good snapshot after the refusals: %v", err)
+			}
+			if err := src.Restore(t.Context(), good); !errors.Is(err, snapshot.ErrNotEmpty) {
+				t.Errorf("restore into a store with rows: %v, want ErrNotEmpty", err)
+			}
+		})
+	}
+}
