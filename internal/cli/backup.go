@@ -23,9 +23,8 @@ import (
 // snapshot) taken from a running node's admin API or from the store
 // itself, and restored into an empty store.
 
-// snapshotStore is a store opened by the commands: both backends are.
-type snapshotStore interface {
-	Snapshot(ctx context.Context, w io.Writer) error
+// restorer is a store a snapshot is restored into: both backends are.
+type restorer interface {
 	Restore(ctx context.Context, s *snapshot.Snapshot) error
 	Close() error
 }
@@ -37,9 +36,9 @@ func (a *app) backup(ctx context.Context, args []string) error {
 			"snapshot holds no root key, and restoring it needs the same root key (or passphrase).\n"+
 			"By default it asks a running node's admin API (admin token required; the request is audited).\n"+
 			"With --data-dir (the SQLite store in DIR/keygate.db) or --database-url it reads the store\n"+
-			"directly, which works whether or not a node is running on it.\n"+
-			"FILE is written under a temporary name, synced and renamed only when complete; an existing\n"+
-			"FILE is never overwritten.")
+			"directly, without migrating or writing to it, whether or not a node is running on it.\n"+
+			"FILE is written under a temporary name, checked, synced and moved into place only when complete;\n"+
+			"an existing FILE is never overwritten.")
 	var af adminFlags
 	af.register(fs)
 	out := fs.String("out", "", "write the snapshot to this `file`")
@@ -65,9 +64,11 @@ func (a *app) backup(ctx context.Context, args []string) error {
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
 		}
-		take, from = offlineSnapshot(func(ctx context.Context) (snapshotStore, error) { return sqlite.Open(ctx, path) }), path
+		take = func(ctx context.Context, w io.Writer) error { return sqlite.SnapshotFile(ctx, path, w) }
+		from = path
 	case *dbURL != "":
-		take, from = offlineSnapshot(func(ctx context.Context) (snapshotStore, error) { return postgres.Open(ctx, *dbURL) }), redactURL(*dbURL)
+		take = func(ctx context.Context, w io.Writer) error { return postgres.SnapshotURL(ctx, *dbURL, w) }
+		from = redactURL(*dbURL)
 	default:
 		take, from = af.snapshot(a), af.url
 	}
@@ -78,18 +79,6 @@ func (a *app) backup(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stdout, "Wrote %s: %d rows in %d tables from %s (schema version %d). Its sealed values need the same root key to open.\n",
 		*out, n.Rows(), len(n.Tables), from, n.Header.Schema)
 	return nil
-}
-
-// offlineSnapshot snapshots the store open opens.
-func offlineSnapshot(open func(context.Context) (snapshotStore, error)) func(context.Context, io.Writer) error {
-	return func(ctx context.Context, w io.Writer) error {
-		st, err := open(ctx)
-		if err != nil {
-			return operr.Errorf("opening the store: %w", err)
-		}
-		defer st.Close()
-		return st.Snapshot(ctx, w)
-	}
 }
 
 // snapshot asks the node's admin API for a snapshot.
@@ -212,7 +201,7 @@ func (a *app) restore(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *in, err)
 	}
-	var st snapshotStore
+	var st restorer
 	to := ""
 	if *dataDir != "" {
 		to = filepath.Join(*dataDir, node.StoreFile)

@@ -20,8 +20,27 @@ import (
 // cancelled by them), so that writes committed while it runs are in it
 // entirely or not at all. It is not bounded by the store's timeout, only
 // by ctx.
-func (s *Store) Snapshot(ctx context.Context, w io.Writer) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly, DeferrableMode: pgx.Deferrable})
+func (s *Store) Snapshot(ctx context.Context, w io.Writer) error { return snapshotDB(ctx, s.pool, w) }
+
+// SnapshotURL writes a snapshot of the store at url, as Store.Snapshot
+// does, without migrating it (the transaction is read-only): a keygate of
+// another version than the one serving the database can back it up,
+// whatever its schema version.
+func SnapshotURL(ctx context.Context, url string, w io.Writer) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return wrap(ctx, "connect", err)
+	}
+	defer conn.Close(context.Background())
+	return snapshotDB(ctx, conn, w)
+}
+
+type beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+func snapshotDB(ctx context.Context, db beginner, w io.Writer) error {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly, DeferrableMode: pgx.Deferrable})
 	if err != nil {
 		return wrap(ctx, "snapshot", err)
 	}
@@ -55,7 +74,7 @@ func (s *Store) Snapshot(ctx context.Context, w io.Writer) error {
 		if err := sw.Table(t.name, cols); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		if err := s.dumpTable(ctx, tx, t, sel, cols, sw); err != nil {
+		if err := dumpTable(ctx, tx, t, sel, cols, sw); err != nil {
 			return err
 		}
 	}
@@ -144,7 +163,7 @@ func pgKind(typ string) (snapshot.Kind, error) {
 
 // dumpTable writes t's rows, ordered by every column so that two
 // snapshots of the same rows are the same.
-func (s *Store) dumpTable(ctx context.Context, tx pgx.Tx, t pgTable, sel []string, cols []snapshot.Column, sw *snapshot.Writer) error {
+func dumpTable(ctx context.Context, tx pgx.Tx, t pgTable, sel []string, cols []snapshot.Column, sw *snapshot.Writer) error {
 	order := make([]string, len(t.cols))
 	for i := range t.cols {
 		order[i] = fmt.Sprint(i + 1)

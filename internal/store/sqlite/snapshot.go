@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,8 +18,33 @@ import (
 // package snapshot), read in one read transaction: in WAL mode that is a
 // snapshot of the database as of its first read, so writes committed
 // while it runs are in it entirely or not at all. Writers are not held.
-func (s *Store) Snapshot(ctx context.Context, w io.Writer) error {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+func (s *Store) Snapshot(ctx context.Context, w io.Writer) error { return snapshotDB(ctx, s.r, w) }
+
+// SnapshotFile writes a snapshot of the database at path, as
+// Store.Snapshot does, without migrating it or writing to it (it is
+// opened read-only): a keygate of another version than the one serving
+// the database can back it up, whatever its schema version.
+func SnapshotFile(ctx context.Context, path string, w io.Writer) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return err
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Set("mode", "ro")
+	db, err := sql.Open("sqlite", dsn(abs, q))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return snapshotDB(ctx, db, w)
+}
+
+func snapshotDB(ctx context.Context, db *sql.DB, w io.Writer) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return wrap(ctx, "snapshot", err)
 	}
