@@ -42,7 +42,7 @@ type beginner interface {
 func snapshotDB(ctx context.Context, db beginner, w io.Writer) error {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly, DeferrableMode: pgx.Deferrable})
 	if err != nil {
-		return wrap(ctx, "snapshot", err)
+		return wrap(ctx, "taking a snapshot", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read only
 	schema, err := pgSchemaVersion(ctx, tx)
@@ -55,7 +55,7 @@ func snapshotDB(ctx context.Context, db beginner, w io.Writer) error {
 	}
 	sw, err := snapshot.NewWriter(w, snapshot.Header{Backend: "postgres", Schema: schema, CreatedAt: time.Now()})
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("taking a snapshot: %w", err)
 	}
 	for _, t := range tables {
 		cols := make([]snapshot.Column, len(t.cols))
@@ -63,7 +63,7 @@ func snapshotDB(ctx context.Context, db beginner, w io.Writer) error {
 		for i, c := range t.cols {
 			k, err := pgKind(c.typ)
 			if err != nil {
-				return fmt.Errorf("snapshot: table %s, column %s: %w", t.name, c.name, err)
+				return fmt.Errorf("taking a snapshot: table %s, column %s: %w", t.name, c.name, err)
 			}
 			cols[i] = snapshot.Column{Name: c.name, Kind: k}
 			sel[i] = `"` + c.name + `"`
@@ -72,14 +72,14 @@ func snapshotDB(ctx context.Context, db beginner, w io.Writer) error {
 			}
 		}
 		if err := sw.Table(t.name, cols); err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("taking a snapshot: %w", err)
 		}
 		if err := dumpTable(ctx, tx, t, sel, cols, sw); err != nil {
 			return err
 		}
 	}
 	if err := sw.Close(); err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("taking a snapshot: %w", err)
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ func (t pgTable) names() []string {
 func pgSchemaVersion(ctx context.Context, tx pgx.Tx) (int, error) {
 	var v int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, wrap(ctx, "snapshot: schema version", err)
+		return 0, wrap(ctx, "taking a snapshot: schema version", err)
 	}
 	return v, nil
 }
@@ -118,7 +118,7 @@ func pgTables(ctx context.Context, tx pgx.Tx) ([]pgTable, error) {
 			AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 		ORDER BY c.relname COLLATE "C", a.attnum`, snapshot.MigrationsTable)
 	if err != nil {
-		return nil, wrap(ctx, "snapshot: tables", err)
+		return nil, wrap(ctx, "taking a snapshot: tables", err)
 	}
 	defer rows.Close()
 	var tables []pgTable
@@ -126,10 +126,10 @@ func pgTables(ctx context.Context, tx pgx.Tx) ([]pgTable, error) {
 		var tname string
 		var c pgColumn
 		if err := rows.Scan(&tname, &c.name, &c.typ); err != nil {
-			return nil, wrap(ctx, "snapshot: tables", err)
+			return nil, wrap(ctx, "taking a snapshot: tables", err)
 		}
 		if !snapshot.ValidName(tname) || !snapshot.ValidName(c.name) {
-			return nil, fmt.Errorf("snapshot: table %q, column %q: a name a snapshot cannot hold", tname, c.name)
+			return nil, fmt.Errorf("taking a snapshot: table %q, column %q: a name a snapshot cannot hold", tname, c.name)
 		}
 		if n := len(tables); n == 0 || tables[n-1].name != tname {
 			tables = append(tables, pgTable{name: tname})
@@ -137,7 +137,7 @@ func pgTables(ctx context.Context, tx pgx.Tx) ([]pgTable, error) {
 		tables[len(tables)-1].cols = append(tables[len(tables)-1].cols, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, "snapshot: tables", err)
+		return nil, wrap(ctx, "taking a snapshot: tables", err)
 	}
 	return tables, nil
 }
@@ -170,13 +170,13 @@ func dumpTable(ctx context.Context, tx pgx.Tx, t pgTable, sel []string, cols []s
 	}
 	rows, err := tx.Query(ctx, `SELECT `+strings.Join(sel, ", ")+` FROM "`+t.name+`" ORDER BY `+strings.Join(order, ", "))
 	if err != nil {
-		return wrap(ctx, "snapshot: "+t.name, err)
+		return wrap(ctx, "taking a snapshot: "+t.name, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return wrap(ctx, "snapshot: "+t.name, err)
+			return wrap(ctx, "taking a snapshot: "+t.name, err)
 		}
 		for i, v := range vals {
 			switch x := v.(type) {
@@ -188,15 +188,15 @@ func dumpTable(ctx context.Context, tx pgx.Tx, t pgTable, sel []string, cols []s
 				vals[i] = x.UTC()
 			case nil, int64, string, []byte, bool:
 			default:
-				return fmt.Errorf("snapshot: table %s, column %s: a %T", t.name, cols[i].Name, v)
+				return fmt.Errorf("taking a snapshot: table %s, column %s: a %T", t.name, cols[i].Name, v)
 			}
 		}
 		if err := sw.Row(vals); err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("taking a snapshot: %w", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return wrap(ctx, "snapshot: "+t.name, err)
+		return wrap(ctx, "taking a snapshot: "+t.name, err)
 	}
 	return nil
 }

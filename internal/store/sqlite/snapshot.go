@@ -46,7 +46,7 @@ func SnapshotFile(ctx context.Context, path string, w io.Writer) error {
 func snapshotDB(ctx context.Context, db *sql.DB, w io.Writer) error {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return wrap(ctx, "snapshot", err)
+		return wrap(ctx, "taking a snapshot", err)
 	}
 	defer tx.Rollback()
 	schema, err := schemaVersion(ctx, tx)
@@ -59,7 +59,7 @@ func snapshotDB(ctx context.Context, db *sql.DB, w io.Writer) error {
 	}
 	sw, err := snapshot.NewWriter(w, snapshot.Header{Backend: "sqlite", Schema: schema, CreatedAt: time.Now()})
 	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("taking a snapshot: %w", err)
 	}
 	for _, t := range tables {
 		cols := make([]snapshot.Column, len(t.cols))
@@ -72,18 +72,18 @@ func snapshotDB(ctx context.Context, db *sql.DB, w io.Writer) error {
 			case "BLOB":
 				cols[i] = snapshot.Column{Name: c.name, Kind: snapshot.KindBytes}
 			default:
-				return fmt.Errorf("snapshot: table %s, column %s: type %q is not one a snapshot holds (INTEGER, TEXT, BLOB)", t.name, c.name, c.typ)
+				return fmt.Errorf("taking a snapshot: table %s, column %s: type %q is not one a snapshot holds (INTEGER, TEXT, BLOB)", t.name, c.name, c.typ)
 			}
 		}
 		if err := sw.Table(t.name, cols); err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("taking a snapshot: %w", err)
 		}
 		if err := dumpTable(ctx, tx, t, sw); err != nil {
 			return err
 		}
 	}
 	if err := sw.Close(); err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+		return fmt.Errorf("taking a snapshot: %w", err)
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ type snapQuerier interface {
 func schemaVersion(ctx context.Context, q snapQuerier) (int, error) {
 	var v int
 	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return 0, wrap(ctx, "snapshot: schema version", err)
+		return 0, wrap(ctx, "taking a snapshot: schema version", err)
 	}
 	return v, nil
 }
@@ -123,43 +123,43 @@ func tableColumns(ctx context.Context, q snapQuerier) ([]table, error) {
 	rows, err := q.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite%' AND name <> ? ORDER BY name`,
 		snapshot.MigrationsTable)
 	if err != nil {
-		return nil, wrap(ctx, "snapshot: tables", err)
+		return nil, wrap(ctx, "taking a snapshot: tables", err)
 	}
 	var tables []table
 	for rows.Next() {
 		var t table
 		if err := rows.Scan(&t.name); err != nil {
 			rows.Close()
-			return nil, wrap(ctx, "snapshot: tables", err)
+			return nil, wrap(ctx, "taking a snapshot: tables", err)
 		}
 		tables = append(tables, t)
 	}
 	if err := rows.Close(); err != nil {
-		return nil, wrap(ctx, "snapshot: tables", err)
+		return nil, wrap(ctx, "taking a snapshot: tables", err)
 	}
 	for i := range tables {
 		t := &tables[i]
 		if !snapshot.ValidName(t.name) {
-			return nil, fmt.Errorf("snapshot: table name %q", t.name)
+			return nil, fmt.Errorf("taking a snapshot: table name %q", t.name)
 		}
 		rows, err := q.QueryContext(ctx, `SELECT name, type FROM pragma_table_xinfo(?) WHERE hidden = 0 ORDER BY cid`, t.name)
 		if err != nil {
-			return nil, wrap(ctx, "snapshot: columns", err)
+			return nil, wrap(ctx, "taking a snapshot: columns", err)
 		}
 		for rows.Next() {
 			var c column
 			if err := rows.Scan(&c.name, &c.typ); err != nil {
 				rows.Close()
-				return nil, wrap(ctx, "snapshot: columns", err)
+				return nil, wrap(ctx, "taking a snapshot: columns", err)
 			}
 			if !snapshot.ValidName(c.name) {
 				rows.Close()
-				return nil, fmt.Errorf("snapshot: table %s: column name %q", t.name, c.name)
+				return nil, fmt.Errorf("taking a snapshot: table %s: column name %q", t.name, c.name)
 			}
 			t.cols = append(t.cols, c)
 		}
 		if err := rows.Close(); err != nil {
-			return nil, wrap(ctx, "snapshot: columns", err)
+			return nil, wrap(ctx, "taking a snapshot: columns", err)
 		}
 	}
 	return tables, nil
@@ -174,7 +174,7 @@ func dumpTable(ctx context.Context, tx *sql.Tx, t table, sw *snapshot.Writer) er
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT "`+strings.Join(t.names(), `", "`)+`" FROM "`+t.name+`" ORDER BY `+strings.Join(order, ", "))
 	if err != nil {
-		return wrap(ctx, "snapshot: "+t.name, err)
+		return wrap(ctx, "taking a snapshot: "+t.name, err)
 	}
 	defer rows.Close()
 	vals := make([]any, len(t.cols))
@@ -184,7 +184,7 @@ func dumpTable(ctx context.Context, tx *sql.Tx, t table, sw *snapshot.Writer) er
 	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
-			return wrap(ctx, "snapshot: "+t.name, err)
+			return wrap(ctx, "taking a snapshot: "+t.name, err)
 		}
 		for i, v := range vals {
 			switch x := v.(type) {
@@ -194,15 +194,15 @@ func dumpTable(ctx context.Context, tx *sql.Tx, t table, sw *snapshot.Writer) er
 					vals[i] = []byte(x)
 				}
 			default:
-				return fmt.Errorf("snapshot: table %s, column %s: a %T", t.name, t.cols[i].name, v)
+				return fmt.Errorf("taking a snapshot: table %s, column %s: a %T", t.name, t.cols[i].name, v)
 			}
 		}
 		if err := sw.Row(vals); err != nil {
-			return fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("taking a snapshot: %w", err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return wrap(ctx, "snapshot: "+t.name, err)
+		return wrap(ctx, "taking a snapshot: "+t.name, err)
 	}
 	return nil
 }
