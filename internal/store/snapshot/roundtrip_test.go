@@ -442,3 +442,67 @@ func openRaw(t *testing.T, o opener) (snapStore, func(string)) {
 		}
 	}
 }
+
+// TestSnapshotOffline: a snapshot read from the database directly, with no
+// store open on it (SQLite: a closed file; PostgreSQL: a new connection),
+// has the rows of the store's own; and the SQLite file is not written.
+func TestSnapshotOffline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keygate.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s)
+	online := take(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := sqlite.SnapshotFile(t.Context(), path, &buf); err != nil {
+		t.Fatalf("SnapshotFile: %v", err)
+	}
+	sameRows(t, online, buf.Bytes())
+	if after, err := os.Stat(path); err != nil || !after.ModTime().Equal(before.ModTime()) || after.Size() != before.Size() {
+		t.Errorf("the database changed: %v, %v -> %v", err, before, after)
+	}
+	if err := sqlite.SnapshotFile(t.Context(), filepath.Join(t.TempDir(), "none.db"), &buf); err == nil {
+		t.Error("SnapshotFile of a missing file: no error")
+	}
+
+	u := os.Getenv("DATABASE_URL")
+	if u == "" {
+		t.Skip("PostgreSQL tests need a server: DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	u = testnet.PostgresSchema(t, u, "snapshot")
+	p, err := postgres.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fill(t, p)
+	buf.Reset()
+	if err := postgres.SnapshotURL(t.Context(), u, &buf); err != nil {
+		t.Fatalf("SnapshotURL: %v", err)
+	}
+	sameRows(t, take(t, p), buf.Bytes())
+}
+
+// sameRows fails unless two snapshots hold the same tables and rows.
+func sameRows(t *testing.T, a, b []byte) {
+	t.Helper()
+	sa, err := snapshot.Read(bytes.NewReader(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := snapshot.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sa.Tables, sb.Tables) || sa.Header.Schema != sb.Header.Schema {
+		t.Errorf("the snapshots differ")
+	}
+}
