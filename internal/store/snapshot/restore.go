@@ -75,7 +75,9 @@ func CheckTables(s *Snapshot, target map[string][]string) error {
 // migrations' matches. A restore counts a store whose tables hold only
 // such rows as empty, and deletes them before it writes the snapshot's
 // (the 'default' tenant, which migration 3 creates without a data key, is
-// replaced by the snapshot's own).
+// replaced by the snapshot's own). A migration that inserts rows of its
+// own adds their condition here; until it does, every restore into a new
+// store is refused as not empty (which the round-trip tests show).
 var Seeds = map[string]string{
 	"tenants": "name = 'default' AND data_key IS NULL",
 }
