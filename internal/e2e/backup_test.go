@@ -182,7 +182,14 @@ func backupRestore(t *testing.T, from, to backupBackend) {
 		if err != nil {
 			t.Fatalf("the backup does not read: %v", err)
 		}
-		checkSecretsConsistent(t, snap)
+		if err := secretsConsistent(snap); err != nil {
+			t.Errorf("backup while writing: %v", err)
+		}
+		// The check finds a snapshot whose tables were read apart: the
+		// newest value row of a path written to missing.
+		if err := secretsConsistent(dropNewestLoadValue(snap)); err == nil {
+			t.Error("the consistency check passes a snapshot missing a value row")
+		}
 	}
 	stopLoad()
 	wg.Wait()
@@ -312,45 +319,99 @@ func backupRestore(t *testing.T, from, to backupBackend) {
 	}
 }
 
-// checkSecretsConsistent fails unless every secret version row of snap
-// has its path's row, at a current version at least its own: a snapshot
-// read across two writes would break that.
-func checkSecretsConsistent(t *testing.T, snap *snapshot.Snapshot) {
-	t.Helper()
+// secretsConsistent reports an error unless snap's secrets agree with
+// their versions: every version row has its path's row, at a current
+// version at least its own, and every path the load writes (load/..., never
+// deleted or destroyed) has a value row for each version from its oldest to
+// its current. A snapshot that read the tables at different moments breaks
+// one or the other, whichever table it read first.
+func secretsConsistent(snap *snapshot.Snapshot) error {
 	col := func(tb snapshot.Table, name string) int {
 		for i, c := range tb.Columns {
 			if c.Name == name {
 				return i
 			}
 		}
-		t.Fatalf("table %s has no column %s", tb.Name, name)
 		return -1
 	}
-	current := map[string]int64{}
+	type span struct{ oldest, current int64 }
+	paths := map[string]span{}
+	values := map[string]bool{}
 	for _, tb := range snap.Tables {
-		if tb.Name == "secrets" {
-			ti, pi, ci := col(tb, "tenant"), col(tb, "path"), col(tb, "current_version")
+		switch tb.Name {
+		case "secrets":
+			ti, pi, oi, ci := col(tb, "tenant"), col(tb, "path"), col(tb, "oldest_version"), col(tb, "current_version")
 			for _, r := range tb.Rows {
-				current[r[ti].(string)+"/"+r[pi].(string)] = r[ci].(int64)
+				paths[r[ti].(string)+"/"+r[pi].(string)] = span{r[oi].(int64), r[ci].(int64)}
+			}
+		case "secret_values":
+			ti, pi, vi := col(tb, "tenant"), col(tb, "path"), col(tb, "version")
+			for _, r := range tb.Rows {
+				values[fmt.Sprintf("%s/%s v%d", r[ti], r[pi], r[vi])] = true
 			}
 		}
 	}
+	if len(values) == 0 {
+		return fmt.Errorf("the snapshot holds no secret versions")
+	}
+	for v := range values {
+		k, ver, _ := strings.Cut(v, " v")
+		var version int64
+		fmt.Sscan(ver, &version) //nolint:errcheck // written above
+		sp, ok := paths[k]
+		if !ok || version > sp.current {
+			return fmt.Errorf("secret %s: a version row without its path's row at that version (%+v, %v)", v, sp, ok)
+		}
+	}
 	n := 0
-	for _, tb := range snap.Tables {
-		if tb.Name == "secret_values" {
-			ti, pi, vi := col(tb, "tenant"), col(tb, "path"), col(tb, "version")
-			for _, r := range tb.Rows {
-				n++
-				k := r[ti].(string) + "/" + r[pi].(string)
-				if cur, ok := current[k]; !ok || r[vi].(int64) > cur {
-					t.Errorf("secret version %s v%d: its path's row has current version %d (present: %v)", k, r[vi], cur, ok)
-				}
+	for k, sp := range paths {
+		if !strings.Contains(k, "/load/") {
+			continue
+		}
+		n++
+		for v := max(sp.oldest, 1); v <= sp.current; v++ {
+			if !values[fmt.Sprintf("%s v%d", k, v)] {
+				return fmt.Errorf("secret %s: current version %d (oldest %d) but no value row of version %d", k, sp.current, sp.oldest, v)
 			}
 		}
 	}
 	if n == 0 {
-		t.Error("the snapshot holds no secret versions")
+		return fmt.Errorf("the snapshot holds none of the load's secrets")
 	}
+	return nil
+}
+
+// dropNewestLoadValue returns snap without the secret_values row of a load
+// path's current version, as a read of secret_values before that version's
+// write and of secrets after it would be.
+func dropNewestLoadValue(snap *snapshot.Snapshot) *snapshot.Snapshot {
+	out := *snap
+	out.Tables = append([]snapshot.Table(nil), snap.Tables...)
+	for i, tb := range out.Tables {
+		if tb.Name != "secret_values" {
+			continue
+		}
+		pi, vi := -1, -1
+		for j, c := range tb.Columns {
+			switch c.Name {
+			case "path":
+				pi = j
+			case "version":
+				vi = j
+			}
+		}
+		best := -1
+		for j, r := range tb.Rows {
+			if strings.HasPrefix(r[pi].(string), "load/") && (best < 0 || r[vi].(int64) > tb.Rows[best][vi].(int64)) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			rows := append([][]any(nil), tb.Rows[:best]...)
+			out.Tables[i].Rows = append(rows, tb.Rows[best+1:]...)
+		}
+	}
+	return &out
 }
 
 // TestBackupSealed: a sealed node, which holds no root key, still answers
