@@ -149,7 +149,7 @@ func writeComplete(ctx context.Context, out string, take func(context.Context, i
 	}
 	snap, err := snapshot.Read(tmp)
 	if err != nil {
-		return nil, fmt.Errorf("the snapshot received does not check: %w", err)
+		return nil, fmt.Errorf("the snapshot received does not check (a node that fails while it sends one cuts it short: see its log): %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		return nil, err

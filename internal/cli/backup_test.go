@@ -184,3 +184,24 @@ func TestBackupKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupCutShort: a node that stops sending midway (its store failed
+// while it streamed) leaves the command an answer without its trailer: it
+// fails, saying so, and writes no file.
+func TestBackupCutShort(t *testing.T) {
+	h := newHarness(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", snapshotContentType)
+		w.Write([]byte(`{"format":"keygate-snapshot","version":1,"backend":"postgres","schema":6,"created_at":"2026-01-01T00:00:00Z"}` + "\n"))
+	}))
+	defer srv.Close()
+	out := h.path("cut.snapshot")
+	expect(t, h.run("backup", "--out", out, "--admin", srv.URL, "--admin-token-file", h.write("t", []byte("token-0123456789abcdef0123456789"))),
+		ExitFail, "", "the snapshot received does not check")
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a cut-short backup left %s: %v", out, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(h.dir, ".cut.snapshot.partial-*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
