@@ -23,12 +23,6 @@ import (
 // snapshot) taken from a running node's admin API or from the store
 // itself, and restored into an empty store.
 
-// restorer is a store a snapshot is restored into: both backends are.
-type restorer interface {
-	Restore(ctx context.Context, s *snapshot.Snapshot) error
-	Close() error
-}
-
 func (a *app) backup(ctx context.Context, args []string) error {
 	fs := a.flags("keygate backup", "--out FILE [--data-dir DIR | --database-url URL | admin flags]",
 		"Writes a snapshot of a store to FILE: every row of every table, read in one transaction, so\n"+
@@ -176,8 +170,9 @@ func (a *app) restore(ctx context.Context, args []string) error {
 			"(its SQLite store, DIR/keygate.db, is created) or an empty PostgreSQL database or schema,\n"+
 			"which may be of the other backend than the one the snapshot was taken from.\n"+
 			"The file is checked completely before anything is written, and the restore is one\n"+
-			"transaction: a store that is not empty, a damaged file or a snapshot of another schema\n"+
-			"version is refused and the store is left as it was. Start a node on the store with the\n"+
+			"transaction: a store that is not empty, a damaged file or a snapshot of a newer schema\n"+
+			"version is refused and the store is left as it was; a snapshot of an older one is restored\n"+
+			"at its version, then migrated to this keygate's. Start a node on the store with the\n"+
 			"root key of the store the snapshot was taken from (with passphrase unsealing, copy its\n"+
 			"data directory's keyring.json too), and unseal it.")
 	in := fs.String("in", "", "read the snapshot from this `file`")
@@ -201,21 +196,16 @@ func (a *app) restore(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *in, err)
 	}
-	var st restorer
 	to := ""
 	if *dataDir != "" {
 		to = filepath.Join(*dataDir, node.StoreFile)
-		st, err = sqlite.Open(ctx, to)
+		err = sqlite.RestoreFile(ctx, to, snap)
 	} else {
 		to = redactURL(*dbURL)
-		st, err = postgres.Open(ctx, *dbURL)
+		err = postgres.RestoreURL(ctx, *dbURL, snap)
 	}
 	if err != nil {
-		return operr.Errorf("opening the store: %w", err)
-	}
-	defer st.Close()
-	if err := st.Restore(ctx, snap); err != nil {
-		return err
+		return fmt.Errorf("restoring into %s: %w", to, err)
 	}
 	fmt.Fprintf(a.stdout, "Restored %d rows in %d tables into %s (a %s snapshot of schema version %d, taken %s).\n"+
 		"Start a node on it with the same root key (or passphrase and keyring.json) and unseal it.\n",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/snapshot"
 )
 
@@ -407,4 +408,38 @@ func toPostgres(typ string, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("a %T does not go into a %s column", v, typ)
+}
+
+// WithSchemaVersion has Open migrate the schema only up to version (0:
+// the latest), for restoring a snapshot of an older schema (RestoreURL).
+func WithSchemaVersion(version int) Option {
+	return func(s *Store) { s.upTo = version }
+}
+
+// RestoreURL restores snap into the empty store at url: its schema is
+// migrated to the snapshot's version, restored (Store.Restore), then
+// migrated to this keygate's, as an upgrade would migrate the database
+// the snapshot was taken from. A snapshot of a newer schema than this
+// keygate's is refused before anything is written.
+func RestoreURL(ctx context.Context, url string, snap *snapshot.Snapshot) error {
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	if snap.Header.Schema > len(ms) {
+		return snapshot.CheckSchema(snap, len(ms))
+	}
+	s, err := Open(ctx, url, WithSchemaVersion(snap.Header.Schema))
+	if err != nil {
+		return err
+	}
+	if err := s.Restore(ctx, snap); err != nil {
+		s.Close()
+		return err
+	}
+	s.Close()
+	if s, err = Open(ctx, url); err != nil {
+		return fmt.Errorf("restored; migrating to this keygate's schema: %w", err)
+	}
+	return s.Close()
 }

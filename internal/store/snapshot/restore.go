@@ -22,15 +22,16 @@ const MigrationsTable = "schema_migrations"
 // CheckSchema refuses a snapshot whose schema version is not target, the
 // version the restoring store is migrated to. A newer one holds what this
 // keygate does not know; an older one would skip the data changes of the
-// migrations between, so it is restored by the keygate release that took
-// it, which the upgrade then migrates.
+// migrations between, so it is restored into a store migrated only to its
+// version, which is then migrated the rest of the way (the backends'
+// RestoreFile and RestoreURL do both).
 func CheckSchema(s *Snapshot, target int) error {
 	switch {
 	case s.Header.Schema > target:
 		return fmt.Errorf("%w: the snapshot is of schema version %d, newer than this keygate's %d: restore it with the keygate release that took it, or a newer one",
 			ErrSchema, s.Header.Schema, target)
 	case s.Header.Schema < target:
-		return fmt.Errorf("%w: the snapshot is of schema version %d, this keygate's is %d: restore it with the keygate release that took it, then start this one on the store to migrate it",
+		return fmt.Errorf("%w: the snapshot is of schema version %d and the store's %d: restore it into a new store, which is migrated after the restore",
 			ErrSchema, s.Header.Schema, target)
 	}
 	return nil

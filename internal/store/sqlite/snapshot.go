@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keygate/keygate/internal/store/internal/migration"
 	"github.com/keygate/keygate/internal/store/snapshot"
 )
 
@@ -330,4 +331,34 @@ func toSQLite(typ string, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("a %T does not go into a %s column", v, typ)
+}
+
+// RestoreFile restores snap into a new store at path: the database is
+// created and migrated to the snapshot's schema version, restored
+// (Store.Restore), then migrated to this keygate's, as an upgrade would
+// migrate the database the snapshot was taken from. A snapshot of a newer
+// schema than this keygate's is refused before anything is created.
+func RestoreFile(ctx context.Context, path string, snap *snapshot.Snapshot) error {
+	ms, err := migration.Load(migrationFS, "migrations")
+	if err != nil {
+		return err
+	}
+	if snap.Header.Schema > len(ms) {
+		return snapshot.CheckSchema(snap, len(ms))
+	}
+	s, err := OpenAt(ctx, path, snap.Header.Schema)
+	if err != nil {
+		return err
+	}
+	if err := s.Restore(ctx, snap); err != nil {
+		s.Close()
+		return err
+	}
+	if err := s.Close(); err != nil {
+		return err
+	}
+	if s, err = Open(ctx, path); err != nil {
+		return fmt.Errorf("restored; migrating to this keygate's schema: %w", err)
+	}
+	return s.Close()
 }
