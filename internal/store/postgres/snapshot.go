@@ -145,10 +145,10 @@ func pgTables(ctx context.Context, tx pgx.Tx) ([]pgTable, error) {
 
 // pgKind is the snapshot kind of a column of PostgreSQL type typ.
 func pgKind(typ string) (snapshot.Kind, error) {
-	switch typ {
+	switch baseType(typ) {
 	case "bigint", "integer", "smallint":
 		return snapshot.KindInt, nil
-	case "text":
+	case "text", "character varying":
 		return snapshot.KindText, nil
 	case "bytea":
 		return snapshot.KindBytes, nil
@@ -372,7 +372,7 @@ func toPostgres(typ string, v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
-	switch typ {
+	switch baseType(typ) {
 	case "bigint", "integer", "smallint":
 		if x, ok := v.(int64); ok {
 			return x, nil
@@ -398,7 +398,7 @@ func toPostgres(typ string, v any) (any, error) {
 		if x, ok := v.(string); ok {
 			return x, nil // pgx sends a string as the JSON text it is
 		}
-	case "text":
+	case "text", "character varying":
 		if x, ok := v.(string); ok {
 			return x, nil
 		}
@@ -442,4 +442,13 @@ func RestoreURL(ctx context.Context, url string, snap *snapshot.Snapshot) error 
 		return fmt.Errorf("restored; migrating to this keygate's schema: %w", err)
 	}
 	return s.Close()
+}
+
+// baseType is format_type's name without a length ("character
+// varying(64)").
+func baseType(typ string) string {
+	if i := strings.IndexByte(typ, '('); i >= 0 {
+		return typ[:i]
+	}
+	return typ
 }

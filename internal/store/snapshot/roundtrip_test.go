@@ -317,7 +317,7 @@ var extraTable = map[string]string{
 		at   timestamptz,
 		doc  jsonb NOT NULL CHECK (jsonb_typeof(doc) = 'object'),
 		raw  bytea,
-		note text
+		note varchar(32)
 	)`,
 }
 
