@@ -106,6 +106,8 @@ func commands() []*command {
 	return []*command{
 		{name: "serve", group: groupRun, summary: "run keygate: the token service, JWKS, /auth forward-auth and the reverse proxy", run: (*app).serve},
 		{name: "status", group: groupRun, summary: "show a running node at a glance: health, readiness, seal state, keys, audit log", run: (*app).status},
+		{name: "backup", group: groupRun, summary: "write a consistent snapshot of a store, its sealed values still sealed", run: (*app).backup},
+		{name: "restore", group: groupRun, summary: "restore a snapshot into an empty store (SQLite or PostgreSQL)", run: (*app).restore},
 		{name: "config", group: groupRun, summary: "check a configuration; print a proxy's configuration for keygate's forward-auth", subs: []*command{
 			{name: "check", summary: "validate a configuration file and print it in effect, secrets redacted", run: (*app).configCheck},
 			{name: "nginx", summary: "nginx auth_request locations (keygate serve --proxy nginx)", run: proxyConfig("nginx")},

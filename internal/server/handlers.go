@@ -164,6 +164,7 @@ func (s *Server) adminHandler() http.Handler {
 	if s.tokens.admin != nil {
 		mux.Handle("/v1/admin/", s.audited("admin.request", s.tokens.admin.Handler()))
 		mux.Handle("GET /v1/admin/audit", s.audited(node.AuditReadOp, s.guards.operator.Require("keygate-admin", s.handle(s.auditStatus))))
+		mux.Handle("GET /v1/admin/backup", s.audited(backupOp, s.guards.operator.Require("keygate-admin", s.handle(s.backup))))
 	}
 	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)

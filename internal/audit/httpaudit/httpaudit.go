@@ -11,6 +11,10 @@
 // of the held answer: nothing is answered as if it had succeeded unless its
 // record was kept.
 //
+// A long answer (a backup of the store) is the exception: its handler
+// calls [Stream], which writes a pending record first and then sends the
+// answer as it is written.
+//
 // Handlers tell the record what they know through the response writer, as
 // they tell httperr their errors: [From](w) is the request's [Note], found
 // through writers that wrap the Auditor's (an Unwrap() http.ResponseWriter
@@ -192,6 +196,7 @@ type recorder struct {
 	body     bytes.Buffer
 	note     Note
 	detached detached
+	stream   streaming // see Stream
 }
 
 // detached is a request's context without its cancellation, as
@@ -228,6 +233,7 @@ const maxPooledBody = 64 << 10
 func (rec *recorder) reset() {
 	rec.detached = detached{}
 	rec.w, rec.r, rec.status = nil, nil, 0
+	rec.stream = streaming{}
 	rec.body.Reset()
 	if rec.body.Cap() > maxPooledBody {
 		rec.body = bytes.Buffer{}
@@ -242,6 +248,10 @@ func (rec *recorder) Header() http.Header { return rec.w.Header() }
 
 // WriteHeader holds the status; informational ones are not answers.
 func (rec *recorder) WriteHeader(code int) {
+	if rec.stream.on {
+		rec.streamHeader(code)
+		return
+	}
 	if rec.status == 0 && code >= 200 {
 		rec.status = code
 	}
@@ -249,6 +259,9 @@ func (rec *recorder) WriteHeader(code int) {
 
 // Write holds body bytes.
 func (rec *recorder) Write(b []byte) (int, error) {
+	if rec.stream.on {
+		return rec.streamWrite(b)
+	}
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
@@ -293,6 +306,10 @@ func (rec *recorder) record() audit.Record {
 // refusal before authentication past its address's limit is tallied
 // instead, and answered 429 (see Flush).
 func (rec *recorder) finish(errs httperr.Writer) {
+	if rec.stream.on {
+		rec.finishStream()
+		return
+	}
 	h := rec.w.Header()
 	r := rec.record()
 	if wait, ok := rec.throttle(&r); ok {

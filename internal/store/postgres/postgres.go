@@ -50,6 +50,7 @@ const (
 type Store struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
+	upTo    int // the schema version to migrate to; 0: the latest (WithSchemaVersion)
 }
 
 // DefaultTimeout bounds each operation whose context has no earlier
@@ -177,6 +178,9 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return fmt.Errorf("database schema version %d is newer than this keygate's %d", have, len(ms))
 	}
 	for _, m := range ms[have:] {
+		if s.upTo > 0 && m.Version > s.upTo {
+			break
+		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err

@@ -57,7 +57,13 @@ var _ store.Store = (*Store)(nil)
 // Open opens the database at path, creating it (mode 0600, and its
 // directory 0700) if missing, and applies pending migrations. It fails if
 // the database was written by a newer keygate.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string) (*Store, error) { return OpenAt(ctx, path, 0) }
+
+// OpenAt is Open migrating the schema only up to version (0: the latest),
+// for restoring a snapshot of an older schema (RestoreFile). A store it
+// opens with a version other than 0 serves Snapshot, Restore and Close
+// only.
+func OpenAt(ctx context.Context, path string, version int) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -96,7 +102,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, version); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -114,6 +120,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	r.SetConnMaxLifetime(0)
 	r.SetConnMaxIdleTime(0)
 	s.r = r
+	if version != 0 { // a schema the statements may not fit: Snapshot and Restore only
+		return s, nil
+	}
 	if err := s.prepare(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -169,7 +178,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context, upTo int) error {
 	ms, err := migration.Load(migrationFS, "migrations")
 	if err != nil {
 		return err
@@ -182,6 +191,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return wrap(ctx, "migrate", err)
 	}
 	for _, m := range ms {
+		if upTo > 0 && m.Version > upTo {
+			break
+		}
 		if err := s.apply(ctx, m, len(ms)); err != nil {
 			return err
 		}
