@@ -1,9 +1,11 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,8 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/snapshot"
+	"github.com/keygate/keygate/internal/store/sqlite"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -407,4 +411,45 @@ func mustGenerate(t *testing.T) rootkey.Key {
 	}
 	t.Cleanup(k.Destroy)
 	return k
+}
+
+// TestRekeyBackupMidway: a snapshot taken in the middle of a rotation
+// holds its state; restored into a new store, a node started there with
+// the new key carries the rotation on to its end, and every value opens.
+func TestRekeyBackupMidway(t *testing.T) {
+	r := newRekeyRig(t, config.TokenService{})
+	n, stop := r.open("a", r.oldKey)
+	check := tenantValues(t, n, 30)
+	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: loadKey(t, r.newKey), CurrentKey: loadKey(t, r.oldKey), Rate: 10}); err != nil {
+		t.Fatal(err)
+	}
+	waitRekey(t, n, "partway", func(s RekeyStatus) bool { return s.Done >= 3 })
+	var buf bytes.Buffer
+	if err := n.Store().(interface {
+		Snapshot(context.Context, io.Writer) error
+	}).Snapshot(t.Context(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	snap, err := snapshot.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "b"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.RestoreFile(t.Context(), filepath.Join(r.dir, "b", StoreFile), snap); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := r.open("b", r.newKey)
+	if err := check(b); err != nil {
+		t.Fatalf("the restored store, partway: %v", err)
+	}
+	done := waitRekey(t, b, "the end", func(s RekeyStatus) bool { return s.State == store.RekeyDone })
+	if done.Done != done.Total || done.Total != 31 {
+		t.Errorf("rewrapped %d of %d, want 31 of 31", done.Done, done.Total)
+	}
+	if err := check(b); err != nil {
+		t.Error(err)
+	}
 }
