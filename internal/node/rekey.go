@@ -139,6 +139,12 @@ func (n *Node) StartRekey(ctx context.Context, req RekeyRequest) (RekeyStatus, e
 	if err != nil {
 		return RekeyStatus{}, err
 	}
+	if prev.State == store.RekeyDone && prev.NewKeyID != cur.String() {
+		// A node that missed the last rotation would start this one from
+		// a key the store no longer uses, which no other node could follow.
+		return RekeyStatus{}, rekeyRefused(fmt.Sprintf("this node's root key %s is not the store's, %s (rotated at %s): restart it with that key",
+			cur, prev.NewKeyID, prev.FinishedAt.Format(time.RFC3339)))
+	}
 	old, err := n.currentRootKey(req, cur)
 	if err != nil {
 		return RekeyStatus{}, err

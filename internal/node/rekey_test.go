@@ -205,6 +205,26 @@ func TestRekey(t *testing.T) {
 	if prev, _ := filepath.Glob(filepath.Join(r.dir, "a", "audit-*.pub")); len(prev) != 1 {
 		t.Errorf("previous audit keys kept: %v, want one", prev)
 	}
+	// A node still on the old key (as if it had missed the rotation) may
+	// not start another one from it.
+	st2, err := n.store.GetRekey(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := st2
+	stale.NewKeyID = "0badc0de"
+	if err := n.store.PutRekey(t.Context(), stale, st2.Revision); err != nil {
+		t.Fatal(err)
+	}
+	var refused *RefusedError
+	if _, err := n.StartRekey(t.Context(), RekeyRequest{NewKey: mustGenerate(t), CurrentKey: newK}); !errors.As(err, &refused) ||
+		!strings.Contains(err.Error(), "is not the store's, 0badc0de") {
+		t.Errorf("a rotation from a key the store no longer uses: %v", err)
+	}
+	if err := n.store.PutRekey(t.Context(), st2, st2.Revision+1); err != nil {
+		t.Fatal(err)
+	}
+
 	stop()
 
 	// The old key no longer starts a node; the new one does, and opens all.
