@@ -106,13 +106,22 @@ func TestNotices(t *testing.T) {
 	}
 	a := open(config.TokenService{RedisURL: redisURL, RedisPrefix: prefix})
 	c := open(config.TokenService{RedisURL: redisURL, RedisPrefix: prefix})
-	got := make(chan string, 4)
+	// The handlers never block: the loop below publishes until it has
+	// heard both nodes, and a handler stuck on a full channel would hold
+	// its node's notices, and Close, for ever.
+	got := make(chan string, 64)
+	hear := func(m string) {
+		select {
+		case got <- m:
+		default:
+		}
+	}
 	for name, n := range map[string]*Node{"a": a, "c": c} {
-		if err := n.Subscribe(t.Context(), "transit", func(_ context.Context, payload string) { got <- name + " " + payload }); err != nil {
+		if err := n.Subscribe(t.Context(), "transit", func(_ context.Context, payload string) { hear(name + " " + payload) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Subscribe(t.Context(), "other", func(_ context.Context, payload string) { got <- "other " + payload }); err != nil {
+	if err := c.Subscribe(t.Context(), "other", func(_ context.Context, payload string) { hear("other " + payload) }); err != nil {
 		t.Fatal(err)
 	}
 	// A subscription takes effect once Redis has it: publish until both
