@@ -30,6 +30,16 @@ func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]
 	if version < 0 {
 		return nil, versionMeta{}, nil, fmt.Errorf("%w: version %d is negative", ErrInvalid, version)
 	}
+	if data, vm, custom, ok := e.cachedRead(ctx, tenant, path, version); ok {
+		return data, vm, &state{meta: &pathMeta{Custom: custom}}, nil
+	}
+	id := pathID{tenant, path}
+	var mark uint64
+	start := e.now()
+	if e.cache != nil {
+		e.cache.misses.Add(1)
+		mark = e.cache.mark(id)
+	}
 	var err error
 	for range 2 {
 		var s *state
@@ -38,12 +48,16 @@ func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]
 			return nil, versionMeta{}, nil, err
 		}
 		var vm versionMeta
-		if vm, err = live(s, path, version, e.clock()); err != nil {
+		if vm, err = live(s, path, version, start.UnixMicro()); err != nil {
 			return nil, versionMeta{}, nil, err
 		}
 		var data []byte
-		data, err = e.value(ctx, s, tenant, path, vm.Version)
+		var sv sealedValue
+		data, sv, err = e.sealedValue(ctx, s, tenant, path, vm.Version)
 		if err == nil {
+			if e.cache != nil {
+				e.cache.put(id, newEntry(s, path, start, vm.Version, sv), mark)
+			}
 			return data, vm, s, nil
 		}
 		if !errors.Is(err, ErrNotFound) {
@@ -240,7 +254,9 @@ func (e *Engine) DeleteMetadata(ctx context.Context, tenant, path string) error 
 	if _, err := e.key(ctx, tenant, false); err != nil {
 		return err
 	}
-	return e.st.DeleteSecret(ctx, tenant, path)
+	err := e.st.DeleteSecret(ctx, tenant, path)
+	e.changed(ctx, tenant, path)
+	return err
 }
 
 // Delete soft-deletes versions (none: the current one).
