@@ -80,8 +80,11 @@ type pathEntry struct {
 	size     int64
 }
 
+// sealedValue is a version's value as the store holds it, and the
+// additional data it opens with as the tenant's data key binds it
+// (tenantkey.Key.Bind).
 type sealedValue struct {
-	sealed, ad []byte
+	sealed, bound []byte
 }
 
 // readCache is the engine's read cache.
@@ -160,7 +163,7 @@ func (c *readCache) put(id pathID, e *pathEntry, mark uint64) {
 			for v, sv := range old.values {
 				if _, ok := e.values[v]; !ok {
 					e.values[v] = sv
-					e.size += int64(len(sv.sealed) + len(sv.ad))
+					e.size += int64(len(sv.sealed) + len(sv.bound))
 				}
 			}
 		}
@@ -226,7 +229,7 @@ func (c *readCache) stats() CacheStats {
 func newEntry(s *state, path string, now time.Time, v int, value sealedValue) *pathEntry {
 	e := &pathEntry{rev: s.rev, loaded: now, meta: s.sealed, custom: len(s.meta.Custom) > 0,
 		current: s.meta.Current, versions: s.meta.Versions, values: map[int]sealedValue{v: value}}
-	e.size = entryOverhead + int64(len(path)+len(s.sealed)+len(value.sealed)+len(value.ad)) + int64(len(e.versions))*32
+	e.size = entryOverhead + int64(len(path)+len(s.sealed)+len(value.sealed)+len(value.bound)) + int64(len(e.versions))*32
 	return e
 }
 
@@ -278,7 +281,7 @@ func (e *Engine) cachedRead(ctx context.Context, tenant, path string, version in
 	if err != nil {
 		return nil, versionMeta{}, nil, false
 	}
-	pt, err := dk.Open(sv.sealed, sv.ad)
+	pt, err := dk.OpenBound(sv.sealed, sv.bound)
 	if err != nil {
 		return nil, versionMeta{}, nil, false
 	}

@@ -336,3 +336,27 @@ func TestCacheRace(t *testing.T) {
 		t.Logf("no hit in the race (stats %+v)", s)
 	}
 }
+
+// TestCacheHitAllocs: a read from the cache allocates the plaintext and
+// the Secret, nothing else (one open under the tenant's data key, with
+// the additional data bound when the entry was made).
+func TestCacheHitAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are checked without the race detector")
+	}
+	k := newKit(t)
+	k.write(t, def, "bench/a", string(kib))
+	k.read(t, def, "bench/a", 0)
+	hits := k.e.CacheStats().Hits
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := k.e.Read(ctx, def, "bench/a", 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if k.e.CacheStats().Hits-hits < 100 {
+		t.Fatalf("the reads did not come from the cache: %+v", k.e.CacheStats())
+	}
+	if allocs > 2 {
+		t.Errorf("a cache hit allocates %.0f times, want 2 (the plaintext, the Secret)", allocs)
+	}
+}

@@ -231,7 +231,7 @@ func (e *Engine) sealedValue(ctx context.Context, s *state, tenant, path string,
 	if err != nil {
 		return nil, sealedValue{}, fmt.Errorf("%w: %s version %d: %w", ErrCorrupt, path, v, err)
 	}
-	return pt, sealedValue{sealed: row.Sealed, ad: ad}, nil
+	return pt, sealedValue{sealed: row.Sealed, bound: s.dk.Bind(ad)}, nil
 }
 
 // config reads the tenant's mount configuration (none set: zeros).
