@@ -143,7 +143,8 @@ func (c *readCache) mark(id pathID) uint64 {
 }
 
 // put caches e unless the shard was dropped from since mark, e does not fit
-// a shard, or the shard holds a later read of the path (a higher revision).
+// a shard, or the shard holds a later read of the path (a higher revision)
+// that has not expired.
 func (c *readCache) put(id pathID, e *pathEntry, mark uint64) {
 	if e.size > c.per {
 		return
@@ -156,8 +157,8 @@ func (c *readCache) put(id pathID, e *pathEntry, mark uint64) {
 	}
 	old := sh.m[id]
 	if old != nil {
-		if old.rev > e.rev {
-			return
+		if old.rev > e.rev && e.loaded.Sub(old.loaded) <= c.maxAge {
+			return // a later read is cached (an expired one is replaced: the path may have been erased and made again)
 		}
 		if old.rev == e.rev { // the same state: keep the other versions read of it
 			for v, sv := range old.values {

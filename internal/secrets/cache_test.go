@@ -281,6 +281,22 @@ func TestCacheMissedNotice(t *testing.T) {
 	if s := a.read(t, def, "p", 0); string(s.Data) != `{"v":3}` {
 		t.Errorf("after a notice: %s, want {\"v\":3}", s.Data)
 	}
+
+	// Erased and made again elsewhere, the notices lost: the new path has
+	// a lower revision than the entry held, which expires, and the new
+	// state is cached in its place.
+	b.down = true
+	must(t, "DeleteMetadata", other.DeleteMetadata(ctx, def, "p"))
+	_, err = other.Write(ctx, def, "p", json.RawMessage(`{"v":"again"}`), nil)
+	must(t, "Write", err)
+	a.clock.add(11 * time.Second)
+	if s := a.read(t, def, "p", 0); string(s.Data) != `{"v":"again"}` {
+		t.Fatalf("after max age: %s, want the path made again", s.Data)
+	}
+	hits := a.e.CacheStats().Hits
+	if s := a.read(t, def, "p", 0); string(s.Data) != `{"v":"again"}` || a.e.CacheStats().Hits != hits+1 {
+		t.Errorf("the path made again: %s, %d hits; want it read from the cache", s.Data, a.e.CacheStats().Hits-hits)
+	}
 }
 
 // TestCacheRace: readers never see a version older than one a writer had
