@@ -306,11 +306,10 @@ func (e *Engine) cachedRead(ctx context.Context, tenant, path string, version in
 // stored: a write whose outcome is unknown must not leave the old state
 // served.
 func (e *Engine) changed(ctx context.Context, tenant, path string) {
-	if e.cache == nil {
-		return
+	if e.cache != nil {
+		e.cache.drop(pathID{tenant, path})
 	}
-	e.cache.drop(pathID{tenant, path})
-	if e.notices == nil {
+	if e.notices == nil { // a node without a cache announces too: the others have theirs
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -376,3 +376,23 @@ func TestCacheHitAllocs(t *testing.T) {
 		t.Errorf("a cache hit allocates %.0f times, want 2 (the plaintext, the Secret)", allocs)
 	}
 }
+
+// TestCacheOffAnnounces: a node with its cache off still announces its
+// changes, which the nodes with a cache drop.
+func TestCacheOffAnnounces(t *testing.T) {
+	b := &bus{}
+	a := newKitWith(t, Options{Notices: b, CacheMaxAge: time.Hour})
+	off, err := New(Options{Store: a.st, Keys: tenantkey.New(tenantkey.Config{Store: a.st, Root: a.ring}), Now: a.clock.now,
+		Notices: b, CacheBytes: -1})
+	must(t, "New", err)
+	a.write(t, def, "p", `{"v":1}`)
+	a.read(t, def, "p", 0)
+	_, err = off.Write(ctx, def, "p", json.RawMessage(`{"v":2}`), nil)
+	must(t, "Write", err)
+	if s := a.read(t, def, "p", 0); string(s.Data) != `{"v":2}` {
+		t.Errorf("after the cacheless node's write: %s", s.Data)
+	}
+	if s := off.CacheStats(); s != (CacheStats{}) {
+		t.Errorf("a node without a cache has stats %+v", s)
+	}
+}

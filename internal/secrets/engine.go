@@ -132,6 +132,7 @@ func New(o Options) (*Engine, error) {
 			e.listen(context.Background(), o.Notices)
 		}
 	}
+	// Without a cache of its own it still announces its changes (changed).
 	return e, nil
 }
 
