@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,14 @@ func everyHTTPMode(t *testing.T) map[string]http.Handler {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hs[mode] = h
+	}
+	for mode, store := range map[string]string{ModeKVRead: "", ModeKVWrite: filepath.Join(t.TempDir(), "kv.db")} {
+		h, closer, err := KVHandler(t.Context(), mode, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closer.Close() })
 		hs[mode] = h
 	}
 	return hs

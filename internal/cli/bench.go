@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -107,8 +108,11 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 			"and answers one AES-256-GCM seal of 64 bytes (cached cipher, fresh nonce) as base64\n"+
 			"in JSON: the ceiling for transit encrypt (scripts/loadtest-transit.sh). The gRPC modes\n"+
 			"allow only Checks whose call metadata carries the marker, and their health service\n"+
-			"reports only "+bench.ReadinessService+" as serving.")
-	allModes := slices.Concat(bench.Modes, bench.NaiveModes, bench.GRPCModes)
+			"reports only "+bench.ReadinessService+" as serving. Mode kv-read answers one AES-256-GCM open\n"+
+			"of a 1 KiB secret held in memory; kv-write inserts the body as a row of --store, with the\n"+
+			"durability of keygate's secret writes (the secret scenarios' references).")
+	allModes := slices.Concat(bench.Modes, bench.NaiveModes, bench.GRPCModes, bench.KVModes)
+	kvStore := fs.String("store", "", "kv-write's store: a postgres:// `URL`, or the path of a SQLite file")
 	mode := fs.String("mode", "", "`MODE`: "+strings.Join(allModes, ", ")+
 		" (required; grpc-noop and grpc-es256 serve Envoy's ext_authz Check over h2c, see 'keygate bench extauthz')")
 	listen := fs.String("listen", "127.0.0.1:8081", "listen `address` (port 0 picks a free port)")
@@ -136,9 +140,18 @@ func (a *app) benchServer(ctx context.Context, args []string) error {
 	}
 	var h http.Handler
 	var err error
-	if naive {
+	switch {
+	case slices.Contains(bench.KVModes, *mode):
+		var closer io.Closer
+		if h, closer, err = bench.KVHandler(ctx, *mode, *kvStore); err != nil {
+			return err
+		}
+		defer closer.Close()
+	case *kvStore != "":
+		return usageErrorf(fs.Name(), "--store is for the kv-write mode")
+	case naive:
 		h, err = bench.NaiveHandler(*mode, *key)
-	} else {
+	default:
 		h, err = bench.Handler(*mode)
 	}
 	if err != nil {

@@ -20,12 +20,13 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	for _, s := range runner.Scenarios {
 		lines = append(lines, fmt.Sprintf("%-16s %s", s.Name, s.Summary))
 	}
-	fs := a.flags("keygate bench scenario", "NAME [--target URL [--admin URL] [--key FILE]] [--compare-config FILE | --compare-target URL]\n"+
-		"    [scenario flags] [--connections N,...] [--rate R] [--duration D] [--warmup D] [--out DIR] [--profile] [--json]",
+	fs := a.flags("keygate bench scenario", "NAME [--target URL [--admin URL] [--key FILE]] [--compare-config FILE | --compare-target URL | --reference]\n"+
+		"    [scenario flags] [--connections N,...] [--rounds N] [--rate R] [--duration D] [--warmup D] [--out DIR] [--profile] [--json]",
 		"Loads keygate with one of its workloads, against a keygate it starts (pinned to its own CPU,\n"+
 			"configured for the scenario) or a running one (--target). With --compare-config it starts a\n"+
 			"second keygate whose configuration also has that file's YAML, and measures both, step by step,\n"+
 			"side by side with ratios; --compare-target does the same for a second running keygate.\n"+
+			"With --reference (secret-read, secret-write) the first series is the scenario's reference server.\n"+
 			"Writes report.json (keygate.bench.report/v1) to --out. NAME is one of:\n  "+strings.Join(lines, "\n  ")+
 			"\nSee docs/bench-load.md.")
 	var o runner.ScenarioOptions
@@ -45,6 +46,13 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	compareConfig := fs.String("compare-config", "", "YAML `FILE`: also start a keygate with this added, and compare")
 	compareTarget := fs.String("compare-target", "", "a second running keygate's traffic `URL` to compare with --target (same admin token)")
 	compareAdmin := fs.String("compare-admin", "", "the second running keygate's admin `URL`")
+	fs.BoolVar(&o.Reference, "reference", false, "secret-read, secret-write: also measure the reference server (bench server --mode kv-read,\n"+
+		"kv-write) as the first series, step by step with keygate")
+	fs.StringVar(&o.DatabaseURL, "database-url", "", "secret scenarios: run keygate (and the kv-write reference) on this PostgreSQL `URL`,\n"+
+		"each in a fresh schema dropped at the end (default: SQLite)")
+	fs.BoolVar(&o.NoCache, "no-cache", false, "secret scenarios: the started keygate's secret read cache off (every read misses)")
+	rounds := fs.Int("rounds", 1, "measure the --connections steps `N` times over, series alternating step by step\n"+
+		"(the verdict gives the median of the per-step ratios)")
 	conns := intsFlag{50}
 	fs.Var(&conns, "connections", "`N[,N...]` keep-alive connections, one step each")
 	rate := fs.Float64("rate", 0, "open loop at `R` requests/s (0: closed loop)")
@@ -61,8 +69,14 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "no scenario %q (one of %s)", rest[0], strings.Join(scenarioNames(), ", "))
 	case *pf.duration < time.Second || *pf.warmup < 0 || *timeout <= 0 || *rate < 0:
 		return usageErrorf(fs.Name(), "--duration must be at least 1s; --warmup, --rate not negative; --timeout positive")
-	case o.Tokens <= 0 || o.Batch <= 0:
-		return usageErrorf(fs.Name(), "--tokens and --batch must be positive")
+	case o.Tokens <= 0 || o.Batch <= 0 || *rounds <= 0:
+		return usageErrorf(fs.Name(), "--tokens, --batch and --rounds must be positive")
+	case o.Reference && !sc.HasReference():
+		return usageErrorf(fs.Name(), "scenario %s has no --reference", sc.Name)
+	case o.Reference && (o.Target != "" || *compareConfig != ""):
+		return usageErrorf(fs.Name(), "--reference goes with the keygate this command starts: not with --target or --compare-config")
+	case (o.DatabaseURL != "" || o.NoCache) && (!strings.HasPrefix(sc.Name, "secret-") || o.Target != ""):
+		return usageErrorf(fs.Name(), "--database-url and --no-cache are for the secret scenarios on a keygate this command starts")
 	case *compareConfig != "" && (o.Target != "" || *compareTarget != ""):
 		return usageErrorf(fs.Name(), "--compare-config compares keygates this command starts; it excludes --target")
 	case *compareTarget != "" && o.Target == "":
@@ -81,8 +95,20 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	}
 	return a.runPlan(ctx, fs, pf, sc.Name, "keygate bench scenario "+strings.Join(args, " "),
 		func(env *runner.Env) (*runner.Plan, error) {
+			var steps []int
+			for range *rounds {
+				steps = append(steps, conns...)
+			}
 			plan := &runner.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
-				Connections: conns, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
+				Connections: steps, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
+			if o.Reference {
+				ref, notes, err := sc.Reference(env, o)
+				if err != nil {
+					return nil, err
+				}
+				plan.Series = append(plan.Series, ref)
+				plan.Notes = append(plan.Notes, notes...)
+			}
 			if err := addSeries(plan, env, sc, o); err != nil {
 				return nil, err
 			}

@@ -118,6 +118,32 @@ type Config struct {
 	// Transit bounds the work transit requests make, so that no tenant
 	// crowds out another or the gateway. Read at start, like TokenService.
 	Transit Transit `yaml:"transit"`
+	// Secrets tunes the secret store (Vault's KV version 2 API). Read at
+	// start, like TokenService.
+	Secrets Secrets `yaml:"secrets"`
+}
+
+// Secrets is the secrets section.
+type Secrets struct {
+	// CacheBytes bounds the read cache, which holds recently read secrets
+	// as the store holds them, sealed, with the metadata a read needs, so
+	// that a read costs no query (default 33554432, 32 MiB; -1 turns it
+	// off). A change at any node of the fleet drops the path at every node
+	// through Redis.
+	CacheBytes int64 `yaml:"cache_bytes"`
+	// CacheMaxAge is how long a cached secret is served before it is read
+	// again (default 30s): what a node that missed a change notice, while
+	// Redis was unreachable, may serve of the path's old state.
+	CacheMaxAge time.Duration `yaml:"cache_max_age"`
+}
+
+func (s *Secrets) validate(field string, bad func(field, format string, args ...any)) {
+	if s.CacheBytes < -1 {
+		bad(field+".cache_bytes", "must be -1 (no cache), 0 (the default) or a size in bytes")
+	}
+	if s.CacheMaxAge < 0 {
+		bad(field+".cache_max_age", "must not be negative (0: the default)")
+	}
 }
 
 // Transit is the transit section. Costs are in units of one AES-GCM
@@ -690,6 +716,7 @@ func (c *Config) Validate() error {
 	}
 	c.Tracing.validate("tracing", bad)
 	c.Transit.validate("transit", bad)
+	c.Secrets.validate("secrets", bad)
 	if c.AdminTLS.Enabled() && c.AdminListen == "off" {
 		bad("admin_tls", "is set but the admin listener is off (admin_listen: off)")
 	}

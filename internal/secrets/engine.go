@@ -43,21 +43,35 @@ type Options struct {
 	// Retries bounds the attempts of a write without cas that loses a
 	// race to another writer of its path (0: DefaultRetries).
 	Retries int
+	// CacheBytes bounds the read cache, which holds sealed values and the
+	// metadata a read needs (0: DefaultCacheBytes; negative: no cache).
+	CacheBytes int64
+	// CacheMaxAge is how old a cached path may be when it is served (0:
+	// DefaultCacheMaxAge): it bounds how stale a node that missed a change
+	// notice can be.
+	CacheMaxAge time.Duration
+	// Notices, if set, announce this engine's changes to the fleet and
+	// drop what other nodes change, and the cache on a seal or a tenant's
+	// deletion. Without it only this engine's own changes are seen at once
+	// (a single node); other writers' within CacheMaxAge.
+	Notices Notices
 }
 
 // DefaultRetries is how many times a write without cas is tried against
 // writers of the same path before it fails with store.ErrConflict.
 const DefaultRetries = 16
 
-// Engine is the KV version 2 engine over a store. It keeps nothing of a
-// secret in memory between calls. (A small bounded cache of sealed
-// values would spare a read its two queries; it is not needed yet.)
+// Engine is the KV version 2 engine over a store. Between calls it keeps
+// only a bounded cache of sealed values and the metadata a read needs
+// (see CacheChannel), never a value in the clear.
 type Engine struct {
 	st      Store
 	keys    *tenantkey.Keys
 	now     func() time.Time
 	log     *slog.Logger
 	retries int
+	cache   *readCache // nil: none
+	notices Notices    // nil: no fleet, no node events
 	// internal: this is the view of keygate's own records (Internal).
 	internal bool
 }
@@ -105,7 +119,21 @@ func New(o Options) (*Engine, error) {
 	if o.Retries <= 0 {
 		o.Retries = DefaultRetries
 	}
-	return &Engine{st: o.Store, keys: o.Keys, now: o.Now, log: o.Logger, retries: o.Retries}, nil
+	e := &Engine{st: o.Store, keys: o.Keys, now: o.Now, log: o.Logger, retries: o.Retries, notices: o.Notices}
+	if o.CacheBytes >= 0 {
+		if o.CacheBytes == 0 {
+			o.CacheBytes = DefaultCacheBytes
+		}
+		if o.CacheMaxAge <= 0 {
+			o.CacheMaxAge = DefaultCacheMaxAge
+		}
+		e.cache = newReadCache(o.CacheBytes, o.CacheMaxAge)
+		if o.Notices != nil {
+			e.listen(context.Background(), o.Notices)
+		}
+	}
+	// Without a cache of its own it still announces its changes (changed).
+	return e, nil
 }
 
 // clock is now at the stores' precision.
@@ -135,9 +163,10 @@ func (e *Engine) key(ctx context.Context, tenant string, fresh bool) (*tenantkey
 // state is a path as read for a change: its metadata (nil: no such path),
 // the revision read and the key that opened it.
 type state struct {
-	meta *pathMeta
-	rev  int64
-	dk   *tenantkey.Key
+	meta   *pathMeta
+	rev    int64
+	dk     *tenantkey.Key
+	sealed []byte // the metadata as the store holds it
 }
 
 // load reads the path's metadata and opens it. A blob that does not open
@@ -162,7 +191,7 @@ func (e *Engine) load(ctx context.Context, tenant, path string) (*state, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s metadata: %w", ErrCorrupt, path, err)
 	}
-	return &state{meta: m, rev: row.Revision, dk: dk}, nil
+	return &state{meta: m, rev: row.Revision, dk: dk, sealed: row.Sealed}, nil
 }
 
 // open opens sealed under dk, else under the tenant's key as its row
@@ -185,17 +214,25 @@ func (e *Engine) open(ctx context.Context, dk *tenantkey.Key, tenant string, sea
 
 // value reads and opens version v of the path.
 func (e *Engine) value(ctx context.Context, s *state, tenant, path string, v int) ([]byte, error) {
+	pt, _, err := e.sealedValue(ctx, s, tenant, path, v)
+	return pt, err
+}
+
+// sealedValue reads and opens version v of the path, and returns it also
+// as the store holds it, with its additional data.
+func (e *Engine) sealedValue(ctx context.Context, s *state, tenant, path string, v int) ([]byte, sealedValue, error) {
 	row, err := e.st.GetSecretValue(ctx, tenant, path, v)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s version %d", ErrNotFound, path, v)
+		return nil, sealedValue{}, fmt.Errorf("%w: %s version %d", ErrNotFound, path, v)
 	} else if err != nil {
-		return nil, err
+		return nil, sealedValue{}, err
 	}
-	pt, _, err := e.open(ctx, s.dk, tenant, row.Sealed, valueAD(tenant, path, v))
+	ad := valueAD(tenant, path, v)
+	pt, _, err := e.open(ctx, s.dk, tenant, row.Sealed, ad)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s version %d: %w", ErrCorrupt, path, v, err)
+		return nil, sealedValue{}, fmt.Errorf("%w: %s version %d: %w", ErrCorrupt, path, v, err)
 	}
-	return pt, nil
+	return pt, sealedValue{sealed: row.Sealed, bound: s.dk.Bind(ad)}, nil
 }
 
 // config reads the tenant's mount configuration (none set: zeros).
@@ -244,6 +281,7 @@ func (e *Engine) update(ctx context.Context, tenant, path string, decide func(s 
 			return err
 		}
 		err = e.store(ctx, tenant, path, s, c)
+		e.changed(ctx, tenant, path)
 		if !errors.Is(err, store.ErrConflict) {
 			return err
 		}

@@ -37,17 +37,29 @@ var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
 func newKit(t testing.TB) *kit {
 	t.Helper()
+	return newKitWith(t, Options{})
+}
+
+// newKitWith is newKit with the engine's options o (its store, keys and
+// clock set by the kit).
+func newKitWith(t testing.TB, o Options) *kit {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "keygate.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return kitOn(t, st, dir)
+	return kitOnWith(t, st, dir, o)
 }
 
 // kitOn makes the engine of a kit on st.
 func kitOn(t testing.TB, st store.Store, dir string) *kit {
+	t.Helper()
+	return kitOnWith(t, st, dir, Options{})
+}
+
+func kitOnWith(t testing.TB, st store.Store, dir string, o Options) *kit {
 	t.Helper()
 	root, err := rootkey.Generate(rand.Reader)
 	if err != nil {
@@ -60,7 +72,8 @@ func kitOn(t testing.TB, st store.Store, dir string) *kit {
 	keys := tenantkey.New(tenantkey.Config{Store: st, Root: ring})
 	c := &clock{}
 	c.t.Store(t0.UnixMicro())
-	e, err := New(Options{Store: st, Keys: keys, Now: c.now})
+	o.Store, o.Keys, o.Now = st, keys, c.now
+	e, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

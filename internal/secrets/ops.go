@@ -13,22 +13,33 @@ import (
 
 // Read returns version (0: the current one) of path.
 func (e *Engine) Read(ctx context.Context, tenant, path string, version int) (*Secret, error) {
-	data, vm, s, err := e.read(ctx, tenant, path, version)
+	data, vm, custom, err := e.read(ctx, tenant, path, version)
 	if err != nil {
 		return nil, err
 	}
-	return &Secret{Data: data, Meta: vm.public(), CustomMetadata: s.meta.custom()}, nil
+	return &Secret{Data: data, Meta: vm.public(), CustomMetadata: custom}, nil
 }
 
 // read returns the data of a live version of path, its metadata and the
-// path's state. A version erased between the reads of the metadata and
-// of the value (trimmed by a writer) is read again from the metadata.
-func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]byte, versionMeta, *state, error) {
+// path's custom metadata (a copy; nil: none), from the cache or the
+// store. A version erased between the reads of the metadata and of the
+// value (trimmed by a writer) is read again from the metadata.
+func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]byte, versionMeta, map[string]string, error) {
 	if err := e.checkPath(path); err != nil {
 		return nil, versionMeta{}, nil, err
 	}
 	if version < 0 {
 		return nil, versionMeta{}, nil, fmt.Errorf("%w: version %d is negative", ErrInvalid, version)
+	}
+	if data, vm, custom, ok := e.cachedRead(ctx, tenant, path, version); ok {
+		return data, vm, custom, nil
+	}
+	id := pathID{tenant, path}
+	var mark uint64
+	start := e.now()
+	if e.cache != nil {
+		e.cache.misses.Add(1)
+		mark = e.cache.mark(id)
 	}
 	var err error
 	for range 2 {
@@ -38,13 +49,17 @@ func (e *Engine) read(ctx context.Context, tenant, path string, version int) ([]
 			return nil, versionMeta{}, nil, err
 		}
 		var vm versionMeta
-		if vm, err = live(s, path, version, e.clock()); err != nil {
+		if vm, err = live(s, path, version, start.UnixMicro()); err != nil {
 			return nil, versionMeta{}, nil, err
 		}
 		var data []byte
-		data, err = e.value(ctx, s, tenant, path, vm.Version)
+		var sv sealedValue
+		data, sv, err = e.sealedValue(ctx, s, tenant, path, vm.Version)
 		if err == nil {
-			return data, vm, s, nil
+			if e.cache != nil {
+				e.cache.put(id, newEntry(s, path, start, vm.Version, sv), mark)
+			}
+			return data, vm, s.meta.custom(), nil
 		}
 		if !errors.Is(err, ErrNotFound) {
 			break
@@ -240,7 +255,9 @@ func (e *Engine) DeleteMetadata(ctx context.Context, tenant, path string) error 
 	if _, err := e.key(ctx, tenant, false); err != nil {
 		return err
 	}
-	return e.st.DeleteSecret(ctx, tenant, path)
+	err := e.st.DeleteSecret(ctx, tenant, path)
+	e.changed(ctx, tenant, path)
+	return err
 }
 
 // Delete soft-deletes versions (none: the current one).

@@ -313,8 +313,12 @@ func TestDumpPostgres(t *testing.T) {
 // deleted and made again under its name (by another node) reads the new
 // tenant's secrets under the new key, and writes under it.
 func TestTenantMadeAgain(t *testing.T) {
-	a := newKit(t)
-	b, err := New(Options{Store: a.st, Keys: tenantkey.New(tenantkey.Config{Store: a.st, Root: a.ring}), Now: a.clock.now})
+	// The two engines are nodes of one fleet: each hears the other's
+	// change notices (what a node that missed one serves is bounded by the
+	// cache's max age: TestCacheMissedNotice).
+	bus := &bus{}
+	a := newKitWith(t, Options{Notices: bus})
+	b, err := New(Options{Store: a.st, Keys: tenantkey.New(tenantkey.Config{Store: a.st, Root: a.ring}), Now: a.clock.now, Notices: bus})
 	must(t, "New(b)", err)
 	a.tenant(t, "acme")
 	a.write(t, "acme", "p", `{"v":"old"}`)

@@ -317,6 +317,9 @@ func (s *Server) reload(ctx context.Context) error {
 	if cfg.Transit != prev.cfg.Transit {
 		s.log.Warn("transit changed in the configuration file; it takes effect on restart")
 	}
+	if cfg.Secrets != prev.cfg.Secrets {
+		s.log.Warn("secrets changed in the configuration file; it takes effect on restart")
+	}
 	if cfg.EnvoyGRPCListen != prev.cfg.EnvoyGRPCListen || cfg.EnvoyGRPCReflection != prev.cfg.EnvoyGRPCReflection {
 		s.log.Warn("envoy_grpc_listen or envoy_grpc_reflection changed in the configuration file; it takes effect on restart")
 		cfg.EnvoyGRPCListen, cfg.EnvoyGRPCReflection = prev.cfg.EnvoyGRPCListen, prev.cfg.EnvoyGRPCReflection

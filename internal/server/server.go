@@ -356,12 +356,18 @@ var totpMount = vaultsys.Mount{Path: "totp/", Type: "totp", Description: "keygat
 // Vault's sys endpoints, verifying tokens with pipe as transit does.
 func (s *Server) openSecrets(pipe *verify.Pipeline) error {
 	n := s.node
-	eng, err := secrets.New(secrets.Options{Store: n.Store(), Keys: n.TenantKeys(), Now: s.cfg.Now, Logger: s.log})
+	sc := s.cfg.Gateway.Secrets
+	eng, err := secrets.New(secrets.Options{Store: n.Store(), Keys: n.TenantKeys(), Now: s.cfg.Now, Logger: s.log,
+		CacheBytes: sc.CacheBytes, CacheMaxAge: sc.CacheMaxAge, Notices: n})
 	if err != nil {
 		return err
 	}
 	opts := kvapi.Options{Secrets: eng, Verifier: pipe, Sealed: n.Sealed, Logger: s.log, Observe: s.cfg.SecretsObserve}
 	if s.obs.metrics != nil {
+		s.obs.metrics.SecretCache(func() telemetry.SecretCacheStats {
+			st := eng.CacheStats()
+			return telemetry.SecretCacheStats{Hits: st.Hits, Misses: st.Misses, Drops: st.Drops, Entries: st.Entries, Bytes: st.Bytes}
+		})
 		m := s.obs.metrics.Secrets(kvapi.Operations())
 		opts.Measure = func(o *kvapi.Outcome, elapsed time.Duration) {
 			m.Observe(o.Operation, o.Status, o.Reason, 0, 0, elapsed)

@@ -54,6 +54,7 @@ func allFamilies(t *testing.T) map[string][]string {
 	m.AuditDisk(func() (uint64, uint64, bool) { return 1, 1, true })
 	m.Transit([]string{"transit.encrypt"})
 	m.Secrets([]string{"secret.read"})
+	m.SecretCache(func() telemetry.SecretCacheStats { return telemetry.SecretCacheStats{} })
 	m.Credentials([]string{"totp.code.validate"})
 	m.TransitPool(func() telemetry.TransitPoolStats { return telemetry.TransitPoolStats{} })
 	f := m.Families()

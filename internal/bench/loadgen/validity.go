@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -121,7 +122,9 @@ func (v *Validity) Marks(series string) map[int]string {
 }
 
 // ratioRange is "b ÷ a: lo–hi× requests/s; " for every later series b of
-// the first a, over the steps both measured.
+// the first a, over the steps both measured. When the steps repeat a
+// number of connections (three or more pairs, measured A, B, A, B, ...)
+// it adds the median of the per-step ratios: "lo–hi× (median m×)".
 func (d *Document) ratioRange() string {
 	if len(d.Series) < 2 {
 		return ""
@@ -135,29 +138,50 @@ func (d *Document) ratioRange() string {
 		if s == nil {
 			continue
 		}
-		lo, hi := math.Inf(1), math.Inf(-1)
+		var rs []float64
+		conns := map[int]bool{}
 		for i := range min(len(first.Steps), len(s.Steps)) {
 			if first.Steps[i] == nil || s.Steps[i] == nil {
 				continue
 			}
 			if a := first.Steps[i].RequestsPerSec; a > 0 {
-				r := s.Steps[i].RequestsPerSec / a
-				lo, hi = min(lo, r), max(hi, r)
+				rs = append(rs, s.Steps[i].RequestsPerSec/a)
+				conns[s.Steps[i].Connections] = true
 			}
 		}
-		if math.IsInf(lo, 1) {
+		if len(rs) == 0 {
 			continue
 		}
+		lo, hi := slices.Min(rs), slices.Max(rs)
 		span := times(lo)
 		if times(hi) != span {
 			span += "–" + times(hi)
 		}
-		parts = append(parts, fmt.Sprintf("%s ÷ %s: %s× requests/s", s.Name, first.Name, span))
+		span += "×"
+		if len(rs) >= 3 && len(conns) < len(rs) && times(lo) != times(hi) {
+			span += " (median " + times(Median(rs)) + "×)"
+		}
+		parts = append(parts, fmt.Sprintf("%s ÷ %s: %s requests/s", s.Name, first.Name, span))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return strings.Join(parts, "; ") + ", "
+}
+
+// Median is the median of rs (the mean of the middle two for an even
+// count); rs is left as it is.
+func Median(rs []float64) float64 {
+	if len(rs) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(rs)
+	slices.Sort(c)
+	if n := len(c); n%2 == 1 {
+		return c[n/2]
+	} else {
+		return (c[n/2-1] + c[n/2]) / 2
+	}
 }
 
 func times(r float64) string {

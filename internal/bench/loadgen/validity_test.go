@@ -112,6 +112,15 @@ func TestCheckVerdict(t *testing.T) {
 		{"valid range", doc([]float64{1000, 500}, []float64{4400, 8000}, nil), true,
 			"keygate ÷ naive: 4.4–16× requests/s, valid"},
 		{"one ratio", doc([]float64{1000}, []float64{3000}, nil), true, "keygate ÷ naive: 3.0× requests/s, valid"},
+		{"repeated steps: the median", doc([]float64{1000, 1000, 1000, 1000}, []float64{800, 700, 1000, 2000}, func(d *Document) {
+			for _, s := range d.Series {
+				for _, st := range s.Steps {
+					st.Connections = 50
+				}
+			}
+		}), true, "keygate ÷ naive: 0.7–2.0× (median 0.9×) requests/s, valid"},
+		{"distinct steps: no median", doc([]float64{1000, 1000, 1000}, []float64{800, 700, 2000}, nil), true,
+			"keygate ÷ naive: 0.7–2.0× requests/s, valid"},
 		{"warnings", doc([]float64{1000, 500}, []float64{4400, 8000}, func(d *Document) {
 			d.Series[1].Steps[1].Errors.Timeout = 5000
 		}), true, "keygate ÷ naive: 4.4–16× requests/s, valid, with 1 warning"},

@@ -45,6 +45,10 @@ type ScenarioOptions struct {
 	Invalid  float64  // share of requests with a token signed by an untrusted key
 	// Batch is the batch size of transit-batch (default 100).
 	Batch int
+	// Secret scenarios (secrets.go).
+	Reference   bool   // also measure the reference (bench server kv-read, kv-write) as the first series
+	DatabaseURL string // a PostgreSQL server (postgres://...) for the started keygate and the reference; "": SQLite
+	NoCache     bool   // the started keygate runs with its secret read cache off (every read misses)
 }
 
 // Scenarios lists the scenarios.
@@ -330,55 +334,4 @@ func devStart(o ScenarioOptions) func(ctx context.Context, env *Env) (*Target, e
 		return StartKeygate(ctx, env, KeygateSpec{Name: cmpOrString(o.SeriesName, "keygate"),
 			Env: []string{"KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0", "KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h"}})
 	}
-}
-
-// secretPaths is how many distinct paths the secret scenarios use.
-const secretPaths = 100
-
-// secretSeries reads (or writes) 1 KiB secrets at secretPaths paths of a
-// dev-mode keygate, the audit log on as it has it.
-func secretSeries(write bool) func(*Env, ScenarioOptions) (Series, []string, error) {
-	return func(_ *Env, o ScenarioOptions) (Series, []string, error) {
-		note := fmt.Sprintf("%d paths under bench/, each a 1 KiB secret ({\"value\": 1,000 random characters}), read in turn "+
-			"with a client_credentials token in X-Vault-Token; the audit log as the target has it (on in a started dev-mode keygate).", secretPaths)
-		if write {
-			note = fmt.Sprintf("A new version of one of %d paths under bench/ per request, each a 1 KiB secret; max_versions "+
-				"keeps the newest 10 of each path.", secretPaths)
-		}
-		return Series{
-			Start: devStart(o),
-			Pool: func(ctx context.Context, t *Target) ([]loadgen.Request, error) {
-				return secretPool(ctx, t, write)
-			},
-		}, []string{note}, nil
-	}
-}
-
-func secretPool(ctx context.Context, t *Target, write bool) ([]loadgen.Request, error) {
-	c, err := CreateClient(ctx, t, "bench-secrets", "secrets:read:bench/*", "secrets:write:bench/*")
-	if err != nil {
-		return nil, err
-	}
-	tok, err := AccessToken(ctx, t, c)
-	if err != nil {
-		return nil, err
-	}
-	hdr := []loadgen.Header{{Name: "X-Vault-Token", Value: tok}}
-	var reqs []loadgen.Request
-	for i := range secretPaths {
-		v := make([]byte, 750) // 1,000 base64 characters
-		rand.Read(v)           //nolint:errcheck // crypto/rand.Read does not fail
-		body := map[string]any{"data": map[string]string{"value": b64(v)}}
-		path := fmt.Sprintf("/v1/secret/data/bench/%d", i)
-		if err := VaultCall(ctx, t, tok, http.MethodPost, path, body, nil); err != nil {
-			return nil, err
-		}
-		if write {
-			b, _ := json.Marshal(body)
-			reqs = append(reqs, jsonPost(t.Base+path, hdr, b))
-		} else {
-			reqs = append(reqs, loadgen.Request{URL: t.Base + path, Header: hdr})
-		}
-	}
-	return reqs, nil
 }

@@ -35,6 +35,7 @@ type Target struct {
 	pprofBase  string // .../debug/pprof/ or ""
 	pprofToken string
 	also       *Target // a target started with this one and stopped with it (the proxy's upstream)
+	onStop     func()  // runs after the target stopped (nil: nothing)
 	cpus       []int   // the CPUs it is pinned to (nil: not pinned, or not started here)
 }
 
@@ -62,19 +63,29 @@ func (t *Target) Stop() {
 		t.Proc.Stop()
 	}
 	t.also.Stop()
+	if t.onStop != nil {
+		t.onStop()
+	}
 }
 
 // StartBenchServer starts 'keygate bench server' in mode (with the key
 // file the naive modes need) and its profiles under /debug/pprof/.
 func StartBenchServer(ctx context.Context, env *Env, name, mode, keyFile string) (*Target, error) {
+	var extra []string
+	if keyFile != "" {
+		extra = []string{"--key", keyFile}
+	}
+	return startBenchServer(ctx, env, name, mode, extra...)
+}
+
+// startBenchServer starts 'keygate bench server' in mode with further
+// arguments.
+func startBenchServer(ctx context.Context, env *Env, name, mode string, extra ...string) (*Target, error) {
 	addr, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"bench", "server", "--mode", mode, "--listen", addr, "--profiling"}
-	if keyFile != "" {
-		args = append(args, "--key", keyFile)
-	}
+	args := append([]string{"bench", "server", "--mode", mode, "--listen", addr, "--profiling"}, extra...)
 	// The server answers only requests carrying this process's marker,
 	// which the load generators here send.
 	p, err := Start(Spec{Name: name, Exe: env.Exe, Args: args, CPUs: env.CPUs, GOMAXPROCS: env.Procs,

@@ -85,10 +85,18 @@ func TestKeys(t *testing.T) {
 	if pt, err := def.Open(sealed, []byte("row 1")); err != nil || string(pt) != "key material" {
 		t.Fatalf("Open: %q %v", pt, err)
 	}
+	if pt, err := def.OpenBound(sealed, def.Bind([]byte("row 1"))); err != nil || string(pt) != "key material" {
+		t.Fatalf("OpenBound: %q %v", pt, err)
+	}
 	for name, try := range map[string]func() ([]byte, error){
 		"another record": func() ([]byte, error) { return def.Open(sealed, []byte("row 2")) },
-		"another tenant": func() ([]byte, error) { return acme.Open(sealed, []byte("row 1")) },
-		"truncated":      func() ([]byte, error) { return def.Open(sealed[:Overhead-1], []byte("row 1")) },
+		"bound to another record": func() ([]byte, error) {
+			return def.OpenBound(sealed, def.Bind([]byte("row 2")))
+		},
+		"bound to another tenant": func() ([]byte, error) { return def.OpenBound(sealed, acme.Bind([]byte("row 1"))) },
+		"bound, truncated":        func() ([]byte, error) { return def.OpenBound(sealed[:Overhead-1], def.Bind([]byte("row 1"))) },
+		"another tenant":          func() ([]byte, error) { return acme.Open(sealed, []byte("row 1")) },
+		"truncated":               func() ([]byte, error) { return def.Open(sealed[:Overhead-1], []byte("row 1")) },
 		"altered": func() ([]byte, error) {
 			b := bytes.Clone(sealed)
 			b[len(b)-1] ^= 1

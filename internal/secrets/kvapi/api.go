@@ -1,6 +1,7 @@
 package kvapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,7 +103,16 @@ type call struct {
 	o      Outcome
 	status int // 0: 200, or 204 when out is nil
 	out    any // the envelope's data; nil: 204
+	// raw, if set, is a secret's data (JSON the engine checked and
+	// compacted when it was written), put in the answer where out holds
+	// rawMark: encoding/json would check and compact it again.
+	raw json.RawMessage
 }
+
+// rawMark stands for call.raw in the encoded answer. It holds a NUL, which
+// nothing else in an answer can (a path, custom metadata and request ids
+// have none), escaped as encoding/json writes it.
+var rawMark = json.RawMessage(`"\u0000kv-raw"`)
 
 // ServeHTTP serves one KV request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -229,6 +239,9 @@ func (h *Handler) finish(c *call, err error) {
 		h.errs.Write(c.w, c.r, httperr.Internal)
 		return
 	}
+	if c.raw != nil {
+		b = spliceRaw(b, c.raw)
+	}
 	hdr.Set("Content-Type", "application/json")
 	c.w.WriteHeader(status)
 	c.w.Write(append(b, '\n')) //nolint:errcheck // the client went away
@@ -296,4 +309,16 @@ func storeText(err, sentinel error) string {
 		return rest
 	}
 	return s
+}
+
+// spliceRaw replaces the first rawMark in b with raw.
+func spliceRaw(b []byte, raw json.RawMessage) []byte {
+	i := bytes.Index(b, rawMark)
+	if i < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)-len(rawMark)+len(raw)+1)
+	out = append(out, b[:i]...)
+	out = append(out, raw...)
+	return append(out, b[i+len(rawMark):]...)
 }

@@ -176,3 +176,45 @@ func TestOutcome(t *testing.T) {
 		t.Errorf("no token: %+v", o)
 	}
 }
+
+// TestReadAnswerData: a read answers the secret's data as it was
+// written (compacted), whatever characters it holds, in a well-formed
+// envelope; custom metadata beside it is encoded as usual.
+func TestReadAnswerData(t *testing.T) {
+	e := start(t)
+	tok := e.token("default", allScopes...)
+	for i, data := range []string{
+		`{"html":"<b>&amp;</b>","u":"\u2028é\u0000","q":"\"kv-raw\"","nested":{"a":[1,{"b":null}]}}`,
+		`{}`,
+		`{"k":"\"\\u0000kv-raw\""}`,
+	} {
+		path := fmt.Sprintf("/v1/secret/data/raw%d", i)
+		if st, b := e.call(tok, "POST", path, `{"data":`+data+`}`); st != 200 {
+			t.Fatalf("write %s: %d %s", data, st, b)
+		}
+		if st, b := e.call(tok, "POST", "/v1/secret/metadata/raw"+fmt.Sprint(i), `{"custom_metadata":{"owner":"<ops>"}}`); st != 204 {
+			t.Fatalf("metadata: %d %s", st, b)
+		}
+		for range 2 { // a miss, then a hit
+			st, b := e.call(tok, "GET", path, "")
+			var env struct {
+				Data struct {
+					Data     json.RawMessage `json:"data"`
+					Metadata struct {
+						Custom map[string]string `json:"custom_metadata"`
+					} `json:"metadata"`
+				} `json:"data"`
+			}
+			if st != 200 || json.Unmarshal(b, &env) != nil {
+				t.Fatalf("read %s: %d %s", data, st, b)
+			}
+			var got, want any
+			if json.Unmarshal(env.Data.Data, &got) != nil || json.Unmarshal([]byte(data), &want) != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("read %s: data %s", data, env.Data.Data)
+			}
+			if env.Data.Metadata.Custom["owner"] != "<ops>" {
+				t.Errorf("read %s: custom metadata %v", data, env.Data.Metadata.Custom)
+			}
+		}
+	}
+}

@@ -76,7 +76,8 @@ func (h *Handler) read(c *call) error {
 	c.out = struct {
 		Data     json.RawMessage `json:"data"`
 		Metadata versionOut      `json:"metadata"`
-	}{s.Data, versionOf(s.Meta, s.CustomMetadata)}
+	}{rawMark, versionOf(s.Meta, s.CustomMetadata)}
+	c.raw = s.Data
 	return nil
 }
 
