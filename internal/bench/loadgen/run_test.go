@@ -211,13 +211,16 @@ func TestCoordinatedOmission(t *testing.T) {
 	closedSlow, openSlow := closed.Hist.CountAtLeast(slow), open.Hist.CountAtLeast(slow)
 	t.Logf("closed: %d slow, p99.9 %v; open: %d slow, p99.9 %v", closedSlow, time.Duration(closed.Latency.P999),
 		openSlow, time.Duration(open.Latency.P999))
-	if closedSlow < 1 || closedSlow > 2 || time.Duration(closed.Latency.Max) < stall {
+	// The closed loop records the stalled request and nothing it delayed;
+	// a busy machine (CI under -race) adds a slow request or two of its
+	// own, so the bound is a handful, far below the open loop's ~20 of 400.
+	if closedSlow < 1 || closedSlow > 5 || time.Duration(closed.Latency.Max) < stall {
 		t.Errorf("closed loop: %d requests >= %v, max %v; want the one stalled", closedSlow, slow, time.Duration(closed.Latency.Max))
 	}
-	if time.Duration(closed.Latency.P999) >= slow {
-		t.Errorf("closed loop p99.9 %v shows the stall", time.Duration(closed.Latency.P999))
+	if time.Duration(closed.Latency.P99) >= slow {
+		t.Errorf("closed loop p99 %v shows the stall", time.Duration(closed.Latency.P99))
 	}
-	if openSlow < 5 || time.Duration(open.Latency.P999) < slow || time.Duration(open.Latency.P99) < slow {
+	if openSlow < 10 || openSlow <= 2*closedSlow || time.Duration(open.Latency.P999) < slow || time.Duration(open.Latency.P99) < slow {
 		t.Errorf("open loop: %d requests >= %v, p99 %v, p99.9 %v; want the stall to show", openSlow, slow,
 			time.Duration(open.Latency.P99), time.Duration(open.Latency.P999))
 	}
