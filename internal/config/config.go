@@ -127,9 +127,12 @@ type Config struct {
 type Secrets struct {
 	// CacheBytes bounds the read cache, which holds recently read secrets
 	// as the store holds them, sealed, with the metadata a read needs, so
-	// that a read costs no query (default 33554432, 32 MiB; -1 turns it
-	// off). A change at any node of the fleet drops the path at every node
-	// through Redis.
+	// that a read costs no query. By default 33554432 (32 MiB) on a node
+	// with its own store (SQLite), and off on a shared store (PostgreSQL):
+	// there a change at one node reaches the others' caches through Redis
+	// a few milliseconds after it is answered, so a read at another node
+	// in between would return the previous version. A size turns it on
+	// there too, trading that for reads without a query; -1 turns it off.
 	CacheBytes int64 `yaml:"cache_bytes"`
 	// CacheMaxAge is how long a cached secret is served before it is read
 	// again (default 30s): what a node that missed a change notice, while

@@ -306,6 +306,10 @@ func (n *Node) Close() {
 	}
 }
 
+// SharedStore reports whether the node's store is shared with other
+// nodes (PostgreSQL), rather than its own (SQLite in its data directory).
+func (n *Node) SharedStore() bool { return n.ts.DatabaseURL != "" }
+
 // Issuer is the "iss" of the node's tokens, and Audience their "aud".
 func (n *Node) Issuer() string   { return n.cfg.Issuer }
 func (n *Node) Audience() string { return n.cfg.Audience }

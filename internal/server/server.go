@@ -357,6 +357,12 @@ var totpMount = vaultsys.Mount{Path: "totp/", Type: "totp", Description: "keygat
 func (s *Server) openSecrets(pipe *verify.Pipeline) error {
 	n := s.node
 	sc := s.cfg.Gateway.Secrets
+	if sc.CacheBytes == 0 && n.SharedStore() {
+		// A fleet reads its own writes at every node unless told otherwise
+		// (the cache's notices arrive after the write is answered).
+		sc.CacheBytes = -1
+		s.log.Info("secret read cache off on a shared store: every node reads each change at once (secrets.cache_bytes turns it on)")
+	}
 	eng, err := secrets.New(secrets.Options{Store: n.Store(), Keys: n.TenantKeys(), Now: s.cfg.Now, Logger: s.log,
 		CacheBytes: sc.CacheBytes, CacheMaxAge: sc.CacheMaxAge, Notices: n})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/keygate/keygate/internal/bench"
 	"github.com/keygate/keygate/internal/bench/loadgen"
+	"github.com/keygate/keygate/internal/secrets"
 )
 
 // secretPaths is how many distinct paths the secret scenarios use.
@@ -33,15 +34,22 @@ func secretSeries(write bool) func(*Env, ScenarioOptions) (Series, []string, err
 				"keeps the newest 10 of each path.", secretPaths)
 		}
 		notes = append(notes, storeNote(o))
-		if o.NoCache {
+		switch {
+		case o.NoCache:
 			notes = append(notes, "The started keygate runs with its secret read cache off (secrets.cache_bytes -1): every read queries the store.")
+		case o.DatabaseURL != "":
+			notes = append(notes, "The started keygate runs with its secret read cache on (secrets.cache_bytes 32 MiB), which a node on a shared store leaves off unless sized.")
 		}
 		name := cmpOrString(o.SeriesName, "keygate")
 		return Series{
 			Start: func(ctx context.Context, env *Env) (*Target, error) {
 				vars := []string{"KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=0", "KEYGATE_TOKEN_SERVICE_ACCESS_TOKEN_TTL=1h"}
-				if o.NoCache {
+				switch {
+				case o.NoCache:
 					vars = append(vars, "KEYGATE_SECRETS_CACHE_BYTES=-1")
+				case o.DatabaseURL != "":
+					// On a shared store the cache is off unless sized.
+					vars = append(vars, fmt.Sprintf("KEYGATE_SECRETS_CACHE_BYTES=%d", secrets.DefaultCacheBytes))
 				}
 				var drop func()
 				if o.DatabaseURL != "" {
