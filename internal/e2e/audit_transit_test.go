@@ -39,19 +39,8 @@ func (s *captureSink) Write(ctx context.Context, lines []audit.Line) error {
 // made through the admin API and the token endpoint.
 func transitToken(t *testing.T, l *live, scopes ...string) (clientID, token string) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"name": "transit", "scopes": scopes})
-	resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", string(b), adminJSON(auditAdminToken))
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create client: %d %s", resp.StatusCode, body)
-	}
-	var c struct {
-		ClientID     string `json:"client_id"`
-		ClientSecret string `json:"client_secret"`
-	}
-	if err := json.Unmarshal(body, &c); err != nil {
-		t.Fatal(err)
-	}
-	code, tb := tokenStatus(t, l, c.ClientID, c.ClientSecret)
+	id, secret := newClient(t, l, scopes...)
+	code, tb := tokenStatus(t, l, id, secret)
 	if code != http.StatusOK {
 		t.Fatalf("token: %d %s", code, tb)
 	}
@@ -61,7 +50,7 @@ func transitToken(t *testing.T, l *live, scopes ...string) (clientID, token stri
 	if err := json.Unmarshal([]byte(tb), &tok); err != nil {
 		t.Fatal(err)
 	}
-	return c.ClientID, tok.AccessToken
+	return id, tok.AccessToken
 }
 
 // TestAuditTransit: every transit request is recorded before it is

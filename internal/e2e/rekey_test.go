@@ -204,7 +204,7 @@ func TestRekeyUnderLoad(t *testing.T) {
 // newClient creates a client with scopes at l and returns its id and secret.
 func newClient(t *testing.T, l *live, scopes ...string) (id, secret string) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"name": "load", "scopes": scopes})
+	b, _ := json.Marshal(map[string]any{"name": "app", "scopes": scopes})
 	resp, body := do(t, http.MethodPost, l.admin+"/v1/admin/clients", string(b), adminJSON(auditAdminToken))
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create client: %d %s", resp.StatusCode, body)

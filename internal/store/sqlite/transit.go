@@ -48,15 +48,23 @@ func (s *Store) CreateTransitKey(ctx context.Context, k store.TransitKey, first 
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.inTx(ctx, op, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO transit_keys
-			(tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			k.Tenant, k.Name, k.Type, codec.NonNil(k.Config), k.Latest, k.MinAvailable, k.Revision,
-			micros(k.CreatedAt), micros(k.UpdatedAt)); err != nil {
-			return wrapInTenant(ctx, op, k.Tenant, err)
+		if err := insertKey(ctx, tx, op, k); err != nil {
+			return err
 		}
 		return s.insertVersion(ctx, tx, op, first)
 	})
+}
+
+// insertKey inserts a key's row.
+func insertKey(ctx context.Context, tx *sql.Tx, op string, k store.TransitKey) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO transit_keys
+		(tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.Tenant, k.Name, k.Type, codec.NonNil(k.Config), k.Latest, k.MinAvailable, k.Revision,
+		micros(k.CreatedAt), micros(k.UpdatedAt)); err != nil {
+		return wrapInTenant(ctx, op, k.Tenant, err)
+	}
+	return nil
 }
 
 // RestoreTransitKey stores a key and all its versions in one transaction.
@@ -67,12 +75,8 @@ func (s *Store) RestoreTransitKey(ctx context.Context, k store.TransitKey, versi
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.inTx(ctx, op, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO transit_keys
-			(tenant, name, type, config, latest, min_available, revision, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			k.Tenant, k.Name, k.Type, codec.NonNil(k.Config), k.Latest, k.MinAvailable, k.Revision,
-			micros(k.CreatedAt), micros(k.UpdatedAt)); err != nil {
-			return wrapInTenant(ctx, op, k.Tenant, err)
+		if err := insertKey(ctx, tx, op, k); err != nil {
+			return err
 		}
 		for _, v := range versions {
 			if err := s.insertVersion(ctx, tx, op, v); err != nil {
