@@ -243,6 +243,8 @@ func TestRekeyEndpoint(t *testing.T) {
 		want   int
 	}{
 		{"status without the admin token", http.MethodGet, "", nil, http.StatusUnauthorized},
+		{"a lowercase method", "post", good, adminJSON(admin), http.StatusMethodNotAllowed},
+		{"another method", http.MethodPut, good, adminJSON(admin), http.StatusMethodNotAllowed},
 		{"start without the admin token", http.MethodPost, good, jh, http.StatusUnauthorized},
 		{"a wrong admin token", http.MethodPost, good, adminJSON(admin + "x"), http.StatusUnauthorized},
 		{"from a browser page", http.MethodPost, good, browser, http.StatusForbidden},
