@@ -62,14 +62,7 @@ func secretSeries(write bool) func(*Env, ScenarioOptions) (Series, []string, err
 					vars = append(vars, "KEYGATE_TOKEN_SERVICE_DATABASE_URL="+u, "KEYGATE_TOKEN_SERVICE_ISSUER=https://keygate.bench.invalid")
 				}
 				t, err := StartKeygate(ctx, env, KeygateSpec{Name: name, Env: vars})
-				if err != nil {
-					if drop != nil {
-						drop()
-					}
-					return nil, err
-				}
-				t.onStop = drop
-				return t, nil
+				return dropOnStop(t, err, drop)
 			},
 			Pool: func(ctx context.Context, t *Target) ([]loadgen.Request, error) {
 				return secretPool(ctx, t, write)
@@ -191,14 +184,7 @@ func secretReference(write bool) func(*Env, ScenarioOptions) (Series, []string, 
 					store, drop = u, d
 				}
 				t, err := startBenchServer(ctx, env, "reference", bench.ModeKVWrite, "--store", store)
-				if err != nil {
-					if drop != nil {
-						drop()
-					}
-					return nil, err
-				}
-				t.onStop = drop
-				return t, nil
+				return dropOnStop(t, err, drop)
 			},
 			Pool: func(_ context.Context, t *Target) ([]loadgen.Request, error) {
 				tok := make([]byte, referenceTokenBytes/2)
@@ -240,4 +226,17 @@ func freshSchema(ctx context.Context, base string) (string, func(), error) {
 	return u.String(), func() {
 		exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck // best effort at the end of a run
 	}, nil
+}
+
+// dropOnStop gives a started target the fresh schema's drop to run when it
+// stops, or runs it at once when the target did not start (drop may be nil).
+func dropOnStop(t *Target, err error, drop func()) (*Target, error) {
+	if err != nil {
+		if drop != nil {
+			drop()
+		}
+		return nil, err
+	}
+	t.onStop = drop
+	return t, nil
 }
