@@ -178,6 +178,12 @@ func (s tracedStore) GetTenant(ctx context.Context, name string) (store.Tenant, 
 	return s.st.GetTenant(ctx, name)
 }
 
+func (s tracedStore) GetTenantRekey(ctx context.Context, tenant string) (store.TenantRekey, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_tenant_rekey", trace.SpanKindClient)
+	defer span.End()
+	return s.st.GetTenantRekey(ctx, tenant)
+}
+
 func (s tracedStore) GetTransitKey(ctx context.Context, tenant string, name string) (store.TransitKey, []store.TransitKeyVersion, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.get_transit_key", trace.SpanKindClient)
 	defer span.End()
@@ -226,6 +232,12 @@ func (s tracedStore) ListSigningKeys(ctx context.Context) ([]store.SigningKey, e
 	return s.st.ListSigningKeys(ctx)
 }
 
+func (s tracedStore) ListTenantRekeys(ctx context.Context) ([]store.TenantRekey, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.list_tenant_rekeys", trace.SpanKindClient)
+	defer span.End()
+	return s.st.ListTenantRekeys(ctx)
+}
+
 func (s tracedStore) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.list_tenants", trace.SpanKindClient)
 	defer span.End()
@@ -268,6 +280,12 @@ func (s tracedStore) PutSigningKey(ctx context.Context, k store.SigningKey) erro
 	return s.st.PutSigningKey(ctx, k)
 }
 
+func (s tracedStore) PutTenantRekey(ctx context.Context, r store.TenantRekey, rev int64) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.put_tenant_rekey", trace.SpanKindClient)
+	defer span.End()
+	return s.st.PutTenantRekey(ctx, r, rev)
+}
+
 func (s tracedStore) RestoreTransitKey(ctx context.Context, k store.TransitKey, versions []store.TransitKeyVersion) error {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.restore_transit_key", trace.SpanKindClient)
 	defer span.End()
@@ -304,6 +322,12 @@ func (s tracedStore) RewrapTenantDataKey(ctx context.Context, name string, old [
 	return s.st.RewrapTenantDataKey(ctx, name, old, next)
 }
 
+func (s tracedStore) RewrapTenantSealed(ctx context.Context, tenant string, ref store.SealedRef, old []byte, next []byte) error {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.rewrap_tenant_sealed", trace.SpanKindClient)
+	defer span.End()
+	return s.st.RewrapTenantSealed(ctx, tenant, ref, old, next)
+}
+
 func (s tracedStore) RotateRefreshToken(ctx context.Context, issuer string, old []byte, next store.RefreshToken, now time.Time) (store.RefreshToken, error) {
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.rotate_refresh_token", trace.SpanKindClient)
 	defer span.End()
@@ -320,6 +344,12 @@ func (s tracedStore) SetTenantDataKey(ctx context.Context, name string, sealed [
 	ctx, span := telemetry.StartChild(ctx, "keygate.store.set_tenant_data_key", trace.SpanKindClient)
 	defer span.End()
 	return s.st.SetTenantDataKey(ctx, name, sealed)
+}
+
+func (s tracedStore) TenantSealed(ctx context.Context, tenant string, after store.SealedRef, limit int) ([]store.SealedRecord, error) {
+	ctx, span := telemetry.StartChild(ctx, "keygate.store.tenant_sealed", trace.SpanKindClient)
+	defer span.End()
+	return s.st.TenantSealed(ctx, tenant, after, limit)
 }
 
 func (s tracedStore) TrimTransitKey(ctx context.Context, tenant string, name string, minAvailable int) error {

@@ -435,6 +435,7 @@ type Store interface {
 	Secrets
 	AuditLog
 	Rekeys
+	TenantRekeys
 
 	// Close releases the store's connections or file; no method may be
 	// called after it.

@@ -6,6 +6,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,57 +17,89 @@ import (
 	"github.com/keygate/keygate/internal/store"
 )
 
-// Key is a tenant's data key, unsealed: AES-256-GCM with a random 96-bit
-// nonce per Seal. It is opaque: the key bytes are never exported and it
+// Key is a tenant's data key, unsealed: every version the tenant's row
+// holds, AES-256-GCM each, with a random 96-bit nonce per Seal under the
+// current version. It is opaque: the key bytes are never exported and it
 // prints as its tenant's name. Every Seal and Open binds the tenant as
 // well as the caller's associated data, so a sealed value moved to
 // another tenant's record does not open (it is under another key anyway).
 type Key struct {
-	tenant string
-	sealed []byte // as the tenant's row holds it: tells a key from another tenant's of the same name
-	aead   cipher.AEAD
-	rand   io.Reader
+	tenant  string
+	sealed  []byte // as the tenant's row holds it: tells a key from another tenant's of the same name
+	current uint32
+	cur     cipher.AEAD
+	aeads   []versionAEAD // every version, ascending
+	rand    io.Reader
 }
 
-// keyFormat is the first byte of what Key.Seal returns.
-const keyFormat = 1
+type versionAEAD struct {
+	version uint32
+	aead    cipher.AEAD
+}
 
-// Overhead is what Seal adds to a plaintext: the format byte, the nonce
-// and the tag.
-const Overhead = 1 + 12 + 16
+// What Key.Seal returns: under version 1, keyFormat, the nonce, then the
+// ciphertext and tag, as before data keys had versions (so that a node of
+// an earlier release opens what a tenant never rotated holds); under a
+// later version, versionedFormat, the version (4 bytes, big-endian), the
+// nonce, the ciphertext and tag.
+const (
+	keyFormat       = 1
+	versionedFormat = 2
+	overhead1       = 1 + 12 + 16
+	overhead2       = 1 + 4 + 12 + 16
+)
+
+// Overhead is the most that Seal adds to a plaintext: the format byte, the
+// version, the nonce and the tag.
+const Overhead = overhead2
 
 // ErrOpen: a value sealed under a data key does not open: it was altered,
-// moved to another record, or is not in the format.
+// moved to another record, is under a version the key does not hold
+// (rotated in or retired since), or is not in the format.
 var ErrOpen = errors.New("sealed value does not open under the tenant's data key")
 
 // Tenant is the tenant the key belongs to.
 func (k *Key) Tenant() string { return k.tenant }
 
+// Version is the version Seal seals under.
+func (k *Key) Version() uint32 { return k.current }
+
+// Versions are the versions the key opens, ascending.
+func (k *Key) Versions() []uint32 {
+	out := make([]uint32, len(k.aeads))
+	for i, a := range k.aeads {
+		out[i] = a.version
+	}
+	return out
+}
+
 // String names the key without its material.
 func (k *Key) String() string { return "DataKey(" + k.tenant + ")" }
 
-// Seal encrypts plaintext and authenticates it with ad (which the caller
-// makes name the record it is stored in) and the tenant.
+// Seal encrypts plaintext under the current version and authenticates it
+// with ad (which the caller makes name the record it is stored in) and
+// the tenant.
 func (k *Key) Seal(plaintext, ad []byte) ([]byte, error) {
-	out := make([]byte, 1+12, Overhead+len(plaintext))
-	out[0] = keyFormat
-	if _, err := io.ReadFull(k.rand, out[1:]); err != nil {
+	var out []byte
+	if k.current == 1 {
+		out = make([]byte, 1+12, overhead1+len(plaintext))
+		out[0] = keyFormat
+	} else {
+		out = make([]byte, 1+4+12, overhead2+len(plaintext))
+		out[0] = versionedFormat
+		binary.BigEndian.PutUint32(out[1:], k.current)
+	}
+	nonce := out[len(out)-12:]
+	if _, err := io.ReadFull(k.rand, nonce); err != nil {
 		return nil, fmt.Errorf("data key nonce: %w", err)
 	}
-	return k.aead.Seal(out, out[1:13], plaintext, k.ad(ad)), nil
+	return k.cur.Seal(out, nonce, plaintext, k.ad(ad)), nil
 }
 
-// Open decrypts what Seal returned for the same ad; anything else is
-// ErrOpen.
+// Open decrypts what Seal returned for the same ad, under whichever
+// version sealed it; anything else is ErrOpen.
 func (k *Key) Open(sealed, ad []byte) ([]byte, error) {
-	if len(sealed) < Overhead || sealed[0] != keyFormat {
-		return nil, ErrOpen
-	}
-	pt, err := k.aead.Open(nil, sealed[1:13], sealed[13:], k.ad(ad))
-	if err != nil {
-		return nil, ErrOpen
-	}
-	return pt, nil
+	return k.OpenBound(sealed, k.ad(ad))
 }
 
 // Bind returns what Seal and Open authenticate for ad (the tenant, then
@@ -77,10 +110,27 @@ func (k *Key) Bind(ad []byte) []byte { return k.ad(ad) }
 
 // OpenBound is Open with the ad as Bind returned it.
 func (k *Key) OpenBound(sealed, bound []byte) ([]byte, error) {
-	if len(sealed) < Overhead || sealed[0] != keyFormat {
+	v, ok := SealedVersion(sealed)
+	if !ok {
 		return nil, ErrOpen
 	}
-	pt, err := k.aead.Open(nil, sealed[1:13], sealed[13:], bound)
+	hdr := 1
+	if sealed[0] == versionedFormat {
+		hdr = 5
+	}
+	aead := k.cur
+	if v != k.current {
+		aead = nil
+		for _, a := range k.aeads {
+			if a.version == v {
+				aead = a.aead
+			}
+		}
+		if aead == nil {
+			return nil, ErrOpen
+		}
+	}
+	pt, err := aead.Open(nil, sealed[hdr:hdr+12], sealed[hdr+12:], bound)
 	if err != nil {
 		return nil, ErrOpen
 	}
@@ -104,6 +154,9 @@ func rootAD(tenant string) []byte { return []byte("tenant-data-key:" + tenant) }
 type Store interface {
 	GetTenant(ctx context.Context, name string) (store.Tenant, error)
 	SetTenantDataKey(ctx context.Context, name string, sealed []byte) error
+	// RewrapTenantDataKey replaces the sealed data key if it is still
+	// old (store.ErrConflict otherwise): how a rotation changes the ring.
+	RewrapTenantDataKey(ctx context.Context, name string, old, next []byte) error
 }
 
 // Root is the root key the data keys are sealed under (*rootkey.Keyring
@@ -262,20 +315,28 @@ func (t *Keys) load(ctx context.Context, tenant string, cur *Key) (*Key, error) 
 	return nil, fmt.Errorf("tenant %q: data key: %w", tenant, store.ErrConflict)
 }
 
-// key builds the AEAD of raw, which it then overwrites; sealed is raw as
-// the tenant's row holds it.
+// key opens the ring raw holds, which it then overwrites; sealed is raw
+// as the tenant's row holds it.
 func (t *Keys) key(tenant string, raw, sealed []byte) (*Key, error) {
 	defer clear(raw)
-	if len(raw) != rootkey.KeySize {
-		return nil, fmt.Errorf("tenant %q: data key of %d bytes", tenant, len(raw))
-	}
-	block, err := aes.NewCipher(raw)
+	r, err := parseRing(raw)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tenant %q: %w", tenant, err)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
+	k := &Key{tenant: tenant, sealed: sealed, current: r.current, rand: t.rand}
+	for i, v := range r.versions {
+		block, err := aes.NewCipher(r.keys[i])
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		k.aeads = append(k.aeads, versionAEAD{v, aead})
+		if v == r.current {
+			k.cur = aead
+		}
 	}
-	return &Key{tenant: tenant, sealed: sealed, aead: aead, rand: t.rand}, nil
+	return k, nil
 }

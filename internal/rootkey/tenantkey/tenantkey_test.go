@@ -79,7 +79,7 @@ func TestKeys(t *testing.T) {
 		t.Error("a second call made another key")
 	}
 	sealed, err := def.Seal([]byte("key material"), []byte("row 1"))
-	if err != nil || len(sealed) != len("key material")+Overhead {
+	if err != nil || len(sealed) != len("key material")+overhead1 || sealed[0] != keyFormat {
 		t.Fatalf("Seal: %d bytes, %v", len(sealed), err)
 	}
 	if pt, err := def.Open(sealed, []byte("row 1")); err != nil || string(pt) != "key material" {

@@ -542,7 +542,7 @@ func TestRestoreOlderSchema(t *testing.T) {
 	sources := []opener{
 		{"sqlite", func(t *testing.T) snapStore {
 			// A store of this keygate, made one of version 5 by undoing
-			// migrations 6 and 7 (which only add tables) once it is filled.
+			// migrations 6 to 8 (which only add tables) once it is filled.
 			path := filepath.Join(t.TempDir(), "keygate.db")
 			s, err := sqlite.Open(t.Context(), path)
 			if err != nil {
@@ -555,7 +555,7 @@ func TestRestoreOlderSchema(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			for _, q := range []string{`DROP TABLE secret_values`, `DROP TABLE secret_configs`, `DROP TABLE secrets`, `DROP TABLE rekey`, `DELETE FROM schema_migrations WHERE version >= 6`} {
+			for _, q := range []string{`DROP TABLE secret_values`, `DROP TABLE secret_configs`, `DROP TABLE secrets`, `DROP TABLE rekey`, `DROP TABLE tenant_rekeys`, `DELETE FROM schema_migrations WHERE version >= 6`} {
 				if _, err := db.ExecContext(t.Context(), q); err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}

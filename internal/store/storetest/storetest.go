@@ -87,6 +87,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SecretConcurrent", testSecretConcurrent},
 		{"RekeyState", testRekeyState},
 		{"RekeyRewrap", testRekeyRewrap},
+		{"TenantRekeyState", testTenantRekeyState},
+		{"TenantSealed", testTenantSealed},
 		{"AuditAppend", testAuditAppend},
 		{"AuditOrder", testAuditOrder},
 		{"AuditConflict", testAuditConflict},
