@@ -18,28 +18,37 @@ import (
 func (n *Node) runRekey(ctx context.Context) {
 	t := time.NewTicker(RekeyPoll)
 	defer t.Stop()
-	var quietSince time.Time // when a pass first found nothing to rewrap
+	var quietSince time.Time                                // when a pass first found nothing to rewrap
+	quiet := map[string]time.Time{}                         // the same, per tenant whose data key rotates
+	n.Subscribe(ctx, TenantKeysChannel, n.tenantKeysNotice) //nolint:errcheck // the states are read every RekeyPoll anyway
 	for {
 		select {
 		case <-ctx.Done():
 			n.releaseRekey()
+			n.releaseTenantRekeys()
 			return
 		case <-t.C:
 		case <-n.rekey.wake:
 		}
-		r, err := n.syncRekey(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Warn("root key rotation: reading its state failed", "err", err)
-			}
-			continue
-		}
-		if r.State != store.RekeyRewrapping {
-			quietSince = time.Time{}
-			continue
-		}
-		quietSince = n.rewrapTurn(ctx, r, quietSince)
+		quietSince = n.rootRekeyTurn(ctx, quietSince)
+		n.tenantRekeyTurn(ctx, quiet)
 	}
+}
+
+// rootRekeyTurn follows the root-key rotation and, if one is under way,
+// takes its turn at rewrapping; it returns the new quietSince.
+func (n *Node) rootRekeyTurn(ctx context.Context, quietSince time.Time) time.Time {
+	r, err := n.syncRekey(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("root key rotation: reading its state failed", "err", err)
+		}
+		return quietSince
+	}
+	if r.State != store.RekeyRewrapping {
+		return time.Time{}
+	}
+	return n.rewrapTurn(ctx, r, quietSince)
 }
 
 // releaseRekey gives up the rewrapping lease if this node holds it, so

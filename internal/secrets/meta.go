@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strconv"
 	"time"
 	"unicode"
+
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
+	"github.com/keygate/keygate/internal/store"
 )
 
 // pathMeta is what the store keeps of a path, sealed: its settings,
@@ -173,11 +175,11 @@ func unmarshalMeta(b []byte) (*pathMeta, error) {
 // Additional data binding a sealed blob to its tenant, path and version
 // (the tenant's data key binds the tenant as well). Paths hold no NUL.
 func metaAD(tenant, path string) []byte {
-	return []byte("kv2:meta\x00" + tenant + "\x00" + path)
+	return tenantkey.RecordAD(tenant, store.SealedRef{Kind: store.SealedSecretMeta, Name: path})
 }
 
 func valueAD(tenant, path string, version int) []byte {
-	return []byte("kv2:value\x00" + tenant + "\x00" + path + "\x00" + strconv.Itoa(version))
+	return tenantkey.RecordAD(tenant, store.SealedRef{Kind: store.SealedSecretValue, Name: path, Version: version})
 }
 
 // mountConfig is MountConfig as the store keeps it (not secret).

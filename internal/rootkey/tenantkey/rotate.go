@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/store"
@@ -133,4 +134,35 @@ func clearRing(r ring) {
 	for _, k := range r.keys {
 		clear(k)
 	}
+}
+
+// RecordAD is the additional data a record of the store is sealed with
+// under its tenant's data key, by kind: what binds a sealed value to the
+// row it is stored in (the tenant is bound by the key). The engines that
+// seal the records and the rotation that rewraps them use it alike.
+func RecordAD(tenant string, ref store.SealedRef) []byte {
+	switch ref.Kind {
+	case store.SealedTransitVersion:
+		return []byte("transit-key-version\x00" + ref.Name + "\x00" + strconv.Itoa(ref.Version))
+	case store.SealedSecretMeta:
+		return []byte("kv2:meta\x00" + tenant + "\x00" + ref.Name)
+	case store.SealedSecretValue:
+		return []byte("kv2:value\x00" + tenant + "\x00" + ref.Name + "\x00" + strconv.Itoa(ref.Version))
+	}
+	return nil
+}
+
+// Rewrap opens sealed with ad under whichever version sealed it and seals
+// it again under the current version; nil, nil when it already is under
+// the current version. What does not open is ErrOpen.
+func (k *Key) Rewrap(sealed, ad []byte) ([]byte, error) {
+	if v, ok := SealedVersion(sealed); ok && v == k.current {
+		return nil, nil
+	}
+	pt, err := k.Open(sealed, ad)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(pt)
+	return k.Seal(pt, ad)
 }

@@ -511,7 +511,7 @@ func sealVersion(dk *tenantkey.Key, name string, v *transit.Version) ([]byte, er
 // versionAD binds a sealed version to its key and number (the data key
 // binds the tenant).
 func versionAD(name string, version int) []byte {
-	return []byte("transit-key-version\x00" + name + "\x00" + strconv.Itoa(version))
+	return tenantkey.RecordAD("", store.SealedRef{Kind: store.SealedTransitVersion, Name: name, Version: version})
 }
 
 // notice is a change another node (or this one) announced:
