@@ -132,6 +132,7 @@ func commands() []*command {
 			{name: "create", summary: "create a tenant", run: (*app).tenantsCreate},
 			{name: "list", summary: "list tenants", run: (*app).tenantsList},
 			{name: "delete", summary: "delete an empty tenant", run: (*app).tenantsDelete},
+			{name: "rotate-key", summary: "rotate a tenant's data key and rewrap its records in the background", run: (*app).tenantsRotateKey},
 		}},
 		{name: "clients", group: groupManage, summary: "manage OAuth clients on a running node", subs: []*command{
 			{name: "create", summary: "create a client and print its secret once", run: (*app).clientsCreate},
@@ -253,6 +254,12 @@ func (a *app) printCommands(w io.Writer, path string, cmds []*command) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "Usage:\n  %s <command> [flags] [arguments]\n", path)
+	width := 18 // names line up, at least two spaces before their summary
+	for _, c := range cmds {
+		for _, line := range c.lines() {
+			width = max(width, len(line[0])+1)
+		}
+	}
 	heading := ""
 	for i, c := range cmds {
 		if i == 0 || c.group != heading {
@@ -263,7 +270,7 @@ func (a *app) printCommands(w io.Writer, path string, cmds []*command) {
 			fmt.Fprintf(w, "\n%s:\n", heading)
 		}
 		for _, line := range c.lines() {
-			fmt.Fprintf(w, "  %-18s %s\n", line[0], line[1])
+			fmt.Fprintf(w, "  %-*s %s\n", width, line[0], line[1])
 		}
 	}
 	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", path)

@@ -94,3 +94,80 @@ func (f *tenantFlag) set(fs *flagSet, body map[string]any) {
 		body["tenant"] = f.name
 	}
 }
+
+// dataKeyStatus is the answer of GET /v1/admin/tenants/{name}/data-key and
+// of its rotate.
+type dataKeyStatus struct {
+	Tenant   string   `json:"tenant"`
+	Current  uint32   `json:"current_version"`
+	Versions []uint32 `json:"versions"`
+	Rotation struct {
+		State      string `json:"state"`
+		ID         string `json:"id"`
+		Version    int    `json:"version"`
+		Done       int64  `json:"done"`
+		Total      int64  `json:"total"`
+		Failed     string `json:"failed"`
+		FinishedAt string `json:"finished_at"`
+	} `json:"rotation"`
+}
+
+func (a *app) tenantsRotateKey(ctx context.Context, args []string) error {
+	fs := a.flags("keygate tenants rotate-key", "[--rate N] [--wait] [flags] NAME\n       keygate tenants rotate-key --status [--wait] [flags] NAME",
+		"Rotates a tenant's data key, the key its transit keys and secrets are sealed under, on a\n"+
+			"running node and every node sharing its store. The new version seals every record written\n"+
+			"from then on; the tenant's existing records are rewrapped under it in the background (by\n"+
+			"one node at a time, resumed by any node after a crash) while every version still opens\n"+
+			"what it sealed, so no request fails. Once no record is under an older version, the older\n"+
+			"versions are destroyed. --status prints the data key's versions and the rotation's\n"+
+			"progress; --wait follows it until it is done.")
+	var af adminFlags
+	af.register(fs)
+	rate := fs.Int("rate", 0, "rewrap at most `N` records a second (0: no bound)")
+	status := fs.Bool("status", false, "print the data key's versions and the rotation's progress, and exit")
+	wait := fs.Bool("wait", false, "follow the rotation until it is done")
+	pos, err := fs.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	path := "/v1/admin/tenants/" + url.PathEscape(pos[0]) + "/data-key"
+	if !*status {
+		if *rate < 0 {
+			return usageErrorf(fs.Name(), "--rate must be 0 or more")
+		}
+		var st dataKeyStatus
+		if err := af.call(ctx, a, http.MethodPost, path+"/rotate", map[string]int{"rate": *rate}, &st); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "tenant %s: data key rotation %s started: version %d is current\n", st.Tenant, st.Rotation.ID, st.Current)
+	}
+	last := ""
+	for {
+		var st dataKeyStatus
+		if err := af.call(ctx, a, http.MethodGet, path, nil, &st); err != nil {
+			return err
+		}
+		line := fmt.Sprintf("tenant=%s current=%d versions=%v rotation=%s", st.Tenant, st.Current, st.Versions, st.Rotation.State)
+		if r := st.Rotation; r.State != "none" {
+			line += fmt.Sprintf(" id=%s rewrapped=%d/%d", r.ID, r.Done, r.Total)
+			if r.Failed != "" {
+				line += " failed=" + r.Failed
+			}
+			if r.FinishedAt != "" {
+				line += " finished=" + r.FinishedAt
+			}
+		}
+		if line != last {
+			fmt.Fprintln(a.stdout, line)
+			last = line
+		}
+		if !*wait || st.Rotation.State != "rewrapping" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -120,3 +120,28 @@ func TestTenantsCommands(t *testing.T) {
 	}
 	expect(t, h.run(adm("tenants", "delete", "acme")...), ExitFail, "", `404 not_found: tenant "acme" does not exist`)
 }
+
+// TestTenantsRotateKey: rotate-key rotates a tenant's data key through a
+// running node and, with --wait, follows it until the older version is
+// retired; --status reports it; a tenant that does not exist is refused.
+func TestTenantsRotateKey(t *testing.T) {
+	h := newHarness(t)
+	_, admin := h.serveDev(t)
+	adm := func(args ...string) []string { return append(args, admin...) }
+	h.must(adm("tenants", "create", "acme")...)
+	if got := h.must(adm("tenants", "rotate-key", "--status", "acme")...); got != "tenant=acme current=0 versions=[] rotation=none\n" {
+		t.Errorf("status before any rotation: %q", got)
+	}
+	got := h.must(adm("tenants", "rotate-key", "--wait", "--rate", "10", "acme")...)
+	if !strings.Contains(got, "data key rotation ") || !strings.Contains(got, "version 2 is current") ||
+		!strings.Contains(got, "tenant=acme current=2 versions=[2] rotation=done id=") {
+		t.Errorf("rotate-key --wait printed %q", got)
+	}
+	if got := h.must(adm("tenants", "rotate-key", "--status", "acme")...); !strings.HasPrefix(got, "tenant=acme current=2 versions=[2] rotation=done id=") ||
+		!strings.Contains(got, " rewrapped=0/0 finished=") {
+		t.Errorf("status after the rotation: %q", got)
+	}
+	expect(t, h.run(adm("tenants", "rotate-key", "zeta")...), ExitFail, "", "404 not_found: no such tenant")
+	expect(t, h.run(adm("tenants", "rotate-key", "--rate", "-1", "acme")...), ExitUsage, "", "")
+	expect(t, h.run(adm("tenants", "rotate-key")...), ExitUsage, "", "")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/node"
 )
 
@@ -165,6 +166,22 @@ func (s *Server) adminHandler() http.Handler {
 		mux.Handle("/v1/admin/", s.audited("admin.request", s.tokens.admin.Handler()))
 		mux.Handle("GET /v1/admin/audit", s.audited(node.AuditReadOp, s.guards.operator.Require("keygate-admin", s.handle(s.auditStatus))))
 		mux.Handle("GET /v1/admin/backup", s.audited(backupOp, s.guards.operator.Require("keygate-admin", s.handle(s.backup))))
+		if s.node != nil {
+			for _, e := range []struct {
+				method, path string
+				op           audit.Operation
+				h            func(http.ResponseWriter, *http.Request) error
+			}{
+				{http.MethodPost, "/v1/admin/tenants/{name}/data-key/rotate", dataKeyRotateOp, s.rotateDataKey},
+				{http.MethodGet, "/v1/admin/tenants/{name}/data-key", dataKeyReadOp, s.getDataKey},
+			} {
+				guard := func(h http.Handler) http.Handler {
+					return s.audited(e.op, s.guards.operator.Require("keygate-admin", h))
+				}
+				mux.Handle(e.method+" "+e.path, guard(s.handle(e.h)))
+				mux.Handle(e.path, guard(methodNotAllowed(e.method))) // another method, a lowercase one included
+			}
+		}
 	}
 	if s.cfg.Gateway.Pprof {
 		s.addPprof(mux)
