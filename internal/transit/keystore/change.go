@@ -32,8 +32,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	if k, err := s.Get(ctx, tenant, name); err == nil || !errors.Is(err, ErrNotFound) {
 		return k, false, err
 	}
-	dk, err := s.sealingKey(ctx, tenant)
-	if err != nil {
+	if _, err := s.sealingKey(ctx, tenant); err != nil { // before generating: an unknown tenant or a sealed node
 		return nil, false, err
 	}
 	mark := s.cache.mark(keyID{tenant, name})
@@ -42,7 +41,7 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 	if err != nil {
 		return nil, false, err
 	}
-	e, err := s.storeNew(ctx, dk, tenant, k)
+	e, err := s.storeNew(ctx, tenant, k)
 	if errors.Is(err, store.ErrConflict) { // made meanwhile, here or at another node
 		k, err := s.Get(ctx, tenant, name)
 		return k, false, err
@@ -55,7 +54,14 @@ func (s *Service) Create(ctx context.Context, tenant, name string, o transit.Cre
 }
 
 // storeNew stores a new key k (its first version) and returns its entry.
-func (s *Service) storeNew(ctx context.Context, dk *tenantkey.Key, tenant string, k *transit.Key) (*entry, error) {
+// The version is sealed under the tenant's data key as its row holds it
+// now, after the key was made: generating a key can take seconds, during
+// which the data key may have been rotated and its older version retired.
+func (s *Service) storeNew(ctx context.Context, tenant string, k *transit.Key) (*entry, error) {
+	dk, err := s.sealingKey(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := transit.MarshalConfig(k.Config())
 	if err != nil {
 		return nil, err
@@ -89,8 +95,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	dk, err := s.sealingKey(ctx, tenant)
-	if err != nil {
+	if _, err := s.sealingKey(ctx, tenant); err != nil { // before unwrapping: an unknown tenant or a sealed node
 		return nil, err
 	}
 	mark := s.cache.mark(keyID{tenant, name})
@@ -102,7 +107,7 @@ func (s *Service) Import(ctx context.Context, tenant, name string, o transit.Imp
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.storeNew(ctx, dk, tenant, k)
+	e, err := s.storeNew(ctx, tenant, k)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, ErrExists
 	} else if err != nil {
@@ -177,7 +182,7 @@ func (s *Service) newVersion(ctx context.Context, tenant, name string, make func
 		if err != nil {
 			return nil, err
 		}
-		return s.addVersion(ctx, dk, tenant, e, nk)
+		return s.addVersion(ctx, tenant, e, nk)
 	})
 	if err != nil {
 		return nil, err
@@ -202,7 +207,7 @@ func (s *Service) rotateIfDue(ctx context.Context, tenant, name string, latest i
 		if err != nil {
 			return nil, err
 		}
-		ne, err := s.addVersion(ctx, dk, tenant, e, nk)
+		ne, err := s.addVersion(ctx, tenant, e, nk)
 		rotated = err == nil
 		return ne, err
 	})
@@ -224,7 +229,14 @@ func (s *Service) ImportVersion(ctx context.Context, tenant, name string, o tran
 // addVersion stores nk's latest version, which e does not have, after e's
 // latest; a rotation that cleared the key's imported mark stores the
 // configuration too.
-func (s *Service) addVersion(ctx context.Context, dk *tenantkey.Key, tenant string, e *entry, nk *transit.Key) (*entry, error) {
+//
+// Like storeNew, it seals under the data key read after the version was
+// made.
+func (s *Service) addVersion(ctx context.Context, tenant string, e *entry, nk *transit.Key) (*entry, error) {
+	dk, err := s.sealingKey(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
 	v, _ := nk.Version(nk.LatestVersion())
 	sealed, err := sealVersion(dk, nk.Name(), v)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/rootkey/tenantkey"
 	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/testnet"
 	"github.com/keygate/keygate/internal/transit"
@@ -864,4 +865,54 @@ func TestNoticeDuringRead(t *testing.T) {
 		k, _ := a.Get(ctx, tn, "rotated")
 		return k.LatestVersion() == 2
 	})
+}
+
+// rotatingStore rotates the tenant's data key at the first GetTransitKey
+// after armed is set: between the moment a change began and the moment it
+// seals what it made.
+type rotatingStore struct {
+	Store
+	keys  *tenantkey.Keys
+	armed atomic.Bool
+}
+
+func (r *rotatingStore) GetTransitKey(ctx context.Context, tenant, name string) (store.TransitKey, []store.TransitKeyVersion, error) {
+	if r.armed.CompareAndSwap(true, false) {
+		if _, err := r.keys.Rotate(ctx, tenant); err != nil {
+			return store.TransitKey{}, nil, err
+		}
+	}
+	return r.Store.GetTransitKey(ctx, tenant, name)
+}
+
+// TestSealsUnderDataKeyAfterGeneration: a version is sealed under the
+// tenant's data key as it is once the version is made, not as it was when
+// the change began — generating a key can take seconds, and a data key
+// rotated meanwhile may have its older version retired by then.
+func TestSealsUnderDataKeyAfterGeneration(t *testing.T) {
+	a := fleet(t, 1, false, Options{})[0]
+	if _, _, err := a.Create(ctx, store.DefaultTenant, "k", transit.CreateOptions{Type: transit.ECDSAP256}); err != nil {
+		t.Fatal(err)
+	}
+	n := nodeOf(a)
+	rs := &rotatingStore{Store: n.Store(), keys: n.TenantKeys()}
+	s, err := New(rs, n.TenantKeys(), n, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	rs.armed.Store(true)
+	if _, err := s.Rotate(ctx, store.DefaultTenant, "k", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if rs.armed.Load() {
+		t.Fatal("the data key was not rotated during the change")
+	}
+	v, err := n.Store().GetTransitKeyVersion(ctx, store.DefaultTenant, "k", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tenantkey.SealedVersion(v.Sealed); got != 2 {
+		t.Errorf("the new version is sealed under data key version %d, want 2 (the one current when it was sealed)", got)
+	}
 }

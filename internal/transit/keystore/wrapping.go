@@ -87,6 +87,12 @@ func (s *Service) loadWrappingKey(ctx context.Context, tenant string) (*transit.
 		if err != nil {
 			return nil, err
 		}
+		// Sealed under the data key as it is after the seconds a 4096-bit
+		// key takes: a rotation may have retired the one read before.
+		if dk, err = s.sealingKey(ctx, tenant); err != nil {
+			clear(der)
+			return nil, err
+		}
 		sealed, err := dk.Seal(der, versionAD(wrappingName, 1))
 		clear(der)
 		if err != nil {
