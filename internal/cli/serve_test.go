@@ -575,6 +575,38 @@ func TestConfigCheck(t *testing.T) {
 	expect(t, h.run("config", "check"), ExitUsage, "", "KEYGATE_CONFIG")
 }
 
+// TestConfigCheckSecrets: config check prints the secrets section at the
+// values serve opens the secret store with: the read cache on at its
+// default size on a node's own store, off on a shared one, and a size or
+// max age set in the file as set.
+func TestConfigCheckSecrets(t *testing.T) {
+	const shared = "token_service: {issuer: https://a.example, database_url: postgres://x/y}\n"
+	for name, c := range map[string]struct {
+		yaml string
+		want []string
+	}{
+		"own store":                {"listen: 127.0.0.1:8081\n", []string{"cache_bytes: 33554432\n", "cache_max_age: 30s\n"}},
+		"shared store":             {shared, []string{"cache_bytes: -1\n", "cache_max_age: 30s\n"}},
+		"shared store, size set":   {shared + "secrets: {cache_bytes: 1048576, cache_max_age: 5s}\n", []string{"cache_bytes: 1048576\n", "cache_max_age: 5s\n"}},
+		"own store, cache off":     {"secrets: {cache_bytes: -1}\n", []string{"cache_bytes: -1\n", "cache_max_age: 30s\n"}},
+		"shared store from a file": {"token_service: {issuer: https://a.example, database_url_file: /nonexistent/db-url}\n", []string{"cache_bytes: -1\n"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			out := h.must("config", "check", h.write("c.yaml", []byte(c.yaml)))
+			_, sec, ok := strings.Cut(out, "\nsecrets:\n")
+			if !ok {
+				t.Fatalf("config check prints no secrets section:\n%s", out)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(sec, "    "+want) {
+					t.Errorf("secrets section lacks %q:\nsecrets:\n%s", want, sec)
+				}
+			}
+		})
+	}
+}
+
 // curlHeader is a header of the printed curl command line.
 var curlHeader = regexp.MustCompile(`-H '([^:']+): ([^']*)'`)
 
