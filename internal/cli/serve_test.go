@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 type serving struct {
 	addr           string
 	stdout, stderr *syncBuffer
-	stop           func() int // cancels the context and returns the exit code
+	stop           func() int // cancels the context and returns the exit code; idempotent
 }
 
 func (h *harness) serve(args ...string) *serving {
@@ -43,15 +44,21 @@ func (h *harness) serve(args ...string) *serving {
 		cancel()
 		h.t.Fatal("serve did not start listening")
 	}
+	// stop may be called twice (by a test and by serveDev's cleanup): the
+	// exit code is received once, and a second call returns it at once
+	// rather than waiting on done for 15 s.
+	var once sync.Once
+	code := -1
 	s.stop = func() int {
-		cancel()
-		select {
-		case code := <-done:
-			return code
-		case <-time.After(15 * time.Second):
-			h.t.Fatal("serve did not stop after cancel")
-			return -1
-		}
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(15 * time.Second):
+				h.t.Fatal("serve did not stop after cancel")
+			}
+		})
+		return code
 	}
 	return s
 }
@@ -78,6 +85,24 @@ func (h *harness) serveDev(t *testing.T) (s *serving, admin []string) {
 	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
 	t.Cleanup(func() { s.stop() })
 	return s, []string{"--admin", s.adminURL(t), "--admin-token-file", filepath.Join(data, "admin.token")}
+}
+
+// TestServingStopTwice: the harness's stop may run twice — a test's own
+// call and serveDev's cleanup — and the second returns the first's exit
+// code at once.
+func TestServingStopTwice(t *testing.T) {
+	h := newHarness(t)
+	s, _ := h.serveDev(t) // its cleanup calls stop a third time
+	if code := s.stop(); code != ExitOK {
+		t.Fatalf("first stop: exit %d:\n%s", code, s.stderr)
+	}
+	start := time.Now()
+	if code := s.stop(); code != ExitOK {
+		t.Errorf("second stop: exit %d, want the first's %d", code, ExitOK)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second stop took %v, want at once", d)
+	}
 }
 
 var tokenLine = regexp.MustCompile(`(?m)^(eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$`)
