@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/secrets"
+	"github.com/keygate/keygate/internal/telemetry"
 )
 
 // The root-key rotation endpoints on the admin listener, both with the
@@ -117,6 +119,25 @@ func (s *Server) getRekey(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, rekeyJSON(st))
 	return nil
+}
+
+// rekeyScrapeTimeout bounds the store read behind the rotation's metrics:
+// a store that does not answer leaves them out of that scrape rather than
+// holding the scrape.
+const rekeyScrapeTimeout = 2 * time.Second
+
+// rekeyStats is the rotation's state for the metrics: the status GET
+// /v1/sys/rekey answers, read from the store at each scrape (one query;
+// the node reads it every node.RekeyPoll anyway).
+func (s *Server) rekeyStats() (telemetry.RekeyStats, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), rekeyScrapeTimeout)
+	defer cancel()
+	st, err := s.node.RekeyStatus(ctx)
+	if err != nil {
+		s.log.Warn("root key rotation metrics: reading the state failed", "err", err)
+		return telemetry.RekeyStats{}, false
+	}
+	return telemetry.RekeyStats{Rewrapping: st.Rewrapping(), Done: st.Done, Total: st.Total}, true
 }
 
 // rekeyJSON is a rotation's status as the endpoints answer it.
