@@ -15,6 +15,7 @@ import (
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/gateway"
 	"github.com/keygate/keygate/internal/node"
+	"github.com/keygate/keygate/internal/secrets"
 	"github.com/keygate/keygate/internal/transit"
 	"github.com/keygate/keygate/internal/verify"
 	"github.com/keygate/keygate/internal/verify/verifykeys"
@@ -99,6 +100,16 @@ func inEffect(c config.Config) config.Config {
 	setDefault(&c.Transit.PrivateKeyWorkers, max(1, runtime.GOMAXPROCS(0)-1))
 	setDefault(&c.Transit.TenantQueue, transit.DefaultTenantQueue)
 	setDefault(&c.Transit.CallerQueue, transit.DefaultCallerQueue)
+	if c.Secrets.CacheBytes == 0 {
+		// As serve opens the secret store: off on a shared store, where a
+		// node would serve a path's old state until another node's change
+		// notice arrived.
+		c.Secrets.CacheBytes = secrets.DefaultCacheBytes
+		if ts := c.TokenService; ts.DatabaseURL != "" || ts.DatabaseURLFile != "" {
+			c.Secrets.CacheBytes = -1
+		}
+	}
+	setDefault(&c.Secrets.CacheMaxAge, secrets.DefaultCacheMaxAge)
 	return c
 }
 

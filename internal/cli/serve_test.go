@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 type serving struct {
 	addr           string
 	stdout, stderr *syncBuffer
-	stop           func() int // cancels the context and returns the exit code
+	stop           func() int // cancels the context and returns the exit code; idempotent
 }
 
 func (h *harness) serve(args ...string) *serving {
@@ -43,15 +44,21 @@ func (h *harness) serve(args ...string) *serving {
 		cancel()
 		h.t.Fatal("serve did not start listening")
 	}
+	// stop may be called twice (by a test and by serveDev's cleanup): the
+	// exit code is received once, and a second call returns it at once
+	// rather than waiting on done for 15 s.
+	var once sync.Once
+	code := -1
 	s.stop = func() int {
-		cancel()
-		select {
-		case code := <-done:
-			return code
-		case <-time.After(15 * time.Second):
-			h.t.Fatal("serve did not stop after cancel")
-			return -1
-		}
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(15 * time.Second):
+				h.t.Fatal("serve did not stop after cancel")
+			}
+		})
+		return code
 	}
 	return s
 }
@@ -78,6 +85,24 @@ func (h *harness) serveDev(t *testing.T) (s *serving, admin []string) {
 	s = h.serve("--listen", "127.0.0.1:0", "--dev", "--data-dir", data)
 	t.Cleanup(func() { s.stop() })
 	return s, []string{"--admin", s.adminURL(t), "--admin-token-file", filepath.Join(data, "admin.token")}
+}
+
+// TestServingStopTwice: the harness's stop may run twice — a test's own
+// call and serveDev's cleanup — and the second returns the first's exit
+// code at once.
+func TestServingStopTwice(t *testing.T) {
+	h := newHarness(t)
+	s, _ := h.serveDev(t) // its cleanup calls stop a third time
+	if code := s.stop(); code != ExitOK {
+		t.Fatalf("first stop: exit %d:\n%s", code, s.stderr)
+	}
+	start := time.Now()
+	if code := s.stop(); code != ExitOK {
+		t.Errorf("second stop: exit %d, want the first's %d", code, ExitOK)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second stop took %v, want at once", d)
+	}
 }
 
 var tokenLine = regexp.MustCompile(`(?m)^(eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$`)
@@ -573,6 +598,38 @@ func TestConfigCheck(t *testing.T) {
 	}
 	h.env = nil
 	expect(t, h.run("config", "check"), ExitUsage, "", "KEYGATE_CONFIG")
+}
+
+// TestConfigCheckSecrets: config check prints the secrets section at the
+// values serve opens the secret store with: the read cache on at its
+// default size on a node's own store, off on a shared one, and a size or
+// max age set in the file as set.
+func TestConfigCheckSecrets(t *testing.T) {
+	const shared = "token_service: {issuer: https://a.example, database_url: postgres://x/y}\n"
+	for name, c := range map[string]struct {
+		yaml string
+		want []string
+	}{
+		"own store":                {"listen: 127.0.0.1:8081\n", []string{"cache_bytes: 33554432\n", "cache_max_age: 30s\n"}},
+		"shared store":             {shared, []string{"cache_bytes: -1\n", "cache_max_age: 30s\n"}},
+		"shared store, size set":   {shared + "secrets: {cache_bytes: 1048576, cache_max_age: 5s}\n", []string{"cache_bytes: 1048576\n", "cache_max_age: 5s\n"}},
+		"own store, cache off":     {"secrets: {cache_bytes: -1}\n", []string{"cache_bytes: -1\n", "cache_max_age: 30s\n"}},
+		"shared store from a file": {"token_service: {issuer: https://a.example, database_url_file: /nonexistent/db-url}\n", []string{"cache_bytes: -1\n"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			out := h.must("config", "check", h.write("c.yaml", []byte(c.yaml)))
+			_, sec, ok := strings.Cut(out, "\nsecrets:\n")
+			if !ok {
+				t.Fatalf("config check prints no secrets section:\n%s", out)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(sec, "    "+want) {
+					t.Errorf("secrets section lacks %q:\nsecrets:\n%s", want, sec)
+				}
+			}
+		})
+	}
 }
 
 // curlHeader is a header of the printed curl command line.

@@ -258,6 +258,9 @@ func TestRekeyEndpoint(t *testing.T) {
 		{"no key", http.MethodPost, `{}`, adminJSON(admin), http.StatusBadRequest},
 		{"the current key", http.MethodPost, `{"key":"` + readKey(t, filepath.Join(dir, node.RootKeyFile)) + `"}`, adminJSON(admin), http.StatusBadRequest},
 		{"a passphrase on a key node", http.MethodPost, `{"passphrase":"` + testPassphrase + `"}`, adminJSON(admin), http.StatusBadRequest},
+		// The last "key" is one a rotation would start with.
+		{"a field twice", http.MethodPost, `{"key":"` + randomKey(t) + `","key":"` + next + `"}`, adminJSON(admin), http.StatusBadRequest},
+		{"a field twice, a rate", http.MethodPost, `{"key":"` + next + `","rate":5,"rate":0}`, adminJSON(admin), http.StatusBadRequest},
 	} {
 		resp, body := do(t, c.method, l.admin+"/v1/sys/rekey", c.body, c.h)
 		if resp.StatusCode != c.want {
@@ -266,6 +269,12 @@ func TestRekeyEndpoint(t *testing.T) {
 		if c.want == http.StatusBadRequest && !strings.Contains(string(body), "error_description") {
 			t.Errorf("%s: %s, want a described error", c.name, body)
 		}
+	}
+	// A field given twice is named in the refusal; its values are not.
+	other := randomKey(t)
+	if resp, body := do(t, http.MethodPost, l.admin+"/v1/sys/rekey", `{"key":"`+other+`","key":"`+next+`"}`, adminJSON(admin)); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(string(body), `key \"key\" appears twice`) || strings.Contains(string(body), next) || strings.Contains(string(body), other) {
+		t.Errorf("a key given twice: %d %s, want 400 naming the field and no key", resp.StatusCode, body)
 	}
 	resp, body := do(t, http.MethodGet, l.admin+"/v1/sys/rekey", "", bearer(admin))
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"state":"none"`) {

@@ -323,13 +323,24 @@ func (e *Engine) changed(ctx context.Context, tenant, path string) {
 
 // notice drops the path another node (or this one) changed.
 func (e *Engine) notice(_ context.Context, payload string) {
-	tenant, path, ok := strings.Cut(payload, "\x00")
-	if !ok || tenant == "" || path == "" {
+	id, ok := parseNotice(payload)
+	if !ok {
 		e.cache.malformed.Add(1)
 		e.log.Warn("malformed secret change notice ignored")
 		return
 	}
-	e.cache.drop(pathID{tenant, path})
+	e.cache.drop(id)
+}
+
+// parseNotice reads a change notice's payload (CacheChannel): the tenant,
+// a NUL and the path, neither empty. The path may hold a NUL; the tenant
+// cannot.
+func parseNotice(payload string) (pathID, bool) {
+	tenant, path, ok := strings.Cut(payload, "\x00")
+	if !ok || tenant == "" || path == "" {
+		return pathID{}, false
+	}
+	return pathID{tenant, path}, true
 }
 
 // listen subscribes the cache to the fleet's notices and the node's

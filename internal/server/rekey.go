@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +14,8 @@ import (
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
+	"github.com/keygate/keygate/internal/secrets"
+	"github.com/keygate/keygate/internal/telemetry"
 )
 
 // The root-key rotation endpoints on the admin listener, both with the
@@ -43,10 +47,18 @@ func (s *Server) startRekey(w http.ResponseWriter, r *http.Request) error {
 	note := httpaudit.From(w)
 	note.Admin()
 	var in rekeyRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
+	defer clear(raw)
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || dec.Decode(&struct{}{}) != io.EOF {
+	if err != nil || dec.Decode(&in) != nil || dec.Decode(&struct{}{}) != io.EOF {
 		return badUnseal(`the body must be {"key":"<base64 root key>"} or {"passphrase":"..."}, with "current_key" or "current_passphrase" and "rate" if wanted`)
+	}
+	// A field given twice would be one key to this decoder (the last) and
+	// another to a proxy or an audit reader in front: refused, as the
+	// Vault APIs do. The error names the field, never a value.
+	if err := secrets.CheckObject("the body", raw); err != nil {
+		return badUnseal(err.Error())
 	}
 	if in.Rate < 0 {
 		return badUnseal("rate must be 0 (no bound) or a number of records per second")
@@ -107,6 +119,25 @@ func (s *Server) getRekey(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, rekeyJSON(st))
 	return nil
+}
+
+// rekeyScrapeTimeout bounds the store read behind the rotation's metrics:
+// a store that does not answer leaves them out of that scrape rather than
+// holding the scrape.
+const rekeyScrapeTimeout = 2 * time.Second
+
+// rekeyStats is the rotation's state for the metrics: the status GET
+// /v1/sys/rekey answers, read from the store at each scrape (one query;
+// the node reads it every node.RekeyPoll anyway).
+func (s *Server) rekeyStats() (telemetry.RekeyStats, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), rekeyScrapeTimeout)
+	defer cancel()
+	st, err := s.node.RekeyStatus(ctx)
+	if err != nil {
+		s.log.Warn("root key rotation metrics: reading the state failed", "err", err)
+		return telemetry.RekeyStats{}, false
+	}
+	return telemetry.RekeyStats{Rewrapping: st.Rewrapping(), Done: st.Done, Total: st.Total}, true
 }
 
 // rekeyJSON is a rotation's status as the endpoints answer it.

@@ -271,6 +271,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.rt.Store(rt)
 	if s.obs.metrics != nil && s.node != nil {
 		s.obs.metrics.Cache(s.cacheStats)
+		s.obs.metrics.Rekey(s.rekeyStats)
 	}
 	s.fronts.traffic = s.traffic()
 	return s, nil

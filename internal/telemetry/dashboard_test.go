@@ -41,7 +41,7 @@ type panel struct {
 }
 
 // allFamilies is every metric a node can export: a Metrics with every
-// optional part registered (cache, fleet, key schedule, sealing, audit,
+// optional part registered (cache, fleet, key schedule, sealing, rekey, audit,
 // transit and its workers), and the Go runtime and process collectors.
 func allFamilies(t *testing.T) map[string][]string {
 	t.Helper()
@@ -50,6 +50,7 @@ func allFamilies(t *testing.T) map[string][]string {
 	m.Fleet(func() telemetry.FleetStats { return telemetry.FleetStats{} })
 	m.KeySchedule(func() (int, time.Time) { return 0, time.Time{} })
 	m.Sealed(func() bool { return false })
+	m.Rekey(func() (telemetry.RekeyStats, bool) { return telemetry.RekeyStats{}, true })
 	m.Audit(func() []telemetry.AuditSink { return nil })
 	m.AuditDisk(func() (uint64, uint64, bool) { return 1, 1, true })
 	m.Transit([]string{"transit.encrypt"})
