@@ -6,6 +6,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/keygate/keygate/internal/issuer"
 	"github.com/keygate/keygate/internal/mint"
 	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/strictjson"
 )
 
 // Store is what the admin API needs of the store: it writes tenants,
@@ -125,9 +127,18 @@ func (a *API) routes() map[string]func(http.ResponseWriter, *http.Request) error
 // is unknown or of the wrong type, so that a caller can fix the request
 // without reading the code.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err == nil {
+		err = strictjson.ExactFields(raw, v)
+		if err != nil && strings.HasPrefix(err.Error(), "unknown field ") {
+			return invalidRequest(err.Error())
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
 		return invalidRequest("the body must be one JSON object, and nothing after it")
 	}

@@ -679,6 +679,8 @@ func TestAdminBodyErrorsNameTheField(t *testing.T) {
 		want string
 	}{
 		{"unknown field", map[string]any{"nam": "x", "scopes": []string{"a"}}, `unknown field "nam"`},
+		{"a field in another case", map[string]any{"name": "x", "Scopes": []string{"admin"}}, `unknown field "Scopes"`},
+		{"a field twice in two cases", json.RawMessage(`{"name":"x","scopes":["a"],"SCOPES":["admin"]}`), `unknown field "SCOPES"`},
 		{"a string for a list", map[string]any{"name": "x", "scopes": "a"}, `field "scopes": want a list, got a JSON string`},
 		{"a number for a string", map[string]any{"name": 5}, `field "name": want a string, got a JSON number`},
 		{"not JSON", json.RawMessage(`name=x`), "must be one JSON object"},

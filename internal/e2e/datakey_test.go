@@ -287,6 +287,7 @@ func TestDataKeyEndpoint(t *testing.T) {
 		{"not JSON", http.MethodPost, rotate, `{"rate":1}`, plain, http.StatusUnsupportedMediaType},
 		{"an unknown field", http.MethodPost, rotate, `{"rate":1,"force":true}`, adminJSON(admin), http.StatusBadRequest},
 		{"a repeated field", http.MethodPost, rotate, `{"rate":1,"rate":0}`, adminJSON(admin), http.StatusBadRequest},
+		{"a field in another case", http.MethodPost, rotate, `{"Rate":1}`, adminJSON(admin), http.StatusBadRequest},
 		{"trailing data", http.MethodPost, rotate, `{"rate":1}{}`, adminJSON(admin), http.StatusBadRequest},
 		{"a negative rate", http.MethodPost, rotate, `{"rate":-1}`, adminJSON(admin), http.StatusBadRequest},
 		{"a rate that is not a number", http.MethodPost, rotate, `{"rate":"1"}`, adminJSON(admin), http.StatusBadRequest},

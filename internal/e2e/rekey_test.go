@@ -261,6 +261,8 @@ func TestRekeyEndpoint(t *testing.T) {
 		// The last "key" is one a rotation would start with.
 		{"a field twice", http.MethodPost, `{"key":"` + randomKey(t) + `","key":"` + next + `"}`, adminJSON(admin), http.StatusBadRequest},
 		{"a field twice, a rate", http.MethodPost, `{"key":"` + next + `","rate":5,"rate":0}`, adminJSON(admin), http.StatusBadRequest},
+		{"a field twice in two cases", http.MethodPost, `{"key":"` + randomKey(t) + `","KEY":"` + next + `"}`, adminJSON(admin), http.StatusBadRequest},
+		{"a field in another case", http.MethodPost, `{"Key":"` + next + `"}`, adminJSON(admin), http.StatusBadRequest},
 	} {
 		resp, body := do(t, c.method, l.admin+"/v1/sys/rekey", c.body, c.h)
 		if resp.StatusCode != c.want {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,6 +189,13 @@ func TestUnsealWithRootKey(t *testing.T) {
 	jh := http.Header{"Content-Type": {"application/json"}}
 	if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", `{"passphrase":"`+testPassphrase+`"}`, jh); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("passphrase unseal without a keyring header: %d", resp.StatusCode)
+	}
+	// Another spelling of the field, alone or beside the right one, is
+	// refused: one reader must not see a key another reader does not.
+	for _, bad := range []string{`{"KEY":"%s"}`, `{"key":"%s","Key":"x"}`, `{"passphrase":"x","Passphrase":"%s"}`} {
+		if resp, _ := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", fmt.Sprintf(bad, strings.TrimSpace(string(key))), jh); resp.StatusCode != http.StatusBadRequest || !l.Sealed() {
+			t.Errorf("unseal with %s: %d, want 400 and still sealed", bad, resp.StatusCode)
+		}
 	}
 	body, _ := json.Marshal(map[string]string{"key": string(key)})
 	if resp, b := do(t, http.MethodPost, l.admin+"/v1/sys/unseal", string(body), jh); resp.StatusCode != http.StatusOK || l.Sealed() {

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,7 +9,6 @@ import (
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/node"
-	"github.com/keygate/keygate/internal/secrets"
 	"github.com/keygate/keygate/internal/store"
 )
 
@@ -77,32 +74,24 @@ func (s *Server) getDataKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// decodeOptionalJSON reads a small JSON object body into v, strictly (no
-// unknown or repeated field, nothing after it); an empty body leaves v as
-// it is. A body must come as application/json, and not from a browser
-// page.
+// decodeOptionalJSON reads a small JSON object body into v (see
+// readStrict); an empty body leaves v as it is. A body must come as
+// application/json, and not from a browser page.
 func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDataKeyBody))
-	if err != nil {
-		return invalidDataKeyRequest("the body is over 1 KiB")
-	}
 	if _, ok := r.Header["Origin"]; ok {
 		return &httperr.Error{Status: http.StatusForbidden, Code: "forbidden",
 			Description: "requests with an Origin header (from a browser page) are refused"}
 	}
-	if len(body) == 0 {
+	if r.ContentLength != 0 {
+		if err := checkSysPost(r); err != nil {
+			return err
+		}
+	}
+	switch _, err := readStrict(w, r, maxDataKeyBody, v); {
+	case errors.Is(err, io.EOF):
 		return nil
-	}
-	if err := checkSysPost(r); err != nil {
-		return err
-	}
-	if err := secrets.CheckObject("the body", body); err != nil {
-		return invalidDataKeyRequest(`the body must be one JSON object without repeated fields, such as {"rate": 100}`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil || dec.Decode(&struct{}{}) != io.EOF {
-		return invalidDataKeyRequest(`the body must be {"rate": <records per second>} or empty`)
+	case err != nil:
+		return invalidDataKeyRequest(`the body must be {"rate": <records per second>} or empty: ` + err.Error())
 	}
 	return nil
 }

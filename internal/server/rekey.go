@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/keygate/keygate/internal/httperr"
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
-	"github.com/keygate/keygate/internal/secrets"
 	"github.com/keygate/keygate/internal/telemetry"
 )
 
@@ -47,18 +43,11 @@ func (s *Server) startRekey(w http.ResponseWriter, r *http.Request) error {
 	note := httpaudit.From(w)
 	note.Admin()
 	var in rekeyRequest
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
+	raw, err := readStrict(w, r, MaxUnsealBody, &in)
 	defer clear(raw)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err != nil || dec.Decode(&in) != nil || dec.Decode(&struct{}{}) != io.EOF {
-		return badUnseal(`the body must be {"key":"<base64 root key>"} or {"passphrase":"..."}, with "current_key" or "current_passphrase" and "rate" if wanted`)
-	}
-	// A field given twice would be one key to this decoder (the last) and
-	// another to a proxy or an audit reader in front: refused, as the
-	// Vault APIs do. The error names the field, never a value.
-	if err := secrets.CheckObject("the body", raw); err != nil {
-		return badUnseal(err.Error())
+	if err != nil {
+		// The error names a field, never a value.
+		return badUnseal(`the body must be {"key":"<base64 root key>"} or {"passphrase":"..."}, with "current_key" or "current_passphrase" and "rate" if wanted: ` + err.Error())
 	}
 	if in.Rate < 0 {
 		return badUnseal("rate must be 0 (no bound) or a number of records per second")

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -138,9 +137,9 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var in unsealRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || dec.Decode(&struct{}{}) != io.EOF {
+	raw, err := readStrict(w, r, MaxUnsealBody, &in)
+	clear(raw)
+	if err != nil {
 		return badUnseal(`the body must be {"passphrase":"..."} or {"key":"<base64 root key>"}`)
 	}
 	if (in.Passphrase == "") == (in.Key == "") {
@@ -168,7 +167,6 @@ func (s *Server) unseal(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	var err error
 	if in.Passphrase != "" {
 		pass := []byte(in.Passphrase)
 		defer clear(pass)
@@ -228,9 +226,9 @@ func (s *Server) seal(w http.ResponseWriter, r *http.Request) error {
 	var in struct {
 		Passphrase string `json:"passphrase"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUnsealBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); (err != nil && err != io.EOF) || in.Passphrase == "" {
+	raw, err := readStrict(w, r, MaxUnsealBody, &in)
+	clear(raw)
+	if (err != nil && !errors.Is(err, io.EOF)) || in.Passphrase == "" {
 		return &httperr.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
 			Description: `the admin token, or {"passphrase":"..."} on a node with an unseal passphrase, is required`,
 			Challenge:   `Bearer realm="keygate-admin"`}
