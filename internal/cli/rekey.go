@@ -150,27 +150,34 @@ func readKeyFileText(path string) (string, error) {
 // rekeyFollow prints the rotation's status, and with wait, again every
 // second until it is done.
 func (a *app) rekeyFollow(ctx context.Context, af *adminFlags, wait bool) error {
-	last := ""
-	for {
+	return a.follow(ctx, wait, func() (string, bool, error) {
 		var st rekeyStatus
 		if err := af.call(ctx, a, http.MethodGet, "/v1/sys/rekey", nil, &st); err != nil {
-			return err
+			return "", false, err
 		}
 		line := fmt.Sprintf("state=%s", st.State)
 		if st.State != "none" {
 			line += fmt.Sprintf(" id=%s old=%s new=%s rewrapped=%d/%d", st.ID, st.OldKeyID, st.NewKeyID, st.Done, st.Total)
-			if st.Failed != "" {
-				line += " failed=" + st.Failed
-			}
-			if st.FinishedAt != "" {
-				line += " finished=" + st.FinishedAt
-			}
+			line += progressTail(st.Failed, st.FinishedAt)
+		}
+		return line, st.State == "rewrapping", nil
+	})
+}
+
+// follow prints the line status returns, and while wait and running,
+// again every second, each line once.
+func (a *app) follow(ctx context.Context, wait bool, status func() (line string, running bool, err error)) error {
+	last := ""
+	for {
+		line, running, err := status()
+		if err != nil {
+			return err
 		}
 		if line != last {
 			fmt.Fprintln(a.stdout, line)
 			last = line
 		}
-		if !wait || st.State != "rewrapping" {
+		if !wait || !running {
 			return nil
 		}
 		select {
@@ -179,4 +186,17 @@ func (a *app) rekeyFollow(ctx context.Context, af *adminFlags, wait bool) error 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// progressTail is the end of a rotation's status line: why its last pass
+// failed, and when it finished, if either.
+func progressTail(failed, finished string) string {
+	var s string
+	if failed != "" {
+		s += " failed=" + failed
+	}
+	if finished != "" {
+		s += " finished=" + finished
+	}
+	return s
 }

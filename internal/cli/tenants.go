@@ -141,33 +141,15 @@ func (a *app) tenantsRotateKey(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(a.stdout, "tenant %s: data key rotation %s started: version %d is current\n", st.Tenant, st.Rotation.ID, st.Current)
 	}
-	last := ""
-	for {
+	return a.follow(ctx, *wait, func() (string, bool, error) {
 		var st dataKeyStatus
 		if err := af.call(ctx, a, http.MethodGet, path, nil, &st); err != nil {
-			return err
+			return "", false, err
 		}
 		line := fmt.Sprintf("tenant=%s current=%d versions=%v rotation=%s", st.Tenant, st.Current, st.Versions, st.Rotation.State)
 		if r := st.Rotation; r.State != "none" {
-			line += fmt.Sprintf(" id=%s rewrapped=%d/%d", r.ID, r.Done, r.Total)
-			if r.Failed != "" {
-				line += " failed=" + r.Failed
-			}
-			if r.FinishedAt != "" {
-				line += " finished=" + r.FinishedAt
-			}
+			line += fmt.Sprintf(" id=%s rewrapped=%d/%d", r.ID, r.Done, r.Total) + progressTail(r.Failed, r.FinishedAt)
 		}
-		if line != last {
-			fmt.Fprintln(a.stdout, line)
-			last = line
-		}
-		if !*wait || st.Rotation.State != "rewrapping" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return line, st.Rotation.State == "rewrapping", nil
+	})
 }

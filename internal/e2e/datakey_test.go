@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	vault "github.com/hashicorp/vault/api"
-
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/node"
@@ -75,18 +73,7 @@ func TestDataKeyRotationUnderLoad(t *testing.T) {
 	b := startLive(t, server.Config{AdminToken: auditAdminToken, Node: nodeCfg("b")})
 	id, secret := newClient(t, a, "transit:admin", "transit:encrypt:*", "transit:decrypt:*", "secrets:read:*", "secrets:write:*")
 	tok := clientToken(t, a.base, id, secret)
-	vc := func(l *live) *vault.Client {
-		cfg := vault.DefaultConfig()
-		cfg.Address = l.base
-		cfg.MaxRetries = 0 // a failure must show, not be retried away
-		c, err := vault.NewClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetToken(tok)
-		return c
-	}
-	ca, cb := vc(a), vc(b)
+	ca, cb := strictVaultClient(t, a, tok), strictVaultClient(t, b, tok)
 	ctx := t.Context()
 
 	// Before: secrets with two versions each, and transit keys with two

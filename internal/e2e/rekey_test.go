@@ -55,18 +55,7 @@ func TestRekeyUnderLoad(t *testing.T) {
 
 	id, secret := newClient(t, a, "transit:admin", "transit:encrypt:*", "transit:decrypt:*", "secrets:read:*", "secrets:write:*")
 	tok := clientToken(t, a.base, id, secret)
-	vc := func(l *live) *vault.Client {
-		cfg := vault.DefaultConfig()
-		cfg.Address = l.base
-		cfg.MaxRetries = 0 // a failure must show, not be retried away
-		c, err := vault.NewClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetToken(tok)
-		return c
-	}
-	ca, cb := vc(a), vc(b)
+	ca, cb := strictVaultClient(t, a, tok), strictVaultClient(t, b, tok)
 	ctx := t.Context()
 	if _, err := ca.Logical().WriteWithContext(ctx, "transit/keys/app", nil); err != nil {
 		t.Fatal(err)
@@ -199,6 +188,21 @@ func TestRekeyUnderLoad(t *testing.T) {
 	if strings.Contains(string(raw), strings.TrimSpace(string(text))) {
 		t.Error("the new root key reached the audit log")
 	}
+}
+
+// strictVaultClient is a Vault client of l with the token tok that does
+// not retry: a failure must show, not be retried away.
+func strictVaultClient(t *testing.T, l *live, tok string) *vault.Client {
+	t.Helper()
+	cfg := vault.DefaultConfig()
+	cfg.Address = l.base
+	cfg.MaxRetries = 0
+	c, err := vault.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetToken(tok)
+	return c
 }
 
 // newClient creates a client with scopes at l and returns its id and secret.

@@ -105,6 +105,38 @@ func tenantValues(t *testing.T, n *Node, count int) (check func(n *Node) error) 
 	}
 }
 
+// hammer runs check in a loop on two goroutines until the stop it returns
+// is called, which fails t if a round failed and returns how many ran.
+func hammer(t *testing.T, during string, check func() error) (stop func() int64) {
+	t.Helper()
+	var rounds, failures atomic.Int64
+	var firstErr atomic.Value
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := check(); err != nil && ctx.Err() == nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				rounds.Add(1)
+			}
+		}()
+	}
+	return func() int64 {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		if n := failures.Load(); n > 0 {
+			t.Fatalf("%d rounds failed during %s; the first: %v", n, during, firstErr.Load())
+		}
+		return rounds.Load()
+	}
+}
+
 // waitRekey waits until the rotation's state satisfies ok.
 func waitRekey(t *testing.T, n *Node, what string, ok func(RekeyStatus) bool) RekeyStatus {
 	t.Helper()
@@ -301,23 +333,7 @@ func TestRekeyFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var opens, failures atomic.Int64
-	var firstErr atomic.Value
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := check(b); err != nil && ctx.Err() == nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-				opens.Add(1)
-			}
-		}()
-	}
+	stop := hammer(t, "the rotation", func() error { return check(b) })
 	newK := loadKey(t, r.newKey)
 	start := time.Now()
 	if _, err := a.StartRekey(t.Context(), RekeyRequest{NewKey: newK, CurrentKey: loadKey(t, r.oldKey), Rate: 200}); err != nil {
@@ -342,12 +358,8 @@ func TestRekeyFleet(t *testing.T) {
 			t.Fatal("node b still holds the old key 10 s after the rotation ended")
 		}
 	}
-	cancel()
-	wg.Wait()
-	t.Logf("node b made the new key current %v after the start; %d rounds of 40 opens during the rotation", switched, opens.Load())
-	if n := failures.Load(); n > 0 {
-		t.Fatalf("%d rounds failed during the rotation; the first: %v", n, firstErr.Load())
-	}
+	rounds := stop()
+	t.Logf("node b made the new key current %v after the start; %d rounds of 40 opens during the rotation", switched, rounds)
 	if switched > RekeyPoll+time.Second {
 		t.Errorf("node b switched after %v, want within %v", switched, RekeyPoll+time.Second)
 	}

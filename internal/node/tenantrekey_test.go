@@ -1,14 +1,11 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,23 +252,7 @@ func TestTenantRekeyFleet(t *testing.T) {
 	if err := check(b); err != nil {
 		t.Fatal(err)
 	}
-	var rounds, failures atomic.Int64
-	var firstErr atomic.Value
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := check(b); err != nil && ctx.Err() == nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-				rounds.Add(1)
-			}
-		}()
-	}
+	stop := hammer(t, "the rotation", func() error { return check(b) })
 	if _, err := a.StartTenantRekey(t.Context(), "acme", 300); err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +265,7 @@ func TestTenantRekeyFleet(t *testing.T) {
 			t.Fatal("node b still holds the retired version 10 s after the rotation ended")
 		}
 	}
-	cancel()
-	wg.Wait()
-	t.Logf("%d rounds of 120 opens at node b during the rotation", rounds.Load())
-	if n := failures.Load(); n > 0 {
-		t.Fatalf("%d rounds failed during the rotation; the first: %v", n, firstErr.Load())
-	}
+	t.Logf("%d rounds of 120 opens at node b during the rotation", stop())
 	if got := versionsOf(t, a.Store(), "acme"); len(got) != 1 || got[2] != 120 {
 		t.Errorf("records under %v, want all 120 under version 2", got)
 	}
