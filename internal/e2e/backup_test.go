@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/keygate/keygate/internal/node"
 	"github.com/keygate/keygate/internal/rootkey"
 	"github.com/keygate/keygate/internal/server"
+	"github.com/keygate/keygate/internal/store"
 	"github.com/keygate/keygate/internal/store/postgres"
 	"github.com/keygate/keygate/internal/store/snapshot"
 	"github.com/keygate/keygate/internal/store/sqlite"
@@ -442,4 +444,62 @@ func TestBackupSealed(t *testing.T) {
 			t.Errorf("table %s differs after sealing", tb.Name)
 		}
 	}
+}
+
+// TestBackupOutlastsWriteTimeout: a backup that takes longer than the
+// listener's write timeout — a large store, or a client that reads slowly
+// — arrives whole while its client keeps reading.
+func TestBackupOutlastsWriteTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a backup slowly for longer than the write timeout")
+	}
+	l := startLive(t, server.Config{AdminToken: auditAdminToken,
+		Node: auditNode(filepath.Join(t.TempDir(), "data"), config.Audit{})})
+	// 24 MiB of sealed values, far more than the sockets buffer.
+	blob := bytes.Repeat([]byte{0xa5}, 512<<10)
+	for i := range 48 {
+		now := time.Now().UTC()
+		m := store.SecretMeta{Tenant: store.DefaultTenant, Path: fmt.Sprintf("big/%02d", i), Sealed: []byte("m"), CurrentVersion: 1,
+			OldestVersion: 1, CreatedAt: now, UpdatedAt: now}
+		if _, err := l.Node.Store().PutSecret(t.Context(), m, &store.SecretValue{Version: 1, Sealed: blob, CreatedAt: now}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, l.admin+"/v1/admin/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+auditAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("backup: %d", resp.StatusCode)
+	}
+	var got bytes.Buffer
+	start := time.Now()
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := resp.Body.Read(chunk)
+		got.Write(chunk[:n])
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("after %v and %d bytes: %v", time.Since(start), got.Len(), err)
+		}
+		time.Sleep(25 * time.Millisecond) // about 2.5 MiB a second at most
+	}
+	took := time.Since(start)
+	if took <= server.WriteTimeout {
+		t.Fatalf("the backup took %v, not longer than the write timeout %v: the test proves nothing", took, server.WriteTimeout)
+	}
+	s, err := snapshot.Read(&got)
+	if err != nil {
+		t.Fatalf("the backup read over %v: %v", took, err)
+	}
+	for _, tb := range s.Tables {
+		if tb.Name == "secret_values" && len(tb.Rows) != 48 {
+			t.Errorf("%d secret values in the backup, want 48", len(tb.Rows))
+		}
+	}
+	t.Logf("%d bytes in %v", got.Len(), took)
 }

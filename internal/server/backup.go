@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 )
@@ -30,5 +32,26 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Content-Type", SnapshotContentType)
 	h.Set("Content-Disposition", `attachment; filename="keygate.snapshot"`)
 	w.WriteHeader(http.StatusOK)
-	return s.node.Snapshot(r.Context(), w)
+	return s.node.Snapshot(r.Context(), &idleWriter{w: w, rc: http.NewResponseController(w), idle: BackupIdle})
+}
+
+// BackupIdle is how long a backup's client may stop reading before the
+// backup is abandoned: while it reads, a snapshot of any size passes, past
+// the listener's WriteTimeout; once it stops, the store's read
+// transaction is not held open for it.
+var BackupIdle = 30 * time.Second
+
+// idleWriter moves the connection's write deadline idle ahead of each
+// write.
+type idleWriter struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (d *idleWriter) Write(p []byte) (int, error) {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.idle)); err != nil {
+		return 0, fmt.Errorf("backup: extending the write deadline: %w", err)
+	}
+	return d.w.Write(p)
 }

@@ -3,6 +3,7 @@ package httpaudit
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // streaming is a recorder's state once its handler called Stream.
@@ -91,4 +92,11 @@ func (rec *recorder) FlushError() error {
 // is sent, so a failure is only logged (Auditor.write).
 func (rec *recorder) finishStream() {
 	rec.note.a.write(rec.detach(), rec.record()) //nolint:errcheck // logged; the pending record stands
+}
+
+// SetWriteDeadline sets the connection's write deadline; it is what
+// http.ResponseController's SetWriteDeadline calls, so that a streaming
+// handler can outlast the server's WriteTimeout while its client reads.
+func (rec *recorder) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(rec.w).SetWriteDeadline(t)
 }
