@@ -127,13 +127,14 @@ func (h *Handler) patch(c *call) error {
 	return h.written(c, m, err)
 }
 
-// written answers a write or a patch: the new version's metadata.
-func (h *Handler) written(c *call, m secrets.VersionMeta, err error) error {
+// written answers a write or a patch: the new version's metadata, with
+// the path's custom metadata as the write stored it (not read again).
+func (h *Handler) written(c *call, m secrets.Written, err error) error {
 	if err != nil {
 		return err
 	}
 	c.o.Version = m.Version
-	c.out = versionOf(m, h.customOf(c))
+	c.out = versionOf(m.VersionMeta, m.CustomMetadata)
 	return nil
 }
 
