@@ -454,6 +454,7 @@ func (e *Engine) SetConfig(ctx context.Context, tenant string, c MountConfig) er
 		return err
 	}
 	err = e.st.SetSecretConfig(ctx, tenant, raw)
+	e.configChanged(ctx, tenant)
 	if errors.Is(err, store.ErrNotFound) { // deleted meanwhile
 		return fmt.Errorf("%w: tenant %q", ErrNotFound, tenant)
 	}
