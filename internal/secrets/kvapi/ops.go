@@ -73,11 +73,7 @@ func (h *Handler) read(c *call) error {
 		return err
 	}
 	c.o.Version = s.Meta.Version
-	c.out = struct {
-		Data     json.RawMessage `json:"data"`
-		Metadata versionOut      `json:"metadata"`
-	}{rawMark, versionOf(s.Meta, s.CustomMetadata)}
-	c.raw = s.Data
+	c.out = readOut{Data: s.Data, Metadata: versionOf(s.Meta, s.CustomMetadata)}
 	return nil
 }
 
