@@ -1,6 +1,7 @@
 package kvapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -87,8 +88,10 @@ func (h *Handler) dataAndCAS(c *call) (json.RawMessage, *int, error) {
 	if !p.has("data") {
 		return nil, nil, badRequest("no data provided")
 	}
+	// The body parsed as JSON, so data is JSON: an object if it begins
+	// with '{' (the engine checks it through).
 	data := p["data"]
-	if d, err := p.object("data"); err != nil || d == nil {
+	if v := bytes.TrimLeft(data, " \t\r\n"); len(v) == 0 || v[0] != '{' {
 		return nil, nil, badRequest("invalid data provided: data is not a JSON object")
 	}
 	opts, err := p.object("options")
