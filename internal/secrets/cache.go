@@ -351,7 +351,16 @@ func (e *Engine) listen(ctx context.Context, n Notices) {
 		// than the cache's max age is served.
 		e.log.Warn("secret change notices: subscribing failed", "err", err)
 	}
-	c := e.cache
-	n.OnSeal(func() { c.dropWhere(nil) })
-	n.OnTenantDeleted(func(tenant string) { c.dropWhere(func(id pathID) bool { return id.tenant == tenant }) })
+	if err := n.Subscribe(ctx, ConfigChannel, e.configNotice); err != nil {
+		e.log.Warn("mount configuration notices: subscribing failed", "err", err)
+	}
+	c, cc := e.cache, e.configs
+	n.OnSeal(func() {
+		c.dropWhere(nil)
+		cc.drop("")
+	})
+	n.OnTenantDeleted(func(tenant string) {
+		c.dropWhere(func(id pathID) bool { return id.tenant == tenant })
+		cc.drop(tenant)
+	})
 }

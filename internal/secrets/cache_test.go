@@ -19,25 +19,28 @@ import (
 // notice, at once, as with Redis; the node events are run by hand.
 type bus struct {
 	mu       sync.Mutex
-	handlers []func(context.Context, string)
+	handlers map[string][]func(context.Context, string) // by channel
 	seals    []func()
 	tenants  []func(string)
 	down     bool // Publish fails and nothing is delivered
 }
 
 func (b *bus) Subscribe(_ context.Context, channel string, h func(context.Context, string)) error {
-	if channel != CacheChannel {
+	if channel != CacheChannel && channel != ConfigChannel {
 		return fmt.Errorf("unexpected channel %q", channel)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.handlers = append(b.handlers, h)
+	if b.handlers == nil {
+		b.handlers = map[string][]func(context.Context, string){}
+	}
+	b.handlers[channel] = append(b.handlers[channel], h)
 	return nil
 }
 
 func (b *bus) Publish(ctx context.Context, channel, payload string) error {
 	b.mu.Lock()
-	hs, down := append([]func(context.Context, string){}, b.handlers...), b.down
+	hs, down := append([]func(context.Context, string){}, b.handlers[channel]...), b.down
 	b.mu.Unlock()
 	if down {
 		return errors.New("redis is down")

@@ -45,6 +45,8 @@ type Options struct {
 	Retries int
 	// CacheBytes bounds the read cache, which holds sealed values and the
 	// metadata a read needs (0: DefaultCacheBytes; negative: no cache).
+	// With it the engine also keeps each tenant's mount configuration,
+	// which writes apply.
 	CacheBytes int64
 	// CacheMaxAge is how old a cached path may be when it is served (0:
 	// DefaultCacheMaxAge): it bounds how stale a node that missed a change
@@ -70,8 +72,9 @@ type Engine struct {
 	now     func() time.Time
 	log     *slog.Logger
 	retries int
-	cache   *readCache // nil: none
-	notices Notices    // nil: no fleet, no node events
+	cache   *readCache   // nil: none
+	configs *configCache // nil: none (with the read cache, not without)
+	notices Notices      // nil: no fleet, no node events
 	// internal: this is the view of keygate's own records (Internal).
 	internal bool
 }
@@ -100,7 +103,7 @@ func (e *Engine) mountConfig(ctx context.Context, tenant string) (MountConfig, e
 	if e.internal {
 		return MountConfig{}, nil
 	}
-	return e.config(ctx, tenant)
+	return e.writeConfig(ctx, tenant)
 }
 
 var _ Service = (*Engine)(nil)
@@ -128,6 +131,7 @@ func New(o Options) (*Engine, error) {
 			o.CacheMaxAge = DefaultCacheMaxAge
 		}
 		e.cache = newReadCache(o.CacheBytes, o.CacheMaxAge)
+		e.configs = newConfigCache(o.CacheMaxAge)
 		if o.Notices != nil {
 			e.listen(context.Background(), o.Notices)
 		}

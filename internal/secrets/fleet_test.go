@@ -138,6 +138,21 @@ func TestCacheFleet(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+
+			// b applied the mount configuration at its write above (and
+			// kept it): a's change of it reaches b's next writes.
+			must(t, "a.SetConfig", a.SetConfig(ctx, def, MountConfig{CASRequired: true}))
+			deadline = time.Now().Add(5 * time.Second)
+			for {
+				_, err := b.Write(ctx, def, "cfg", json.RawMessage(`{"v":1}`), nil)
+				if errors.Is(err, ErrCASRequired) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("b still writes without cas after a required it: %v", err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		})
 	}
 }

@@ -96,7 +96,7 @@ func (k *kit) write(t testing.TB, tenant, path, data string) VersionMeta {
 	if err != nil {
 		t.Fatalf("Write(%s, %s): %v", tenant, path, err)
 	}
-	return vm
+	return vm.VersionMeta
 }
 
 // read reads version of path, failing t on an error.

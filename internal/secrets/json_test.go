@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestMergePatchRFC7396: the examples of RFC 7396's appendix A whose
@@ -108,4 +110,48 @@ func FuzzMergePatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzCompactObject: what the fast path of parseObject accepts, the slow
+// one accepts too, as the same bytes; and the fast path accepts the
+// plain objects a secret's data usually is.
+func FuzzCompactObject(f *testing.F) {
+	for _, s := range []string{`{}`, ` { "a" : [ 1 , -2.5e+3 , true , false , null , "x\"y" , { } , [ ] ] } `, `{"a":1,"a":2}`,
+		`{"a":{"b":1},"b":{"b":2}}`, `{"\u0061":1,"a":2}`, `{"a":"\ud800","b":"\u00e9\n"}`, `[1]`, `{"a":01}`, `{"a":-}`,
+		`{"a":1.}`, `{"a":1e}`, `{"a":tru}`, `{"a":"x`, `{"a":1}{}`, `{"a" 1}`, `{,}`, `{"a":[1,]}`, `{"a":1,}`,
+		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`,
+		"{\"a\":\"\t\"}", `{"a":[[[[[[{"b":[]}]]]]]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !utf8.Valid(raw) {
+			return
+		}
+		fast, ok := compactObject(raw)
+		slow, err := parseObjectSlow("data", raw)
+		if ok && (err != nil || !bytes.Equal(fast, slow)) {
+			t.Fatalf("fast path accepts %q as %q; slow path: %q, %v", raw, fast, slow, err)
+		}
+		if !ok && err == nil && !bytes.Contains(raw, []byte("\\")) {
+			t.Errorf("fast path refuses %q, which holds no escape; slow path accepts it as %q", raw, slow)
+		}
+	})
+}
+
+// TestParseObjectDepth: deep nesting is accepted as encoding/json accepts
+// it, past the fast path's depth too, and refused past encoding/json's.
+func TestParseObjectDepth(t *testing.T) {
+	for _, tc := range []struct {
+		depth int
+		ok    bool
+	}{{10, true}, {maxFastDepth + 10, true}, {9000, true}, {10001, false}} {
+		raw := `{"a":` + strings.Repeat("[", tc.depth-1) + strings.Repeat("]", tc.depth-1) + `}`
+		out, err := parseObject("data", []byte(raw))
+		if (err == nil) != tc.ok || (err == nil && string(out) != raw) {
+			t.Errorf("depth %d: %.20q..., %v; want ok %v", tc.depth, out, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("depth %d: %v, want ErrInvalid", tc.depth, err)
+		}
+	}
 }

@@ -19,6 +19,16 @@ func parseObject(what string, raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, fmt.Errorf("%w: %s is not UTF-8", ErrInvalid, what)
 	}
+	if out, ok := compactObject(raw); ok {
+		return out, nil
+	}
+	return parseObjectSlow(what, raw)
+}
+
+// parseObjectSlow is parseObject past its checks of size and encoding,
+// through encoding/json's tokens: it decides what compactObject leaves,
+// and words every refusal.
+func parseObjectSlow(what string, raw []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	tok, err := d.Token()

@@ -165,6 +165,9 @@ func printable(s string) bool {
 func (m *pathMeta) marshal() ([]byte, error) { return json.Marshal(m) }
 
 func unmarshalMeta(b []byte) (*pathMeta, error) {
+	if m, ok := decodeMeta(b); ok {
+		return m, nil
+	}
 	var m pathMeta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err

@@ -88,21 +88,27 @@ func live(s *state, path string, n int, now int64) (versionMeta, error) {
 }
 
 // Write stores data as a new version of path.
-func (e *Engine) Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (VersionMeta, error) {
+func (e *Engine) Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (Written, error) {
 	obj, err := parseObject("data", data)
 	if err != nil {
-		return VersionMeta{}, err
+		return Written{}, err
 	}
-	var out VersionMeta
+	var out Written
 	err = e.update(ctx, tenant, path, func(s *state, cfg MountConfig) (change, error) {
 		if err := checkCAS(s, cfg, cas); err != nil {
 			return change{}, err
 		}
 		c := e.addVersion(s, cfg, obj)
-		out = c.meta.version(c.meta.Current).public()
+		out = c.written()
 		return c, nil
 	})
 	return out, err
+}
+
+// written is what the write c makes: its version's metadata and the
+// path's custom metadata (a copy).
+func (c change) written() Written {
+	return Written{VersionMeta: c.meta.version(c.meta.Current).public(), CustomMetadata: c.meta.custom()}
 }
 
 // checkCAS checks a write's cas against the path's current version, and
@@ -154,12 +160,12 @@ func (e *Engine) addVersion(s *state, cfg MountConfig, data []byte) change {
 
 // Patch merges patch into the current version and stores the result as
 // a new version.
-func (e *Engine) Patch(ctx context.Context, tenant, path string, patch json.RawMessage, cas *int) (VersionMeta, error) {
+func (e *Engine) Patch(ctx context.Context, tenant, path string, patch json.RawMessage, cas *int) (Written, error) {
 	p, err := parseObject("patch", patch)
 	if err != nil {
-		return VersionMeta{}, err
+		return Written{}, err
 	}
-	var out VersionMeta
+	var out Written
 	err = e.update(ctx, tenant, path, func(s *state, cfg MountConfig) (change, error) {
 		if s.meta == nil {
 			return change{}, fmt.Errorf("%w: %s", ErrNotFound, path)
@@ -180,7 +186,7 @@ func (e *Engine) Patch(ctx context.Context, tenant, path string, patch json.RawM
 			return change{}, err
 		}
 		c := e.addVersion(s, cfg, merged)
-		out = c.meta.version(c.meta.Current).public()
+		out = c.written()
 		return c, nil
 	})
 	return out, err
@@ -448,6 +454,7 @@ func (e *Engine) SetConfig(ctx context.Context, tenant string, c MountConfig) er
 		return err
 	}
 	err = e.st.SetSecretConfig(ctx, tenant, raw)
+	e.configChanged(ctx, tenant)
 	if errors.Is(err, store.ErrNotFound) { // deleted meanwhile
 		return fmt.Errorf("%w: tenant %q", ErrNotFound, tenant)
 	}

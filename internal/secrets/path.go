@@ -39,18 +39,26 @@ func validSegments(path string) error {
 	case !utf8.ValidString(path):
 		return fmt.Errorf("%w: secret path is not UTF-8", ErrInvalid)
 	}
-	for _, r := range path {
-		if r < 0x20 || r == 0x7f {
+	// Byte by byte (every read checks its path): in UTF-8 the bytes of a
+	// character past ASCII are all 0x80 or more, so a control character
+	// (below 0x20, or DEL) is a byte of its own.
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c < 0x20 || c == 0x7f {
 			return fmt.Errorf("%w: secret path holds a control character", ErrInvalid)
 		}
 	}
-	for seg := range strings.SplitSeq(path, "/") {
-		switch seg {
+	start := 0
+	for i := 0; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		switch seg := path[start:i]; seg {
 		case "":
 			return fmt.Errorf("%w: secret path %q has an empty segment", ErrInvalid, path)
 		case ".", "..":
 			return fmt.Errorf("%w: secret path %q has a %q segment", ErrInvalid, path, seg)
 		}
+		start = i + 1
 	}
 	return nil
 }

@@ -80,6 +80,14 @@ type VersionMeta struct {
 	Destroyed    bool
 }
 
+// Written is what a write or a patch made: the new version's metadata, and
+// the path's custom metadata as the write stored it (Vault answers it with
+// the version), so that the caller need not read the path again.
+type Written struct {
+	VersionMeta
+	CustomMetadata map[string]string // nil: none
+}
+
 // Secret is a version read: its data (a JSON object) and metadata.
 type Secret struct {
 	Data           json.RawMessage
@@ -132,11 +140,11 @@ type Service interface {
 	// not nil) is the current version (0: the path must have none):
 	// ErrCASMismatch, ErrCASRequired. Versions beyond max_versions are
 	// dropped, oldest first.
-	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (VersionMeta, error)
+	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (Written, error)
 	// Patch applies a JSON merge patch (RFC 7396) to the current version
 	// and stores the result as a new version; a path without a live
 	// current version is ErrNotFound.
-	Patch(ctx context.Context, tenant, path string, patch json.RawMessage, cas *int) (VersionMeta, error)
+	Patch(ctx context.Context, tenant, path string, patch json.RawMessage, cas *int) (Written, error)
 	// Subkeys returns the version's data with every leaf replaced by null,
 	// to depth (0: all).
 	Subkeys(ctx context.Context, tenant, path string, version, depth int) (json.RawMessage, VersionMeta, error)

@@ -1,9 +1,7 @@
 package kvapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -102,17 +100,8 @@ type call struct {
 	note   *httpaudit.Note // the request's audit record; nil when not audited
 	o      Outcome
 	status int // 0: 200, or 204 when out is nil
-	out    any // the envelope's data; nil: 204
-	// raw, if set, is a secret's data (JSON the engine checked and
-	// compacted when it was written), put in the answer where out holds
-	// rawMark: encoding/json would check and compact it again.
-	raw json.RawMessage
+	out    any // the envelope's data (appendEnvelope); nil: 204
 }
-
-// rawMark stands for call.raw in the encoded answer. It holds a NUL, which
-// nothing else in an answer can (a path, custom metadata and request ids
-// have none), escaped as encoding/json writes it.
-var rawMark = json.RawMessage(`"\u0000kv-raw"`)
 
 // ServeHTTP serves one KV request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -233,14 +222,15 @@ func (h *Handler) finish(c *call, err error) {
 		c.w.WriteHeader(status)
 		return
 	}
-	b, err := json.Marshal(vaultauth.Envelope{RequestID: c.id, Data: c.out})
+	size := 512
+	if r, ok := c.out.(readOut); ok {
+		size += len(r.Data)
+	}
+	b, err := appendEnvelope(make([]byte, 0, size), c.id, c.out)
 	if err != nil { // our own types always marshal; a value is raw JSON the store checked
 		h.log.Error("secret answer not encoded", "request_id", c.id, "op", c.o.Operation, "err", err)
 		h.errs.Write(c.w, c.r, httperr.Internal)
 		return
-	}
-	if c.raw != nil {
-		b = spliceRaw(b, c.raw)
 	}
 	hdr.Set("Content-Type", "application/json")
 	c.w.WriteHeader(status)
@@ -309,16 +299,4 @@ func storeText(err, sentinel error) string {
 		return rest
 	}
 	return s
-}
-
-// spliceRaw replaces the first rawMark in b with raw.
-func spliceRaw(b []byte, raw json.RawMessage) []byte {
-	i := bytes.Index(b, rawMark)
-	if i < 0 {
-		return b
-	}
-	out := make([]byte, 0, len(b)-len(rawMark)+len(raw)+1)
-	out = append(out, b[:i]...)
-	out = append(out, raw...)
-	return append(out, b[i+len(rawMark):]...)
 }

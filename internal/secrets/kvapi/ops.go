@@ -1,6 +1,7 @@
 package kvapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -73,11 +74,7 @@ func (h *Handler) read(c *call) error {
 		return err
 	}
 	c.o.Version = s.Meta.Version
-	c.out = struct {
-		Data     json.RawMessage `json:"data"`
-		Metadata versionOut      `json:"metadata"`
-	}{rawMark, versionOf(s.Meta, s.CustomMetadata)}
-	c.raw = s.Data
+	c.out = readOut{Data: s.Data, Metadata: versionOf(s.Meta, s.CustomMetadata)}
 	return nil
 }
 
@@ -91,8 +88,10 @@ func (h *Handler) dataAndCAS(c *call) (json.RawMessage, *int, error) {
 	if !p.has("data") {
 		return nil, nil, badRequest("no data provided")
 	}
+	// The body parsed as JSON, so data is JSON: an object if it begins
+	// with '{' (the engine checks it through).
 	data := p["data"]
-	if d, err := p.object("data"); err != nil || d == nil {
+	if v := bytes.TrimLeft(data, " \t\r\n"); len(v) == 0 || v[0] != '{' {
 		return nil, nil, badRequest("invalid data provided: data is not a JSON object")
 	}
 	opts, err := p.object("options")
@@ -127,13 +126,14 @@ func (h *Handler) patch(c *call) error {
 	return h.written(c, m, err)
 }
 
-// written answers a write or a patch: the new version's metadata.
-func (h *Handler) written(c *call, m secrets.VersionMeta, err error) error {
+// written answers a write or a patch: the new version's metadata, with
+// the path's custom metadata as the write stored it (not read again).
+func (h *Handler) written(c *call, m secrets.Written, err error) error {
 	if err != nil {
 		return err
 	}
 	c.o.Version = m.Version
-	c.out = versionOf(m, h.customOf(c))
+	c.out = versionOf(m.VersionMeta, m.CustomMetadata)
 	return nil
 }
 

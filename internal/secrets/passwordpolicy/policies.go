@@ -15,7 +15,7 @@ import (
 // policy a record at a prefix plus its name.
 type Store interface {
 	Read(ctx context.Context, tenant, path string, version int) (*secrets.Secret, error)
-	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.VersionMeta, error)
+	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.Written, error)
 	DeleteMetadata(ctx context.Context, tenant, path string) error
 	List(ctx context.Context, tenant, prefix string) ([]string, error)
 }

@@ -29,11 +29,11 @@ func (m *memStore) Read(_ context.Context, tenant, path string, _ int) (*secrets
 	return &secrets.Secret{Data: d}, nil
 }
 
-func (m *memStore) Write(_ context.Context, tenant, path string, data json.RawMessage, _ *int) (secrets.VersionMeta, error) {
+func (m *memStore) Write(_ context.Context, tenant, path string, data json.RawMessage, _ *int) (secrets.Written, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data[tenant+"|"+path] = data
-	return secrets.VersionMeta{Version: 1}, nil
+	return secrets.Written{VersionMeta: secrets.VersionMeta{Version: 1}}, nil
 }
 
 func (m *memStore) DeleteMetadata(_ context.Context, tenant, path string) error {

@@ -19,7 +19,7 @@ import (
 // of a fleet agrees on.
 type Store interface {
 	Read(ctx context.Context, tenant, path string, version int) (*secrets.Secret, error)
-	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.VersionMeta, error)
+	Write(ctx context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.Written, error)
 	SetMetadata(ctx context.Context, tenant, path string, u secrets.MetadataUpdate) error
 	DeleteMetadata(ctx context.Context, tenant, path string) error
 	List(ctx context.Context, tenant, prefix string) ([]string, error)

@@ -35,16 +35,16 @@ func (m *memStore) Read(_ context.Context, tenant, path string, _ int) (*secrets
 	return &secrets.Secret{Data: d, Meta: secrets.VersionMeta{Version: m.ver[tenant+"|"+path]}}, nil
 }
 
-func (m *memStore) Write(_ context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.VersionMeta, error) {
+func (m *memStore) Write(_ context.Context, tenant, path string, data json.RawMessage, cas *int) (secrets.Written, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := tenant + "|" + path
 	if cas != nil && *cas != m.ver[k] {
-		return secrets.VersionMeta{}, secrets.ErrCASMismatch
+		return secrets.Written{}, secrets.ErrCASMismatch
 	}
 	m.ver[k]++
 	m.data[k] = data
-	return secrets.VersionMeta{Version: m.ver[k]}, nil
+	return secrets.Written{VersionMeta: secrets.VersionMeta{Version: m.ver[k]}}, nil
 }
 
 func (m *memStore) SetMetadata(context.Context, string, string, secrets.MetadataUpdate) error {
