@@ -330,6 +330,12 @@ func BenchmarkGetTransitKeyVersion(b *testing.B) {
 	storetest.BenchGetTransitKeyVersion(b, s)
 }
 
+func BenchmarkPutSecret(b *testing.B) {
+	s := open(b, newSchema(b))
+	defer s.Close()
+	storetest.BenchPutSecret(b, s)
+}
+
 func BenchmarkAppendAudit(b *testing.B) {
 	storetest.BenchAppendAudit(b, func(b *testing.B) store.Store { return open(b, newSchema(b)) })
 }

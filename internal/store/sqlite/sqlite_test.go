@@ -289,6 +289,12 @@ func BenchmarkGetTransitKeyVersion(b *testing.B) {
 	storetest.BenchGetTransitKeyVersion(b, s)
 }
 
+func BenchmarkPutSecret(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "keygate.db"))
+	defer s.Close()
+	storetest.BenchPutSecret(b, s)
+}
+
 func BenchmarkAppendAudit(b *testing.B) {
 	storetest.BenchAppendAudit(b, func(b *testing.B) store.Store { return open(b, filepath.Join(b.TempDir(), "keygate.db")) })
 }

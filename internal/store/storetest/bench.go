@@ -110,3 +110,26 @@ func BenchAppendAudit(b *testing.B, open func(b *testing.B) store.Store) {
 		})
 	}
 }
+
+// BenchPutSecret measures PutSecret on s, an empty store: each iteration
+// writes the next version of one path, a 1 KiB sealed value, and once ten
+// are kept erases the oldest, as a write under max_versions does.
+func BenchPutSecret(b *testing.B, s store.Store) {
+	ctx := b.Context()
+	m := secretMeta(store.DefaultTenant, "bench/path", 0, t0)
+	value := make([]byte, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := m.CurrentVersion + 1
+		var erase []int
+		if v > 10 {
+			erase = []int{v - 10}
+		}
+		m.CurrentVersion, m.OldestVersion = v, max(1, v-9)
+		rev, err := s.PutSecret(ctx, m, &store.SecretValue{Version: v, Sealed: value, CreatedAt: t0}, erase)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Revision = rev
+	}
+}
