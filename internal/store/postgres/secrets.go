@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/keygate/keygate/internal/store"
 )
@@ -57,10 +54,6 @@ func (s *Store) GetSecretValue(ctx context.Context, tenant, path string, version
 	return v, nil
 }
 
-// errStale is putSecretRow's "the revision is not the stored one", made
-// store.ErrConflict once the transaction is over.
-var errStale = errors.New("stale revision")
-
 // PutSecret stores m if the stored revision is m.Revision (0: none), then
 // erases the values of erase and adds add, in one transaction. Of
 // concurrent writes from one revision the first to lock the row wins; the
@@ -73,29 +66,31 @@ func (s *Store) PutSecret(ctx context.Context, m store.SecretMeta, add *store.Se
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := putSecretRow(ctx, tx, m); err != nil {
-			return err
-		}
-		if len(erase) > 0 {
-			vs := make([]int64, len(erase))
-			for i, v := range erase {
-				vs[i] = int64(v)
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM secret_values WHERE tenant = $1 AND path = $2 AND version = ANY($3)`,
-				m.Tenant, m.Path, vs); err != nil {
-				return err
-			}
-		}
-		if add == nil {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO secret_values (tenant, path, version, sealed, created_at) VALUES ($1, $2, $3, $4, $5)`,
-			add.Tenant, add.Path, add.Version, add.Sealed, ts(add.CreatedAt))
-		return err
-	})
+	// One statement, so one round trip and its own transaction: the
+	// path's row written (inserted, or updated at the revision read), and
+	// only if it was, the versions in erase deleted and add inserted. A
+	// data-modifying CTE's rows count once the statement ends, so the
+	// value's foreign key finds a path inserted by the same statement.
+	vs := make([]int64, len(erase))
+	for i, v := range erase {
+		vs[i] = int64(v)
+	}
+	var addVersion int64
+	var addSealed []byte
+	var addCreated any
+	if add != nil {
+		addVersion, addSealed, addCreated = int64(add.Version), add.Sealed, ts(add.CreatedAt)
+	}
+	q := putSecretUpdate
+	args := []any{m.Tenant, m.Path, m.Sealed, m.CurrentVersion, m.OldestVersion, ts(m.UpdatedAt), vs,
+		add != nil, addVersion, addSealed, addCreated, m.Revision}
+	if m.Revision == 0 {
+		q, args[len(args)-1] = putSecretInsert, ts(m.CreatedAt)
+	}
+	var written int
+	err = s.pool.QueryRow(ctx, q, args...).Scan(&written)
 	switch {
-	case errors.Is(err, errStale):
+	case err == nil && written == 0:
 		return 0, fmt.Errorf("%s: secret %q: %w: revision %d is not the stored one", op, m.Path, store.ErrConflict, m.Revision)
 	case isForeignKey(err):
 		return 0, wrapInTenant(ctx, op, m.Tenant, err)
@@ -105,27 +100,23 @@ func (s *Store) PutSecret(ctx context.Context, m store.SecretMeta, add *store.Se
 	return m.Revision + 1, nil
 }
 
-// putSecretRow inserts m (Revision 0) or updates the row whose revision is
-// m.Revision (errStale if none is).
-func putSecretRow(ctx context.Context, tx pgx.Tx, m store.SecretMeta) error {
-	if m.Revision == 0 {
-		_, err := tx.Exec(ctx, `INSERT INTO secrets
-			(tenant, path, sealed, current_version, oldest_version, revision, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, 1, $6, $7)`,
-			m.Tenant, m.Path, m.Sealed, m.CurrentVersion, m.OldestVersion, ts(m.CreatedAt), ts(m.UpdatedAt))
-		return err
-	}
-	tag, err := tx.Exec(ctx, `UPDATE secrets SET sealed = $1, current_version = $2, oldest_version = $3,
-		revision = revision + 1, updated_at = $4 WHERE tenant = $5 AND path = $6 AND revision = $7`,
-		m.Sealed, m.CurrentVersion, m.OldestVersion, ts(m.UpdatedAt), m.Tenant, m.Path, m.Revision)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errStale
-	}
-	return nil
-}
+// The statements of PutSecret: $1 tenant, $2 path, $3 sealed metadata, $4
+// current and $5 oldest version, $6 updated at, $7 the versions to erase,
+// $8 whether a version is added, $9 its number, $10 its sealed value, $11
+// its creation time; $12 the revision read (an update) or the creation
+// time (an insert). Each returns how many path rows it wrote (0 or 1).
+const (
+	putSecretTail = `,
+	erased AS (DELETE FROM secret_values v USING w WHERE v.tenant = w.tenant AND v.path = w.path AND v.version = ANY($7::bigint[])),
+	added AS (INSERT INTO secret_values (tenant, path, version, sealed, created_at)
+		SELECT w.tenant, w.path, $9, $10, $11 FROM w WHERE $8::boolean)
+	SELECT count(*)::int FROM w`
+	putSecretUpdate = `WITH w AS (UPDATE secrets SET sealed = $3, current_version = $4, oldest_version = $5,
+		revision = revision + 1, updated_at = $6 WHERE tenant = $1 AND path = $2 AND revision = $12
+		RETURNING tenant, path)` + putSecretTail
+	putSecretInsert = `WITH w AS (INSERT INTO secrets (tenant, path, sealed, current_version, oldest_version, revision, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, 1, $12, $6) RETURNING tenant, path)` + putSecretTail
+)
 
 // DeleteSecret deletes the path's row and, by the foreign key's cascade,
 // its values.

@@ -22,6 +22,12 @@ func secretArgs(op, tenant, path string) error {
 const (
 	selectSecret      = `SELECT sealed, current_version, oldest_version, revision, created_at, updated_at FROM secrets WHERE tenant = ? AND path = ?`
 	selectSecretValue = `SELECT sealed, created_at FROM secret_values WHERE tenant = ? AND path = ? AND version = ?`
+	insertSecret      = `INSERT INTO secrets (tenant, path, sealed, current_version, oldest_version, revision, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 1, ?, ?)`
+	updateSecret = `UPDATE secrets SET sealed = ?, current_version = ?, oldest_version = ?, revision = revision + 1, updated_at = ?
+		WHERE tenant = ? AND path = ? AND revision = ?`
+	eraseSecretValue  = `DELETE FROM secret_values WHERE tenant = ? AND path = ? AND version = ?`
+	insertSecretValue = `INSERT INTO secret_values (tenant, path, version, sealed, created_at) VALUES (?, ?, ?, ?, ?)`
 )
 
 // GetSecret returns the path's row, or store.ErrNotFound.
@@ -65,19 +71,18 @@ func (s *Store) PutSecret(ctx context.Context, m store.SecretMeta, add *store.Se
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	err = s.inTx(ctx, op, func(tx *sql.Tx) error {
-		if err := putSecretRow(ctx, tx, op, m); err != nil {
+		if err := s.putSecretRow(ctx, tx, op, m); err != nil {
 			return err
 		}
 		for _, v := range erase {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM secret_values WHERE tenant = ? AND path = ? AND version = ?`,
-				m.Tenant, m.Path, v); err != nil {
+			if _, err := tx.StmtContext(ctx, s.eraseSecretValue).ExecContext(ctx, m.Tenant, m.Path, v); err != nil {
 				return wrap(ctx, op, err)
 			}
 		}
 		if add == nil {
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO secret_values (tenant, path, version, sealed, created_at) VALUES (?, ?, ?, ?, ?)`,
+		_, err := tx.StmtContext(ctx, s.insertSecretValue).ExecContext(ctx,
 			add.Tenant, add.Path, add.Version, add.Sealed, micros(add.CreatedAt))
 		if err != nil {
 			return wrap(ctx, fmt.Sprintf("%s: secret %q version %d", op, m.Path, add.Version), err)
@@ -93,19 +98,16 @@ func (s *Store) PutSecret(ctx context.Context, m store.SecretMeta, add *store.Se
 // putSecretRow inserts m (Revision 0) or updates the row whose revision is
 // m.Revision; a row that exists, or not with that revision, is
 // store.ErrConflict.
-func putSecretRow(ctx context.Context, tx *sql.Tx, op string, m store.SecretMeta) error {
+func (s *Store) putSecretRow(ctx context.Context, tx *sql.Tx, op string, m store.SecretMeta) error {
 	if m.Revision == 0 {
-		_, err := tx.ExecContext(ctx, `INSERT INTO secrets
-			(tenant, path, sealed, current_version, oldest_version, revision, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
+		_, err := tx.StmtContext(ctx, s.insertSecret).ExecContext(ctx,
 			m.Tenant, m.Path, m.Sealed, m.CurrentVersion, m.OldestVersion, micros(m.CreatedAt), micros(m.UpdatedAt))
 		if err != nil {
 			return wrapInTenant(ctx, fmt.Sprintf("%s: secret %q", op, m.Path), m.Tenant, err)
 		}
 		return nil
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE secrets SET sealed = ?, current_version = ?, oldest_version = ?,
-		revision = revision + 1, updated_at = ? WHERE tenant = ? AND path = ? AND revision = ?`,
+	res, err := tx.StmtContext(ctx, s.updateSecret).ExecContext(ctx,
 		m.Sealed, m.CurrentVersion, m.OldestVersion, micros(m.UpdatedAt), m.Tenant, m.Path, m.Revision)
 	if err := affected(ctx, op, res, err); errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%s: secret %q: %w: revision %d is not the stored one", op, m.Path, store.ErrConflict, m.Revision)

@@ -50,6 +50,9 @@ type Store struct {
 	getClient, getUser, getRefresh, getVersion *sql.Stmt // on r
 	getSecret, getSecretValue                  *sql.Stmt // on r
 	appendAudit                                *sql.Stmt // on w
+	// A secret's write, on w: prepared once rather than by SQLite again at
+	// every write (a fifth of a write's CPU).
+	insertSecret, updateSecret, eraseSecretValue, insertSecretValue *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -144,6 +147,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		sql  string
 	}{
 		{&s.appendAudit, s.w, insertAudit},
+		{&s.insertSecret, s.w, insertSecret},
+		{&s.updateSecret, s.w, updateSecret},
+		{&s.eraseSecretValue, s.w, eraseSecretValue},
+		{&s.insertSecretValue, s.w, insertSecretValue},
 		{&s.getClient, s.r, selectClient + ` WHERE id = ?`},
 		{&s.getUser, s.r, selectUser + ` WHERE tenant = ? AND username = ?`},
 		{&s.getRefresh, s.r, selectRefresh + ` WHERE digest = ?`},
@@ -163,7 +170,8 @@ func (s *Store) prepare(ctx context.Context) error {
 // Close closes the database. Calls in progress finish first.
 func (s *Store) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion, s.getSecret, s.getSecretValue, s.appendAudit} {
+	for _, st := range []*sql.Stmt{s.getClient, s.getUser, s.getRefresh, s.getVersion, s.getSecret, s.getSecretValue, s.appendAudit,
+		s.insertSecret, s.updateSecret, s.eraseSecretValue, s.insertSecretValue} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
