@@ -380,9 +380,20 @@ func TestConnectRamp(t *testing.T) {
 	}
 	// A run whose warm-up is shorter than the ramp would be still measures
 	// every connection: none is left unopened.
+	// A connection refused by a machine busy with other work (its SYN
+	// queue, its ephemeral ports) is counted as it should be, and is no
+	// failure of the ramp: such a run is tried again, twice at most.
 	url, _ := server(t, func(http.ResponseWriter, *http.Request) {})
-	res := runOK(t, Config{Request: Request{URL: url}, Connections: 200, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond})
-	if res.Requests == 0 || res.Errors.Total() != 0 {
-		t.Errorf("%d requests, errors %+v", res.Requests, res.Errors)
+	for attempt := 1; ; attempt++ {
+		res := runOK(t, Config{Request: Request{URL: url}, Connections: 200, Warmup: 20 * time.Millisecond, Duration: 300 * time.Millisecond})
+		switch {
+		case res.Requests == 0 || res.Errors.Total() != res.Errors.Connect:
+			t.Fatalf("%d requests, errors %+v", res.Requests, res.Errors)
+		case res.Errors.Connect == 0:
+			return
+		case attempt == 3:
+			t.Fatalf("three runs each had connections refused; the last: %d requests, errors %+v", res.Requests, res.Errors)
+		}
+		t.Logf("run %d: %d connections refused; again", attempt, res.Errors.Connect)
 	}
 }
