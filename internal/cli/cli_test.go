@@ -124,7 +124,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"help", "token"}, ExitOK, "keygate token <command>", ""},
 		{[]string{"token", "-h"}, ExitOK, "Usage: keygate token --client ID", ""},
 		{[]string{"token", "--help"}, ExitOK, "  sign ", ""},
-		{[]string{"help"}, ExitOK, "  token              get an access token", ""},
+		{[]string{"help"}, ExitOK, "  token               get an access token", ""}, // names padded to the longest, "tenants rotate-key"
 		{[]string{"help", "token", "verify"}, ExitOK, "Usage: keygate token verify", ""},
 		{[]string{"help", "nope"}, ExitUsage, "", `unknown command "nope"`},
 		{[]string{"token", "sign", "--nope"}, ExitUsage, "", "flag provided but not defined: -nope"},

@@ -24,7 +24,7 @@ func ExactFields(raw []byte, v any) error {
 	}
 	t := reflect.TypeOf(v)
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("strictjson: %T is not a pointer to a struct", v)
+		return fmt.Errorf("a request body's fields checked against %T, which is not a pointer to a struct", v)
 	}
 	t = t.Elem()
 	for k := range m {
