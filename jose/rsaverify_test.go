@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -552,5 +553,118 @@ func TestRSAVerifierAllocations(t *testing.T) {
 		if n != 0 {
 			t.Errorf("%s: %v allocations per verify, want 0", s.name, n)
 		}
+	}
+}
+
+// wycheproofRSAFiles are every Wycheproof RSA signature file in the vector
+// set. The verify files run through RSAVerifier here as well as through Key
+// in TestVectorsWycheproofPrimitives; the signing file's expected signatures
+// (SHA-1 and SHA-224 among them, which JWS has not) must verify.
+var wycheproofRSAFiles = []string{
+	"rsa_signature_2048_sha256_test.json",
+	"rsa_signature_3072_sha256_test.json",
+	"rsa_signature_2048_sha384_test.json",
+	"rsa_signature_3072_sha384_test.json",
+	"rsa_signature_2048_sha512_test.json",
+	"rsa_signature_3072_sha512_test.json",
+	"rsa_pss_2048_sha256_mgf1_32_test.json",
+	"rsa_pss_3072_sha256_mgf1_32_test.json",
+	"rsa_pss_2048_sha384_mgf1_48_test.json",
+	"rsa_pss_4096_sha512_mgf1_64_test.json",
+	"rsa_pkcs1_2048_sig_gen_test.json",
+}
+
+var wycheproofHashes = map[string]crypto.Hash{
+	"SHA-1": crypto.SHA1, "SHA-224": crypto.SHA224, "SHA-256": crypto.SHA256,
+	"SHA-384": crypto.SHA384, "SHA-512": crypto.SHA512,
+}
+
+// TestVectorsWycheproofRSAVerifier runs every case of every Wycheproof RSA
+// signature file through RSAVerifier on its prepared path: a valid case must
+// verify, an invalid one must be refused, and an acceptable one (either is
+// allowed) must get crypto/rsa's verdict; every verdict is also compared with
+// crypto/rsa's. PSS cases run with the group's salt length and again with
+// rsa.PSSSaltLengthAuto.
+func TestVectorsWycheproofRSAVerifier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: every Wycheproof RSA vector; run without -short")
+	}
+	for _, file := range wycheproofRSAFiles {
+		t.Run(strings.TrimSuffix(file, ".json"), func(t *testing.T) {
+			t.Parallel()
+			var f struct {
+				NumberOfTests int `json:"numberOfTests"`
+				TestGroups    []struct {
+					Type         string `json:"type"`
+					SHA          string `json:"sha"`
+					MGFSHA       string `json:"mgfSha"`
+					SLen         int    `json:"sLen"`
+					PublicKeyDer string `json:"publicKeyDer"`
+					KeyDer       string `json:"keyDer"` // the signing file's name
+					Tests        []struct {
+						TcID    int    `json:"tcId"`
+						Comment string `json:"comment"`
+						Msg     string `json:"msg"`
+						Sig     string `json:"sig"`
+						Result  string `json:"result"`
+					} `json:"tests"`
+				} `json:"testGroups"`
+			}
+			readVectorJSON(t, "wycheproof/"+file, &f)
+			c := newTally(file, f.NumberOfTests)
+			for gi, g := range f.TestGroups {
+				gid := fmt.Sprintf("group %d", gi)
+				h, ok := wycheproofHashes[g.SHA]
+				if !ok {
+					t.Fatalf("%s %s: hash %q", file, gid, g.SHA)
+				}
+				pss := g.Type == "RsassaPssVerify"
+				if pss && g.MGFSHA != g.SHA {
+					t.Fatalf("%s %s: MGF1 with %s, hash %s", file, gid, g.MGFSHA, g.SHA)
+				}
+				der := g.PublicKeyDer
+				if der == "" {
+					der = g.KeyDer
+				}
+				pk, err := x509.ParsePKIXPublicKey(vecHex(t, gid, der))
+				if err != nil {
+					t.Fatalf("%s %s: %v", file, gid, err)
+				}
+				pub := pk.(*rsa.PublicKey)
+				v := NewRSAVerifier(pub)
+				if v.n == nil {
+					t.Fatalf("%s %s: key is not on the prepared path", file, gid)
+				}
+				for _, tv := range g.Tests {
+					id := fmt.Sprintf("tcId %d (%s)", tv.TcID, tv.Comment)
+					msg, sig := vecHex(t, id, tv.Msg), vecHex(t, id, tv.Sig)
+					hh := h.New()
+					hh.Write(msg)
+					digest := hh.Sum(nil)
+					salts := []int{g.SLen}
+					if pss {
+						salts = append(salts, rsa.PSSSaltLengthAuto)
+					}
+					var verdict error
+					for i, salt := range salts {
+						var ours, theirs error
+						if pss {
+							o := &rsa.PSSOptions{SaltLength: salt}
+							ours, theirs = v.VerifyPSS(h, digest, sig, o), rsa.VerifyPSS(pub, h, digest, sig, o)
+						} else {
+							ours, theirs = v.VerifyPKCS1v15(h, digest, sig), rsa.VerifyPKCS1v15(pub, h, digest, sig)
+						}
+						if (ours == nil) != (theirs == nil) {
+							t.Errorf("%s %s salt %d: RSAVerifier %v, crypto/rsa %v", file, id, salt, ours, theirs)
+						}
+						if i == 0 {
+							verdict = ours
+						}
+					}
+					c.judge(t, id, tv.Result, verdict)
+				}
+			}
+			c.report(t)
+		})
 	}
 }
