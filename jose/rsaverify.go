@@ -69,6 +69,10 @@ func NewRSAVerifier(pub *rsa.PublicKey) *RSAVerifier {
 	return v
 }
 
+// Prepared reports whether the verifier checks signatures with its prepared
+// modulus; false means every call goes to crypto/rsa (see RSAVerifier).
+func (v *RSAVerifier) Prepared() bool { return v.n != nil }
+
 // Public returns (a copy of) the key the verifier checks with.
 func (v *RSAVerifier) Public() *rsa.PublicKey {
 	p := v.pub
