@@ -410,7 +410,27 @@ func TestRSAVerifierEncodings(t *testing.T) {
 			pssEdits = append(pssEdits, edit{"top bit of maskedDB set", false, func(em []byte) []byte { em[off] |= 0x80; return em }})
 		}
 		if off == 1 {
-			pssEdits = append(pssEdits, edit{"octet above emLen set", false, func(em []byte) []byte { em[0] = 1; return em }})
+			// The octet above emLen must be zero. Setting it to 1 gives a
+			// value below n only for some encodings: look for a message
+			// whose encoding allows it.
+			for i := 0; ; i++ {
+				if i == 256 {
+					t.Fatalf("%d-bit: no PSS encoding in %d messages stays below n with its top octet set", bits, i)
+				}
+				m := fmt.Appendf(nil, "payload %d", i)
+				em := recoverEM(pub, ps.sign(t, priv, m))
+				em[0] = 1
+				s, ok := rawSign(priv, em)
+				if !ok {
+					continue
+				}
+				for _, sch := range []rsaScheme{ps, rsaSchemes[10]} {
+					if err := sch.agree(t, "octet above emLen set", v, pub, m, s); err == nil {
+						t.Errorf("%d-bit %s: encoding with a nonzero octet above emLen accepted", bits, sch.name)
+					}
+				}
+				break
+			}
 		}
 		for _, e := range pssEdits {
 			s, ok := rawSign(priv, e.f(bytes.Clone(good)))
