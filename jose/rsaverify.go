@@ -137,7 +137,9 @@ func (v *RSAVerifier) VerifyPKCS1v15(hash crypto.Hash, hashed, sig []byte) error
 // padding), rsa.PSSSaltLengthEqualsHash, or a length in bytes; MGF1 uses hash.
 func (v *RSAVerifier) VerifyPSS(hash crypto.Hash, digest, sig []byte, opts *rsa.PSSOptions) error {
 	if v.n == nil || !fastHash(hash) {
-		return rsa.VerifyPSS(&v.pub, hash, digest, sig, opts)
+		// rsa.VerifyPSS keeps digest escaping; the copy keeps the callers'
+		// stack buffers on the stack on the prepared path.
+		return rsa.VerifyPSS(&v.pub, hash, bytes.Clone(digest), sig, opts)
 	}
 	hLen := hash.Size()
 	sLen := rsa.PSSSaltLengthAuto
