@@ -1,6 +1,8 @@
 // Package jose verifies and signs JSON Web Signatures in compact form (RFC 7515)
 // carrying JWT claims (RFC 7519), and imports keys from JWK, JWKS (RFC 7517,
-// 7518, 8037) and PEM. It uses only Go's standard crypto packages.
+// 7518, 8037) and PEM. Its cryptography is Go's standard crypto packages, and
+// for RSA verification filippo.io/bigmod, the standalone form of the
+// arithmetic inside crypto/rsa (see [RSAVerifier]).
 //
 // # Security properties
 //
@@ -29,5 +31,9 @@
 // [Parse] decodes the token once into a single buffer and never copies the
 // input; claims strings are views into that buffer. Verifying a valid token
 // with a known key allocates two objects beyond what the signature primitive
-// itself allocates.
+// itself allocates. An RSA key's modulus is prepared for its arithmetic once,
+// when the key is made, rather than on every verification as crypto/rsa
+// does: a 2048-bit RS256 or PS256 signature then verifies in about two
+// thirds of crypto/rsa's time with no allocation, and exactly as crypto/rsa
+// decides.
 package jose

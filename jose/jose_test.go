@@ -101,7 +101,9 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 
 // TestVerifyAllocations pins the hot path's allocation budget: at most two
 // objects (the Token and its one buffer) beyond what the standard library
-// primitive allocates on its own.
+// primitive allocates on its own. RS* and PS* verify on jose's RSAVerifier,
+// which allocates nothing (TestRSAVerifierAllocations), so for them the two
+// objects are the whole budget, where crypto/rsa alone makes 10 to 14.
 func TestVerifyAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are checked without -race (.ci/run runs them)")
@@ -129,6 +131,9 @@ func TestVerifyAllocations(t *testing.T) {
 			t.Logf("%v: primitive %.0f allocs, keygate %.0f", alg, primitive, ours)
 			if ours > primitive+2 {
 				t.Errorf("%v: keygate verify allocates %.0f, primitive %.0f: more than 2 extra", alg, ours, primitive)
+			}
+			if f := alg.family(); (f == famRSA || f == famPSS) && ours > 2 {
+				t.Errorf("%v: keygate verify allocates %.0f, want at most 2 (the Token and its buffer)", alg, ours)
 			}
 		})
 	}

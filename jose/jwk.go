@@ -450,7 +450,7 @@ func (j *JWK) Key(alg Alg) (*Key, error) {
 	if j.kty == "oct" {
 		return NewHMACKey(a, j.KeyID, j.secret)
 	}
-	return &Key{alg: a, kid: j.KeyID, pub: j.public, thumb: j.thumb}, nil
+	return newPublicKey(a, j.KeyID, j.public, j.thumb), nil
 }
 
 // Signer binds the JWK's private key (or secret) to alg for signing.

@@ -32,6 +32,7 @@ type Key struct {
 	kid string
 	pub crypto.PublicKey // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey; nil for HMAC
 	mac *macKey          // HMAC only
+	rsa *RSAVerifier     // RS* and PS* only: the modulus prepared once
 	// thumb is the RFC 7638 thumbprint (of the public key; of the secret for
 	// HMAC, hashed so it can be logged safely).
 	thumb string
@@ -98,7 +99,7 @@ func (k *Key) Thumbprint() string { return k.thumb }
 
 // WithKeyID returns a copy of k carrying another kid.
 func (k *Key) WithKeyID(kid string) *Key {
-	c := &Key{alg: k.alg, kid: kid, pub: k.pub, mac: k.mac, thumb: k.thumb}
+	c := &Key{alg: k.alg, kid: kid, pub: k.pub, mac: k.mac, rsa: k.rsa, thumb: k.thumb}
 	return c
 }
 
@@ -124,7 +125,17 @@ func NewKey(alg Alg, kid string, pub crypto.PublicKey) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Key{alg: alg, kid: kid, pub: pub, thumb: thumb}, nil
+	return newPublicKey(alg, kid, pub, thumb), nil
+}
+
+// newPublicKey makes the Key of a checked public key, preparing an RSA key's
+// modulus once here rather than on every verification.
+func newPublicKey(alg Alg, kid string, pub crypto.PublicKey, thumb string) *Key {
+	k := &Key{alg: alg, kid: kid, pub: pub, thumb: thumb}
+	if p, ok := pub.(*rsa.PublicKey); ok {
+		k.rsa = NewRSAVerifier(p)
+	}
+	return k
 }
 
 // NewHMACKey binds a shared secret to an HS* algorithm. Secrets shorter than
@@ -233,6 +244,8 @@ const maxDERSig = 2*(66+3) + 3
 // argument escaping, so a stack buffer would cost an allocation per verify.
 var derPool = sync.Pool{New: func() any { return new([maxDERSig]byte) }}
 
+// pssVerify is what PS* verification accepts: a salt exactly as long as the
+// hash (RFC 7518 §3.5), the length jose signs with.
 var pssVerify = &rsa.PSSOptions{SaltLength: rsa.PSSSaltLengthEqualsHash}
 
 var (
@@ -260,9 +273,9 @@ func (k *Key) verify(msg, sig []byte) bool {
 		var d [sha512.Size]byte
 		digest := sum(k.alg.hash(), msg, &d)
 		if k.alg.family() == famRSA {
-			return rsa.VerifyPKCS1v15(k.pub.(*rsa.PublicKey), k.alg.hash(), digest, sig) == nil
+			return k.rsa.VerifyPKCS1v15(k.alg.hash(), digest, sig) == nil
 		}
-		return rsa.VerifyPSS(k.pub.(*rsa.PublicKey), k.alg.hash(), digest, sig, pssVerify) == nil
+		return k.rsa.VerifyPSS(k.alg.hash(), digest, sig, pssVerify) == nil
 	case famEC:
 		var d [sha512.Size]byte
 		digest := sum(k.alg.hash(), msg, &d)

@@ -327,6 +327,15 @@ func runWycheproofSignature(t *testing.T, c *tally, alg Alg, groupType string, f
 			continue
 		}
 		keys := []*Key{key}
+		defer func() {
+			// Every RSA key here must be verified on the prepared path, not
+			// handed to crypto/rsa, or these vectors would not test it.
+			for _, k := range keys {
+				if f := alg.family(); (f == famRSA || f == famPSS) && (k.rsa == nil || k.rsa.n == nil) {
+					t.Errorf("%s %s: %v key is not on RSAVerifier's prepared path", c.file, gid, alg)
+				}
+			}
+		}()
 		if len(jwkRaw) > 0 {
 			// The same key through the JWK import path: it must give the
 			// same key and the same verdicts.

@@ -322,9 +322,9 @@ func verifySig[T string | []byte](e *Engine, ctx context.Context, k *Key, input 
 		valid = ed25519.Verify(pub, msg, sig)
 	case v.typ.isRSA():
 		if o.SignatureAlgorithm == PSS {
-			valid = rsa.VerifyPSS(v.rsaPub, h, msg, sig, &rsa.PSSOptions{SaltLength: o.SaltLength}) == nil
+			valid = v.rsaVer.VerifyPSS(h, msg, sig, &rsa.PSSOptions{SaltLength: o.SaltLength}) == nil
 		} else {
-			valid = rsa.VerifyPKCS1v15(v.rsaPub, h, msg, sig) == nil
+			valid = v.rsaVer.VerifyPKCS1v15(h, msg, sig) == nil
 		}
 	}
 	return VerifyResult{Valid: valid, KeyVersion: n}, nil

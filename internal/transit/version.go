@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/keygate/keygate/jose"
 )
 
 // Version is one version of a named key: its material, ready to use (the
@@ -52,6 +54,7 @@ type Version struct {
 	edPub  ed25519.PublicKey
 	rsa    *rsa.PrivateKey
 	rsaPub *rsa.PublicKey
+	rsaVer *jose.RSAVerifier // rsaPub with its modulus prepared once, for verify
 
 	pubText string // Vault's public_key for this version (PEM, or base64 for ed25519)
 
@@ -217,6 +220,7 @@ func (v *Version) finish() error {
 			v.rsaPub = &v.rsa.PublicKey
 			ownRSAWords(v.rsa)
 		}
+		v.rsaVer = jose.NewRSAVerifier(v.rsaPub)
 		der, err := x509.MarshalPKIXPublicKey(v.rsaPub)
 		if err != nil {
 			return wrapError(ReasonInternal, "encoding the public key", err)
