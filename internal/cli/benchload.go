@@ -87,6 +87,9 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		"replaced by it; the requests are sent in turn (a distinct token per request, say)")
 	compareURL := fs.String("compare-url", "", "a second target's `URL`: the same requests go to its host and port too, step by\n"+
 		"step, and the result is a side-by-side table with ratios (a "+loadgen.DocumentSchema+" document)")
+	rounds := fs.Int("rounds", 5, "with --compare-url: measure each step `N` times, the two targets back to back in\n"+
+		"alternating order, and report the median of the rounds' ratios of requests/s and of each\n"+
+		"target's CPU per request (read from /proc when it runs on this machine)")
 	asJSON := fs.Bool("json", false, "print the result as JSON ("+loadgen.Schema+") instead of a table")
 	format := fs.String("format", "table", "output `format`: table, json (as --json) or line (one key=value line per step, for scripts)")
 	x := loadExtraFlags(fs) // --http2, --streams, --token-file: benchload_h2.go
@@ -111,6 +114,10 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		return usageErrorf(fs.Name(), "--timeout must be positive")
 	case !slices.Contains([]string{"table", "json", "line"}, *format):
 		return usageErrorf(fs.Name(), "--format must be table, json or line")
+	case *rounds < 1:
+		return usageErrorf(fs.Name(), "--rounds must be at least 1")
+	case fs.isSet("rounds") && *compareURL == "":
+		return usageErrorf(fs.Name(), "--rounds needs --compare-url")
 	case *compareURL != "" && *format == "line":
 		return usageErrorf(fs.Name(), "--format line prints one target; use table or json with --compare-url")
 	}
@@ -141,7 +148,10 @@ func (a *app) benchLoad(ctx context.Context, args []string) error {
 		}
 	}
 	if *compareURL != "" {
-		return a.compareLoad(ctx, fs, cfg, conns, *compareURL, *format == "json")
+		if !fs.isSet("duration") {
+			cfg.Duration = compareDuration
+		}
+		return a.compareLoad(ctx, fs, cfg, conns, *compareURL, *rounds, *format == "json")
 	}
 	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
@@ -279,9 +289,14 @@ func valuePool(tpl loadgen.Request, file string) ([]loadgen.Request, error) {
 	return pool, nil
 }
 
+// compareDuration is a compared step's measured time unless --duration
+// says otherwise: short steps, many rounds, so that drift shows up as the
+// spread of the rounds' ratios rather than as a bias.
+const compareDuration = 5 * time.Second
+
 // compareLoad runs cfg's requests against their own target and against
 // other's host and port, step by step, and prints the two side by side.
-func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, conns []int, other string, asJSON bool) error {
+func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, conns []int, other string, rounds int, asJSON bool) error {
 	pool := cfg.Pool
 	if len(pool) == 0 {
 		pool = []loadgen.Request{cfg.Request}
@@ -300,13 +315,18 @@ func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, 
 		moved[i] = r
 		moved[i].URL = u.String()
 	}
+	var notes []string
 	fixed := func(name string, reqs []loadgen.Request) runner.Series {
 		base := reqs[0].URL
+		t := &runner.Target{Name: name, Base: base}
+		if pid, err := runner.ListenerPID(name); err == nil {
+			t.Probe = runner.ProcProbe{Pid: pid}
+		} else {
+			notes = append(notes, fmt.Sprintf("%s's CPU per request is not shown: %v.", name, err))
+		}
 		return runner.Series{Name: name,
-			Start: func(context.Context, *runner.Env) (*runner.Target, error) {
-				return &runner.Target{Name: name, Base: base}, nil
-			},
-			Pool: func(context.Context, *runner.Target) ([]loadgen.Request, error) { return reqs, nil }}
+			Start: func(context.Context, *runner.Env) (*runner.Target, error) { return t, nil },
+			Pool:  func(context.Context, *runner.Target) ([]loadgen.Request, error) { return reqs, nil }}
 	}
 	a1, a2 := hostOf(pool[0].URL), hostOf(moved[0].URL)
 	if a1 == a2 {
@@ -314,7 +334,8 @@ func (a *app) compareLoad(ctx context.Context, fs *flagSet, cfg loadgen.Config, 
 	}
 	plan := &runner.Plan{Title: "bench load: " + pool[0].URL + " compared with " + moved[0].URL,
 		Series:      []runner.Series{fixed(a1, pool), fixed(a2, moved)},
-		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Requests: cfg.Requests, Timeout: cfg.Timeout}
+		Connections: conns, Rate: cfg.Rate, Warmup: cfg.Warmup, Duration: cfg.Duration, Requests: cfg.Requests, Timeout: cfg.Timeout,
+		Rounds: rounds, Notes: notes}
 	if err := a.raiseFileLimit(slices.Max(conns)); err != nil {
 		return err
 	}

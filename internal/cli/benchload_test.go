@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -164,7 +165,7 @@ func TestBenchLoadValuesCompareLine(t *testing.T) {
 	mu.Unlock()
 
 	out = h.must("bench", "load", "--url", a.URL+"/x", "-H", "Authorization: Bearer {{value}}", "--values", vals,
-		"--compare-url", b.URL, "--connections", "1,2", "--requests", "30", "--duration", "0s", "--warmup", "0s", "--json")
+		"--compare-url", b.URL, "--connections", "1,2", "--rounds", "1", "--requests", "30", "--duration", "0s", "--warmup", "0s", "--json")
 	var doc loadgen.Document
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -180,6 +181,35 @@ func TestBenchLoadValuesCompareLine(t *testing.T) {
 	if bHits.Load() < 60 {
 		t.Errorf("the compared target got %d requests", bHits.Load())
 	}
+
+	// By default the comparison runs in rounds, here three of 300 ms.
+	out = h.must("bench", "load", "--url", a.URL+"/x", "--compare-url", b.URL, "--connections", "1,2", "--rounds", "3",
+		"--duration", "300ms", "--warmup", "0s", "--json")
+	doc = loadgen.Document{}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(doc.Series) != 2 || len(doc.Series[1].Steps) != 6 {
+		t.Fatalf("document %+v", doc)
+	}
+	for i, st := range doc.Series[0].Steps {
+		if want := []int{1, 1, 1, 2, 2, 2}[i]; st.Connections != want || st.Round != i%3+1 {
+			t.Errorf("step %d: %d connections, round %d; want %d connections, round %d", i, st.Connections, st.Round, want, i%3+1)
+		}
+	}
+	// Both targets listen in this process, so their CPU per request is
+	// readable from /proc and the comparison carries it.
+	if len(doc.Comparisons) != 2 {
+		t.Fatalf("comparisons %+v, want one per connection count", doc.Comparisons)
+	}
+	for _, c := range doc.Comparisons {
+		if c.Rounds != 3 || len(c.RequestsRatios) != 3 || c.RequestsRatio <= 0 || c.Against != hostOf(a.URL) {
+			t.Errorf("comparison %+v", c)
+		}
+		if runtime.GOOS == "linux" && (c.CPUPerRequestUS <= 0 || c.CPUPerRequestRatio <= 0) {
+			t.Errorf("comparison %+v: no CPU per request", c)
+		}
+	}
 	for _, tt := range []struct {
 		args []string
 		err  string
@@ -190,6 +220,8 @@ func TestBenchLoadValuesCompareLine(t *testing.T) {
 		{[]string{"--url", a.URL, "--compare-url", "https://x"}, "is not http://host"},
 		{[]string{"--url", a.URL, "--compare-url", b.URL, "--format", "line"}, "one target"},
 		{[]string{"--url", a.URL, "--format", "xml"}, "--format must be"},
+		{[]string{"--url", a.URL, "--rounds", "3"}, "--rounds needs --compare-url"},
+		{[]string{"--url", a.URL, "--compare-url", b.URL, "--rounds", "0"}, "at least 1"},
 	} {
 		expect(t, h.run(append([]string{"bench", "load", "--requests", "1", "--duration", "0s"}, tt.args...)...), ExitUsage, "", tt.err)
 	}

@@ -51,8 +51,8 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "secret scenarios: run keygate (and the kv-write reference) on this PostgreSQL `URL`,\n"+
 		"each in a fresh schema dropped at the end (default: SQLite)")
 	fs.BoolVar(&o.NoCache, "no-cache", false, "secret scenarios: the started keygate's secret read cache off (every read misses)")
-	rounds := fs.Int("rounds", 1, "measure the --connections steps `N` times over, series alternating step by step\n"+
-		"(the verdict gives the median of the per-step ratios)")
+	rounds := fs.Int("rounds", 1, "measure each --connections step `N` times, the series back to back in alternating\n"+
+		"order, and report the median of the rounds' ratios (requests/s and CPU per request)")
 	conns := intsFlag{50}
 	fs.Var(&conns, "connections", "`N[,N...]` keep-alive connections, one step each")
 	rate := fs.Float64("rate", 0, "open loop at `R` requests/s (0: closed loop)")
@@ -95,12 +95,8 @@ func (a *app) benchScenario(ctx context.Context, args []string) error {
 	}
 	return a.runPlan(ctx, fs, pf, sc.Name, "keygate bench scenario "+strings.Join(args, " "),
 		func(env *runner.Env) (*runner.Plan, error) {
-			var steps []int
-			for range *rounds {
-				steps = append(steps, conns...)
-			}
 			plan := &runner.Plan{Name: sc.Name, Title: "keygate bench scenario " + sc.Name + ": " + sc.Summary,
-				Connections: steps, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
+				Connections: conns, Rounds: *rounds, Rate: *rate, Warmup: *pf.warmup, Duration: *pf.duration, Timeout: *timeout}
 			if o.Reference {
 				ref, notes, err := sc.Reference(env, o)
 				if err != nil {

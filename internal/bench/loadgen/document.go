@@ -41,6 +41,9 @@ type Document struct {
 	Notes    []string  `json:"notes,omitempty"`
 	// Validity is the document's check of itself (see Check).
 	Validity *Validity `json:"validity,omitempty"`
+	// Comparisons are the later series against the first, medians over
+	// the rounds of an interleaved run (see Compare).
+	Comparisons []Comparison `json:"comparisons,omitempty"`
 }
 
 // Host is the machine a Document was measured on.
@@ -184,7 +187,7 @@ func (d *Document) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprint(tw, strings.Join(head, "\t")+"\t\n")
 	for i := range first.Steps {
-		row := []string{stepLabel(first.Steps[i])}
+		row := []string{rowLabel(first.Steps[i])}
 		for si, s := range d.Series {
 			if i >= len(s.Steps) {
 				row = append(row, "-", "-", "-", "-")
@@ -219,6 +222,9 @@ func (d *Document) WriteTable(w io.Writer) error {
 	if st := first.Steps; len(st) > 0 {
 		fmt.Fprintln(w, latencyNote(st[0]))
 	}
+	if err := d.writeComparisons(w); err != nil {
+		return err
+	}
 	for _, p := range d.Profiles {
 		fmt.Fprintf(w, "\n%s %s profile (%s), top functions by flat share:\n", p.Series, p.Kind, p.File)
 		for _, f := range p.Top[:min(len(p.Top), 8)] {
@@ -226,6 +232,14 @@ func (d *Document) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// rowLabel is stepLabel with the round, for a table's row.
+func rowLabel(r *Result) string {
+	if r.Round > 0 {
+		return stepLabel(r) + fmt.Sprintf(" (round %d)", r.Round)
+	}
+	return stepLabel(r)
 }
 
 func stepLabel(r *Result) string {

@@ -59,6 +59,9 @@ type Result struct {
 	Histogram []Bucket `json:"histogram,omitempty"`
 	// Server is what the target used over the window, when known.
 	Server *ServerUsage `json:"server,omitempty"`
+	// Round is which round of an interleaved comparison the step was (1,
+	// 2, ...; 0 outside one).
+	Round int `json:"round,omitempty"`
 
 	Hist *Histogram `json:"-"` // the latencies, all connections merged
 }

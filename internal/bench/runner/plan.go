@@ -30,7 +30,12 @@ type Plan struct {
 	Duration    time.Duration
 	Requests    int64 // also bounds each step when above 0
 	Timeout     time.Duration
-	Notes       []string
+	// Rounds repeats every step this many times (0 or 1: once), the
+	// series' order reversed in every other round (A B, B A, A B, ...) so
+	// that a machine speeding up or slowing down through the run favours
+	// neither; the document then gives the median of each round's ratios.
+	Rounds int
+	Notes  []string
 }
 
 // Options tune a Run.
@@ -55,6 +60,7 @@ const TopN = 15
 func Run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Document, error) {
 	doc, err := run(ctx, env, plan, opt)
 	doc.Check()
+	doc.Compare()
 	return doc, err
 }
 
@@ -91,44 +97,74 @@ func run(ctx context.Context, env *Env, plan *Plan, opt Options) (*loadgen.Docum
 		rep.Name = s.Name
 		doc.Series = append(doc.Series, rep)
 	}
+	rounds := max(plan.Rounds, 1)
 	for si, n := range plan.Connections {
-		last := si == len(plan.Connections)-1
-		for i, s := range plan.Series {
-			cfg := cfgs[i]
-			cfg.Connections = n
-			if opt.Progress != nil {
-				cfg.Progress = func(p loadgen.Progress) { opt.Progress(s.Name, n, p) }
-			}
-			if busy, waited := settle(ctx, targets, i); waited > 2*settleStep {
-				logf("%s, %d connections: waited %s for the other targets to finish their backlog", s.Name, n, waited.Round(time.Millisecond))
-				if busy != "" {
-					doc.Notes = append(doc.Notes, fmt.Sprintf("%s at %d connections was measured while %s was still busy after %s.",
-						s.Name, n, busy, SettleMax))
+		for r := range rounds {
+			last := si == len(plan.Connections)-1 && r == rounds-1
+			for _, i := range roundOrder(len(plan.Series), r) {
+				if err := step(ctx, plan, opt, doc, targets, cfgs, i, n, r, rounds, last, logf); err != nil {
+					return doc, err
 				}
-			}
-			res, prof, perr, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
-			if perr != nil { // a target too loaded to answer its profile is a finding, not a failed run
-				doc.Notes = append(doc.Notes, fmt.Sprintf("No profile of %s at %d connections: %v.", s.Name, n, perr))
-				logf("%s, %d connections: no profile: %v", s.Name, n, perr)
-			}
-			if res != nil {
-				doc.Series[i].Steps = append(doc.Series[i].Steps, res)
-				logf("%s, %d connections: %.0f requests/s, p99 %s", s.Name, n, res.RequestsPerSec,
-					time.Duration(res.Latency.P99).Round(time.Microsecond))
-			}
-			for j := range prof {
-				prof[j].Series, prof[j].Step = s.Name, len(doc.Series[i].Steps)-1
-			}
-			doc.Profiles = append(doc.Profiles, prof...)
-			if err != nil {
-				return doc, fmt.Errorf("%s, %d connections: %w", s.Name, n, err)
-			}
-			if targets[i].Proc.Exited() {
-				return doc, fmt.Errorf("%s: %w during the run\n%s", s.Name, ErrExited, targets[i].Proc.Tail())
 			}
 		}
 	}
 	return doc, nil
+}
+
+// roundOrder is the order the series run in round r: as given in even
+// rounds, reversed in odd ones.
+func roundOrder(n, r int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if r%2 == 1 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
+}
+
+// step measures series i at n connections in round r (of rounds) and adds
+// the result, its profiles and notes to doc.
+func step(ctx context.Context, plan *Plan, opt Options, doc *loadgen.Document, targets []*Target,
+	cfgs []loadgen.Config, i, n, r, rounds int, last bool, logf func(string, ...any)) error {
+	s := plan.Series[i]
+	cfg := cfgs[i]
+	cfg.Connections = n
+	if opt.Progress != nil {
+		cfg.Progress = func(p loadgen.Progress) { opt.Progress(s.Name, n, p) }
+	}
+	if busy, waited := settle(ctx, targets, i); waited > 2*settleStep {
+		logf("%s, %d connections: waited %s for the other targets to finish their backlog", s.Name, n, waited.Round(time.Millisecond))
+		if busy != "" {
+			doc.Notes = append(doc.Notes, fmt.Sprintf("%s at %d connections was measured while %s was still busy after %s.",
+				s.Name, n, busy, SettleMax))
+		}
+	}
+	res, prof, perr, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
+	if perr != nil { // a target too loaded to answer its profile is a finding, not a failed run
+		doc.Notes = append(doc.Notes, fmt.Sprintf("No profile of %s at %d connections: %v.", s.Name, n, perr))
+		logf("%s, %d connections: no profile: %v", s.Name, n, perr)
+	}
+	if res != nil {
+		if rounds > 1 {
+			res.Round = r + 1
+		}
+		doc.Series[i].Steps = append(doc.Series[i].Steps, res)
+		logf("%s, %d connections: %.0f requests/s, p99 %s", s.Name, n, res.RequestsPerSec,
+			time.Duration(res.Latency.P99).Round(time.Microsecond))
+	}
+	for j := range prof {
+		prof[j].Series, prof[j].Step = s.Name, len(doc.Series[i].Steps)-1
+	}
+	doc.Profiles = append(doc.Profiles, prof...)
+	if err != nil {
+		return fmt.Errorf("%s, %d connections: %w", s.Name, n, err)
+	}
+	if targets[i].Proc.Exited() {
+		return fmt.Errorf("%s: %w during the run\n%s", s.Name, ErrExited, targets[i].Proc.Tail())
+	}
+	return nil
 }
 
 // measure runs one step against t, sampling its usage over the measured
