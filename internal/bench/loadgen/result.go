@@ -59,6 +59,9 @@ type Result struct {
 	Histogram []Bucket `json:"histogram,omitempty"`
 	// Server is what the target used over the window, when known.
 	Server *ServerUsage `json:"server,omitempty"`
+	// PoolSent counts the requests taken from a pool of more than one,
+	// warm-up included (the next run's Config.PoolStart goes on from it).
+	PoolSent uint64 `json:"pool_sent,omitempty"`
 	// Round is which round of an interleaved comparison the step was (1,
 	// 2, ...; 0 outside one).
 	Round int `json:"round,omitempty"`

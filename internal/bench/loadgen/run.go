@@ -21,7 +21,11 @@ type Config struct {
 	// are Pool's in turn (the k-th request any connection sends is
 	// Pool[k mod len(Pool)]), so that, say, each carries its own token.
 	// Every request of a pool must go to the same host and port.
-	Pool        []Request
+	Pool []Request
+	// PoolStart is the index of the pool's first request to send, so that
+	// runs one after the other (the rounds of a comparison) go on through
+	// the pool instead of sending its first requests again.
+	PoolStart   uint64
 	Connections int
 	// Rate is the target requests per second over all connections (open
 	// loop): connection i of N sends every N/Rate seconds, the connections'
@@ -154,6 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.ramp = connectRamp(cfg)
 	}
 	r.remain.Store(cfg.Requests)
+	r.next.Store(cfg.PoolStart)
 	r.start = time.Now()
 	r.measure = r.start.Add(cfg.Warmup)
 	var cancel context.CancelFunc
@@ -195,6 +200,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Reconnects += w.reconnects
 	}
 	res.Summarize(win)
+	if len(tpls) > 1 {
+		res.PoolSent = r.next.Load() - cfg.PoolStart
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

@@ -399,3 +399,37 @@ func TestConnectRamp(t *testing.T) {
 		t.Logf("run %d: %d connections refused, %d timeouts; again", attempt, res.Errors.Connect, res.Errors.Timeout)
 	}
 }
+
+// A run given PoolStart goes on from there, and says how far it went: two
+// runs in turn over a pool larger than both send each request once.
+func TestRunPoolStart(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	url, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Token")]++
+		mu.Unlock()
+	})
+	var pool []Request
+	for i := range 100 {
+		pool = append(pool, Request{URL: url, Header: []Header{{"X-Token", fmt.Sprint("t", i)}}})
+	}
+	var start uint64
+	for range 2 {
+		res := runOK(t, Config{Pool: pool, PoolStart: start, Connections: 1, Requests: 40})
+		if res.PoolSent < 40 {
+			t.Fatalf("PoolSent %d after 40 measured requests", res.PoolSent)
+		}
+		start += res.PoolSent
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s sent %d times across the two runs, want once", k, n)
+		}
+	}
+	if uint64(len(seen)) != start {
+		t.Errorf("%d distinct requests seen, PoolSent adds up to %d", len(seen), start)
+	}
+}

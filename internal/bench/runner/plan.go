@@ -142,6 +142,9 @@ func step(ctx context.Context, plan *Plan, opt Options, doc *loadgen.Document, t
 		}
 	}
 	res, prof, perr, err := measure(ctx, targets[i], cfg, opt.Profile && last, opt.OutDir)
+	if res != nil { // the next step goes on through the pool: a distinct token stays distinct
+		cfgs[i].PoolStart += res.PoolSent
+	}
 	if perr != nil { // a target too loaded to answer its profile is a finding, not a failed run
 		doc.Notes = append(doc.Notes, fmt.Sprintf("No profile of %s at %d connections: %v.", s.Name, n, perr))
 		logf("%s, %d connections: no profile: %v", s.Name, n, perr)
