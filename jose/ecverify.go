@@ -118,6 +118,9 @@ func NewP256Verifier(pub *ecdsa.PublicKey) *P256Verifier {
 // means every call goes to crypto/ecdsa (see P256Verifier).
 func (v *P256Verifier) Prepared() bool { return v.q != nil }
 
+// HasTable reports whether the key's table has been built.
+func (v *P256Verifier) HasTable() bool { return v.table.Load() != nil }
+
 // Public returns (a copy of) the key the verifier checks with.
 func (v *P256Verifier) Public() *ecdsa.PublicKey {
 	p := v.pub

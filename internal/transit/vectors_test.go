@@ -184,6 +184,22 @@ func TestWycheproofSignatures(t *testing.T) {
 					// The vectors must test the prepared path, not crypto/rsa.
 					t.Fatalf("%v key: its RSA verifier is not prepared", typ)
 				}
+				if typ == ECDSAP256 {
+					// Every vector must take the table: two verifications
+					// (with r = s = 1, refused) build it.
+					pv := k.latest().p256Ver
+					if pv == nil || !pv.Prepared() {
+						t.Fatal("ecdsa-p256 key: no prepared P-256 verifier")
+					}
+					for range 2 {
+						if pv.Verify(make([]byte, 32), []byte{1}, []byte{1}) {
+							t.Fatal("r = s = 1 verified")
+						}
+					}
+					if !pv.HasTable() {
+						t.Fatal("ecdsa-p256 key: no table after two verifications")
+					}
+				}
 				o := tc.opts(g)
 				if g.SHA != "" {
 					o.HashAlgorithm = hashes[g.SHA]
