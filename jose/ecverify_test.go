@@ -223,6 +223,56 @@ func TestP256VerifierInfinity(t *testing.T) {
 	}
 }
 
+// TestP256VerifierRangeTwins: s + n and r + n are the same residues as s
+// and r but outside [1, n-1], so crypto/ecdsa refuses them; so must the
+// verifier. A random s or r is almost never below 2^256 - n, where the twin
+// still fits in 32 bytes, so the signatures here are made with a small s: a
+// random nonce k, r = x(k·G) mod n, and the digest solved from the signing
+// equation, e = s·k - r·d (mod n).
+func TestP256VerifierRangeTwins(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newP256Pair(t, priv, &priv.PublicKey)
+	db, err := priv.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(big.Int).SetBytes(db)
+	for i := range 20 {
+		k, _ := rand.Int(rand.Reader, p256NMinusOne)
+		k.Add(k, big.NewInt(1))
+		kG, err := nistec.NewP256Point().ScalarBaseMult(fixed32(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kx, err := kG.BytesX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := new(big.Int).Mod(new(big.Int).SetBytes(kx), p256NInt)
+		s, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 200))
+		s.Add(s, big.NewInt(1))
+		e := new(big.Int).Mul(s, k)
+		e.Sub(e, new(big.Int).Mul(r, d)).Mod(e, p256NInt)
+		digest := fixed32(e)
+		id := fmt.Sprintf("twin %d", i)
+		if !p.check(t, id+" valid", digest, fixed32(r), fixed32(s)) {
+			t.Fatalf("%s: the constructed signature does not verify", id)
+		}
+		sn := new(big.Int).Add(s, p256NInt)
+		if p.check(t, id+" s+n", digest, fixed32(r), fixed32(sn)) {
+			t.Errorf("%s: crypto/ecdsa accepted s + n", id)
+		}
+		if rn := new(big.Int).Add(r, p256NInt); rn.BitLen() <= 256 {
+			p.check(t, id+" r+n", digest, fixed32(rn), fixed32(s))
+		}
+		sig := append(fixed32(r), fixed32(sn)...)
+		p.checkP1363(t, id+" s+n P1363", digest, sig)
+	}
+}
+
 // TestP256TableScalars: the table's signed-digit multiplication equals
 // nistec's ScalarMult for scalars that stress the recoding (digits at 15,
 // 16, 17, 31 and 32 with their carries, n-1, powers of two) and random ones.
