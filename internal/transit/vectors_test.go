@@ -18,9 +18,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/testvectors"
+	"github.com/keygate/keygate/jose"
 )
 
 type wpFile struct {
@@ -191,13 +194,21 @@ func TestWycheproofSignatures(t *testing.T) {
 					if pv == nil || !pv.Prepared() {
 						t.Fatal("ecdsa-p256 key: no prepared P-256 verifier")
 					}
-					for range 2 {
-						if pv.Verify(make([]byte, 32), []byte{1}, []byte{1}) {
-							t.Fatal("r = s = 1 verified")
+					for try := 0; !pv.HasTable() && try < 100; try++ {
+						if try > 0 {
+							// The bound on tables is reached by those of
+							// earlier groups' keys, garbage by now: collect.
+							runtime.GC()
+							time.Sleep(time.Millisecond)
+						}
+						for range 2 {
+							if pv.Verify(make([]byte, 32), []byte{1}, []byte{1}) {
+								t.Fatal("r = s = 1 verified")
+							}
 						}
 					}
 					if !pv.HasTable() {
-						t.Fatal("ecdsa-p256 key: no table after two verifications")
+						t.Fatalf("ecdsa-p256 key: no table after two verifications (%d tables exist)", jose.P256Tables())
 					}
 				}
 				o := tc.opts(g)
