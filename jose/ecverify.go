@@ -152,6 +152,9 @@ func (v *P256Verifier) Verify(digest, r, s []byte) bool {
 	if v.q == nil {
 		return v.verifyStd(digest, r, s)
 	}
+	// r's bounds are also implied by the final comparison (x mod n is below
+	// n, and 0 only for an x of n, whose discrete log nobody knows); they are
+	// checked here as crypto/ecdsa checks them, before any arithmetic.
 	var rl, sl [4]uint64
 	if !p256ScalarInRange(&rl, r) || !p256ScalarInRange(&sl, s) {
 		return false
@@ -284,7 +287,7 @@ func (v *P256Verifier) verify(digest []byte, r, s *[4]uint64, t *p256Table) bool
 	}
 	var e [4]uint64
 	limbsFromBytes(&e, &eb)
-	reduceOnceN(&e)
+	reduceOnceN(&e) // (u1 = e·w is reduced below as well)
 
 	// w = s⁻¹, u1 = e·w, u2 = r·w (mod n), in math/big: the inverse of a
 	// public value, variable-time.
