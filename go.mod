@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	filippo.io/bigmod v0.1.0
+	filippo.io/nistec v0.0.4
 	github.com/boombuler/barcode v1.1.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/golang-jwt/jwt/v5 v5.3.1

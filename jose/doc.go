@@ -1,8 +1,10 @@
 // Package jose verifies and signs JSON Web Signatures in compact form (RFC 7515)
 // carrying JWT claims (RFC 7519), and imports keys from JWK, JWKS (RFC 7517,
-// 7518, 8037) and PEM. Its cryptography is Go's standard crypto packages, and
-// for RSA verification filippo.io/bigmod, the standalone form of the
-// arithmetic inside crypto/rsa (see [RSAVerifier]).
+// 7518, 8037) and PEM. Its cryptography is Go's standard crypto packages, for
+// RSA verification filippo.io/bigmod, the standalone form of the arithmetic
+// inside crypto/rsa (see [RSAVerifier]), and for ES256 verification
+// filippo.io/nistec, the standalone form of crypto/ecdsa's P-256 point
+// arithmetic (see [P256Verifier]).
 //
 // # Security properties
 //

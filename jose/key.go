@@ -36,6 +36,9 @@ type Key struct {
 	// thumb is the RFC 7638 thumbprint (of the public key; of the secret for
 	// HMAC, hashed so it can be logged safely).
 	thumb string
+
+	// ES256 only: a table of the key's multiples, built when the key is used.
+	p256 *P256Verifier
 }
 
 // macKey pools keyed HMAC states: hmac.New costs several allocations, Reset
@@ -100,6 +103,7 @@ func (k *Key) Thumbprint() string { return k.thumb }
 // WithKeyID returns a copy of k carrying another kid.
 func (k *Key) WithKeyID(kid string) *Key {
 	c := &Key{alg: k.alg, kid: kid, pub: k.pub, mac: k.mac, rsa: k.rsa, thumb: k.thumb}
+	c.p256 = k.p256
 	return c
 }
 
@@ -129,11 +133,15 @@ func NewKey(alg Alg, kid string, pub crypto.PublicKey) (*Key, error) {
 }
 
 // newPublicKey makes the Key of a checked public key, preparing an RSA key's
-// modulus once here rather than on every verification.
+// modulus once here rather than on every verification, and an ES256 key's
+// verifier (whose table it builds when the key is used).
 func newPublicKey(alg Alg, kid string, pub crypto.PublicKey, thumb string) *Key {
 	k := &Key{alg: alg, kid: kid, pub: pub, thumb: thumb}
 	if p, ok := pub.(*rsa.PublicKey); ok {
 		k.rsa = NewRSAVerifier(p)
+	}
+	if p, ok := pub.(*ecdsa.PublicKey); ok && alg == ES256 {
+		k.p256 = NewP256Verifier(p)
 	}
 	return k
 }
@@ -279,6 +287,9 @@ func (k *Key) verify(msg, sig []byte) bool {
 	case famEC:
 		var d [sha512.Size]byte
 		digest := sum(k.alg.hash(), msg, &d)
+		if k.p256 != nil {
+			return k.p256.VerifyP1363(digest, sig)
+		}
 		der := derPool.Get().(*[maxDERSig]byte)
 		asn, ok := p1363ToDER(der[:0], sig, (curveOf(k.alg).Params().BitSize+7)/8)
 		ok = ok && ecdsa.VerifyASN1(k.pub.(*ecdsa.PublicKey), digest, asn)

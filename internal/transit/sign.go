@@ -211,6 +211,19 @@ func checkSalt(pub *rsa.PublicKey, h crypto.Hash, salt int) error {
 	return nil
 }
 
+// parseECDSASig reads an ASN.1 ECDSA signature exactly as
+// ecdsa.VerifyASN1 does (the same cryptobyte calls): r and s as unsigned
+// big-endian bytes, or false where ecdsa.VerifyASN1 would refuse it unparsed.
+func parseECDSASig(sig []byte) (r, s []byte, ok bool) {
+	var inner cryptobyte.String
+	in := cryptobyte.String(sig)
+	if !in.ReadASN1(&inner, asn1.SEQUENCE) || !in.Empty() ||
+		!inner.ReadASN1Integer(&r) || !inner.ReadASN1Integer(&s) || !inner.Empty() {
+		return nil, nil, false
+	}
+	return r, s, true
+}
+
 // derToP1363 converts a DER ECDSA signature to fixed-width r‖s.
 func derToP1363(der []byte, width int) ([]byte, error) {
 	var r, s []byte
@@ -299,6 +312,13 @@ func verifySig[T string | []byte](e *Engine, ctx context.Context, k *Key, input 
 	msg := digest(sum[:0], v.typ, input, o)
 	valid := false
 	switch {
+	case v.p256Ver != nil:
+		// The same verdicts as crypto/ecdsa below, with the version's table.
+		if o.Marshaling == MarshalJWS {
+			valid = v.p256Ver.VerifyP1363(msg, sig)
+		} else if r, s, ok := parseECDSASig(sig); ok {
+			valid = v.p256Ver.Verify(msg, r, s)
+		}
 	case v.typ.isECDSA():
 		if o.Marshaling == MarshalJWS {
 			w := curveBytes(v.typ)

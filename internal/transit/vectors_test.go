@@ -18,9 +18,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/keygate/keygate/internal/testvectors"
+	"github.com/keygate/keygate/jose"
 )
 
 type wpFile struct {
@@ -183,6 +186,30 @@ func TestWycheproofSignatures(t *testing.T) {
 				if typ.isRSA() && !k.latest().rsaVer.Prepared() {
 					// The vectors must test the prepared path, not crypto/rsa.
 					t.Fatalf("%v key: its RSA verifier is not prepared", typ)
+				}
+				if typ == ECDSAP256 {
+					// Every vector must take the table: two verifications
+					// (with r = s = 1, refused) build it.
+					pv := k.latest().p256Ver
+					if pv == nil || !pv.Prepared() {
+						t.Fatal("ecdsa-p256 key: no prepared P-256 verifier")
+					}
+					for try := 0; !pv.HasTable() && try < 100; try++ {
+						if try > 0 {
+							// The bound on tables is reached by those of
+							// earlier groups' keys, garbage by now: collect.
+							runtime.GC()
+							time.Sleep(time.Millisecond)
+						}
+						for range 2 {
+							if pv.Verify(make([]byte, 32), []byte{1}, []byte{1}) {
+								t.Fatal("r = s = 1 verified")
+							}
+						}
+					}
+					if !pv.HasTable() {
+						t.Fatalf("ecdsa-p256 key: no table after two verifications (%d tables exist)", jose.P256Tables())
+					}
 				}
 				o := tc.opts(g)
 				if g.SHA != "" {

@@ -55,6 +55,9 @@ type Version struct {
 	rsa    *rsa.PrivateKey
 	rsaPub *rsa.PublicKey
 	rsaVer *jose.RSAVerifier // rsaPub with its modulus prepared once, for verify
+	// ecdsa-p256 only: verifies with a table of ecPub's multiples, built
+	// when the version is used.
+	p256Ver *jose.P256Verifier
 
 	pubText string // Vault's public_key for this version (PEM, or base64 for ed25519)
 
@@ -208,6 +211,9 @@ func (v *Version) finish() error {
 		if v.ec != nil {
 			v.ecPub = &v.ec.PublicKey
 			ownWords(v.ec.D)
+		}
+		if v.typ == ECDSAP256 {
+			v.p256Ver = jose.NewP256Verifier(v.ecPub)
 		}
 		der, err := x509.MarshalPKIXPublicKey(v.ecPub)
 		if err != nil {
