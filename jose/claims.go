@@ -24,7 +24,7 @@ type Claims struct {
 
 	payload  []byte
 	members  []member
-	escNames []string // names that had escapes, decoded
+	escNames *[]string // names that had escapes, decoded; nil if none had
 	// nameFilter has a bit set for each (length, first, last byte) class of
 	// the names seen, to make duplicate detection cheap.
 	nameFilter uint64
@@ -32,18 +32,20 @@ type Claims struct {
 	memBuf     [16]member
 }
 
-// member is one top-level claim: where its name and its value's raw JSON lie
-// in the payload. Offsets rather than strings keep the Claims mostly free of
-// pointers, which the garbage collector would have to trace. A name written
-// with escapes is decoded into escNames, and nameStart is then -1-index.
+// member is one top-level claim: where its name lies in the payload, between
+// nameStart and the closing quote at nameEnd. Offsets rather than strings
+// keep the Claims mostly free of pointers, which the garbage collector would
+// have to trace, and two of them keep it small. A name written with escapes
+// is decoded into escNames, and nameStart is then -1-index. The value, which
+// follows the name's colon, is found again when it is asked for (Raw): the
+// parse checked it, so stepping over it cannot fail.
 type member struct {
 	nameStart, nameEnd int32
-	start, end         int32
 }
 
 func (c *Claims) memberName(m member) string {
 	if m.nameStart < 0 {
-		return c.escNames[-1-m.nameStart]
+		return (*c.escNames)[-1-m.nameStart]
 	}
 	return stringOf(c.payload[m.nameStart:m.nameEnd])
 }
@@ -53,12 +55,28 @@ func (c *Claims) JSON() []byte { return c.payload }
 
 // Raw returns the raw JSON value of the named top-level claim.
 func (c *Claims) Raw(name string) ([]byte, bool) {
-	for _, m := range c.members {
+	i := c.index(name)
+	if i < 0 {
+		return nil, false
+	}
+	s := scanner{b: c.payload, i: int(c.members[i].nameEnd) + 1}
+	s.expect(':')
+	s.ws()
+	start := s.i
+	if s.skip(1) != nil { // cannot fail: the parse checked this value
+		return nil, false
+	}
+	return c.payload[start:s.i:s.i], true
+}
+
+// index returns the position of the named claim in c.members, or -1.
+func (c *Claims) index(name string) int {
+	for i, m := range c.members {
 		if c.memberName(m) == name {
-			return c.payload[m.start:m.end:m.end], true
+			return i
 		}
 	}
-	return nil, false
+	return -1
 }
 
 // StringClaim returns the value of the named top-level claim when it is a
@@ -81,10 +99,7 @@ func (c *Claims) StringClaim(name string) (string, bool) {
 }
 
 // Has reports whether the named claim is present.
-func (c *Claims) Has(name string) bool {
-	_, ok := c.Raw(name)
-	return ok
-}
+func (c *Claims) Has(name string) bool { return c.index(name) >= 0 }
 
 // Names returns the top-level claim names in token order.
 func (c *Claims) Names() []string {
@@ -138,11 +153,9 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 				return errJSONDuplicate
 			}
 			s.ws()
-			m.start = int32(s.i)
 			if err := c.member(&s, name, arena); err != nil {
 				return err
 			}
-			m.end = int32(s.i)
 			c.members = append(c.members, m)
 			if s.expect('}') {
 				break
@@ -165,8 +178,11 @@ func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
 	m := member{nameStart: int32(s.i - 1 - len(raw)), nameEnd: int32(s.i - 1)}
 	if esc {
 		raw = appendArena(arena, raw)
-		c.escNames = append(c.escNames, stringOf(raw))
-		m.nameStart = int32(-len(c.escNames))
+		if c.escNames == nil {
+			c.escNames = new([]string)
+		}
+		*c.escNames = append(*c.escNames, stringOf(raw))
+		m.nameStart = int32(-len(*c.escNames))
 	}
 	if !s.expect(':') {
 		return nil, member{}, errJSONSyntax

@@ -2,6 +2,7 @@ package jose
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -59,7 +60,18 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
+// expect consumes c, after any white space, if it comes next. c is never
+// white space, so when it is the very next byte no white space can precede
+// it: that test, small enough to inline, settles compact JSON.
 func (s *scanner) expect(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return s.expectSpaced(c)
+}
+
+func (s *scanner) expectSpaced(c byte) bool {
 	if s.peek() == c {
 		s.i++
 		return true
@@ -117,7 +129,11 @@ var plainByte = func() (t [256]bool) {
 
 // plainRun returns how many leading bytes of b are plain string content:
 // printable ASCII other than '"' and '\\'. It tests eight bytes at a time
-// (SWAR), since claim strings are most of a token and almost always plain.
+// (SWAR), since claim strings are most of a token and almost always plain,
+// and finds the first special byte within a word from the lowest flag: a
+// byte's flag can be wrong only through a borrow out of a lower byte, and
+// only a special byte borrows, so the lowest flag is exact. Only the last
+// bytes of b, fewer than eight, are left to the caller to test one by one.
 func plainRun(b []byte) int {
 	const (
 		ones  = 0x0101010101010101
@@ -128,9 +144,9 @@ func plainRun(b []byte) int {
 		x := binary.LittleEndian.Uint64(b[n:])
 		quote := x ^ (ones * '"')
 		slash := x ^ (ones * '\\')
-		special := (quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x
-		if special&highs != 0 {
-			break
+		special := ((quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x) & highs
+		if special != 0 {
+			return n + bits.TrailingZeros64(special)/8
 		}
 		n += 8
 	}
