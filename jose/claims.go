@@ -149,14 +149,21 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 			if len(c.members) == maxMembers {
 				return errJSONMembers
 			}
-			if c.duplicate(name) {
+			// The filter test is inline; only a hit compares names.
+			bit := nameBit(name)
+			if c.nameFilter&bit != 0 && c.seen(name) {
 				return errJSONDuplicate
 			}
+			c.nameFilter |= bit
 			s.ws()
 			if err := c.member(&s, name, arena); err != nil {
 				return err
 			}
 			c.members = append(c.members, m)
+			if s.i < len(b) && b[s.i] == ',' { // compact JSON: the usual case
+				s.i++
+				continue
+			}
 			if s.expect('}') {
 				break
 			}
@@ -190,18 +197,18 @@ func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
 	return raw, m, nil
 }
 
-// duplicate reports whether name was seen already. A 64-bit filter over
-// (length, first byte, last byte) rules out almost every name at once; only a
-// filter hit compares names.
-func (c *Claims) duplicate(name []byte) bool {
+// nameBit is a name's bit in the 64-bit filter over (length, first byte,
+// last byte) that rules out almost every duplicate at once.
+func nameBit(name []byte) uint64 {
 	var bit uint64 = 1
 	if len(name) > 0 {
 		bit <<= (uint(len(name))*31 + uint(name[0])*7 + uint(name[len(name)-1])) & 63
 	}
-	if c.nameFilter&bit == 0 {
-		c.nameFilter |= bit
-		return false
-	}
+	return bit
+}
+
+// seen reports whether a member named name was read already.
+func (c *Claims) seen(name []byte) bool {
 	for _, m := range c.members {
 		if m.nameStart >= 0 && int(m.nameEnd-m.nameStart) != len(name) {
 			continue

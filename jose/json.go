@@ -62,7 +62,7 @@ func (s *scanner) peek() byte {
 
 // expect consumes c, after any white space, if it comes next. c is never
 // white space, so when it is the very next byte no white space can precede
-// it: that test, small enough to inline, settles compact JSON.
+// it: that one test settles compact JSON.
 func (s *scanner) expect(c byte) bool {
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
@@ -85,6 +85,11 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 	if s.peek() != '"' {
 		return nil, false, errJSONSyntax
 	}
+	return s.strBody()
+}
+
+// strBody is str for a caller that has seen the opening quote at s.i.
+func (s *scanner) strBody() (raw []byte, escaped bool, err error) {
 	s.i++
 	start := s.i
 	b := s.b
@@ -300,7 +305,7 @@ func (s *scanner) skip(depth int) error {
 	}
 	switch s.peek() {
 	case '"':
-		_, _, err := s.str()
+		_, _, err := s.strBody()
 		return err
 	case '{':
 		s.i++
@@ -379,9 +384,10 @@ func appendArena(arena *[]byte, raw []byte) []byte {
 	return (*arena)[start:]
 }
 
-// stringValue reads a string value, decoding escapes into arena if needed.
+// stringValue reads a string value whose opening quote the caller has seen
+// at s.i, decoding escapes into arena if needed.
 func (s *scanner) stringValue(arena *[]byte) ([]byte, error) {
-	raw, esc, err := s.str()
+	raw, esc, err := s.strBody()
 	if err != nil {
 		return nil, err
 	}
