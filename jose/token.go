@@ -2,6 +2,7 @@ package jose
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
@@ -267,6 +268,11 @@ func parseNumericDate(s *scanner) (NumericDate, error) {
 	if c >= '1' {
 		b, i := s.b, s.i
 		var v int64
+		if len(b)-i >= 8 {
+			if d, ok := eightDigits(binary.LittleEndian.Uint64(b[i:])); ok {
+				v, i = int64(d), i+8
+			}
+		}
 		for i < len(b) && i-s.i < 16 && b[i] >= '0' && b[i] <= '9' {
 			v = v*10 + int64(b[i]-'0')
 			i++
@@ -303,6 +309,23 @@ func parseNumericDate(s *scanner) (NumericDate, error) {
 		return NumericDate{}, errDateRange
 	}
 	return NumericDate{Unix: v, Valid: true}, nil
+}
+
+// eightDigits returns the value of the eight ASCII digits in x, the first
+// in the lowest byte, and whether all eight are digits: each byte is
+// checked with no carry between bytes, then pairs, quads and the two halves
+// are combined with three multiplications.
+func eightDigits(x uint64) (uint64, bool) {
+	const ones = 0x0101010101010101
+	// A byte is a digit iff its high nibble is 3 and adding 6 keeps it so.
+	if x&(ones*0xF0) != ones*0x30 || (x+ones*0x06)&(ones*0xF0) != ones*0x30 {
+		return 0, false
+	}
+	x &= ones * 0x0F
+	x = (x * (10<<8 + 1)) >> 8 & 0x00FF00FF00FF00FF
+	x = (x * (100<<16 + 1)) >> 16 & 0x0000FFFF0000FFFF
+	x = (x * (10000<<32 + 1)) >> 32
+	return x, true
 }
 
 // bytesOf views a string's bytes without copying. The result must never be
