@@ -110,6 +110,11 @@ type Parser struct {
 // DefaultMaxTokenSize).
 func NewParser(maxSize int) *Parser { return &Parser{maxSize: maxSize} }
 
+// Parse parses token into a new Token, as the package-level Parse does but
+// under the parser's size limit and with its header cache; the Token and its
+// buffer are one allocation when that takes no more memory than two.
+func (p *Parser) Parse(token string) (*Token, error) { return p.parse(nil, token) }
+
 // ParseInto parses token into t, as the package-level ParseInto does.
 func (p *Parser) ParseInto(t *Token, token string) error {
 	*t = Token{}
