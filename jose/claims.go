@@ -178,6 +178,14 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 // name reads a member name and the colon after it, and records where the
 // name lies.
 func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		if raw, ok := s.plainStr(); ok && s.i < len(s.b) && s.b[s.i] == ':' {
+			s.i++
+			return raw, member{nameStart: int32(s.i - 2 - len(raw)), nameEnd: int32(s.i - 2)}, nil
+		} else if ok {
+			s.i -= 2 + len(raw) // white space before the colon: read it all again below
+		}
+	}
 	raw, esc, err := s.str()
 	if err != nil {
 		return nil, member{}, err
@@ -253,6 +261,9 @@ func (c *Claims) member(s *scanner, name []byte, arena *[]byte) error {
 func claimString(s *scanner, arena *[]byte) (string, error) {
 	if s.peek() != '"' {
 		return "", errClaimType
+	}
+	if v, ok := s.plainStr(); ok {
+		return stringOf(v), nil
 	}
 	v, err := s.stringValue(arena)
 	return stringOf(v), err

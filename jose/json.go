@@ -88,6 +88,23 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 	return s.strBody()
 }
 
+// plainStr reads a string without escapes or bytes outside printable ASCII
+// whose opening quote the caller has seen at s.i, which is most strings in a
+// token, in one SWAR scan. It reports false, having consumed nothing, for
+// any other string, which strBody then reads.
+func (s *scanner) plainStr() ([]byte, bool) {
+	j := s.i + 1
+	if j > len(s.b) {
+		return nil, false
+	}
+	k := j + plainRun(s.b[j:])
+	if k < len(s.b) && s.b[k] == '"' {
+		s.i = k + 1
+		return s.b[j:k], true
+	}
+	return nil, false
+}
+
 // strBody is str for a caller that has seen the opening quote at s.i.
 func (s *scanner) strBody() (raw []byte, escaped bool, err error) {
 	s.i++
@@ -305,6 +322,9 @@ func (s *scanner) skip(depth int) error {
 	}
 	switch s.peek() {
 	case '"':
+		if _, ok := s.plainStr(); ok {
+			return nil
+		}
 		_, _, err := s.strBody()
 		return err
 	case '{':
