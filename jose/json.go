@@ -93,14 +93,11 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 // token, in one SWAR scan. It reports false, having consumed nothing, for
 // any other string, which strBody then reads.
 func (s *scanner) plainStr() ([]byte, bool) {
-	j := s.i + 1
-	if j > len(s.b) {
-		return nil, false
-	}
-	k := j + plainRun(s.b[j:])
-	if k < len(s.b) && s.b[k] == '"' {
-		s.i = k + 1
-		return s.b[j:k], true
+	b := s.b[s.i+1:]
+	n := plainRun(b)
+	if n < len(b) && b[n] == '"' {
+		s.i += n + 2
+		return b[:n:n], true
 	}
 	return nil, false
 }
