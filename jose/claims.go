@@ -24,7 +24,7 @@ type Claims struct {
 
 	payload  []byte
 	members  []member
-	escNames []string // names that had escapes, decoded
+	escNames *[]string // names that had escapes, decoded; nil if none had
 	// nameFilter has a bit set for each (length, first, last byte) class of
 	// the names seen, to make duplicate detection cheap.
 	nameFilter uint64
@@ -32,18 +32,20 @@ type Claims struct {
 	memBuf     [16]member
 }
 
-// member is one top-level claim: where its name and its value's raw JSON lie
-// in the payload. Offsets rather than strings keep the Claims mostly free of
-// pointers, which the garbage collector would have to trace. A name written
-// with escapes is decoded into escNames, and nameStart is then -1-index.
+// member is one top-level claim: where its name lies in the payload, between
+// nameStart and the closing quote at nameEnd. Offsets rather than strings
+// keep the Claims mostly free of pointers, which the garbage collector would
+// have to trace, and two of them keep it small. A name written with escapes
+// is decoded into escNames, and nameStart is then -1-index. The value, which
+// follows the name's colon, is found again when it is asked for (Raw): the
+// parse checked it, so stepping over it cannot fail.
 type member struct {
 	nameStart, nameEnd int32
-	start, end         int32
 }
 
 func (c *Claims) memberName(m member) string {
 	if m.nameStart < 0 {
-		return c.escNames[-1-m.nameStart]
+		return (*c.escNames)[-1-m.nameStart]
 	}
 	return stringOf(c.payload[m.nameStart:m.nameEnd])
 }
@@ -53,12 +55,28 @@ func (c *Claims) JSON() []byte { return c.payload }
 
 // Raw returns the raw JSON value of the named top-level claim.
 func (c *Claims) Raw(name string) ([]byte, bool) {
-	for _, m := range c.members {
+	i := c.index(name)
+	if i < 0 {
+		return nil, false
+	}
+	s := scanner{b: c.payload, i: int(c.members[i].nameEnd) + 1}
+	s.expect(':')
+	s.ws()
+	start := s.i
+	if s.skip(1) != nil { // cannot fail: the parse checked this value
+		return nil, false
+	}
+	return c.payload[start:s.i:s.i], true
+}
+
+// index returns the position of the named claim in c.members, or -1.
+func (c *Claims) index(name string) int {
+	for i, m := range c.members {
 		if c.memberName(m) == name {
-			return c.payload[m.start:m.end:m.end], true
+			return i
 		}
 	}
-	return nil, false
+	return -1
 }
 
 // StringClaim returns the value of the named top-level claim when it is a
@@ -81,10 +99,7 @@ func (c *Claims) StringClaim(name string) (string, bool) {
 }
 
 // Has reports whether the named claim is present.
-func (c *Claims) Has(name string) bool {
-	_, ok := c.Raw(name)
-	return ok
-}
+func (c *Claims) Has(name string) bool { return c.index(name) >= 0 }
 
 // Names returns the top-level claim names in token order.
 func (c *Claims) Names() []string {
@@ -134,16 +149,21 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 			if len(c.members) == maxMembers {
 				return errJSONMembers
 			}
-			if c.duplicate(name) {
+			// The filter test is inline; only a hit compares names.
+			bit := nameBit(name)
+			if c.nameFilter&bit != 0 && c.seen(name) {
 				return errJSONDuplicate
 			}
+			c.nameFilter |= bit
 			s.ws()
-			m.start = int32(s.i)
 			if err := c.member(&s, name, arena); err != nil {
 				return err
 			}
-			m.end = int32(s.i)
 			c.members = append(c.members, m)
+			if s.i < len(b) && b[s.i] == ',' { // compact JSON: the usual case
+				s.i++
+				continue
+			}
 			if s.expect('}') {
 				break
 			}
@@ -158,6 +178,14 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 // name reads a member name and the colon after it, and records where the
 // name lies.
 func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		if raw, ok := s.plainStr(); ok && s.i < len(s.b) && s.b[s.i] == ':' {
+			s.i++
+			return raw, member{nameStart: int32(s.i - 2 - len(raw)), nameEnd: int32(s.i - 2)}, nil
+		} else if ok {
+			s.i -= 2 + len(raw) // white space before the colon: read it all again below
+		}
+	}
 	raw, esc, err := s.str()
 	if err != nil {
 		return nil, member{}, err
@@ -165,8 +193,11 @@ func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
 	m := member{nameStart: int32(s.i - 1 - len(raw)), nameEnd: int32(s.i - 1)}
 	if esc {
 		raw = appendArena(arena, raw)
-		c.escNames = append(c.escNames, stringOf(raw))
-		m.nameStart = int32(-len(c.escNames))
+		if c.escNames == nil {
+			c.escNames = new([]string)
+		}
+		*c.escNames = append(*c.escNames, stringOf(raw))
+		m.nameStart = int32(-len(*c.escNames))
 	}
 	if !s.expect(':') {
 		return nil, member{}, errJSONSyntax
@@ -174,18 +205,18 @@ func (c *Claims) name(s *scanner, arena *[]byte) ([]byte, member, error) {
 	return raw, m, nil
 }
 
-// duplicate reports whether name was seen already. A 64-bit filter over
-// (length, first byte, last byte) rules out almost every name at once; only a
-// filter hit compares names.
-func (c *Claims) duplicate(name []byte) bool {
+// nameBit is a name's bit in the 64-bit filter over (length, first byte,
+// last byte) that rules out almost every duplicate at once.
+func nameBit(name []byte) uint64 {
 	var bit uint64 = 1
 	if len(name) > 0 {
 		bit <<= (uint(len(name))*31 + uint(name[0])*7 + uint(name[len(name)-1])) & 63
 	}
-	if c.nameFilter&bit == 0 {
-		c.nameFilter |= bit
-		return false
-	}
+	return bit
+}
+
+// seen reports whether a member named name was read already.
+func (c *Claims) seen(name []byte) bool {
 	for _, m := range c.members {
 		if m.nameStart >= 0 && int(m.nameEnd-m.nameStart) != len(name) {
 			continue
@@ -230,6 +261,9 @@ func (c *Claims) member(s *scanner, name []byte, arena *[]byte) error {
 func claimString(s *scanner, arena *[]byte) (string, error) {
 	if s.peek() != '"' {
 		return "", errClaimType
+	}
+	if v, ok := s.plainStr(); ok {
+		return stringOf(v), nil
 	}
 	v, err := s.stringValue(arena)
 	return stringOf(v), err

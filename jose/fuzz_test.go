@@ -608,6 +608,10 @@ func FuzzParse(f *testing.F) {
 		if ReasonOf(errInto) != ReasonOf(err) {
 			t.Fatalf("Parse: %v, ParseInto a used Token: %v", err, errInto)
 		}
+		byParser, errParser := NewParser(0).Parse(s)
+		if ReasonOf(errParser) != ReasonOf(err) || (errParser == nil) != (byParser != nil) {
+			t.Fatalf("Parse: %v, Parser.Parse: %v", err, errParser)
+		}
 		if err != nil {
 			if tok != nil || ReasonOf(err) == 0 {
 				t.Fatalf("rejection %v (%T) without a Reason, or with a token", err, err)
@@ -621,6 +625,9 @@ func FuzzParse(f *testing.F) {
 		fzCheckToken(t, tok, s)
 		if d := fzSame(tok, &into); d != "" {
 			t.Fatalf("ParseInto a used Token differs from Parse: %s", d)
+		}
+		if d := fzSame(tok, byParser); d != "" {
+			t.Fatalf("Parser.Parse differs from Parse: %s", d)
 		}
 		jws, err := ParseJWS(s, 0)
 		if err != nil || jws.Header.Alg != tok.Header.Alg || !bytes.Equal(jws.Payload(), tok.Payload()) {

@@ -2,6 +2,7 @@ package jose
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -59,7 +60,18 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
+// expect consumes c, after any white space, if it comes next. c is never
+// white space, so when it is the very next byte no white space can precede
+// it: that one test settles compact JSON.
 func (s *scanner) expect(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return s.expectSpaced(c)
+}
+
+func (s *scanner) expectSpaced(c byte) bool {
 	if s.peek() == c {
 		s.i++
 		return true
@@ -73,6 +85,25 @@ func (s *scanner) str() (raw []byte, escaped bool, err error) {
 	if s.peek() != '"' {
 		return nil, false, errJSONSyntax
 	}
+	return s.strBody()
+}
+
+// plainStr reads a string without escapes or bytes outside printable ASCII
+// whose opening quote the caller has seen at s.i, which is most strings in a
+// token, in one SWAR scan. It reports false, having consumed nothing, for
+// any other string, which strBody then reads.
+func (s *scanner) plainStr() ([]byte, bool) {
+	b := s.b[s.i+1:]
+	n := plainRun(b)
+	if n < len(b) && b[n] == '"' {
+		s.i += n + 2
+		return b[:n:n], true
+	}
+	return nil, false
+}
+
+// strBody is str for a caller that has seen the opening quote at s.i.
+func (s *scanner) strBody() (raw []byte, escaped bool, err error) {
 	s.i++
 	start := s.i
 	b := s.b
@@ -117,7 +148,11 @@ var plainByte = func() (t [256]bool) {
 
 // plainRun returns how many leading bytes of b are plain string content:
 // printable ASCII other than '"' and '\\'. It tests eight bytes at a time
-// (SWAR), since claim strings are most of a token and almost always plain.
+// (SWAR), since claim strings are most of a token and almost always plain,
+// and finds the first special byte within a word from the lowest flag: a
+// byte's flag can be wrong only through a borrow out of a lower byte, and
+// only a special byte borrows, so the lowest flag is exact. Only the last
+// bytes of b, fewer than eight, are left to the caller to test one by one.
 func plainRun(b []byte) int {
 	const (
 		ones  = 0x0101010101010101
@@ -128,9 +163,9 @@ func plainRun(b []byte) int {
 		x := binary.LittleEndian.Uint64(b[n:])
 		quote := x ^ (ones * '"')
 		slash := x ^ (ones * '\\')
-		special := (quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x
-		if special&highs != 0 {
-			break
+		special := ((quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x) & highs
+		if special != 0 {
+			return n + bits.TrailingZeros64(special)/8
 		}
 		n += 8
 	}
@@ -284,7 +319,10 @@ func (s *scanner) skip(depth int) error {
 	}
 	switch s.peek() {
 	case '"':
-		_, _, err := s.str()
+		if _, ok := s.plainStr(); ok {
+			return nil
+		}
+		_, _, err := s.strBody()
 		return err
 	case '{':
 		s.i++
@@ -363,9 +401,10 @@ func appendArena(arena *[]byte, raw []byte) []byte {
 	return (*arena)[start:]
 }
 
-// stringValue reads a string value, decoding escapes into arena if needed.
+// stringValue reads a string value whose opening quote the caller has seen
+// at s.i, decoding escapes into arena if needed.
 func (s *scanner) stringValue(arena *[]byte) ([]byte, error) {
-	raw, esc, err := s.str()
+	raw, esc, err := s.strBody()
 	if err != nil {
 		return nil, err
 	}

@@ -158,7 +158,7 @@ func (c *tally) report(t *testing.T) {
 // "header.payload" text is msg, so Key.Verify performs its alg check and then
 // (*Key).verify(msg, sig), the same code every parsed token goes through.
 func verifyInput(k *Key, msg, sig []byte) error {
-	t := &Token{raw: string(msg), signedLen: len(msg), sig: sig}
+	t := &Token{raw: string(msg), signedLen: int32(len(msg)), sig: sig}
 	t.Header.Alg = k.Alg()
 	return k.Verify(t)
 }

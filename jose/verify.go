@@ -52,8 +52,11 @@ var errAlgNotAllowed = reject(ReasonUnsupportedAlg, "alg is not allowed")
 
 // Verify parses and fully verifies token, returning its claims.
 func (v *Verifier) Verify(token string) (*Token, error) {
-	t := new(Token)
-	if err := v.verify(t, token); err != nil {
+	t, err := v.parser.parse(nil, token)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.verify(t); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -63,13 +66,14 @@ func (v *Verifier) Verify(token string) (*Token, error) {
 // trustworthy data.
 func (v *Verifier) VerifyInto(t *Token, token string) error {
 	*t = Token{}
-	return v.verify(t, token)
-}
-
-func (v *Verifier) verify(t *Token, token string) error {
-	if err := v.parser.parse(t, token); err != nil {
+	if _, err := v.parser.parse(t, token); err != nil {
 		return err
 	}
+	return v.verify(t)
+}
+
+// verify checks the parsed token t.
+func (v *Verifier) verify(t *Token) error {
 	if v.algs&(1<<t.Header.Alg) == 0 {
 		return errAlgNotAllowed
 	}
@@ -106,13 +110,19 @@ type Parser struct {
 // DefaultMaxTokenSize).
 func NewParser(maxSize int) *Parser { return &Parser{maxSize: maxSize} }
 
+// Parse parses token into a new Token, as the package-level Parse does but
+// under the parser's size limit and with its header cache; the Token and its
+// buffer are one allocation when that takes no more memory than two.
+func (p *Parser) Parse(token string) (*Token, error) { return p.parse(nil, token) }
+
 // ParseInto parses token into t, as the package-level ParseInto does.
 func (p *Parser) ParseInto(t *Token, token string) error {
 	*t = Token{}
-	return p.parse(t, token)
+	_, err := p.parse(t, token)
+	return err
 }
 
-func (p *Parser) parse(t *Token, token string) error {
+func (p *Parser) parse(t *Token, token string) (*Token, error) {
 	return parse(t, token, p.maxSize, true, &p.headers)
 }
 
@@ -154,8 +164,7 @@ func (c *headerCache) get(seg string) *Header {
 
 // put stores a copy of h that shares no memory with the token it came from.
 func (c *headerCache) put(seg string, h *Header) {
-	raw := string(h.raw)
-	e := &cachedHeader{seg: strings.Clone(seg), h: Header{Alg: h.Alg, raw: []byte(raw),
+	e := &cachedHeader{seg: strings.Clone(seg), h: Header{Alg: h.Alg, raw: strings.Clone(h.raw),
 		KeyID: strings.Clone(h.KeyID), Type: strings.Clone(h.Type), ContentType: strings.Clone(h.ContentType)}}
 	c.slots[c.next.Add(1)%uint32(len(c.slots))].Store(e)
 }

@@ -319,8 +319,8 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	if p.onVerify != nil {
 		p.onVerify()
 	}
-	t := new(jose.Token)
-	if err := p.parser.ParseInto(t, e.token); err != nil {
+	t, err := p.parser.Parse(e.token)
+	if err != nil {
 		return err
 	}
 	if p.observe != nil {
