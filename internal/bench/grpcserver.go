@@ -35,10 +35,13 @@ const (
 	// Check, then answers like ModeGRPCNoop: the ceiling of an
 	// authoriser whose only work per request is the signature check.
 	ModeGRPCES256 = "grpc-es256"
+	// ModeGRPCES256Table is ModeGRPCES256 verifying as keygate does, with
+	// the key's table (see ModeES256Table).
+	ModeGRPCES256Table = "grpc-es256-table"
 )
 
 // GRPCModes lists the reference gRPC server modes.
-var GRPCModes = []string{ModeGRPCNoop, ModeGRPCES256}
+var GRPCModes = []string{ModeGRPCNoop, ModeGRPCES256, ModeGRPCES256Table}
 
 // GRPCServerOptions are the grpc-go settings of keygate's ext_authz
 // listener (extauthz.NewServer, plaintext): the message and header limits,
@@ -92,8 +95,8 @@ func NewGRPCServer(mode string) (*grpc.Server, error) {
 	a.ok, a.denied = referenceAnswers(mode)
 	switch mode {
 	case ModeGRPCNoop:
-	case ModeGRPCES256:
-		raw, err := NewRawES256()
+	case ModeGRPCES256, ModeGRPCES256Table:
+		raw, err := newRawES256Mode(mode)
 		if err != nil {
 			return nil, err
 		}

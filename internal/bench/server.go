@@ -7,11 +7,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/asn1"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -30,6 +32,12 @@ const (
 	// request, then answers like ModeNoop: the ceiling of a server whose
 	// only work per request is the signature check.
 	ModeES256 = "es256"
+	// ModeES256Table is ModeES256 with the verification keygate itself
+	// does: the key prepared once with its table of multiples
+	// (jose.P256Verifier), the signature in its JWS form (r‖s). Against it,
+	// what keygate adds to the signature check shows, now that its check
+	// is faster than crypto/ecdsa's.
+	ModeES256Table = "es256-table"
 	// ModeSign reads the request body, makes one raw ES256 signature (see
 	// RawES256.Sign) and answers 200 with a token response of the size
 	// keygate's /oauth2/token sends: the ceiling of a token endpoint whose
@@ -44,7 +52,7 @@ const (
 )
 
 // Modes lists the reference server modes.
-var Modes = []string{ModeNoop, ModeES256, ModeSign, ModeAESGCM}
+var Modes = []string{ModeNoop, ModeES256, ModeES256Table, ModeSign, ModeAESGCM}
 
 // Handler returns the handler of a reference server in mode, behind
 // Guard. Past Guard, the modes ignore the request (method, path, headers)
@@ -63,8 +71,8 @@ func handler(mode string) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusOK)
 		}), nil
-	case ModeES256:
-		raw, err := NewRawES256()
+	case ModeES256, ModeES256Table:
+		raw, err := newRawES256Mode(mode)
 		if err != nil {
 			return nil, err
 		}
@@ -169,10 +177,14 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 // crypto/ecdsa.VerifyASN1, which is the whole cost of an ES256 check that
 // keygate's own work is compared with.
 type RawES256 struct {
-	pub  *ecdsa.PublicKey
-	priv *ecdsa.PrivateKey // for ModeSign
-	msg  []byte            // signing input: base64url(header) "." base64url(claims)
-	der  []byte            // ASN.1 DER signature over SHA-256(msg)
+	pub *ecdsa.PublicKey
+	// table, when set, verifies instead of crypto/ecdsa, over p1363 (the
+	// signature as r‖s): ModeES256Table.
+	table *jose.P256Verifier
+	p1363 []byte
+	priv  *ecdsa.PrivateKey // for ModeSign
+	msg   []byte            // signing input: base64url(header) "." base64url(claims)
+	der   []byte            // ASN.1 DER signature over SHA-256(msg)
 }
 
 // NewRawES256 creates a fresh key and signs the signing input of a token of
@@ -217,7 +229,37 @@ func (r *RawES256) Sign() ([]byte, error) {
 // Verify reports whether the signature verifies; it always should.
 func (r *RawES256) Verify() bool {
 	digest := sha256.Sum256(r.msg)
+	if r.table != nil {
+		return r.table.VerifyP1363(digest[:], r.p1363)
+	}
 	return ecdsa.VerifyASN1(r.pub, digest[:], r.der)
+}
+
+// newRawES256Mode is NewRawES256, verifying with the key's table for the
+// table modes (ModeES256Table, ModeGRPCES256Table).
+func newRawES256Mode(mode string) (*RawES256, error) {
+	r, err := NewRawES256()
+	if err != nil || (mode != ModeES256Table && mode != ModeGRPCES256Table) {
+		return r, err
+	}
+	var sig struct{ R, S *big.Int }
+	if _, err := asn1.Unmarshal(r.der, &sig); err != nil {
+		return nil, fmt.Errorf("raw ES256 signature: %w", err)
+	}
+	r.p1363 = make([]byte, 64)
+	sig.R.FillBytes(r.p1363[:32])
+	sig.S.FillBytes(r.p1363[32:])
+	r.table = jose.NewP256Verifier(r.pub)
+	// The table is built on the key's second use, as keygate's is.
+	for range 2 {
+		if !r.Verify() {
+			return nil, errors.New("raw ES256 signature does not verify with the key's table")
+		}
+	}
+	if !r.table.HasTable() {
+		return nil, errors.New("the key's table was not built (FIPS 140-3 mode, or the bound on tables)")
+	}
+	return r, nil
 }
 
 // VerifyRaw measures RawES256.Verify, the primitive alone, for each

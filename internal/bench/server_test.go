@@ -40,7 +40,7 @@ func TestHandlerModes(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Handler("nope"); err == nil || !strings.Contains(err.Error(), "noop, es256, es256-sign") {
+	if _, err := Handler("nope"); err == nil || !strings.Contains(err.Error(), "noop, es256, es256-table, es256-sign") {
 		t.Errorf("unknown mode: %v", err)
 	}
 }
@@ -79,6 +79,27 @@ func TestSignMode(t *testing.T) {
 	}
 	if sig, err := raw.Sign(); err != nil || !ecdsa.VerifyASN1(raw.pub, sha256sum(raw.msg), sig) {
 		t.Errorf("RawES256.Sign: %v", err)
+	}
+}
+
+// TestTableMode: the table reference verifies with the key's table, and
+// a wrong signature fails there as with crypto/ecdsa.
+func TestTableMode(t *testing.T) {
+	for _, mode := range []string{ModeES256Table, ModeGRPCES256Table} {
+		raw, err := newRawES256Mode(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw.table == nil || !raw.table.HasTable() || !raw.Verify() {
+			t.Fatalf("%s: table %v, verify %v", mode, raw.table != nil, raw.Verify())
+		}
+		raw.p1363[40] ^= 1
+		if raw.Verify() {
+			t.Errorf("%s: a changed signature verifies", mode)
+		}
+	}
+	if raw, err := newRawES256Mode(ModeES256); err != nil || raw.table != nil {
+		t.Errorf("%s: table %v, %v", ModeES256, raw != nil && raw.table != nil, err)
 	}
 }
 
