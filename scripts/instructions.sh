@@ -23,7 +23,7 @@
 # only: what the kernel does for a request (TCP, epoll) is not counted.
 set -euo pipefail
 if [[ $# -lt 2 ]]; then
-	sed -n '8,20p' "$0" >&2
+	sed -n '10,20p' "$0" >&2
 	exit 2
 fi
 url=$1
