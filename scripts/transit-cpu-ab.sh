@@ -154,4 +154,4 @@ for spec in "$@"; do
 	echo "| $name | $cpu µs | $(pair_ratio "$first" "$name" 4) | $(pair_ratio "$name" "$first" 3) |"
 done
 echo
-echo "Command: RUNS=$RUNS DURATION=$DURATION WARMUP=$WARMUP CONNS=$CONNS${RATE:+ RATE=$RATE} scripts/transit-cpu-ab.sh $*"
+echo "Command: RUNS=$RUNS DURATION=$DURATION WARMUP=$WARMUP CONNS=$CONNS${RATE:+ RATE=$RATE}${BASELINE:+ BASELINE=$BASELINE} scripts/transit-cpu-ab.sh $*"
