@@ -104,6 +104,7 @@ start_server() {
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
 	ADMIN_TOKEN_FILE=$data/admin.token # dev mode writes it; /debug/pprof/ requires it
+	: >"$out" # read below before the background job may have opened it
 	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=1e6 "$@" \
 		"$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 		>"$out" 2>&1 &
