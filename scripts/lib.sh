@@ -163,3 +163,14 @@ check_ports() {
 		port_free "${!name}" || die "127.0.0.1:${!name} is in use (set $name)"
 	done
 }
+
+# pair_ratio num den column: the median over the rounds of num's value in
+# that column of RESULTS divided by den's in the same round (rounds where
+# both ran), to 3 decimals; 0 when none.
+pair_ratio() {
+	awk -F'\t' -v a="$1" -v b="$2" -v c="$3" 'NR > 1 && $1 == a { x[$2] = $c } NR > 1 && $1 == b { y[$2] = $c }
+		END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' "$RESULTS" | sort -g |
+		awk '{ v[NR] = $1 } END {
+			if (NR == 0) { print 0; exit }
+			printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}

@@ -95,14 +95,17 @@ verify_rate() {
 	pinned "$KG" bench verify --alg ES256 --raw --goroutines 1 --duration "$1" | awk '$1 == "ES256" { print $2 }'
 }
 
-# start_server log: a fresh dev-mode keygate on a fresh data directory; sets
-# SERVER_PID and writes the demo client's Authorization header to auth.txt.
+# start_server log [KEYGATE_VAR=value...]: a fresh dev-mode keygate on a
+# fresh data directory, with those settings; sets SERVER_PID and writes the
+# demo client's Authorization header to auth.txt.
 start_server() {
 	local out=$1 data
+	shift
 	data=$(mktemp -d "$WORK/data-XXXXXX")
 	# taskset directly, not the pinned function: $! must be keygate's pid.
 	ADMIN_TOKEN_FILE=$data/admin.token # dev mode writes it; /debug/pprof/ requires it
-	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=1e6 \
+	: >"$out" # read below before the background job may have opened it
+	taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_TOKEN_RATE_LIMIT=1e6 "$@" \
 		"$KG" serve --dev --data-dir "$data" --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 		>"$out" 2>&1 &
 	SERVER_PID=$!
@@ -170,10 +173,14 @@ run_step() {
 	esac
 }
 
+# The server's CPU time per request (its utime + stime over the measured
+# run, in clock ticks of CLK_TCK a second, divided by the requests): unlike
+# requests/s it does not move with what else runs on the server's CPU.
+CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
 RESULTS=$WORK/results.tsv
-printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"$RESULTS"
+printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\tcpu_us_per_req\n' >"$RESULTS"
 
 measure() { # round name path body_file [script]
 	local round=$1 name=$2 path=$3 body=$4 script=${5:-form}
@@ -188,12 +195,12 @@ measure() { # round name path body_file [script]
 	fi
 	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
 	sed -n 's/^RESULT //p' "$WORK/$name-$round.load.txt" | awk -v name="$name" -v run="$round" \
-		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
+		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) -v hz="$CLK_TCK" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
+		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.2f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
 			v["connect"] + v["read"] + v["write"] + v["timeout"], v["status"], v["p50_us"], v["p99_us"],
-			(ct > 0 ? pt / ct * 100 : 0) }' >>"$RESULTS"
-	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-11s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8 }')"
+			(ct > 0 ? pt / ct * 100 : 0), (v["requests"] > 0 ? pt / hz * 1e6 / v["requests"] : 0) }' >>"$RESULTS"
+	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-11s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%, %.1f us a request", $1, $2, $3, $4, $5, $6, $7, $8, $9 }')"
 }
 
 # --- measure ---------------------------------------------------------------
@@ -227,6 +234,9 @@ for round in $(seq 1 "$RUNS"); do
 	run_step "$WORK/capture-$round.load.txt" /oauth2/token "$WORK/issue.body" "$((DUR_S + 3))s" capture
 	log "issued $(wc -l <"$WORK/tokens.txt") distinct tokens for the next run"
 	measure "$round" introspect-unique /oauth2/introspect "$WORK/tokens.txt" unique-form
+	stop_server
+	start_server "$WORK/server-noaudit-$round.log" KEYGATE_AUDIT_DISABLED=true
+	measure "$round" issue-noaudit /oauth2/token "$WORK/issue.body"
 	stop_server
 	for mode in noop es256-sign; do
 		start_reference "$mode" "$WORK/ref-$mode-$round.log"
@@ -270,28 +280,29 @@ TABLE=$WORK/table.md
 	echo "keygate serve --dev on CPU $SERVER_CPU (GOMAXPROCS=1), keygate bench load -c$CONNS (GOMAXPROCS=1) on CPU $CLIENT_CPU, loopback; fresh server and data directory per round,"
 	echo "${WARMUP} warm-up + ${DURATION} measured; median of $RUNS rounds; spread = (max - min) / median. Load average at each round's start: ${LOADS[*]}."
 	echo
-	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU |"
-	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
-	for name in sign verify issue introspect introspect-unique ref-noop ref-es256-sign; do
+	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency | errors + non-2xx | server CPU | server CPU a request |"
+	echo "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |"
+	for name in sign verify issue issue-noaudit introspect introspect-unique ref-noop ref-es256-sign; do
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		spread=$(calc "($hi - $lo) / $m * 100" 1)
 		case $name in
 		sign)
-			echo "| ES256 sign, jose, in process, 1 goroutine (signs/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - |"
+			echo "| ES256 sign, jose, in process, 1 goroutine (signs/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - | $(calc "1e6 / $m" 1) µs |"
 			continue
 			;;
 		verify)
-			echo "| ES256 verify, raw crypto/ecdsa, in process, 1 goroutine (verifies/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - |"
+			echo "| ES256 verify, raw crypto/ecdsa, in process, 1 goroutine (verifies/s) | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | - | - | - | $(calc "1e6 / $m" 1) µs |"
 			continue
 			;;
-		issue) desc="POST /oauth2/token, client_credentials, ES256" ;;
+		issue) desc="POST /oauth2/token, client_credentials, ES256 (audit on, as serve --dev has it)" ;;
+		issue-noaudit) desc="POST /oauth2/token, client_credentials, ES256, audit off" ;;
 		introspect) desc="POST /oauth2/introspect, one fixed access token" ;;
 		introspect-unique) desc="POST /oauth2/introspect, a distinct token each request (verified in full)" ;;
 		ref-noop) desc="reference: net/http answering the same POST with 200, no work" ;;
 		ref-es256-sign) desc="reference: net/http, read the body, one raw ES256 sign, a token response" ;;
 		esac
-		echo "| $desc | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$(med "$name" 6) / 1000") / $(calc "$(med "$name" 7) / 1000") ms | $(($(sum "$name" 4) + $(sum "$name" 5))) | $(calc "$(med "$name" 8)" 0)% |"
+		echo "| $desc | $(fmt_n "$m") | ${spread}% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$(med "$name" 6) / 1000") / $(calc "$(med "$name" 7) / 1000") ms | $(($(sum "$name" 4) + $(sum "$name" 5))) | $(calc "$(med "$name" 8)" 0)% | $(calc "$(med "$name" 9)" 1) µs |"
 	done
 	echo
 	issue=$(med issue)
@@ -309,6 +320,8 @@ TABLE=$WORK/table.md
 	echo "| the sign reference server / the sign rate ($(fmt_n "$refsign") / $(fmt_n "$sign")): what one sign per request allows here | $(calc "$refsign / $sign") | - | info |"
 	echo "| issuance / the sign reference server ($(fmt_n "$issue") / $(fmt_n "$refsign")) | $(calc "$issue / $refsign") | - | info |"
 	echo "| 1 / (1/no-op + 1/sign) = $(fmt_n "$bound") req/s, over the sign rate: optimistic, it leaves out waking the client | $(calc "$bound / $sign") | - | info |"
+	echo "| per round, then the median: issuance / the sign reference server, requests/s, audit on / off | $(pair_ratio issue ref-es256-sign 3) / $(pair_ratio issue-noaudit ref-es256-sign 3) | - | info |"
+	echo "| per round, then the median: the sign reference server's CPU a request ÷ issuance's, audit on / off (the share of its rate issuance reaches on the same CPU) | **$(pair_ratio ref-es256-sign issue 9) / $(pair_ratio ref-es256-sign issue-noaudit 9)** | - | info |"
 	echo "| introspections/s, one token / distinct tokens | $(fmt_n "$(med introspect)") / $(fmt_n "$(med introspect-unique)") | - | info |"
 	echo "| distinct-token introspection / one core's raw ES256 verify rate ($(fmt_n "$(med introspect-unique)") / $(fmt_n "$(med verify)")) | $(calc "$(med introspect-unique) / $(med verify)") | - | info |"
 	echo

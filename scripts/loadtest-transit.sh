@@ -153,10 +153,14 @@ run_step() {
 		-H "X-Vault-Token: $(cat "$WORK/token.txt")" -H 'Content-Type: application/json'
 }
 
+# The server's CPU time per request (its utime + stime over the measured
+# run, in clock ticks of CLK_TCK a second, divided by the requests): unlike
+# requests/s it does not move with what else runs on the server's CPU.
+CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
 RESULTS=$WORK/results.tsv
-printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\n' >"$RESULTS"
+printf 'scenario\trun\trps\terrors\tnon2xx\tp50_us\tp99_us\tserver_cpu_pct\tcpu_us_per_req\n' >"$RESULTS"
 
 measure() { # round name path body_file
 	local round=$1 name=$2 path=$3 body=$4
@@ -166,12 +170,12 @@ measure() { # round name path body_file
 	run_step "$WORK/$name-$round.load.txt" "$path" "$body" "$DURATION"
 	p1=$(proc_ticks "$SERVER_PID") c1=$(cpu_ticks "$SERVER_CPU")
 	sed -n 's/^RESULT //p' "$WORK/$name-$round.load.txt" | awk -v name="$name" -v run="$round" \
-		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) '{
+		-v pt=$((p1 - p0)) -v ct=$((c1 - c0)) -v hz="$CLK_TCK" '{
 		for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
+		printf "%s\t%d\t%.1f\t%d\t%d\t%d\t%d\t%.1f\t%.2f\n", name, run, v["requests"] / (v["duration_us"] / 1e6),
 			v["connect"] + v["read"] + v["write"] + v["timeout"], v["status"], v["p50_us"], v["p99_us"],
-			(ct > 0 ? pt / ct * 100 : 0) }' >>"$RESULTS"
-	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-9s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%", $1, $2, $3, $4, $5, $6, $7, $8 }')"
+			(ct > 0 ? pt / ct * 100 : 0), (v["requests"] > 0 ? pt / hz * 1e6 / v["requests"] : 0) }' >>"$RESULTS"
+	log "$(tail -n 1 "$RESULTS" | awk -F'\t' '{ printf "%-9s run %d: %8.0f req/s  errors %d  non-2xx %d  p50 %d us  p99 %d us  server CPU %.0f%%, %.1f us a request", $1, $2, $3, $4, $5, $6, $7, $8, $9 }')"
 }
 
 # The configuration of the fsync-per-group round: only its audit section.
@@ -247,15 +251,16 @@ TABLE=$WORK/table.md
 	echo "Server on CPU $SERVER_CPU (GOMAXPROCS=1), keygate bench load -c$CONNS (GOMAXPROCS=1) on CPU $CLIENT_CPU, loopback; each run ${WARMUP} warm-up + ${DURATION} measured;"
 	echo "median of $RUNS interleaved rounds; spread = (max - min) / median. Load average at the start of each round: ${LOADS[*]}."
 	echo
-	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency (median) | errors + non-2xx | server CPU (median) |"
-	echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
+	echo "| scenario | requests/s (median) | spread | runs (min - max) | p50 / p99 latency (median) | errors + non-2xx | server CPU (median) | server CPU a request (median) |"
+	echo "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |"
 	for name in ref encrypt enc_syncbatch enc_noaudit decrypt batch100; do
 		read -r m lo hi _ n < <(stat "$name" 3)
 		((n > 0)) || continue
 		p50=$(stat "$name" 6 | cut -d' ' -f1)
 		p99=$(stat "$name" 7 | cut -d' ' -f1)
 		cpu=$(stat "$name" 8 | cut -d' ' -f1)
-		echo "| $(describe "$name") | $(fmt_n "$m") | $(calc "($hi - $lo) / $m * 100" 1)% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$p50 / 1000") / $(calc "$p99 / 1000") ms | $(errs "$name") | $(calc "$cpu" 0)% |"
+		cpr=$(stat "$name" 9 | cut -d' ' -f1)
+		echo "| $(describe "$name") | $(fmt_n "$m") | $(calc "($hi - $lo) / $m * 100" 1)% | $(fmt_n "$lo") - $(fmt_n "$hi") | $(calc "$p50 / 1000") / $(calc "$p99 / 1000") ms | $(errs "$name") | $(calc "$cpu" 0)% | $(calc "$cpr" 1) µs |"
 	done
 	echo
 	ref=$(med ref)
@@ -273,6 +278,9 @@ TABLE=$WORK/table.md
 	echo "| encrypt 64 B, audit on / audit off (the audit log's cost) | $(calc "$enc / $en") | - | info |"
 	d=$(calc "$dec / $ref")
 	echo "| decrypt 64 B / reference ($(fmt_n "$dec") / $(fmt_n "$ref")) | **$d** | >= 0.80 | $(verdict "$d >= 0.80 && $(errs decrypt) == 0") |"
+	echo "| per round, then the median: encrypt / reference requests/s, audit on / off | $(pair_ratio encrypt ref 3) / $(pair_ratio enc_noaudit ref 3) | - | info |"
+	echo "| per round, then the median: reference ÷ encrypt server CPU a request, audit on / off (the share of the reference's rate keygate reaches on the same CPU) | **$(pair_ratio ref encrypt 9) / $(pair_ratio ref enc_noaudit 9)** | - | info |"
+	echo "| per round, then the median: reference ÷ decrypt server CPU a request | $(pair_ratio ref decrypt 9) | - | info |"
 	echo "| batch-100 encrypt items/s ($(fmt_n "$b100") requests/s x 100) | $(fmt_n "$(calc "$b100 * 100" 0)") | - | info |"
 	echo
 	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS CONNS=$CONNS scripts/loadtest-transit.sh"

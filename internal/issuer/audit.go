@@ -1,10 +1,8 @@
 package issuer
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 )
@@ -44,38 +42,16 @@ func noteRefused(w http.ResponseWriter, r *http.Request, v url.Values) {
 }
 
 // noteIssued tells the record the kid of the key that signed an access
-// token the request issues, and its jti (HMAC'd), both read back from the
-// token: its header and claims are the compact JSON keygate writes.
-func noteIssued(w http.ResponseWriter, token string) {
+// token the request issues, and its jti (HMAC'd), as accessToken made them.
+func noteIssued(w http.ResponseWriter, id issuedID) {
 	n := httpaudit.From(w)
 	if n == nil {
 		return
 	}
-	header, rest, _ := strings.Cut(token, ".")
-	claims, _, _ := strings.Cut(rest, ".")
-	if kid := member(header, "kid"); kid != "" {
-		n.Key(kid, 0)
+	if id.kid != "" {
+		n.Key(id.kid, 0)
 	}
-	if jti := member(claims, "jti"); jti != "" {
-		n.Hash("jti", jti)
+	if id.jti != "" {
+		n.Hash("jti", id.jti)
 	}
-}
-
-// member returns the string member name of the JSON object that seg holds
-// in base64url, as keygate writes it: a member name in quotes cannot
-// appear inside a string value, whose quotes are escaped.
-func member(seg, name string) string {
-	b, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return ""
-	}
-	_, v, ok := strings.Cut(string(b), `"`+name+`":"`)
-	if !ok {
-		return ""
-	}
-	v, _, ok = strings.Cut(v, `"`)
-	if !ok {
-		return ""
-	}
-	return v
 }

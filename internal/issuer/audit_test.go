@@ -3,7 +3,6 @@ package issuer
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,23 +106,6 @@ func TestAuditRecords(t *testing.T) {
 		if bytes.Contains(sink.All(), []byte(secret)) {
 			t.Errorf("the %s is in the audit log", name)
 		}
-	}
-}
-
-func TestMember(t *testing.T) {
-	seg := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
-	for _, c := range []struct{ json, name, want string }{
-		{`{"alg":"ES256","kid":"abc_-1","typ":"at+jwt"}`, "kid", "abc_-1"},
-		{`{"iss":"x","sub":"a\"jti\":\"evil","jti":"real"}`, "jti", "real"},
-		{`{"iss":"x"}`, "jti", ""},
-		{`{"jti":"unterminated`, "jti", ""},
-	} {
-		if got := member(seg(c.json), c.name); got != c.want {
-			t.Errorf("member(%s, %s) = %q, want %q", c.json, c.name, got, c.want)
-		}
-	}
-	if member("!!!", "kid") != "" {
-		t.Error("member of a segment that is not base64url")
 	}
 }
 

@@ -220,7 +220,7 @@ func randomSecret(r io.Reader, prefix string) (string, error) {
 // issued at. The access token is signed before the refresh token is
 // stored, so a node that cannot sign (sealed) writes nothing.
 func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub string, scopes []string, family string, at time.Time) error {
-	tok, exp, err := s.accessToken(sub, c.Client, scopes, at)
+	tok, exp, id, err := s.accessToken(sub, c.Client, scopes, at)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
@@ -236,7 +236,7 @@ func (s *Service) grant(w http.ResponseWriter, r *http.Request, c client, sub st
 	if err := s.cfg.Store.CreateRefreshToken(r.Context(), rt); err != nil {
 		return fmt.Errorf("storing a refresh token: %w", err)
 	}
-	noteIssued(w, tok)
+	noteIssued(w, id)
 	writeTokens(w, tok, exp, refresh, scopes)
 	return nil
 }
@@ -334,7 +334,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 		return errInvalidScope
 	}
 	// Sign first: a node that cannot sign must not spend the token.
-	tok, exp, err := s.accessToken(old.Subject, cur.Client, scopes, at)
+	tok, exp, id, err := s.accessToken(old.Subject, cur.Client, scopes, at)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
@@ -357,7 +357,7 @@ func (s *Service) refreshGrant(w http.ResponseWriter, r *http.Request, c client,
 			return fmt.Errorf("rotating a refresh token: %w", err)
 		}
 	}
-	noteIssued(w, tok)
+	noteIssued(w, id)
 	writeTokens(w, tok, exp, next, scopes)
 	return nil
 }

@@ -451,11 +451,11 @@ func (s *Service) clientCredentials(w http.ResponseWriter, _ *http.Request, c cl
 	if !ok {
 		return errInvalidScope
 	}
-	tok, exp, err := s.accessToken(c.ID, c.Client, scopes, c.readAt)
+	tok, exp, id, err := s.accessToken(c.ID, c.Client, scopes, c.readAt)
 	if err != nil {
 		return fmt.Errorf("issuing an access token: %w", err)
 	}
-	noteIssued(w, tok)
+	noteIssued(w, id)
 	writeTokens(w, tok, exp, "", scopes)
 	return nil
 }
@@ -513,25 +513,29 @@ func (s *Service) canSign() error {
 // revocation made after that read covers it. The token's tenant is the
 // client's; a client without one (a store that broke its contract) gets
 // no token.
-func (s *Service) accessToken(sub string, cl store.Client, scopes []string, at time.Time) (string, time.Duration, error) {
+func (s *Service) accessToken(sub string, cl store.Client, scopes []string, at time.Time) (string, time.Duration, issuedID, error) {
 	signer := s.cfg.Keys.AccessSigner()
 	if signer == nil {
-		return "", 0, s.canSign()
+		return "", 0, issuedID{}, s.canSign()
 	}
 	if cl.Tenant == "" {
-		return "", 0, fmt.Errorf("client %s has no tenant", cl.ID)
+		return "", 0, issuedID{}, fmt.Errorf("client %s has no tenant", cl.ID)
 	}
 	jti, err := mint.NewID(s.cfg.Rand)
 	if err != nil {
-		return "", 0, err
+		return "", 0, issuedID{}, err
 	}
 	c := accessClaims{Iss: s.cfg.Issuer, Sub: sub, Aud: s.cfg.Audience, Iat: at.Unix(),
 		Exp: at.Add(s.cfg.AccessTokenTTL).Unix(), Jti: jti,
 		ClientID: cl.ID, Tenant: cl.Tenant, Scope: strings.Join(scopes, " ")}
 	tok, err := signer.Sign(c.marshal())
 	// expires_in: what is left of the lifetime, which began at at.
-	return tok, s.cfg.AccessTokenTTL - s.cfg.Now().Sub(at), err
+	return tok, s.cfg.AccessTokenTTL - s.cfg.Now().Sub(at), issuedID{kid: signer.KeyID(), jti: jti}, err
 }
+
+// issuedID is what the audit record names of an access token issued: the
+// kid of the key that signed it (the kid its header carries) and its jti.
+type issuedID struct{ kid, jti string }
 
 // verifyOwn verifies an access token this service issued, against its own
 // published keys.

@@ -26,6 +26,9 @@ type discard struct {
 func (d *discard) Header() http.Header { return d.h }
 func (d *discard) WriteHeader(s int)   { d.status = s }
 func (d *discard) Write(b []byte) (int, error) {
+	if d.status == 0 {
+		d.status = http.StatusOK // as net/http answers a Write without WriteHeader
+	}
 	d.body = append(d.body[:0], b...)
 	return len(b), nil
 }

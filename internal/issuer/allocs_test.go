@@ -1,0 +1,85 @@
+package issuer
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keygate/keygate/internal/audit"
+	"github.com/keygate/keygate/internal/audit/audittest"
+	"github.com/keygate/keygate/internal/audit/httpaudit"
+	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/issuer/signingkeys"
+	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
+	"github.com/keygate/keygate/internal/store"
+	"github.com/keygate/keygate/internal/store/sqlite"
+)
+
+// TestIssueAuditAllocations pins what the audit log adds to the
+// allocations of a client_credentials request: the request id and its
+// X-Request-Id header. The kid and jti the record names are the ones
+// accessToken made, not decoded back out of the token (which took four
+// more).
+func TestIssueAuditAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are checked without -race")
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keygate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	secret, _ := NewSecret(rand.Reader)
+	d := SecretDigest(secret)
+	if err := st.CreateClient(ctx, store.Client{ID: "svc", Name: "svc", SecretDigest: d[:], Scopes: []string{"read"},
+		CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	km := signingkeys.New(st, signingkeystest.NewSealer(t), signingkeys.Policy{}, nil)
+	if err := km.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Issuer: "https://auth.example.com/", Store: st, Keys: km})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := audittest.NewLog(t, audit.NewWriterSink("discard", io.Discard))
+	a, err := httpaudit.New(httpaudit.Config{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := svc.Handler()
+	audited := a.Handler("oauth2.token", httperr.Writer{}, plain)
+	body := url.Values{"grant_type": {"client_credentials"}, "client_id": {"svc"}, "client_secret": {secret}}.Encode()
+	allocs := func(h http.Handler) float64 {
+		req := httptest.NewRequest(http.MethodPost, "/oauth2/token", nil)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		issue := func() {
+			req.Body = io.NopCloser(strings.NewReader(body))
+			req.Form, req.PostForm = nil, nil
+			w.Body.Reset()
+			clear(w.Header())
+			w.Code = 0
+			h.ServeHTTP(w, req)
+		}
+		issue()
+		if w.Code != http.StatusOK {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		return testing.AllocsPerRun(200, issue)
+	}
+	p, q := allocs(plain), allocs(audited)
+	t.Logf("client_credentials: %v allocations, audited %v", p, q)
+	if q-p > 2 {
+		t.Errorf("the audit log adds %v allocations to a client_credentials request, want at most 2", q-p)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package issuer
+
+const raceEnabled = false
