@@ -209,6 +209,12 @@ func (c *checkHeaders) add(k, v string) {
 		k, slot = "Tracestate", 3
 	default:
 		switch {
+		case lowerASCII(k):
+			// Case folding matches no other name of these in lower
+			// case, ASCII only; only the override headers are left.
+			if !gateway.IsMethodOverrideHeader(k) {
+				return
+			}
 		case strings.EqualFold(k, "authorization"):
 			k, slot = "Authorization", 0
 		case strings.EqualFold(k, "cookie"):
@@ -231,6 +237,17 @@ func (c *checkHeaders) add(k, v string) {
 	}
 	c.first[slot][0] = v
 	c.h[k] = c.first[slot][:1:1]
+}
+
+// lowerASCII reports whether s has no upper-case letter and no byte
+// outside ASCII.
+func lowerASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x80 || c >= 'A' && c <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // credentialHeaders returns the request's Authorization, Cookie,
@@ -256,8 +273,9 @@ func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) *checkHeaders {
 }
 
 // maxInlineHeaders is how many claim headers an allowed Check's answer
-// holds without a further allocation.
-const maxInlineHeaders = 4
+// holds without a further allocation: the three of the default mapping
+// (subject, scopes, issuer), in 768 bytes.
+const maxInlineHeaders = 3
 
 // okAnswer is an allowed Check's answer, its messages allocated at once.
 type okAnswer struct {
