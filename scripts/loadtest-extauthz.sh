@@ -36,7 +36,10 @@
 #                                    included)
 #   ONLY="grpc-es256-table extauthz-unique"   run only these scenarios (names below), in this
 #                                    order within each round; the default runs all but
-#                                    grpc-es256-table
+#                                    grpc-es256-table and extauthz-base
+#   BASE_KEYGATE=PATH                a keygate binary (an earlier build) that the scenario
+#                                    extauthz-base runs as extauthz-unique does, for a
+#                                    before/after pair within one session
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -70,6 +73,7 @@ ALL_SCENARIOS=(
 	"grpc-es256 grpc-es256 grpc unique"
 	"grpc-es256-table grpc-es256-table grpc unique"
 	"extauthz-unique keygate grpc unique"
+	"extauthz-base keygate-base grpc unique"
 	"grpc-noop grpc-noop grpc hit"
 	"extauthz-hit keygate grpc hit"
 	"http1-unique keygate http1 unique"
@@ -142,9 +146,14 @@ wait_port() {
 
 start_server() { # kind log
 	case $1 in
-	keygate)
+	keygate | keygate-base)
+		local bin=$KG
+		if [[ $1 == keygate-base ]]; then
+			[[ -x ${BASE_KEYGATE:-} ]] || die "the scenario extauthz-base needs BASE_KEYGATE, a keygate binary"
+			bin=$BASE_KEYGATE
+		fi
 		taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE="$WORK/admin.token" \
-			"$KG" serve --config "$WORK/config.yaml" --envoy-grpc-listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
+			"$bin" serve --config "$WORK/config.yaml" --envoy-grpc-listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
 		SERVER_PID=$!
 		wait_port "$PORT" "$2"
 		wait_port "$GRPC_PORT" "$2"
@@ -266,7 +275,14 @@ log "${#SCENARIOS[@]} scenarios x $RUNS rounds, ${WARMUP} warm-up + ${DURATION} 
 LOADS=()
 for round in $(seq 1 "$RUNS"); do
 	LOADS+=("$(cut -d' ' -f1-3 /proc/loadavg)")
-	for s in "${SCENARIOS[@]}"; do
+	# Odd rounds run the scenarios in order, even ones in reverse (A B, B A,
+	# ...), so that a drift of the machine's speed favours none of them.
+	order=("${SCENARIOS[@]}")
+	if ((round % 2 == 0)); then
+		order=()
+		for ((i = ${#SCENARIOS[@]} - 1; i >= 0; i--)); do order+=("${SCENARIOS[i]}"); done
+	fi
+	for s in "${order[@]}"; do
 		# shellcheck disable=SC2086 # fields
 		run_scenario "$round" $s
 	done
@@ -305,6 +321,7 @@ describe() {
 	grpc-es256) echo "reference gRPC server, one raw ES256 verify per Check (distinct tokens)" ;;
 	grpc-es256-table) echo "reference gRPC server, one ES256 verify with the key's table per Check (distinct tokens)" ;;
 	extauthz-unique) echo "keygate ext_authz Check, a distinct ES256 token per request" ;;
+	extauthz-base) echo "keygate ext_authz Check (BASE_KEYGATE), a distinct ES256 token per request" ;;
 	grpc-noop) echo "reference gRPC server, no-op Check (one token)" ;;
 	extauthz-hit) echo "keygate ext_authz Check, one token (cache hits)" ;;
 	http1-unique) echo "keygate GET /auth over HTTP/1.1, a distinct token per request" ;;
@@ -361,6 +378,8 @@ TABLE=$WORK/table.md
 	echo "| --- | ---: | ---: | ---: | --- |"
 	row "(a) ext_authz distinct tokens / grpc-es256" extauthz-unique grpc-es256 0.90
 	row "(a') ext_authz distinct tokens / grpc-es256-table" extauthz-unique grpc-es256-table 0.90
+	row "(a'') BASE_KEYGATE's ext_authz distinct tokens / grpc-es256-table" extauthz-base grpc-es256-table -
+	row "ext_authz distinct tokens / BASE_KEYGATE's" extauthz-unique extauthz-base -
 	row "(b) ext_authz cache hits / grpc-noop" extauthz-hit grpc-noop 0.70
 	row "(c) /auth distinct tokens, h2c / HTTP/1.1" h2c-unique http1-unique -
 	row "(c) ext_authz distinct tokens / /auth over HTTP/1.1" extauthz-unique http1-unique -
