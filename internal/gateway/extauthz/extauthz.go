@@ -134,7 +134,9 @@ func (s *Service) claimNames(d *gateway.Decider) *claimNames {
 
 // Check decides on the request Envoy describes. Its error is always nil: a
 // request it cannot decide on is refused in HTTP terms, so that Envoy never
-// falls back to failure_mode_allow or status_on_error for it.
+// falls back to failure_mode_allow or status_on_error for it. An allowed
+// answer shares its status and headers_to_remove with other answers: it
+// is for gRPC to marshal, not to modify.
 func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	if s.metrics != nil {
 		defer s.metrics.Begin()()
