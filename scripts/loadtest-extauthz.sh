@@ -34,6 +34,12 @@
 #   OUT=DIR                          keep results, outputs, logs and profiles
 #   MAX_SECONDS=360                  refuse a configuration estimated to run longer (retries
 #                                    included)
+#   ONLY="grpc-es256-table extauthz-unique"   run only these scenarios (names below), in this
+#                                    order within each round; the default runs all but
+#                                    grpc-es256-table and extauthz-base
+#   BASE_KEYGATE=PATH                a keygate binary (an earlier build) that the scenario
+#                                    extauthz-base runs as extauthz-unique does, for a
+#                                    before/after pair within one session
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -62,15 +68,27 @@ WARM_S=$(secs "$WARMUP")
 ((DUR_S > 0)) || die "DURATION must be at least 1s"
 CONC=$((GRPC_CONNS * STREAMS))
 
-# Scenarios: name, server (keygate, grpc-es256, grpc-noop), load (grpc, http1, h2c), tokens (unique, hit).
-SCENARIOS=(
+# Scenarios: name, server (keygate, grpc-es256, grpc-es256-table, grpc-noop), load (grpc, http1, h2c), tokens (unique, hit).
+ALL_SCENARIOS=(
 	"grpc-es256 grpc-es256 grpc unique"
+	"grpc-es256-table grpc-es256-table grpc unique"
 	"extauthz-unique keygate grpc unique"
+	"extauthz-base keygate-base grpc unique"
 	"grpc-noop grpc-noop grpc hit"
 	"extauthz-hit keygate grpc hit"
 	"http1-unique keygate http1 unique"
 	"h2c-unique keygate h2c unique"
 )
+ONLY=${ONLY:-grpc-es256 extauthz-unique grpc-noop extauthz-hit http1-unique h2c-unique}
+SCENARIOS=()
+for want in $ONLY; do
+	found=""
+	for s in "${ALL_SCENARIOS[@]}"; do
+		[[ ${s%% *} == "$want" ]] && SCENARIOS+=("$s") && found=1
+	done
+	[[ -n $found ]] || die "unknown scenario $want in ONLY"
+done
+has_scenario() { [[ " $ONLY " == *" $1 "* ]]; }
 estimate=$((40 + (RUNS * ${#SCENARIOS[@]} + RETRIES) * (WARM_S + DUR_S + 3)))
 ((PROFILE_SECONDS > 0)) && estimate=$((estimate + 3 * (PROFILE_SECONDS + WARM_S + 8)))
 ((estimate <= MAX_SECONDS)) || die "estimated ${estimate}s is over MAX_SECONDS=$MAX_SECONDS; shorten DURATION or RUNS"
@@ -128,9 +146,14 @@ wait_port() {
 
 start_server() { # kind log
 	case $1 in
-	keygate)
+	keygate | keygate-base)
+		local bin=$KG
+		if [[ $1 == keygate-base ]]; then
+			[[ -x ${BASE_KEYGATE:-} ]] || die "the scenario extauthz-base needs BASE_KEYGATE, a keygate binary"
+			bin=$BASE_KEYGATE
+		fi
 		taskset -c "$SERVER_CPU" env GOMAXPROCS=1 KEYGATE_PPROF=true KEYGATE_TOKEN_SERVICE_ADMIN_TOKEN_FILE="$WORK/admin.token" \
-			"$KG" serve --config "$WORK/config.yaml" --envoy-grpc-listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
+			"$bin" serve --config "$WORK/config.yaml" --envoy-grpc-listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
 		SERVER_PID=$!
 		wait_port "$PORT" "$2"
 		wait_port "$GRPC_PORT" "$2"
@@ -139,7 +162,7 @@ start_server() { # kind log
 			"http://127.0.0.1:$PORT/auth")
 		[[ $code == 200 ]] || die "GET /auth answered $code, not 200, to a valid token"
 		;;
-	grpc-noop | grpc-es256)
+	grpc-noop | grpc-es256 | grpc-es256-table)
 		taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$KG" bench server --mode "$1" --listen "127.0.0.1:$GRPC_PORT" >"$2" 2>&1 &
 		SERVER_PID=$!
 		wait_port "$GRPC_PORT" "$2"
@@ -252,7 +275,14 @@ log "${#SCENARIOS[@]} scenarios x $RUNS rounds, ${WARMUP} warm-up + ${DURATION} 
 LOADS=()
 for round in $(seq 1 "$RUNS"); do
 	LOADS+=("$(cut -d' ' -f1-3 /proc/loadavg)")
-	for s in "${SCENARIOS[@]}"; do
+	# Odd rounds run the scenarios in order, even ones in reverse (A B, B A,
+	# ...), so that a drift of the machine's speed favours none of them.
+	order=("${SCENARIOS[@]}")
+	if ((round % 2 == 0)); then
+		order=()
+		for ((i = ${#SCENARIOS[@]} - 1; i >= 0; i--)); do order+=("${SCENARIOS[i]}"); done
+	fi
+	for s in "${order[@]}"; do
 		# shellcheck disable=SC2086 # fields
 		run_scenario "$round" $s
 	done
@@ -276,9 +306,9 @@ profile() { # name kind
 	(cd "$ROOT" && go tool pprof -top -cum -nodecount=40 "$KG" "$WORK/cpu-$name.pprof") >"$WORK/profile-$name-cum.txt" 2>&1 || true
 }
 if ((PROFILE_SECONDS > 0)); then
-	profile http1 http1
-	profile h2c h2c
-	profile grpc grpc
+	has_scenario http1-unique && profile http1 http1
+	has_scenario h2c-unique && profile h2c h2c
+	has_scenario extauthz-unique && profile grpc grpc
 fi
 
 # --- report ----------------------------------------------------------------
@@ -289,7 +319,9 @@ verdict() { if [[ $(awk "BEGIN { print ($1) ? 1 : 0 }") == 1 ]]; then echo met; 
 describe() {
 	case $1 in
 	grpc-es256) echo "reference gRPC server, one raw ES256 verify per Check (distinct tokens)" ;;
+	grpc-es256-table) echo "reference gRPC server, one ES256 verify with the key's table per Check (distinct tokens)" ;;
 	extauthz-unique) echo "keygate ext_authz Check, a distinct ES256 token per request" ;;
+	extauthz-base) echo "keygate ext_authz Check (BASE_KEYGATE), a distinct ES256 token per request" ;;
 	grpc-noop) echo "reference gRPC server, no-op Check (one token)" ;;
 	extauthz-hit) echo "keygate ext_authz Check, one token (cache hits)" ;;
 	http1-unique) echo "keygate GET /auth over HTTP/1.1, a distinct token per request" ;;
@@ -321,26 +353,38 @@ TABLE=$WORK/table.md
 			"$(calc "$(stat "$name" 8 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 12 | cut -d' ' -f1)" 0)% | $(calc "$(stat "$name" 9 | cut -d' ' -f1)" 0)% / $(calc "$(stat "$name" 10 | cut -d' ' -f1)" 0)% |"
 	done
 	echo
-	es=$(med grpc-es256)
-	eu=$(med extauthz-unique)
-	no=$(med grpc-noop)
-	eh=$(med extauthz-hit)
-	h1=$(med http1-unique)
-	h2=$(med h2c-unique)
-	a=$(calc "$eu / $es")
-	b=$(calc "$eh / $no")
-	echo "| target | measured | target | result |"
-	echo "| --- | ---: | ---: | --- |"
-	echo "| (a) ext_authz distinct tokens / grpc-es256 ($(fmt_n "$eu") / $(fmt_n "$es")) | **$a** | >= 0.90 | $(verdict "$a >= 0.90 && $(errs extauthz-unique) == 0") |"
-	echo "| (b) ext_authz cache hits / grpc-noop ($(fmt_n "$eh") / $(fmt_n "$no")) | **$b** | >= 0.70 | $(verdict "$b >= 0.70 && $(errs extauthz-hit) == 0") |"
-	pc() { stat "$1" 11 | cut -d' ' -f1; }
-	echo "| (a) the same per server CPU-second ($(fmt_n "$(pc extauthz-unique)") / $(fmt_n "$(pc grpc-es256)")) | $(calc "$(pc extauthz-unique) / $(pc grpc-es256)") | - | info |"
-	echo "| (b) the same per server CPU-second ($(fmt_n "$(pc extauthz-hit)") / $(fmt_n "$(pc grpc-noop)")) | $(calc "$(pc extauthz-hit) / $(pc grpc-noop)") | - | info |"
-	echo "| (c) /auth distinct tokens, h2c / HTTP/1.1 ($(fmt_n "$h2") / $(fmt_n "$h1")) | $(calc "$h2 / $h1") | - | info |"
-	echo "| (c) the same per server CPU-second ($(fmt_n "$(pc h2c-unique)") / $(fmt_n "$(pc http1-unique)")) | $(calc "$(pc h2c-unique) / $(pc http1-unique)") | - | info |"
-	echo "| (c) ext_authz distinct tokens / /auth over HTTP/1.1 ($(fmt_n "$eu") / $(fmt_n "$h1")) | $(calc "$eu / $h1") | - | info |"
+	# pair_ratio A B col: the median over rounds of A's value / B's in the
+	# same round (column col: 3 requests/s, 11 per server CPU-second), then
+	# the ratio of the medians; "-" when either scenario did not run.
+	pair_ratio() {
+		awk -F'\t' -v a="$1" -v b="$2" -v c="$3" 'NR > 1 && $1 == a { x[$2] = $c } NR > 1 && $1 == b { y[$2] = $c }
+			END { n = 0; for (r in x) if ((r in y) && y[r] > 0) v[++n] = x[r] / y[r]
+				if (n == 0) { print "-"; exit }
+				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+				printf "%.2f", (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' "$RESULTS"
+	}
+	row() { # label A B target
+		has_scenario "$2" && has_scenario "$3" || return 0
+		local r p
+		r=$(pair_ratio "$2" "$3" 3)
+		p=$(pair_ratio "$2" "$3" 11)
+		if [[ $4 == - ]]; then
+			echo "| $1 ($(fmt_n "$(med "$2")") / $(fmt_n "$(med "$3")")) | $r | $p | - | info |"
+		else
+			echo "| $1 ($(fmt_n "$(med "$2")") / $(fmt_n "$(med "$3")")) | **$r** | $p | >= $4 | $(verdict "$r >= $4 && $(errs "$2") == 0") |"
+		fi
+	}
+	echo "| target (median of per-round ratios; requests/s medians beside) | requests/s | per server CPU-second | target | result |"
+	echo "| --- | ---: | ---: | ---: | --- |"
+	row "(a) ext_authz distinct tokens / grpc-es256" extauthz-unique grpc-es256 0.90
+	row "(a') ext_authz distinct tokens / grpc-es256-table" extauthz-unique grpc-es256-table 0.90
+	row "(a'') BASE_KEYGATE's ext_authz distinct tokens / grpc-es256-table" extauthz-base grpc-es256-table -
+	row "ext_authz distinct tokens / BASE_KEYGATE's" extauthz-unique extauthz-base -
+	row "(b) ext_authz cache hits / grpc-noop" extauthz-hit grpc-noop 0.70
+	row "(c) /auth distinct tokens, h2c / HTTP/1.1" h2c-unique http1-unique -
+	row "(c) ext_authz distinct tokens / /auth over HTTP/1.1" extauthz-unique http1-unique -
 	echo
-	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS GRPC_CONNS=$GRPC_CONNS STREAMS=$STREAMS scripts/loadtest-extauthz.sh"
+	echo "Command: DURATION=$DURATION WARMUP=$WARMUP RUNS=$RUNS GRPC_CONNS=$GRPC_CONNS STREAMS=$STREAMS ONLY=\"$ONLY\" scripts/loadtest-extauthz.sh"
 } >"$TABLE"
 
 echo
@@ -350,6 +394,7 @@ echo "load before: $UPTIME_BEFORE"
 echo "load after:  $UPTIME_AFTER"
 if ((PROFILE_SECONDS > 0)); then
 	for name in http1 h2c grpc; do
+		[[ -f $WORK/profile-$name-top.txt ]] || continue
 		echo
 		echo "CPU profile of keygate, distinct tokens over $name, ${PROFILE_SECONDS}s ($(step_field "$WORK/profile-$name.json" requests_per_s) req/s):"
 		sed -n '1,36p' "$WORK/profile-$name-top.txt"

@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -133,7 +134,9 @@ func (s *Service) claimNames(d *gateway.Decider) *claimNames {
 
 // Check decides on the request Envoy describes. Its error is always nil: a
 // request it cannot decide on is refused in HTTP terms, so that Envoy never
-// falls back to failure_mode_allow or status_on_error for it.
+// falls back to failure_mode_allow or status_on_error for it. An allowed
+// answer shares its status and headers_to_remove with other answers: it
+// is for gRPC to marshal, not to modify.
 func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	if s.metrics != nil {
 		defer s.metrics.Begin()()
@@ -144,7 +147,9 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 		s.log.Debug("check request without HTTP attributes: is the caller Envoy's HTTP ext_authz filter?")
 		return s.refuse(http.StatusBadRequest, "invalid_request", "invalid_request", "the check request carries no HTTP request attributes"), nil
 	}
-	h := credentialHeaders(hr)
+	creds := credentialHeaders(hr)
+	defer creds.release()
+	h := creds.h
 	path, query := gateway.SplitURI(hr.GetPath())
 	start := d.AccessStart()
 	var span trace.Span // nil: tracing off
@@ -170,59 +175,160 @@ func (s *Service) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.
 	return denied(&dec), nil
 }
 
-// credentialHeaders returns the request's Authorization, Cookie,
-// traceparent, tracestate and method override headers (Envoy sends header names in lower case, and joins
-// repeated headers with ","; or, with encode_raw_headers, lists each in
-// header_map).
-func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) http.Header {
-	h := http.Header{}
-	add := func(k, v string) {
+// checkHeaders are the headers of one Check that its decision reads, in a
+// map reused from Check to Check: nothing the decision returns keeps the
+// map (the token is a string of the request's own), so it is cleared and
+// pooled once the answer is built.
+type checkHeaders struct {
+	h http.Header
+	// first holds the first value of each header credentialHeaders
+	// keeps under a fixed name, so that the usual request, one of each,
+	// allocates no slice.
+	first [4][1]string
+}
+
+var credentialPool = sync.Pool{New: func() any { return &checkHeaders{h: make(http.Header, 4)} }}
+
+// release clears c and returns it to the pool.
+func (c *checkHeaders) release() {
+	clear(c.h)
+	c.first = [4][1]string{}
+	credentialPool.Put(c)
+}
+
+// add keeps the value v of the header named k if the decision reads it,
+// under its canonical name.
+func (c *checkHeaders) add(k, v string) {
+	slot := -1
+	switch k { // Envoy's header names are lower case: no case folding for them
+	case "authorization":
+		k, slot = "Authorization", 0
+	case "cookie":
+		k, slot = "Cookie", 1
+	case "traceparent": // for the access log's trace id and the span's parent
+		k, slot = "Traceparent", 2
+	case "tracestate":
+		k, slot = "Tracestate", 3
+	default:
 		switch {
+		case lowerASCII(k):
+			// Case folding matches no other name of these in lower
+			// case, ASCII only; only the override headers are left.
+			if !gateway.IsMethodOverrideHeader(k) {
+				return
+			}
 		case strings.EqualFold(k, "authorization"):
-			h["Authorization"] = append(h["Authorization"], v)
+			k, slot = "Authorization", 0
 		case strings.EqualFold(k, "cookie"):
-			h["Cookie"] = append(h["Cookie"], v)
-		case strings.EqualFold(k, "traceparent"): // for the access log's trace id and the span's parent
-			h["Traceparent"] = append(h["Traceparent"], v)
+			k, slot = "Cookie", 1
+		case strings.EqualFold(k, "traceparent"):
+			k, slot = "Traceparent", 2
 		case strings.EqualFold(k, "tracestate"):
-			h["Tracestate"] = append(h["Tracestate"], v)
+			k, slot = "Tracestate", 3
 		case gateway.IsMethodOverrideHeader(k):
 			// The method an upstream may run the request as (Envoy
-			// passes a name with '_' on by default).
-			h[k] = append(h[k], v)
+			// passes a name with '_' on by default), under the name
+			// as sent.
+		default:
+			return
 		}
 	}
+	if vs := c.h[k]; len(vs) > 0 || slot < 0 {
+		c.h[k] = append(vs, v)
+		return
+	}
+	c.first[slot][0] = v
+	c.h[k] = c.first[slot][:1:1]
+}
+
+// lowerASCII reports whether s has no upper-case letter and no byte
+// outside ASCII.
+func lowerASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x80 || c >= 'A' && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// credentialHeaders returns the request's Authorization, Cookie,
+// traceparent, tracestate and method override headers (Envoy sends header
+// names in lower case, and joins repeated headers with ","; or, with
+// encode_raw_headers, lists each in header_map), in pooled checkHeaders
+// the caller releases when done with them.
+func credentialHeaders(hr *authv3.AttributeContext_HttpRequest) *checkHeaders {
+	c := credentialPool.Get().(*checkHeaders)
 	if hm := hr.GetHeaderMap(); hm != nil {
 		for _, hv := range hm.GetHeaders() {
 			v := hv.GetValue()
 			if raw := hv.GetRawValue(); len(raw) > 0 {
 				v = string(raw)
 			}
-			add(hv.GetKey(), v)
+			c.add(hv.GetKey(), v)
 		}
 	}
 	for k, v := range hr.GetHeaders() {
-		add(k, v)
+		c.add(k, v)
 	}
-	return h
+	return c
 }
+
+// maxInlineHeaders is how many claim headers an allowed Check's answer
+// holds without a further allocation: the three of the default mapping
+// (subject, scopes, issuer), in 768 bytes.
+const maxInlineHeaders = 3
+
+// okAnswer is an allowed Check's answer, its messages allocated at once.
+type okAnswer struct {
+	resp authv3.CheckResponse
+	wrap authv3.CheckResponse_OkResponse
+	ok   authv3.OkHttpResponse
+	opts [maxInlineHeaders]corev3.HeaderValueOption
+	vals [maxInlineHeaders]corev3.HeaderValue
+	set  [maxInlineHeaders]*corev3.HeaderValueOption
+}
+
+// okStatus is every allowed Check's status: never changed, so shared by
+// every answer (gRPC only reads it to marshal it).
+var okStatus = &rpcstatus.Status{Code: int32(codes.OK)}
 
 // allow sets the claim headers the token fills and removes every other one
 // and every '_' spelling of each.
 func (s *Service) allow(d *gateway.Decider, dec *gateway.Decision) *authv3.CheckResponse {
 	c := s.claimNames(d)
-	ok := &authv3.OkHttpResponse{Headers: make([]*corev3.HeaderValueOption, 0, len(c.names)),
-		HeadersToRemove: make([]string, 0, len(c.names)+len(c.underscored))}
+	a := &okAnswer{}
+	a.resp.Status = okStatus
+	a.resp.HttpResponse = &a.wrap
+	a.wrap.OkResponse = &a.ok
+	ok := &a.ok
+	ok.Headers = a.set[:0]
+	var missing []string // lower case, in the decider's order
 	for i, name := range d.ClaimHeaders() {
-		if v := gateway.HeaderValue(dec.Result, name); v != "" {
-			ok.Headers = append(ok.Headers, header(c.names[i], v))
+		v := gateway.HeaderValue(dec.Result, name)
+		if v == "" {
+			if missing == nil {
+				missing = make([]string, 0, len(c.names)+len(c.underscored))
+			}
+			missing = append(missing, c.names[i])
+			continue
+		}
+		if n := len(ok.Headers); n < maxInlineHeaders {
+			a.vals[n] = corev3.HeaderValue{Key: c.names[i], Value: v}
+			a.opts[n] = corev3.HeaderValueOption{Header: &a.vals[n], AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+			ok.Headers = append(ok.Headers, &a.opts[n])
 		} else {
-			ok.HeadersToRemove = append(ok.HeadersToRemove, c.names[i])
+			ok.Headers = append(ok.Headers, header(c.names[i], v))
 		}
 	}
-	ok.HeadersToRemove = append(ok.HeadersToRemove, c.underscored...)
-	return &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(codes.OK)},
-		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok}}
+	if len(missing) == 0 {
+		// Every claim header set: what is removed is the same for every
+		// answer, shared (read only, full so that no append can write to it).
+		ok.HeadersToRemove = c.underscored[:len(c.underscored):len(c.underscored)]
+	} else {
+		ok.HeadersToRemove = append(missing, c.underscored...)
+	}
+	return &a.resp
 }
 
 // refuse counts and returns a refusal the Service makes before any

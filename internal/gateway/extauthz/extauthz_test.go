@@ -737,3 +737,63 @@ func FuzzCheck(f *testing.F) {
 		fx.sameAsForwardAuth(t, &tc, a)
 	})
 }
+
+// TestCredentialHeaders checks the headers a Check reads: names in any
+// case, repeated ones as separate values, and nothing left over from an
+// earlier Check (the headers' map is reused from Check to Check).
+func TestCredentialHeaders(t *testing.T) {
+	f := newFixture(t)
+	tok := f.sign(t, "ES256", nil)
+	check := func(t *testing.T, req *authv3.CheckRequest) (status int, reason string) {
+		t.Helper()
+		resp, err := f.svc.Check(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOkResponse() != nil {
+			return 200, ""
+		}
+		d := resp.GetDeniedResponse()
+		for _, h := range d.GetHeaders() {
+			if h.GetHeader().GetKey() == ReasonHeader {
+				reason = h.GetHeader().GetValue()
+			}
+		}
+		return int(d.GetStatus().GetCode()), reason
+	}
+	withHeaders := func(hs ...[2]string) *authv3.CheckRequest {
+		req := checkRequest("GET", "api.example.com", "/orders/42", nil)
+		hr := req.Attributes.Request.Http
+		hm := &corev3.HeaderMap{}
+		for k, v := range hr.Headers {
+			hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: k, Value: v})
+		}
+		for _, kv := range hs {
+			hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[0], RawValue: []byte(kv[1])})
+		}
+		hr.Headers, hr.HeaderMap = nil, hm
+		return req
+	}
+	for _, tc := range []struct {
+		name    string
+		headers [][2]string
+		status  int
+		reason  string
+	}{
+		{"lower case", [][2]string{{"authorization", "Bearer " + tok}}, 200, ""},
+		{"upper case", [][2]string{{"AUTHORIZATION", "Bearer " + tok}}, 200, ""},
+		{"mixed case", [][2]string{{"Authorization", "Bearer " + tok}}, 200, ""},
+		{"none", nil, 401, "missing_token"},
+		{"two", [][2]string{{"authorization", "Bearer " + tok}, {"Authorization", "Bearer " + tok}}, 401, "duplicate_authorization"},
+		{"two, after one", [][2]string{{"authorization", "Bearer " + tok}, {"authorization", "Bearer " + tok}}, 401, "duplicate_authorization"},
+		{"cookie, any case", [][2]string{{"COOKIE", "kg=" + tok}}, 200, ""},
+		{"none again", nil, 401, "missing_token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, reason := check(t, withHeaders(tc.headers...))
+			if status != tc.status || reason != tc.reason {
+				t.Errorf("%d %q, want %d %q", status, reason, tc.status, tc.reason)
+			}
+		})
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package extauthz
+
+const raceEnabled = false
