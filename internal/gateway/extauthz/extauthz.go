@@ -217,6 +217,11 @@ func (c *checkHeaders) add(k, v string) {
 			if !gateway.IsMethodOverrideHeader(k) {
 				return
 			}
+		case !isASCII(k):
+			// No HTTP front end lets such a name through, and Unicode
+			// case folding would read "coo\u212Aie" (a Kelvin sign) as
+			// Cookie: a name outside ASCII names nothing here.
+			return
 		case strings.EqualFold(k, "authorization"):
 			k, slot = "Authorization", 0
 		case strings.EqualFold(k, "cookie"):
@@ -239,6 +244,16 @@ func (c *checkHeaders) add(k, v string) {
 	}
 	c.first[slot][0] = v
 	c.h[k] = c.first[slot][:1:1]
+}
+
+// isASCII reports whether s has no byte outside ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // lowerASCII reports whether s has no upper-case letter and no byte

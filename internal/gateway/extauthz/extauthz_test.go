@@ -787,6 +787,9 @@ func TestCredentialHeaders(t *testing.T) {
 		{"two", [][2]string{{"authorization", "Bearer " + tok}, {"Authorization", "Bearer " + tok}}, 401, "duplicate_authorization"},
 		{"two, after one", [][2]string{{"authorization", "Bearer " + tok}, {"authorization", "Bearer " + tok}}, 401, "duplicate_authorization"},
 		{"cookie, any case", [][2]string{{"COOKIE", "kg=" + tok}}, 200, ""},
+		// Unicode case folding would match this (a Kelvin sign for the K);
+		// no HTTP front end accepts such a name, and neither does this one.
+		{"cookie, Kelvin sign", [][2]string{{"COO\u212AIE", "kg=" + tok}}, 401, "missing_token"},
 		{"none again", nil, 401, "missing_token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
