@@ -67,28 +67,5 @@ func slowNumericDate(s *scanner) (NumericDate, error) {
 	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
 		return NumericDate{}, errClaimType
 	}
-	num, err := s.number()
-	if err != nil {
-		return NumericDate{}, err
-	}
-	var v int64
-	simple := len(num) <= 15
-	for _, c := range num {
-		if c < '0' || c > '9' {
-			simple = false
-			break
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if !simple {
-		f, err := strconv.ParseFloat(stringOf(num), 64)
-		if err != nil || f < 0 || f > maxNumericDate {
-			return NumericDate{}, errDateRange
-		}
-		v = int64(f)
-	}
-	if v > maxNumericDate {
-		return NumericDate{}, errDateRange
-	}
-	return NumericDate{Unix: v, Valid: true}, nil
+	return generalNumericDate(s)
 }

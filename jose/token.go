@@ -285,6 +285,12 @@ func parseNumericDate(s *scanner) (NumericDate, error) {
 			return NumericDate{Unix: v, Valid: true}, nil
 		}
 	}
+	return generalNumericDate(s)
+}
+
+// generalNumericDate reads any JSON number as a NumericDate: a whole
+// number of up to 15 digits exactly, anything else through a float.
+func generalNumericDate(s *scanner) (NumericDate, error) {
 	num, err := s.number()
 	if err != nil {
 		return NumericDate{}, err
