@@ -9,6 +9,7 @@ require (
 
 require (
 	filippo.io/bigmod v0.1.0 // indirect
+	filippo.io/nistec v0.0.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

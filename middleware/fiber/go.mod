@@ -9,6 +9,7 @@ require (
 
 require (
 	filippo.io/bigmod v0.1.0 // indirect
+	filippo.io/nistec v0.0.4 // indirect
 	github.com/andybalholm/brotli v1.1.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -9,6 +9,7 @@ require (
 
 require (
 	filippo.io/bigmod v0.1.0 // indirect
+	filippo.io/nistec v0.0.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
