@@ -1,25 +1,17 @@
 package issuer
 
 import (
-	"context"
-	"crypto/rand"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/keygate/keygate/internal/audit"
 	"github.com/keygate/keygate/internal/audit/audittest"
 	"github.com/keygate/keygate/internal/audit/httpaudit"
 	"github.com/keygate/keygate/internal/httperr"
-	"github.com/keygate/keygate/internal/issuer/signingkeys"
-	"github.com/keygate/keygate/internal/issuer/signingkeys/signingkeystest"
-	"github.com/keygate/keygate/internal/store"
-	"github.com/keygate/keygate/internal/store/sqlite"
 )
 
 // TestIssueAuditAllocations pins what the audit log adds to the
@@ -31,26 +23,7 @@ func TestIssueAuditAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are checked without -race")
 	}
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keygate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	secret, _ := NewSecret(rand.Reader)
-	d := SecretDigest(secret)
-	if err := st.CreateClient(ctx, store.Client{ID: "svc", Name: "svc", SecretDigest: d[:], Scopes: []string{"read"},
-		CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	km := signingkeys.New(st, signingkeystest.NewSealer(t), signingkeys.Policy{}, nil)
-	if err := km.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := New(Config{Issuer: "https://auth.example.com/", Store: st, Keys: km})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, secret := clientCredentialsService(t)
 	log, _ := audittest.NewLog(t, audit.NewWriterSink("discard", io.Discard))
 	a, err := httpaudit.New(httpaudit.Config{Log: log})
 	if err != nil {

@@ -35,26 +35,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkClientCredentials -benchmem ./internal/issuer
 func BenchmarkClientCredentials(b *testing.B) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "keygate.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	secret, _ := NewSecret(rand.Reader)
-	d := SecretDigest(secret)
-	if err := st.CreateClient(ctx, store.Client{ID: "svc", Name: "svc", SecretDigest: d[:], Scopes: []string{"read"},
-		CreatedAt: time.Now()}); err != nil {
-		b.Fatal(err)
-	}
-	km := signingkeys.New(st, signingkeystest.NewSealer(b), signingkeys.Policy{}, nil)
-	if err := km.Load(ctx); err != nil {
-		b.Fatal(err)
-	}
-	svc, err := New(Config{Issuer: "https://auth.example.com/", Store: st, Keys: km})
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc, secret := clientCredentialsService(b)
 	h := svc.Handler()
 	body := url.Values{"grant_type": {"client_credentials"}, "client_id": {"svc"}, "client_secret": {secret}}.Encode()
 
@@ -112,4 +93,31 @@ func BenchmarkClientCredentials(b *testing.B) {
 			}
 		}
 	})
+}
+
+// clientCredentialsService is a token service on a fresh SQLite store
+// with one signing key and one client, "svc", whose secret it returns.
+func clientCredentialsService(tb testing.TB) (*Service, string) {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "keygate.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	secret, _ := NewSecret(rand.Reader)
+	d := SecretDigest(secret)
+	if err := st.CreateClient(ctx, store.Client{ID: "svc", Name: "svc", SecretDigest: d[:], Scopes: []string{"read"},
+		CreatedAt: time.Now()}); err != nil {
+		tb.Fatal(err)
+	}
+	km := signingkeys.New(st, signingkeystest.NewSealer(tb), signingkeys.Policy{}, nil)
+	if err := km.Load(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := New(Config{Issuer: "https://auth.example.com/", Store: st, Keys: km})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc, secret
 }
