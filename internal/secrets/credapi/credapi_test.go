@@ -316,3 +316,42 @@ func TestStrictBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesReadNoQuery: a write's parameters come from its body only, as
+// Vault's: a TOTP key's seed or a code in the query string of a POST
+// (which front proxies log with the request line, and which a reader of
+// the body does not see) is not taken.
+func TestWritesReadNoQuery(t *testing.T) {
+	e := start(t)
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	send := func(method, target, body string) (int, string) {
+		req, _ := http.NewRequest(method, e.url+target, strings.NewReader(body))
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := send("POST", "/v1/totp/keys/q?key=JBSWY3DPEHPK3PXPJBSWY3DP&generate=false", ""); st != http.StatusBadRequest {
+		t.Errorf("a key from the query string: %d %s, want 400", st, b)
+	}
+	if st, b := send("POST", "/v1/sys/policies/password/q?policy=length%3D20", ""); st != http.StatusBadRequest {
+		t.Errorf("a policy from the query string: %d %s, want 400", st, b)
+	}
+	if st, b := send("POST", "/v1/totp/keys/k", `{"key":"JBSWY3DPEHPK3PXPJBSWY3DP"}`); st != http.StatusNoContent && st != http.StatusOK {
+		t.Fatalf("a key from the body: %d %s", st, b)
+	}
+	code, err := e.client("default", allScopes...).Logical().Read("totp/code/k")
+	if err != nil || code == nil {
+		t.Fatalf("code: %v", err)
+	}
+	if st, b := send("POST", "/v1/totp/code/k?code="+code.Data["code"].(string), `{}`); st == http.StatusOK && strings.Contains(b, `"valid":true`) {
+		t.Errorf("a code from the query string was validated: %d %s", st, b)
+	}
+	if st, b := send("POST", "/v1/totp/code/k", `{"code":"`+code.Data["code"].(string)+`"}`); st != http.StatusOK || !strings.Contains(b, `"valid":true`) {
+		t.Errorf("the code from the body: %d %s, want valid (the query's was not used)", st, b)
+	}
+}

@@ -240,10 +240,16 @@ func (h *Handler) generate(c *call) error {
 
 func isNotFound(err error) bool { return errors.Is(err, totp.ErrNotFound) }
 
-// param is a body parameter, or for a GET its query parameter.
+// param is a body parameter, or for a GET its query parameter. A write's
+// come from its body only, as Vault's: a key's seed or a code in a query
+// string would be logged by a front proxy with the request line, and not
+// seen by a reader of the body.
 func (c *call) param(name string) any {
 	if v, ok := c.params[name]; ok {
 		return v
+	}
+	if c.r.Method != http.MethodGet {
+		return nil
 	}
 	if q := c.r.URL.Query(); q.Has(name) {
 		return q.Get(name)
