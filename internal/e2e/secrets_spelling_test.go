@@ -19,8 +19,8 @@ import (
 )
 
 // TestSecretSpellingsStayOwn: a spelling of a KV path with dot or empty
-// segments before the mount, or the mount without its slash, is
-// keygate's: never forwarded by a catch-all route to the upstream with
+// segments before the mount, or a mount of keygate's Vault APIs without
+// its slash, is keygate's: never forwarded by a catch-all route to the upstream with
 // the client's token (X-Vault-Token) and the secret it writes.
 func TestSecretSpellingsStayOwn(t *testing.T) {
 	var reached atomic.Int64
@@ -58,6 +58,8 @@ func TestSecretSpellingsStayOwn(t *testing.T) {
 		{"/v1/./secret", "/v1/secret/"},
 		{"/v1//totp/keys/k", "/v1/totp/keys/k"},
 		{"/v1/totp", "/v1/totp/"},
+		{"/v1/transit", "/v1/transit/"},
+		{"/v1/sys/internal/ui/mounts", "/v1/sys/internal/ui/mounts/"},
 		{"/v1/x/%2e%2e/secret/data/app/db", ""}, // no path of keygate's: 404
 	} {
 		st, h, b := send(tc.target)

@@ -438,8 +438,8 @@ func (s *Server) traffic() http.Handler {
 			return
 		}
 		switch clean := cleanPath(p); {
-		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix) ||
-			s.transit.kv != nil && (ownMount(clean, kvapi.Prefix) || strings.HasPrefix(clean, vaultsys.UIMountsPrefix) ||
+		case ownPaths[clean] || s.transit.api != nil && ownMount(clean, vaultapi.Prefix) ||
+			s.transit.kv != nil && (ownMount(clean, kvapi.Prefix) || ownMount(clean, vaultsys.UIMountsPrefix) ||
 				ownMount(clean, credapi.TOTPPrefix) || strings.HasPrefix(clean, credapi.PoliciesPrefix)):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
