@@ -157,3 +157,32 @@ func TestTamperedStore(t *testing.T) {
 		})
 	}
 }
+
+// TestTamperedStoreDestroyed: a destroyed version's value put back in the
+// database from a copy taken before is not served: the path's sealed
+// metadata says it is destroyed.
+func TestTamperedStoreDestroyed(t *testing.T) {
+	e := startTampered(t)
+	tok := e.token("alpha", allScopes...)
+	e.put(tok, "app/d", "d-one")
+	e.put(tok, "app/d", "d-two")
+	kept := e.value("alpha", "app/d", 1)
+	if st, b := e.call(tok, "PUT", "/v1/secret/destroy/app/d", `{"versions":[1]}`); st != http.StatusNoContent {
+		t.Fatalf("destroy: %d %s", st, b)
+	}
+	if _, err := e.db.Exec(`INSERT INTO secret_values (tenant, path, version, sealed, created_at) VALUES ('alpha', 'app/d', 1, ?, 0)`, kept); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/v1/secret/data/app/d?version=1", "/v1/secret/subkeys/app/d?version=1"} {
+		if st, b := e.call(tok, "GET", target, ""); st != http.StatusNotFound || strings.Contains(string(b), "d-one") ||
+			!strings.Contains(string(b), `"destroyed":true`) {
+			t.Errorf("GET %s: %d %s, want 404 destroyed, without the value", target, st, b)
+		}
+	}
+	if st, b := e.call(tok, "POST", "/v1/secret/undelete/app/d", `{"versions":[1]}`); st != http.StatusNoContent {
+		t.Fatalf("undelete: %d %s", st, b)
+	}
+	if st, b := e.call(tok, "GET", "/v1/secret/data/app/d?version=1", ""); st != http.StatusNotFound || strings.Contains(string(b), "d-one") {
+		t.Errorf("after undelete: %d %s, want 404 without the value", st, b)
+	}
+}
