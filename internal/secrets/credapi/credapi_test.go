@@ -355,3 +355,40 @@ func TestWritesReadNoQuery(t *testing.T) {
 		t.Errorf("the code from the body: %d %s, want valid (the query's was not used)", st, b)
 	}
 }
+
+// TestWrappingRefused: a request for a wrapped answer (X-Vault-Wrap-TTL),
+// which keygate does not make, is refused rather than answered with a
+// key's URL, a code or a password in the clear.
+func TestWrappingRefused(t *testing.T) {
+	e := start(t)
+	c := e.client("default", allScopes...)
+	if _, err := c.Logical().Write("totp/keys/k", map[string]any{"key": "JBSWY3DPEHPK3PXPJBSWY3DP"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Logical().Write("sys/policies/password/p", map[string]any{"policy": "length = 20\nrule \"charset\" { charset = \"ab\" }"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/totp/keys/g", `{"generate":true,"issuer":"a","account_name":"b"}`},
+		{"GET", "/v1/totp/code/k", ""},
+		{"GET", "/v1/sys/policies/password/p/generate", ""},
+		{"GET", "/v1/sys/policies/password/p", ""},
+	} {
+		req, _ := http.NewRequest(r.method, e.url+r.path, strings.NewReader(r.body))
+		req.Header.Set("X-Vault-Token", tok)
+		req.Header.Set("X-Vault-Wrap-TTL", "5m")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "wrapping") {
+			t.Errorf("%s %s: %d %s, want 400 naming response wrapping", r.method, r.path, resp.StatusCode, b)
+		}
+	}
+	if r, err := c.Logical().Read("totp/keys/g"); err != nil || r != nil {
+		t.Errorf("the key asked for wrapped was made: %+v, %v", r, err)
+	}
+}

@@ -109,3 +109,22 @@ func TestCASRace(t *testing.T) {
 		t.Errorf("metadata: %d %s, want version 3", st, b)
 	}
 }
+
+// TestWrappingRefused: a request asking for a wrapped answer (Vault's
+// X-Vault-Wrap-TTL), which keygate does not make, is refused, not answered
+// with the secret in the clear where the client meant a wrapping token
+// to be handed on instead.
+func TestWrappingRefused(t *testing.T) {
+	e := start(t)
+	tok := e.token("alpha", allScopes...)
+	e.seed("alpha", "app/w")
+	for _, rc := range everyRoute("app/w") {
+		st, b := e.call(tok, rc.method, rc.path, rc.body, "X-Vault-Wrap-TTL", "5m")
+		if st != http.StatusBadRequest || !strings.Contains(string(b), "wrapping") {
+			t.Errorf("%s: %d %s, want 400 naming response wrapping", rc.name, st, b)
+		}
+	}
+	if st, b := e.call(tok, "GET", "/v1/secret/data/app/w", ""); st != http.StatusOK || !strings.Contains(string(b), `"version":2`) {
+		t.Errorf("afterwards: %d %s, want the seeded version 2 unchanged", st, b)
+	}
+}
