@@ -392,3 +392,30 @@ func TestWrappingRefused(t *testing.T) {
 		t.Errorf("the key asked for wrapped was made: %+v, %v", r, err)
 	}
 }
+
+// TestEncodedSlash: an encoded slash is no separator: a name spelled with
+// %2F is refused, not read as the path it decodes to (a front proxy's
+// rule on .../generate would not see p%2Fgenerate as one), as the KV API
+// refuses it.
+func TestEncodedSlash(t *testing.T) {
+	e := start(t)
+	c := e.client("default", allScopes...)
+	if _, err := c.Logical().Write("sys/policies/password/p", map[string]any{"policy": "length = 20\nrule \"charset\" { charset = \"ab\" }"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	for _, target := range []string{"/v1/sys/policies/password/p%2Fgenerate", "/v1/sys/policies/password/p%2fgenerate",
+		"/v1/totp/code%2Fk", "/v1/totp/keys/a%2Fb"} {
+		req, _ := http.NewRequest("GET", e.url+target, nil)
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "encoded slash") {
+			t.Errorf("GET %s: %d %s, want 400 naming the encoded slash", target, resp.StatusCode, b)
+		}
+	}
+}

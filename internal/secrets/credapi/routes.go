@@ -15,6 +15,11 @@ import (
 // route finds the operation of a request, or refuses it.
 func (h *Handler) route(r *http.Request) (*route, error) {
 	p := r.URL.Path
+	if raw := r.URL.RawPath; raw != "" && (strings.Contains(raw, "%2F") || strings.Contains(raw, "%2f")) {
+		// decoded, it would name another path than a reader of the raw one
+		// (a front proxy's rule) sees: p%2Fgenerate is not p/generate
+		return nil, badRequest("invalid path: an encoded slash (%2F) is not a path separator; send '/' as it is")
+	}
 	if rest, ok := strings.CutPrefix(p, TOTPPrefix); ok {
 		return h.totpRoute(r, rest)
 	}
