@@ -75,6 +75,7 @@ type pathEntry struct {
 	meta     []byte        // the sealed metadata (opened only for custom metadata)
 	custom   bool          // the metadata holds custom metadata
 	current  int           // the current version
+	gen      int64         // the path's generation
 	versions []versionMeta // the kept versions' metadata, ascending
 	values   map[int]sealedValue
 	size     int64
@@ -229,7 +230,7 @@ func (c *readCache) stats() CacheStats {
 // and the sealed value of version v.
 func newEntry(s *state, path string, now time.Time, v int, value sealedValue) *pathEntry {
 	e := &pathEntry{rev: s.rev, loaded: now, meta: s.sealed, custom: len(s.meta.Custom) > 0,
-		current: s.meta.Current, versions: s.meta.Versions, values: map[int]sealedValue{v: value}}
+		current: s.meta.Current, gen: s.meta.Gen, versions: s.meta.Versions, values: map[int]sealedValue{v: value}}
 	e.size = entryOverhead + int64(len(path)+len(s.sealed)+len(value.sealed)+len(value.bound)) + int64(len(e.versions))*32
 	return e
 }
@@ -283,6 +284,9 @@ func (e *Engine) cachedRead(ctx context.Context, tenant, path string, version in
 		return nil, versionMeta{}, nil, false
 	}
 	pt, err := dk.OpenBound(sv.sealed, sv.bound)
+	if err == nil {
+		pt, err = unwrapValue(ent.gen, pt)
+	}
 	if err != nil {
 		return nil, versionMeta{}, nil, false
 	}

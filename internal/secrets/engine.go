@@ -233,6 +233,9 @@ func (e *Engine) sealedValue(ctx context.Context, s *state, tenant, path string,
 	}
 	ad := valueAD(tenant, path, v)
 	pt, _, err := e.open(ctx, s.dk, tenant, row.Sealed, ad)
+	if err == nil {
+		pt, err = unwrapValue(s.meta.Gen, pt)
+	}
 	if err != nil {
 		return nil, sealedValue{}, fmt.Errorf("%w: %s version %d: %w", ErrCorrupt, path, v, err)
 	}
@@ -316,7 +319,7 @@ func (e *Engine) store(ctx context.Context, tenant, path string, s *state, c cha
 	var add *store.SecretValue
 	if c.add != nil {
 		v := c.meta.Current
-		sv, err := dk.Seal(c.add, valueAD(tenant, path, v))
+		sv, err := dk.Seal(wrapValue(c.meta.Gen, c.add), valueAD(tenant, path, v))
 		if err != nil {
 			return err
 		}

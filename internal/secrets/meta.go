@@ -23,7 +23,12 @@ type pathMeta struct {
 	Updated            int64             `json:"updated"`
 	Current            int               `json:"current"`
 	Versions           []versionMeta     `json:"versions,omitempty"` // ascending, the kept ones
+	Gen                int64             `json:"gen,omitempty"`      // the path's generation (generation.go); 0: none
 }
+
+// newPathMeta is the metadata of a path made at now, with a generation of
+// its own.
+func newPathMeta(now int64) *pathMeta { return &pathMeta{Created: now, Gen: newGeneration()} }
 
 type versionMeta struct {
 	Version   int   `json:"v"`

@@ -48,6 +48,8 @@ func decodeMeta(b []byte) (*pathMeta, bool) {
 			bit, ok = 1<<6, d.integer(&m.Current)
 		case "versions":
 			bit, ok = 1<<7, d.versions(&m.Versions)
+		case "gen":
+			bit, ok = 1<<8, d.int64(&m.Gen)
 		default:
 			return nil, false
 		}

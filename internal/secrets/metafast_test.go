@@ -21,7 +21,8 @@ func TestDecodeMetaFast(t *testing.T) {
 		{"one version", pathMeta{Created: 1, Updated: 2, Current: 1, Versions: []versionMeta{{Version: 1, Created: 1}}}, true},
 		{"every field", pathMeta{CASRequired: true, MaxVersions: 3, DeleteVersionAfter: 90 * time.Minute,
 			Custom: map[string]string{"owner": "ops team", "k": "v"}, Created: 1764400000000000, Updated: -5, Current: 9,
-			Versions: []versionMeta{{Version: 7, Created: 3, Deleted: 4}, {Version: 8, Created: 5, Destroyed: true}, {Version: 9, Created: 6}}}, true},
+			Versions: []versionMeta{{Version: 7, Created: 3, Deleted: 4}, {Version: 8, Created: 5, Destroyed: true}, {Version: 9, Created: 6}},
+			Gen:      1<<62 + 12345}, true},
 		{"custom metadata escaped", pathMeta{Custom: map[string]string{"a": `say "hi" <b>`}}, false},
 		{"custom metadata past ASCII", pathMeta{Custom: map[string]string{"é": "ü"}}, false},
 	}
@@ -54,7 +55,7 @@ func FuzzDecodeMeta(f *testing.F) {
 		`{"cas_required":true,"max_versions":3,"delete_version_after":5400000000000,"custom_metadata":{"k":"v","owner":"ops"},"created":1,"updated":-5,"current":9,"versions":[{"v":7,"c":3,"d":4},{"v":8,"c":5,"x":true}]}`,
 		`{"custom_metadata":{}}`, `{"versions":[]}`, `{"current":01}`, `{"current":1.5}`, `{"current":99999999999999999999}`,
 		`{"current":1,"current":2}`, `{"Current":1}`, `{"versions":null}`, `{"custom_metadata":{"a":"b","a":"c"}}`,
-		`{"versions":[{"v":1,"v":2}]}`, `{"cas_required":tru}`, `{"created":-0}`, `{"x":1}`, `{"created":1}x`} {
+		`{"versions":[{"v":1,"v":2}]}`, `{"cas_required":tru}`, `{"created":-0}`, `{"x":1}`, `{"created":1}x`, `{"gen":4611686018427400249}`, `{"gen":1,"gen":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {

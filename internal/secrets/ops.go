@@ -134,11 +134,13 @@ func checkCAS(s *state, cfg MountConfig, cas *int) error {
 // beyond max_versions, oldest first, erasing their values.
 func (e *Engine) addVersion(s *state, cfg MountConfig, data []byte) change {
 	now := e.clock()
-	m := &pathMeta{Created: now}
+	var m *pathMeta
 	if s.meta != nil {
 		cp := *s.meta
 		cp.Versions = slices.Clone(s.meta.Versions)
 		m = &cp
+	} else {
+		m = newPathMeta(now)
 	}
 	m.Current++
 	m.Updated = now
@@ -237,13 +239,15 @@ func (e *Engine) PatchMetadata(ctx context.Context, tenant, path string, u Metad
 func (e *Engine) setMetadata(ctx context.Context, tenant, path string, u MetadataUpdate, patch bool) error {
 	return e.update(ctx, tenant, path, func(s *state, _ MountConfig) (change, error) {
 		now := e.clock()
-		m := &pathMeta{Created: now}
+		var m *pathMeta
 		switch {
 		case s.meta != nil:
 			cp := *s.meta
 			m = &cp
 		case patch:
 			return change{}, fmt.Errorf("%w: %s", ErrNotFound, path)
+		default:
+			m = newPathMeta(now)
 		}
 		if err := m.apply(u, patch); err != nil {
 			return change{}, err

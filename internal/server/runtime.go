@@ -408,6 +408,12 @@ func (s *Server) traffic() http.Handler {
 		// mux to redirect to the clean path.
 		mux.Handle(vaultapi.Prefix, s.transit.api)
 	}
+	if s.transit.kv != nil {
+		// As transit's: a spelling of a KV path with dot or empty segments
+		// before the mount (or the mount without its slash) carries a token
+		// and perhaps a secret; the mux redirects it to the clean path.
+		mux.Handle(kvapi.Prefix, s.transit.kv)
+	}
 	// The mux serves keygate's own paths, and redirects a spelling of one
 	// with dot or empty segments to it: such a request (a transit one
 	// carries a token and plaintext) is never the upstream's. Every other
@@ -432,9 +438,9 @@ func (s *Server) traffic() http.Handler {
 			return
 		}
 		switch clean := cleanPath(p); {
-		case ownPaths[clean] || s.transit.api != nil && strings.HasPrefix(clean, vaultapi.Prefix) ||
-			s.transit.kv != nil && (strings.HasPrefix(clean, vaultsys.UIMountsPrefix) || strings.HasPrefix(clean, credapi.TOTPPrefix) ||
-				strings.HasPrefix(clean, credapi.PoliciesPrefix)):
+		case ownPaths[clean] || s.transit.api != nil && ownMount(clean, vaultapi.Prefix) ||
+			s.transit.kv != nil && (ownMount(clean, kvapi.Prefix) || ownMount(clean, vaultsys.UIMountsPrefix) ||
+				ownMount(clean, credapi.TOTPPrefix) || strings.HasPrefix(clean, credapi.PoliciesPrefix)):
 			mux.ServeHTTP(w, r)
 		case strings.HasPrefix(p, gateway.AuthPath+"/") && s.rt.Load().authTree:
 			forward(w, r)
@@ -442,6 +448,12 @@ func (s *Server) traffic() http.Handler {
 			rest(w, r)
 		}
 	})
+}
+
+// ownMount reports whether the clean path is under the mount prefix (which
+// ends in '/') or names the mount without its slash.
+func ownMount(clean, prefix string) bool {
+	return strings.HasPrefix(clean, prefix) || clean == prefix[:len(prefix)-1]
 }
 
 // cleanPath is the path ServeMux redirects p to: dot and empty segments

@@ -154,3 +154,20 @@ func Principal(res *verify.Result) string {
 	}
 	return res.Subject
 }
+
+// ErrWrapping refuses a request for a wrapped answer: keygate does not
+// wrap, and answering in the clear a client that meant to hand a wrapping
+// token on would show the secret to whoever it was handed to.
+var ErrWrapping = &httperr.Error{Status: http.StatusBadRequest, Code: "wrapping_unsupported",
+	Description: "response wrapping (X-Vault-Wrap-TTL) is not supported"}
+
+// WantsWrapping reports whether a request asks for a wrapped answer: an
+// X-Vault-Wrap-TTL header with a value, as Vault reads it.
+func WantsWrapping(hdr http.Header) bool {
+	for _, v := range hdr.Values("X-Vault-Wrap-Ttl") {
+		if strings.TrimSpace(v) != "" {
+			return true
+		}
+	}
+	return false
+}

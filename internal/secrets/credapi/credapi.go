@@ -196,6 +196,9 @@ func (h *Handler) serve(c *call) error {
 	if rt.name != "" {
 		c.note.Key(rt.name, 0)
 	}
+	if vaultauth.WantsWrapping(c.r.Header) {
+		return vaultauth.ErrWrapping
+	}
 	if !permits(scopes(c.auth), rt.scope, rt.name) {
 		return &httperr.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
 			Description: "permission denied: the token's scopes do not grant " + need(rt.scope, rt.name)}

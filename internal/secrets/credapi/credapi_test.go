@@ -316,3 +316,106 @@ func TestStrictBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesReadNoQuery: a write's parameters come from its body only, as
+// Vault's: a TOTP key's seed or a code in the query string of a POST
+// (which front proxies log with the request line, and which a reader of
+// the body does not see) is not taken.
+func TestWritesReadNoQuery(t *testing.T) {
+	e := start(t)
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	send := func(method, target, body string) (int, string) {
+		req, _ := http.NewRequest(method, e.url+target, strings.NewReader(body))
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := send("POST", "/v1/totp/keys/q?key=JBSWY3DPEHPK3PXPJBSWY3DP&generate=false", ""); st != http.StatusBadRequest {
+		t.Errorf("a key from the query string: %d %s, want 400", st, b)
+	}
+	if st, b := send("POST", "/v1/sys/policies/password/q?policy=length%3D20", ""); st != http.StatusBadRequest {
+		t.Errorf("a policy from the query string: %d %s, want 400", st, b)
+	}
+	if st, b := send("POST", "/v1/totp/keys/k", `{"key":"JBSWY3DPEHPK3PXPJBSWY3DP"}`); st != http.StatusNoContent && st != http.StatusOK {
+		t.Fatalf("a key from the body: %d %s", st, b)
+	}
+	code, err := e.client("default", allScopes...).Logical().Read("totp/code/k")
+	if err != nil || code == nil {
+		t.Fatalf("code: %v", err)
+	}
+	if st, b := send("POST", "/v1/totp/code/k?code="+code.Data["code"].(string), `{}`); st == http.StatusOK && strings.Contains(b, `"valid":true`) {
+		t.Errorf("a code from the query string was validated: %d %s", st, b)
+	}
+	if st, b := send("POST", "/v1/totp/code/k", `{"code":"`+code.Data["code"].(string)+`"}`); st != http.StatusOK || !strings.Contains(b, `"valid":true`) {
+		t.Errorf("the code from the body: %d %s, want valid (the query's was not used)", st, b)
+	}
+}
+
+// TestWrappingRefused: a request for a wrapped answer (X-Vault-Wrap-TTL),
+// which keygate does not make, is refused rather than answered with a
+// key's URL, a code or a password in the clear.
+func TestWrappingRefused(t *testing.T) {
+	e := start(t)
+	c := e.client("default", allScopes...)
+	if _, err := c.Logical().Write("totp/keys/k", map[string]any{"key": "JBSWY3DPEHPK3PXPJBSWY3DP"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Logical().Write("sys/policies/password/p", map[string]any{"policy": "length = 20\nrule \"charset\" { charset = \"ab\" }"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/totp/keys/g", `{"generate":true,"issuer":"a","account_name":"b"}`},
+		{"GET", "/v1/totp/code/k", ""},
+		{"GET", "/v1/sys/policies/password/p/generate", ""},
+		{"GET", "/v1/sys/policies/password/p", ""},
+	} {
+		req, _ := http.NewRequest(r.method, e.url+r.path, strings.NewReader(r.body))
+		req.Header.Set("X-Vault-Token", tok)
+		req.Header.Set("X-Vault-Wrap-TTL", "5m")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "wrapping") {
+			t.Errorf("%s %s: %d %s, want 400 naming response wrapping", r.method, r.path, resp.StatusCode, b)
+		}
+	}
+	if r, err := c.Logical().Read("totp/keys/g"); err != nil || r != nil {
+		t.Errorf("the key asked for wrapped was made: %+v, %v", r, err)
+	}
+}
+
+// TestEncodedSlash: an encoded slash is no separator: a name spelled with
+// %2F is refused, not read as the path it decodes to (a front proxy's
+// rule on .../generate would not see p%2Fgenerate as one), as the KV API
+// refuses it.
+func TestEncodedSlash(t *testing.T) {
+	e := start(t)
+	c := e.client("default", allScopes...)
+	if _, err := c.Logical().Write("sys/policies/password/p", map[string]any{"policy": "length = 20\nrule \"charset\" { charset = \"ab\" }"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
+	for _, target := range []string{"/v1/sys/policies/password/p%2Fgenerate", "/v1/sys/policies/password/p%2fgenerate",
+		"/v1/totp/code%2Fk", "/v1/totp/keys/a%2Fb"} {
+		req, _ := http.NewRequest("GET", e.url+target, nil)
+		req.Header.Set("X-Vault-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "encoded slash") {
+			t.Errorf("GET %s: %d %s, want 400 naming the encoded slash", target, resp.StatusCode, b)
+		}
+	}
+}

@@ -15,6 +15,11 @@ import (
 // route finds the operation of a request, or refuses it.
 func (h *Handler) route(r *http.Request) (*route, error) {
 	p := r.URL.Path
+	if raw := r.URL.RawPath; raw != "" && (strings.Contains(raw, "%2F") || strings.Contains(raw, "%2f")) {
+		// decoded, it would name another path than a reader of the raw one
+		// (a front proxy's rule) sees: p%2Fgenerate is not p/generate
+		return nil, badRequest("invalid path: an encoded slash (%2F) is not a path separator; send '/' as it is")
+	}
 	if rest, ok := strings.CutPrefix(p, TOTPPrefix); ok {
 		return h.totpRoute(r, rest)
 	}
@@ -240,10 +245,16 @@ func (h *Handler) generate(c *call) error {
 
 func isNotFound(err error) bool { return errors.Is(err, totp.ErrNotFound) }
 
-// param is a body parameter, or for a GET its query parameter.
+// param is a body parameter, or for a GET its query parameter. A write's
+// come from its body only, as Vault's: a key's seed or a code in a query
+// string would be logged by a front proxy with the request line, and not
+// seen by a reader of the body.
 func (c *call) param(name string) any {
 	if v, ok := c.params[name]; ok {
 		return v
+	}
+	if c.r.Method != http.MethodGet {
+		return nil
 	}
 	if q := c.r.URL.Query(); q.Has(name) {
 		return q.Get(name)

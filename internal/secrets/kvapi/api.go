@@ -149,7 +149,8 @@ func (c *call) annotate() {
 
 // serve decides the request, in this order: a sealed node answers 503; a
 // request without a valid token 403; an unknown path 404, an unknown
-// method 405; a bad path 400; missing scopes 403 (from the scopes alone);
+// method 405; a bad path, or a wrapped answer asked for, 400; missing
+// scopes 403 (from the scopes alone);
 // then the route reads its parameters and asks the store.
 func (h *Handler) serve(c *call) error {
 	if h.sealed != nil && h.sealed() {
@@ -168,6 +169,9 @@ func (h *Handler) serve(c *call) error {
 		return err
 	}
 	c.path, c.o.Path = path, path
+	if vaultauth.WantsWrapping(c.r.Header) {
+		return vaultauth.ErrWrapping
+	}
 	if !permits(res.Scope, rt.scope, path) {
 		return scopeDenied(rt.scope, path)
 	}

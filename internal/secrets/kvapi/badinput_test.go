@@ -85,6 +85,17 @@ func TestBadInput(t *testing.T) {
 		{"delete_version_after huge", "POST", "/v1/secret/config", `{"delete_version_after":99999999999999}`, "", 400, "out of range"},
 		{"custom_metadata not strings", "POST", "/v1/secret/metadata/a", `{"custom_metadata":{"a":1}}`, "", 400, `"a" is not a string`},
 		{"custom_metadata too many", "POST", "/v1/secret/metadata/a", string(tooMany), "", 400, "custom_metadata"},
+		// A member given twice would be read one way here and another by a
+		// proxy or an audit reader in front (encoding/json keeps the last).
+		{"data twice", "POST", "/v1/secret/data/a", `{"data":{"v":"seen"},"data":{"v":"stored"}}`, "", 400, `"data" appears twice`},
+		{"options twice", "POST", "/v1/secret/data/a", `{"data":{},"options":{"cas":7},"options":{}}`, "", 400, `"options" appears twice`},
+		{"cas twice", "POST", "/v1/secret/data/a", `{"data":{},"options":{"cas":7,"cas":0}}`, "", 400, `"cas" appears twice`},
+		{"patch data twice", "PATCH", "/v1/secret/data/a", `{"data":{"v":1},"data":{"v":2}}`, "application/merge-patch+json", 400, "twice"},
+		{"versions twice", "POST", "/v1/secret/destroy/a", `{"versions":[1],"versions":[2]}`, "", 400, `"versions" appears twice`},
+		{"max_versions twice", "POST", "/v1/secret/metadata/a", `{"max_versions":1,"max_versions":0}`, "", 400, "twice"},
+		{"custom_metadata key twice", "POST", "/v1/secret/metadata/a", `{"custom_metadata":{"k":"a","k":"b"}}`, "", 400, `"k" appears twice`},
+		{"config member twice", "POST", "/v1/secret/config", `{"cas_required":true,"cas_required":false}`, "", 400, "twice"},
+		{"data after the body", "POST", "/v1/secret/data/a", `{"data":{}} {"data":{}}`, "", 400, ""},
 		{"read of nothing", "GET", "/v1/secret/data/nothing", "", "", 404, "[]"},
 		{"metadata of nothing", "GET", "/v1/secret/metadata/nothing", "", "", 404, "[]"},
 		{"empty list", "LIST", "/v1/secret/metadata/nothing/", "", "", 404, "[]"},

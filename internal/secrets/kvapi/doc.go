@@ -46,7 +46,8 @@
 // write but data's, every delete). A read of a deleted or destroyed
 // version is 404 with the envelope, its data null and its metadata
 // present, as Vault answers. Errors are {"errors":["…"]} (package
-// httperr's Vault envelope): 400 for bad input (a path with an empty,
+// httperr's Vault envelope): 400 for bad input (a wrapped answer asked
+// for with X-Vault-Wrap-TTL, which keygate does not make; a path with an empty,
 // "." or ".." segment, an encoded slash, control characters or bytes
 // that are not UTF-8; a body that is not the JSON asked for; a failed
 // check-and-set), 403, 404 ({"errors":[]} as Vault), 405 for a method the

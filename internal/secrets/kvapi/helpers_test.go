@@ -32,8 +32,14 @@ import (
 // tests use.
 var newService = func(t testing.TB) secrets.Service {
 	t.Helper()
+	return newServiceAt(t, filepath.Join(t.TempDir(), "keygate.db"))
+}
+
+// newServiceAt is newService on the SQLite file at path.
+func newServiceAt(t testing.TB, path string) secrets.Service {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keygate.db"))
+	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +84,14 @@ type env struct {
 
 func start(t testing.TB) *env {
 	t.Helper()
+	return startWith(t, newService(t))
+}
+
+// startWith is start over svc.
+func startWith(t testing.TB, svc secrets.Service) *env {
+	t.Helper()
 	e := &env{t: t, tokens: vaultauthtest.New(t)}
-	h, err := kvapi.New(kvapi.Options{Secrets: newService(t), Verifier: e.tokens.Verifier, Sealed: e.sealed.Load,
+	h, err := kvapi.New(kvapi.Options{Secrets: svc, Verifier: e.tokens.Verifier, Sealed: e.sealed.Load,
 		Observe: func(_ http.ResponseWriter, _ *http.Request, o kvapi.Outcome) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()

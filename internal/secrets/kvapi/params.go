@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keygate/keygate/internal/httperr"
+	"github.com/keygate/keygate/internal/secrets"
 )
 
 // params are a request body's top-level members, undecoded.
@@ -36,7 +37,12 @@ func (h *Handler) readParams(c *call) (params, error) {
 	return parseParams(b)
 }
 
-// parseParams decodes a body: nothing, or a JSON object in UTF-8.
+// parseParams decodes a body: nothing, or one JSON object in UTF-8 with
+// no key twice in any object. encoding/json keeps the last of a repeated
+// key, so {"options":{"cas":1},"options":{}} would be a write without cas
+// here and one with cas to a proxy or an audit reader in front. data's
+// own objects are the store's to check (it checks every value it keeps);
+// the other members' are checked here.
 func parseParams(b []byte) (params, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return params{}, nil
@@ -44,9 +50,53 @@ func parseParams(b []byte) (params, error) {
 	if !utf8.Valid(b) {
 		return nil, badRequest("the request body is not UTF-8")
 	}
-	var p params
-	if err := json.Unmarshal(b, &p); err != nil || p == nil {
-		return nil, badRequest("the request body is not a JSON object")
+	p, err := members(b)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range p {
+		if name == "data" {
+			continue
+		}
+		if v := bytes.TrimLeft(v, " \t\r\n"); len(v) > 0 && v[0] == '{' {
+			if err := secrets.CheckObject(name, v); err != nil {
+				return nil, refusalOf(err)
+			}
+		}
+	}
+	return p, nil
+}
+
+var errNotObject = badRequest("the request body is not a JSON object")
+
+// members reads the top-level object b into its members, undecoded,
+// refusing a key given twice and anything after the object.
+func members(b []byte) (params, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errNotObject
+	}
+	p := params{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, errNotObject
+		}
+		key, _ := tok.(string)
+		if _, dup := p[key]; dup {
+			return nil, badRequest("the request body: key " + strconv.Quote(key) + " appears twice in one object")
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, errNotObject
+		}
+		p[key] = v
+	}
+	if _, err := d.Token(); err != nil { // '}'
+		return nil, errNotObject
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errNotObject
 	}
 	return p, nil
 }
