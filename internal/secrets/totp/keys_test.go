@@ -239,3 +239,67 @@ func TestKeysFailureLimit(t *testing.T) {
 		t.Errorf("the next step's code: %v, %v", ok, err)
 	}
 }
+
+// A key that keeps earning lockouts is locked for twice as long each time,
+// up to MaxLockout, so a steady guesser gets MaxFailures tries an hour; a
+// right code ends the history, and a long quiet forgets it.
+func TestKeysLockoutGrows(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_010, 0)
+	ks := NewKeys(newMemStore(), "@totp/", func() time.Time { return now })
+	if _, err := ks.Create(ctx, "t", "a", CreateRequest{Key: "JBSWY3DPEHPK3PXPJBSWY3DP", Skew: new(int)}); err != nil {
+		t.Fatal(err)
+	}
+	codes := func() (right, wrong string) {
+		right, _ = ks.Code(ctx, "t", "a")
+		wrong = "000000"
+		if wrong == right {
+			wrong = "111111"
+		}
+		return right, wrong
+	}
+	flood := func(round int) {
+		t.Helper()
+		_, wrong := codes()
+		for i := range MaxFailures {
+			if ok, err := ks.Validate(ctx, "t", "a", wrong); ok || err != nil {
+				t.Fatalf("round %d, wrong code %d: %v, %v", round, i, ok, err)
+			}
+		}
+	}
+	refusedFor := func(round int, d time.Duration) {
+		t.Helper()
+		now = now.Add(d - time.Second)
+		right, _ := codes()
+		if ok, err := ks.Validate(ctx, "t", "a", right); ok || !errors.Is(err, ErrTooMany) {
+			t.Fatalf("round %d: the right code %v into a %v lockout: %v, %v; want ErrTooMany", round, d-time.Second, d, ok, err)
+		}
+		now = now.Add(time.Second)
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	for round, d := range want {
+		flood(round)
+		refusedFor(round, d)
+	}
+	right, _ := codes()
+	if ok, err := ks.Validate(ctx, "t", "a", right); !ok || err != nil {
+		t.Fatalf("the right code once the lockout ended: %v, %v", ok, err)
+	}
+	// Forgiven: the next lockout is one period again.
+	now = now.Add(30 * time.Second)
+	flood(len(want))
+	refusedFor(len(want), 30*time.Second)
+	right, _ = codes()
+	if ok, err := ks.Validate(ctx, "t", "a", right); !ok || err != nil {
+		t.Fatalf("after a one-period lockout: %v, %v", ok, err)
+	}
+	// Forgotten after a quiet MaxLockout: locked again, once is one period.
+	flood(len(want) + 1)
+	now = now.Add(30*time.Second + MaxLockout + time.Second)
+	flood(len(want) + 2)
+	refusedFor(len(want)+2, 30*time.Second)
+	if ok, err := ks.Validate(ctx, "t", "a", func() string { r, _ := codes(); return r }()); !ok || err != nil {
+		t.Fatalf("after the forgotten key's lockout: %v, %v", ok, err)
+	}
+}
