@@ -264,19 +264,20 @@ func (ks *Keys) Validate(ctx context.Context, tenant, name, code string) (bool, 
 		return false, fmt.Errorf("%w: the code value is required", ErrInvalid)
 	}
 	id := tenant + "\x00" + name
-	for range maxRaces {
+	for i := range maxRaces {
 		k, last, version, err := ks.load(ctx, tenant, name)
 		if err != nil {
 			return false, err
 		}
 		now := ks.now()
-		if !ks.allow(id, now) {
+		// A call reserves one check: a right code re-read after another
+		// node's write is the same attempt, not another.
+		if i == 0 && !ks.try(id, k.Step(now), now, k.Period) {
 			return false, ErrTooMany
 		}
 		step, ok := k.Check(code, now)
 		switch {
 		case !ok:
-			ks.fail(id, k.Step(now), now, k.Period)
 			return false, nil
 		case step <= last:
 			return false, ErrUsed
@@ -294,23 +295,22 @@ func (ks *Keys) Validate(ctx context.Context, tenant, name, code string) (bool, 
 	return false, fmt.Errorf("TOTP key %s: changed by others %d times while checking a code", name, maxRaces)
 }
 
-// allow reports whether the key id may take another code at now.
-func (ks *Keys) allow(id string, now time.Time) bool {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return !now.Before(ks.failures[id].locked)
-}
-
-// fail counts a wrong code for the key id in step (of period, at now); the
-// MaxFailures-th of a step locks the key (see MaxLockout). Entries are
-// dropped once forgotten as the map grows, so it holds about the keys that
-// failed lately.
-func (ks *Keys) fail(id string, step int64, now time.Time, period time.Duration) {
+// try reserves one check of a code for the key id in step (of period, at
+// now), or reports false while the key is locked. The check is counted as a
+// failure before it is made, and a right code is forgiven afterwards, so
+// that a flood sent at once cannot pass this test before any of its
+// failures is counted: the MaxFailures-th of a step locks the key (see
+// MaxLockout). Entries are dropped once forgotten as the map grows, so it
+// holds about the keys that failed lately.
+func (ks *Keys) try(id string, step int64, now time.Time, period time.Duration) bool {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	f := ks.failures[id]
 	if now.After(f.forget) {
 		f = failures{} // forgotten, whether or not the map was swept
+	}
+	if now.Before(f.locked) {
+		return false
 	}
 	if f.step != step {
 		f.step, f.n = step, 0
@@ -330,6 +330,7 @@ func (ks *Keys) fail(id string, step int64, now time.Time, period time.Duration)
 			}
 		}
 	}
+	return true
 }
 
 // forgive drops the key id's failures: a right code was accepted.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,5 +302,60 @@ func TestKeysLockoutGrows(t *testing.T) {
 	refusedFor(len(want)+2, 30*time.Second)
 	if ok, err := ks.Validate(ctx, "t", "a", func() string { r, _ := codes(); return r }()); !ok || err != nil {
 		t.Fatalf("after the forgotten key's lockout: %v, %v", ok, err)
+	}
+}
+
+// barrierStore holds every Read until n are waiting, so that n Validates
+// of one key all have their key in hand before any of them checks a code.
+type barrierStore struct {
+	*memStore
+	arrive sync.WaitGroup
+}
+
+func (b *barrierStore) Read(ctx context.Context, tenant, path string, v int) (*secrets.Secret, error) {
+	b.arrive.Done()
+	b.arrive.Wait()
+	return b.memStore.Read(ctx, tenant, path, v)
+}
+
+// Concurrent wrong codes for one key get MaxFailures checks in all, not
+// one each: a flood sent at once must not pass the lockout's test before
+// any of its failures is counted.
+func TestKeysConcurrentFlood(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_010, 0)
+	mem := newMemStore()
+	ks := NewKeys(mem, "@totp/", func() time.Time { return now })
+	if _, err := ks.Create(ctx, "t", "a", CreateRequest{Key: "JBSWY3DPEHPK3PXPJBSWY3DP", Skew: new(int)}); err != nil {
+		t.Fatal(err)
+	}
+	right, _ := ks.Code(ctx, "t", "a")
+	wrong := "000000"
+	if wrong == right {
+		wrong = "111111"
+	}
+	const n = 40
+	bs := &barrierStore{memStore: mem}
+	bs.arrive.Add(n)
+	ks.store = bs
+	var checked, refused atomic.Int32
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			switch ok, err := ks.Validate(ctx, "t", "a", wrong); {
+			case ok:
+				t.Error("a wrong code was accepted")
+			case err == nil:
+				checked.Add(1)
+			case errors.Is(err, ErrTooMany):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if c := checked.Load(); c > MaxFailures || refused.Load() != n-c {
+		t.Errorf("%d concurrent wrong codes: %d checked, %d refused; want at most %d checked", n, c, refused.Load(), MaxFailures)
 	}
 }
