@@ -25,11 +25,12 @@ type Claims struct {
 	payload  []byte
 	members  []member
 	escNames *[]string // names that had escapes, decoded; nil if none had
-	// nameFilter has a bit set for each (length, first, last byte) class of
-	// the names seen, to make duplicate detection cheap.
-	nameFilter uint64
-	audBuf     [2]string
-	memBuf     [16]member
+	// present has a bit (hasIss, ...) for each registered claim the token
+	// holds, so that Has and Validate answer for those without a search;
+	// only parse sets it, as it fills members.
+	present uint16
+	audBuf  [2]string
+	memBuf  [16]member
 }
 
 // member is one top-level claim: where its name lies in the payload, between
@@ -99,7 +100,45 @@ func (c *Claims) StringClaim(name string) (string, bool) {
 }
 
 // Has reports whether the named claim is present.
-func (c *Claims) Has(name string) bool { return c.index(name) >= 0 }
+func (c *Claims) Has(name string) bool {
+	if bit := registeredBit(name); bit != 0 {
+		return c.present&bit != 0
+	}
+	return c.index(name) >= 0
+}
+
+// The bits of Claims.present.
+const (
+	hasIss = 1 << iota
+	hasSub
+	hasAud
+	hasExp
+	hasNbf
+	hasIat
+	hasJti
+)
+
+// registeredBit is the bit of Claims.present for name, or 0 for a claim
+// that has none.
+func registeredBit(name string) uint16 {
+	switch name {
+	case "iss":
+		return hasIss
+	case "sub":
+		return hasSub
+	case "aud":
+		return hasAud
+	case "exp":
+		return hasExp
+	case "nbf":
+		return hasNbf
+	case "iat":
+		return hasIat
+	case "jti":
+		return hasJti
+	}
+	return 0
+}
 
 // Names returns the top-level claim names in token order.
 func (c *Claims) Names() []string {
@@ -137,6 +176,9 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 	c.payload = b
 	c.members = c.memBuf[:0]
 	s := scanner{b: b}
+	// filter has a bit set for each (length, first, last byte) class of the
+	// names seen, to make duplicate detection cheap.
+	var filter uint64
 	if !s.expect('{') {
 		return errJSONNotObject
 	}
@@ -151,10 +193,10 @@ func (c *Claims) parse(b []byte, arena *[]byte) error {
 			}
 			// The filter test is inline; only a hit compares names.
 			bit := nameBit(name)
-			if c.nameFilter&bit != 0 && c.seen(name) {
+			if filter&bit != 0 && c.seen(name) {
 				return errJSONDuplicate
 			}
-			c.nameFilter |= bit
+			filter |= bit
 			s.ws()
 			if err := c.member(&s, name, arena); err != nil {
 				return err
@@ -232,18 +274,25 @@ func (c *Claims) member(s *scanner, name []byte, arena *[]byte) error {
 	var err error
 	switch string(name) {
 	case "iss":
+		c.present |= hasIss
 		c.Issuer, err = claimString(s, arena)
 	case "sub":
+		c.present |= hasSub
 		c.Subject, err = claimString(s, arena)
 	case "jti":
+		c.present |= hasJti
 		c.ID, err = claimString(s, arena)
 	case "aud":
+		c.present |= hasAud
 		c.Audience, err = c.audience(s, arena)
 	case "exp":
+		c.present |= hasExp
 		c.Expiry, err = parseNumericDate(s)
 	case "nbf":
+		c.present |= hasNbf
 		c.NotBefore, err = parseNumericDate(s)
 	case "iat":
+		c.present |= hasIat
 		c.IssuedAt, err = parseNumericDate(s)
 	case "scope":
 		var v string
@@ -376,7 +425,7 @@ func (c *Claims) Validate(e *Expected, now time.Time) error {
 		return errIssuedLater
 	}
 	if e.Issuer != "" {
-		if !c.Has("iss") {
+		if c.present&hasIss == 0 {
 			return errNoIssuer
 		}
 		if c.Issuer != e.Issuer {

@@ -247,6 +247,13 @@ func fzCheckToken(t *testing.T, tok *Token, raw string) {
 	if c.Has("\x00no such claim") {
 		t.Fatal("Has reports a claim that is not there")
 	}
+	// Has answers for the registered claims from bits parse sets; they
+	// must agree with the members, present or absent.
+	for _, n := range []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "scp"} {
+		if _, ok := m[n]; c.Has(n) != ok {
+			t.Fatalf("Has(%q) = %v, encoding/json finds it: %v", n, c.Has(n), ok)
+		}
+	}
 	fzJSONString(t, m, "iss", c.Issuer, false)
 	fzJSONString(t, m, "sub", c.Subject, false)
 	fzJSONString(t, m, "jti", c.ID, false)

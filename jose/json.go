@@ -153,21 +153,33 @@ var plainByte = func() (t [256]bool) {
 // byte's flag can be wrong only through a borrow out of a lower byte, and
 // only a special byte borrows, so the lowest flag is exact. Only the last
 // bytes of b, fewer than eight, are left to the caller to test one by one.
+//
+// A byte equal to '"' or '\\' becomes zero under its XOR, and subtracting
+// one sets its high bit; a byte below 0x20 sets it in x - 0x20. The usual
+// zero-byte test also masks with the complement of the XOR, so as not to
+// flag bytes of 0x81 and above; here those are special too, and left
+// flagged: a byte of 0x80 or above keeps its high bit under both XORs, and
+// subtracting one clears it only where the XOR gave exactly 0x80, which the
+// two XORs cannot both give. So neither that mask nor a test of x's own
+// high bits is needed.
 func plainRun(b []byte) int {
 	const (
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
 	)
+	// Reslicing b, rather than indexing it at n, leaves the compiler no
+	// bounds check to make in the loop.
 	n := 0
-	for len(b)-n >= 8 {
-		x := binary.LittleEndian.Uint64(b[n:])
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
 		quote := x ^ (ones * '"')
 		slash := x ^ (ones * '\\')
-		special := ((quote-ones) & ^quote | (slash-ones) & ^slash | (x - ones*0x20) | x) & highs
+		special := ((quote - ones) | (slash - ones) | (x - ones*0x20)) & highs
 		if special != 0 {
 			return n + bits.TrailingZeros64(special)/8
 		}
 		n += 8
+		b = b[8:]
 	}
 	return n
 }

@@ -360,11 +360,31 @@ const (
 // (runtime/sizeclasses.go); an allocation takes the smallest that holds it.
 var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192}
 
-// allocSize is the memory an allocation of n bytes takes (n <= 8192).
+// allocSize is the memory an allocation of n bytes takes (n <= 8192). It is
+// two table lookups, as in the runtime (size_to_class8, size_to_class128):
+// newToken asks on every parse, where a binary search over sizeClasses cost
+// a measurable part of a verification.
 func allocSize(n int) int {
-	if n == 0 {
-		return 0 // make([]byte, 0) allocates nothing
+	if n <= 1024 {
+		return int(allocBy8[(n+7)>>3])
 	}
+	return int(allocBy128[(n-1024+127)>>7])
+}
+
+// Every size class up to 1024 bytes is a multiple of 8, and every one above
+// it a multiple of 128, so these tables hold allocSize for each step.
+var allocBy8, allocBy128 = func() (by8 [1024/8 + 1]uint16, by128 [(8192-1024)/128 + 1]uint16) {
+	for i := 1; i < len(by8); i++ {
+		by8[i] = uint16(searchSizeClass(i * 8))
+	}
+	for i := range by128 {
+		by128[i] = uint16(searchSizeClass(1024 + i*128))
+	}
+	return by8, by128
+}()
+
+// searchSizeClass is the smallest size class that holds n > 0 bytes.
+func searchSizeClass(n int) int {
 	lo, hi := 0, len(sizeClasses)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -377,6 +397,9 @@ func allocSize(n int) int {
 	return int(sizeClasses[lo])
 }
 
+// tokenAlloc is what a Token allocated alone takes.
+var tokenAlloc = allocSize(int(tokenSize))
+
 // newToken returns a zero Token and a zero buffer of n bytes. They are one
 // allocation, which costs the allocator and the collector less than two,
 // whenever that takes no more memory than the Token and the buffer apart
@@ -385,10 +408,14 @@ func allocSize(n int) int {
 // but the Token's own views refers to the buffer.
 func newToken(n int) (*Token, []byte) {
 	together := n + int(tokenSize+mallocHeader)
-	if together > 8192 || allocSize(together) > allocSize(int(tokenSize))+allocSize(n) {
+	if together > 8192 {
 		return new(Token), make([]byte, n)
 	}
-	switch allocSize(together) {
+	size := allocSize(together)
+	if size > tokenAlloc+allocSize(n) {
+		return new(Token), make([]byte, n)
+	}
+	switch size {
 	case 576:
 		x := new(tokenWith[[576 - tokenSize - mallocHeader]byte])
 		return &x.t, x.b[:n:n]

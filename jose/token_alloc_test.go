@@ -57,3 +57,16 @@ func TestNewTokenOneObject(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocSizeTables: the lookup tables give the smallest size class that
+// holds every size up to 8 KiB, and nothing for zero bytes.
+func TestAllocSizeTables(t *testing.T) {
+	if allocSize(0) != 0 {
+		t.Errorf("allocSize(0) = %d, want 0", allocSize(0))
+	}
+	for n := 1; n <= 8192; n++ {
+		if got, want := allocSize(n), searchSizeClass(n); got != want {
+			t.Fatalf("allocSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
