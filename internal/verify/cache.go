@@ -134,7 +134,7 @@ type flight struct {
 	alg     jose.Alg
 	iat     time.Time
 	expires int64  // Unix nanoseconds
-	epoch   uint64 // of the key set the key was found in
+	keySet  uint64 // serial of the key set the key was found in
 
 	// hdrBuf and valBuf hold the header values of policies that map a
 	// few headers, saving two allocations.
@@ -147,7 +147,7 @@ type flight struct {
 // result's header values and every string the result refers to. Nothing in
 // it refers out of it (the times' locations are globals), so the collector
 // marks it and never scans it; whoever holds the Result, or any string of
-// it, keeps it alive. Its strings are never written; only ref and epoch
+// it, keeps it alive. Its strings are never written; only ref and keySet
 // change once it is published.
 type cached struct {
 	res     Result
@@ -160,7 +160,7 @@ type cached struct {
 	pol     int // the issuer's policy, in Pipeline.pols
 	alg     jose.Alg
 	ref     atomic.Bool   // CLOCK reference bit
-	epoch   atomic.Uint64 // of the issuer's key set in which the key was last found
+	keySet  atomic.Uint64 // serial of the issuer's key set in which the key was last found
 }
 
 func newCache(cfg CacheConfig) (*cache, error) {
@@ -345,7 +345,7 @@ func (p *Pipeline) pack(f *flight, t *jose.Token) *cached {
 	}
 	c.token, c.kid, c.iat = tok.Raw(), tok.Header.KeyID, f.iat
 	c.hash, c.expires, c.pol, c.alg = f.hash, f.expires, f.pol.idx, f.alg
-	c.epoch.Store(f.epoch)
+	c.keySet.Store(f.keySet)
 	c.size = int64(uintptr(unsafe.Pointer(&spare[0]))-uintptr(unsafe.Pointer(tok))) + int64(cap(spare)) + slotBytes
 	return c
 }

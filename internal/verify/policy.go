@@ -4,7 +4,6 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/keygate/keygate/internal/verify/verifykeys"
@@ -159,37 +158,6 @@ type policy struct {
 	scopeErr []*Error // scopeErr[i] refuses a token lacking scopes[i]
 	headers  []HeaderMapping
 	idx      int // in Pipeline.pols
-
-	// epoch numbers the key sets the source has served, as far as the
-	// cache has seen them: a cached entry records the epoch in which its
-	// key was last found, so that while the set stays the same a hit needs
-	// no lookup, and the entry keeps no pointer to the set.
-	epoch atomic.Pointer[keyEpoch]
-}
-
-// keyEpoch pairs a key set with its number; a set seen again after
-// another gets a new number.
-type keyEpoch struct {
-	set *jose.KeySet
-	n   uint64
-}
-
-// epochOf returns the number of set, which must be non-nil, making it the
-// current epoch if it is not. Numbers start at 1, so 0 matches none.
-func (pol *policy) epochOf(set *jose.KeySet) uint64 {
-	for {
-		cur := pol.epoch.Load()
-		if cur != nil && cur.set == set {
-			return cur.n
-		}
-		next := &keyEpoch{set: set, n: 1}
-		if cur != nil {
-			next.n = cur.n + 1
-		}
-		if pol.epoch.CompareAndSwap(cur, next) {
-			return next.n
-		}
-	}
 }
 
 func compile(p *Policy) (*policy, error) {

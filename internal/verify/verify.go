@@ -219,22 +219,22 @@ func (p *Pipeline) hit(s *shard, c *cached, now int64) (*Result, error) {
 // keyCurrent reports whether the issuer's current key set still maps the
 // entry's (kid, alg) to a key with the thumbprint of the one that verified
 // it. Key sets are immutable snapshots, so while the source serves the set
-// in which the entry's key was last found, the answer is the same and no
-// lookup is needed.
+// in which the entry's key was last found (by its serial, which the entry
+// can keep without a pointer), the answer is the same and no lookup is
+// needed.
 func (p *Pipeline) keyCurrent(c *cached) bool {
-	pol := p.pols[c.pol]
-	set := pol.keys.Current()
+	set := p.pols[c.pol].keys.Current()
 	if set == nil {
 		return false
 	}
-	if ep := pol.epoch.Load(); ep != nil && ep.set == set && ep.n == c.epoch.Load() {
+	if n := set.Serial(); n != 0 && n == c.keySet.Load() {
 		return true
 	}
 	k, err := set.ResolveKey(c.kid, c.alg)
 	if err != nil || k.Thumbprint() != c.res.KeyThumbprint {
 		return false
 	}
-	c.epoch.Store(pol.epochOf(set))
+	c.keySet.Store(set.Serial())
 	return true
 }
 
@@ -418,7 +418,7 @@ func (p *Pipeline) verify(ctx context.Context, e *flight, now int64) (_ *jose.To
 		KeyThumbprint: key.Thumbprint(),
 	}
 	e.pol, e.alg, e.iat = pol, alg, iat
-	e.epoch = pol.epochOf(set)
+	e.keySet = set.Serial()
 	e.expires = now + int64(p.cache.maxTTL)
 	if c.Expiry.Valid {
 		e.res.Expiry = time.Unix(c.Expiry.Unix, 0)
