@@ -54,7 +54,9 @@ type Config struct {
 
 // Result is an accepted token. It is immutable and shared between all the
 // requests that present the same token while it is cached: callers must not
-// modify it or anything it points to.
+// modify it or anything it points to. (A cached Result and its Token live in
+// memory the garbage collector does not scan: a pointer stored into them
+// would not keep its target alive.)
 type Result struct {
 	Issuer  string
 	Subject string
@@ -299,24 +301,30 @@ func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, n
 
 	var t *jose.Token
 	t, e.err = p.verify(ctx, e, now)
+	p.settle(s, e, t, registered, now)
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.out, nil
+}
+
+// settle gives f its answer, caches a copy of an accepted result (made
+// outside the lock), and ends the flight.
+func (p *Pipeline) settle(s *shard, f *flight, t *jose.Token, registered bool, now int64) {
 	var c *cached
-	if e.err == nil {
-		e.out = &e.res
-		if !p.cache.disabled && e.expires > now {
-			c = p.pack(e, t)
-			e.out = &c.res
+	if f.err == nil {
+		f.out = &f.res
+		if !p.cache.disabled && f.expires > now {
+			c = p.pack(f, t)
+			f.out = &c.res
 		}
 	}
 	s.mu.Lock()
 	if c != nil {
 		p.cache.insert(s, c, now)
 	}
-	s.land(e, registered)
+	s.land(f, registered)
 	s.mu.Unlock()
-	if e.err != nil {
-		return nil, e.err
-	}
-	return e.out, nil
 }
 
 // land ends f's flight and releases its waiters. Caller holds s.mu.
