@@ -636,6 +636,9 @@ func FuzzParse(f *testing.F) {
 		if d := fzSame(tok, byParser); d != "" {
 			t.Fatalf("Parser.Parse differs from Parse: %s", d)
 		}
+		if c, _ := tok.Clone(0); !reflect.DeepEqual(tok, c) {
+			t.Fatalf("Clone differs from Parse: %+v / %+v", *tok, *c)
+		}
 		jws, err := ParseJWS(s, 0)
 		if err != nil || jws.Header.Alg != tok.Header.Alg || !bytes.Equal(jws.Payload(), tok.Payload()) {
 			t.Fatalf("a JWT that parses must parse as a JWS: %v", err)

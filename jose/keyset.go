@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync/atomic"
 )
 
 // KeyResolver finds the verification key for a token. It is given only the
@@ -37,6 +38,7 @@ type KeySet struct {
 	keys    []*Key
 	index   map[kidAlg]*Key // nil value: ambiguous
 	skipped []SkippedKey
+	serial  uint64
 }
 
 // SkipReason says why a JWK was left out of a parsed key set. The names are
@@ -89,12 +91,22 @@ type kidAlg struct {
 
 // NewKeySet builds a set from keys.
 func NewKeySet(keys ...*Key) *KeySet {
-	s := &KeySet{index: make(map[kidAlg]*Key, 2*len(keys))}
+	s := &KeySet{index: make(map[kidAlg]*Key, 2*len(keys)), serial: keySetSerials.Add(1)}
 	for _, k := range keys {
 		s.add(k)
 	}
 	return s
 }
+
+// keySetSerials numbers the sets NewKeySet makes, from 1.
+var keySetSerials atomic.Uint64
+
+// Serial numbers s among the key sets this process has built, from 1; a
+// set declared rather than built has 0. Sets are not changed once built,
+// so whoever has checked a key against the set with a given non-zero
+// serial can skip the check while the set it is shown has the same serial,
+// without keeping the set.
+func (s *KeySet) Serial() uint64 { return s.serial }
 
 // add puts k in the set and reports whether it did: a key with the kid
 // and algorithm of one already there is left out when it is that same key

@@ -238,3 +238,16 @@ func TestNewKeySetCopies(t *testing.T) {
 		t.Error("a key, its copy and another key under one kid resolved")
 	}
 }
+
+func TestKeySetSerial(t *testing.T) {
+	a, b := NewKeySet(), NewKeySet()
+	if a.Serial() == 0 || b.Serial() == 0 || a.Serial() == b.Serial() {
+		t.Errorf("serials %d and %d: want distinct and non-zero", a.Serial(), b.Serial())
+	}
+	if s, err := ParsePublicKeySet([]byte(`{"keys":[]}`)); err != nil || s.Serial() == 0 || s.Serial() == b.Serial() {
+		t.Errorf("a parsed set's serial: %v, %v", s, err)
+	}
+	if n := new(KeySet).Serial(); n != 0 {
+		t.Errorf("a declared set has serial %d", n)
+	}
+}

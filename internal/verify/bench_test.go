@@ -9,6 +9,8 @@ import (
 	"encoding/asn1"
 	"fmt"
 	"math/big"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +44,27 @@ func BenchmarkPipeline(b *testing.B) {
 			if _, err := p.Verify(ctx, tok); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	// hit/fresh presents the cached token in a string of its own each
+	// time, as a server's request does, rather than the very string that
+	// was verified.
+	b.Run("hit/fresh", func(b *testing.B) {
+		p, toks := benchPipeline(b, jose.ES256, 0)
+		if _, err := p.Verify(ctx, toks[0]); err != nil {
+			b.Fatal(err)
+		}
+		fresh := make([]string, 256)
+		for i := range fresh {
+			fresh[i] = strings.Clone(toks[0])
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := p.Verify(ctx, fresh[i%len(fresh)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
 		}
 	})
 	b.Run("hit/parallel", func(b *testing.B) {
@@ -241,4 +264,77 @@ func BenchmarkCacheFlood(b *testing.B) {
 		}
 		i++
 	}
+}
+
+var (
+	distinctOnce sync.Once
+	distinctToks []string
+)
+
+// distinctPool signs n distinct ES256 tokens shaped like benchTokenPool's,
+// once per test binary.
+func distinctPool(tb testing.TB, n int) []string {
+	distinctOnce.Do(func() {
+		s := benchSigner(tb, jose.ES256)
+		for i := range n {
+			distinctToks = append(distinctToks, mint(tb, s, claims{
+				"iss": issA, "sub": fmt.Sprintf("user-7f3a9c2e-41d8-4b6a-9e0f-%012d", i),
+				"aud": []string{"https://api.example.com", "https://billing.example.com"},
+				"exp": t0.Unix() + 3600, "iat": t0.Unix(), "nbf": t0.Unix(),
+				"jti":   fmt.Sprintf("b6f1c0de-8a2e-4f8b-9d3c-%012d", i),
+				"scope": "read:orders write:orders read:profile", "tenant": "acme-corp",
+				"roles": []string{"admin", "billing"},
+			}))
+		}
+	})
+	return distinctToks
+}
+
+// BenchmarkDistinct verifies a distinct ES256 token every iteration with
+// the cache at its default bounds (on) and disabled (off). The pool is
+// larger than what the default 64 MiB holds, and the cache is filled with
+// it first, so that on runs with a full cache that never hits: the gap
+// between on and off is what keeping the cache costs, mostly the
+// collector marking it. Run the two alternately and compare medians:
+//
+//	go test -run '^$' -bench BenchmarkDistinct -cpu 1 -count 6 ./internal/verify
+func BenchmarkDistinct(b *testing.B) {
+	const pool = 40_000
+	ctx := context.Background()
+	for _, mode := range []string{"on", "off"} {
+		b.Run("cache="+mode, func(b *testing.B) {
+			toks := distinctPool(b, pool)
+			p, _ := benchPipeline(b, jose.ES256, 0)
+			p.cache.disabled = mode == "off"
+			if mode == "on" {
+				for _, tok := range toks {
+					if _, err := p.Verify(ctx, tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			runtime.GC()
+			before, gc0 := p.Stats(), gcCPU()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := p.Verify(ctx, toks[i%pool]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			st := p.Stats()
+			b.ReportMetric(float64(gcCPU()-gc0)/float64(i), "gc-ns/op")
+			b.ReportMetric(float64(st.Hits-before.Hits)/float64(i), "hits/op")
+			b.ReportMetric(float64(st.Entries), "entries")
+		})
+	}
+}
+
+// gcCPU is the CPU time the collector has used so far (as of the last
+// collection's end).
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return time.Duration(s[0].Value.Float64() * 1e9)
 }

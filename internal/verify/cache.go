@@ -39,14 +39,21 @@ import (
 // (kid, alg) to a key with the thumbprint that verified it (so a key
 // rotated out stops its tokens on the next request), and the revocation
 // checker. Refusals are never cached.
+//
+// # Memory
+//
+// An entry is one allocation holding a copy of the token, its parsed form
+// and the result, with no pointer out of it: the garbage collector marks
+// each entry but scans none, so a full cache adds little to a collection.
+// MaxBytes counts that allocation and the entry's slots in the shard.
 type CacheConfig struct {
 	// Disabled turns the cache off: every request verifies in full.
 	// Concurrent requests with the same token still verify once.
 	Disabled bool
 	// MaxEntries bounds the number of cached tokens (default 100,000).
 	MaxEntries int
-	// MaxBytes bounds the memory the entries account for: the token, its
-	// decoded form and the result (default 64 MiB).
+	// MaxBytes bounds the memory the entries take: a copy of the token,
+	// its decoded form and the result (default 64 MiB).
 	MaxBytes int64
 	// MaxTTL bounds how long a token stays cached, however distant its exp
 	// (default 5 minutes).
@@ -88,53 +95,72 @@ type cache struct {
 }
 
 // shard is one lock's worth of cache, and of in-flight verifications.
-// Both maps are keyed by the token's hash; the entry holds the token,
-// which a lookup compares in full.
+// Both maps are keyed by the token's hash; the cached entry holds the
+// token, which a lookup compares in full. index holds no pointers and the
+// clock one per entry, to an allocation the collector does not scan, so
+// a full cache costs the collector a mark per entry and nothing more.
 type shard struct {
 	mu      sync.RWMutex
-	entries map[uint64]*entry
-	ring    []*entry // the clock; entry.idx is its position here
+	index   map[uint64]int // token hash to its clock slot
+	ring    []*cached      // the clock
 	hand    int
 	bytes   int64
-	flights map[uint64]*entry // verifications under way
+	flights map[uint64]*flight // verifications under way
 
 	hits, misses, evictions atomic.Uint64
 	_                       [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-// entry is a token being verified (a flight, while done is open) and then,
-// if it passed, a cached result. Every field but ref and idx is immutable
-// once done is closed; idx is read and written only under the shard's
-// write lock. Result lives inside the entry so that a verification
-// allocates one object for both.
-type entry struct {
-	res     Result
-	token   string
-	hash    uint64
-	pol     *policy
-	key     *jose.Key                   // verified the token; compared by pointer first, then thumbprint
-	set     atomic.Pointer[jose.KeySet] // the last key set found to hold key
-	kid     string
-	alg     jose.Alg
-	iat     time.Time // for the revocation check; zero when the token has no iat
-	expires int64     // Unix nanoseconds
-	size    int64
-	idx     int
-	ref     atomic.Bool
+// flight is a token being verified. The first request to present it
+// verifies; the others wait for done and then read out or err. Its result
+// and header buffers serve when the result is not cached; a cached result
+// is copied out of them (see pack).
+type flight struct {
+	token string
+	hash  uint64
 
-	// While in flight: done is made by the first waiter and closed by the
-	// verifying request, both under the shard's lock, so a verification
-	// nobody waits for allocates no channel. Waiters read err (and res)
-	// after done is closed.
+	// done is made by the first waiter and closed by the verifying request,
+	// both under the shard's lock, so a verification nobody waits for
+	// allocates no channel.
 	done     chan struct{}
 	finished bool // under the shard's lock
+	reusable bool // set by land: nothing refers to the flight any more
+	out      *Result
 	err      error
 	waiters  atomic.Int32 // for tests
+
+	res     Result
+	pol     *policy
+	alg     jose.Alg
+	iat     time.Time
+	expires int64  // Unix nanoseconds
+	keySet  uint64 // serial of the key set the key was found in
 
 	// hdrBuf and valBuf hold the header values of policies that map a
 	// few headers, saving two allocations.
 	hdrBuf [4]HeaderValue
 	valBuf [4]string
+}
+
+// cached is a verified token as the cache keeps it: one allocation, made
+// by jose's Token.Clone, holds the token, its parsed form, this struct, the
+// result's header values and every string the result refers to. Nothing in
+// it refers out of it (the times' locations are globals), so the collector
+// marks it and never scans it; whoever holds the Result, or any string of
+// it, keeps it alive. Its strings are never written; only ref and keySet
+// change once it is published.
+type cached struct {
+	res     Result
+	token   string // the compact token, res.Token.Raw()
+	kid     string
+	iat     time.Time // for the revocation check; zero when the token has no iat
+	hash    uint64
+	expires int64 // Unix nanoseconds
+	size    int64
+	pol     int // the issuer's policy, in Pipeline.pols
+	alg     jose.Alg
+	ref     atomic.Bool   // CLOCK reference bit
+	keySet  atomic.Uint64 // serial of the issuer's key set in which the key was last found
 }
 
 func newCache(cfg CacheConfig) (*cache, error) {
@@ -164,8 +190,8 @@ func newCache(cfg CacheConfig) (*cache, error) {
 		maxTTL:     cfg.MaxTTL,
 	}
 	for i := range c.shards {
-		c.shards[i].entries = make(map[uint64]*entry)
-		c.shards[i].flights = make(map[uint64]*entry)
+		c.shards[i].index = make(map[uint64]int)
+		c.shards[i].flights = make(map[uint64]*flight)
 	}
 	return c, nil
 }
@@ -177,39 +203,47 @@ func (c *cache) locate(token string) (*shard, uint64) {
 	return &c.shards[(h>>32)&c.mask], h
 }
 
-func (s *shard) get(h uint64, token string) *entry {
+func (s *shard) get(h uint64, token string) *cached {
+	var c *cached
 	s.mu.RLock()
-	e := s.entries[h]
+	if i, ok := s.index[h]; ok {
+		c = s.ring[i]
+	}
 	s.mu.RUnlock()
-	if e != nil && e.token != token {
+	if c != nil && c.token != token {
 		return nil // a hash collision: treat as a miss
 	}
-	return e
+	return c
 }
 
-// drop removes e if it is still cached.
-func (s *shard) drop(e *entry) {
+// drop removes c if it is still cached.
+func (s *shard) drop(c *cached) {
 	s.mu.Lock()
-	if s.entries[e.hash] == e {
-		s.remove(e)
+	if i, ok := s.index[c.hash]; ok && s.ring[i] == c {
+		s.remove(i)
 		s.evictions.Add(1)
 	}
 	s.mu.Unlock()
 }
 
-// remove takes e out of the map and the clock. Caller holds s.mu.
-func (s *shard) remove(e *entry) {
-	delete(s.entries, e.hash)
-	s.bytes -= e.size
-	s.removeSlot(e.idx)
+// remove takes the entry in clock slot i out of the index and the clock.
+// Caller holds s.mu.
+func (s *shard) remove(i int) {
+	c := s.ring[i]
+	delete(s.index, c.hash)
+	s.bytes -= c.size
+	s.removeSlot(i)
 }
 
-// removeSlot empties clock slot i by moving the last entry into it.
+// removeSlot empties clock slot i, whose entry has left the index, by
+// moving the last entry into it.
 func (s *shard) removeSlot(i int) {
 	last := len(s.ring) - 1
-	moved := s.ring[last]
-	s.ring[i] = moved
-	moved.idx = i
+	if i != last {
+		moved := s.ring[last]
+		s.ring[i] = moved
+		s.index[moved.hash] = i
+	}
 	s.ring[last] = nil
 	s.ring = s.ring[:last]
 	if s.hand >= len(s.ring) {
@@ -217,33 +251,33 @@ func (s *shard) removeSlot(i int) {
 	}
 }
 
-// insert adds e, evicting until it fits. The last victim's clock slot
+// insert adds c, evicting until it fits. The last victim's clock slot
 // takes the new entry and the hand moves past it, as in CLOCK proper, so
 // the hand keeps sweeping the whole shard. Caller holds s.mu.
-func (c *cache) insert(s *shard, e *entry, now int64) {
-	if e.size > c.maxBytes || c.maxEntries == 0 || e.expires <= now {
+func (ca *cache) insert(s *shard, c *cached, now int64) {
+	if c.size > ca.maxBytes || ca.maxEntries == 0 || c.expires <= now {
 		return
 	}
-	if old := s.entries[e.hash]; old != nil {
-		s.remove(old)
+	if i, ok := s.index[c.hash]; ok {
+		s.remove(i)
 	}
-	s.entries[e.hash] = e
-	s.bytes += e.size
-	for len(s.ring) >= c.maxEntries || s.bytes > c.maxBytes {
+	s.bytes += c.size
+	for len(s.ring) >= ca.maxEntries || s.bytes > ca.maxBytes {
 		i := s.victim(now)
 		v := s.ring[i]
-		delete(s.entries, v.hash)
+		delete(s.index, v.hash)
 		s.bytes -= v.size
 		s.evictions.Add(1)
-		if len(s.ring) <= c.maxEntries && s.bytes <= c.maxBytes {
-			s.ring[i], e.idx = e, i
+		if len(s.ring) <= ca.maxEntries && s.bytes <= ca.maxBytes {
+			s.ring[i] = c
+			s.index[c.hash] = i
 			s.hand = (i + 1) % len(s.ring)
 			return
 		}
 		s.removeSlot(i)
 	}
-	e.idx = len(s.ring)
-	s.ring = append(s.ring, e)
+	s.index[c.hash] = len(s.ring)
+	s.ring = append(s.ring, c)
 }
 
 // victim advances the clock hand to the first entry that is expired or was
@@ -251,11 +285,11 @@ func (c *cache) insert(s *shard, e *entry, now int64) {
 // passes, and returns its index. Caller holds s.mu; the shard is not empty.
 func (s *shard) victim(now int64) int {
 	for {
-		e := s.ring[s.hand]
-		if e.expires <= now || !e.ref.Load() {
+		c := s.ring[s.hand]
+		if c.expires <= now || !c.ref.Load() {
 			return s.hand
 		}
-		e.ref.Store(false)
+		c.ref.Store(false)
 		s.hand++
 		if s.hand == len(s.ring) {
 			s.hand = 0
@@ -263,17 +297,57 @@ func (s *shard) victim(now int64) int {
 	}
 }
 
-// entrySize estimates what an entry keeps alive: the token, its decoded
-// copy and parsed form, the entry with its result and header values, and
-// its map and clock slots.
-func entrySize(e *entry) int64 {
-	n := 2*len(e.token) + // the token, and its decoded bytes (shorter)
-		int(unsafe.Sizeof(entry{})+unsafe.Sizeof(jose.Token{})) +
-		64 // map slot, clock slot, allocation rounding
-	for _, h := range e.res.Headers {
-		n += int(unsafe.Sizeof(h)) + len(h.Value)
+// slotBytes is what an entry costs the shard besides its allocation: its
+// index slot (16 bytes in a table at most 7/8 full) and its clock slot.
+const slotBytes = 16*8/7 + 8
+
+// pack copies f's verified token and result into one allocation (see
+// cached) and returns it.
+func (p *Pipeline) pack(f *flight, t *jose.Token) *cached {
+	r := &f.res
+	n := int(unsafe.Sizeof(cached{})) + len(r.Headers)*int(unsafe.Sizeof(HeaderValue{})+unsafe.Sizeof(""))
+	for _, h := range r.Headers {
+		n += len(h.Name) + len(h.Value)
 	}
-	return int64(n)
+	n += len(r.KeyID) + len(r.KeyThumbprint)
+	tok, spare := t.Clone(n)
+	c := (*cached)(unsafe.Pointer(&spare[0]))
+	rest := spare[unsafe.Sizeof(cached{}):n]
+	take := func(size uintptr) unsafe.Pointer {
+		if size == 0 {
+			return nil
+		}
+		at := unsafe.Pointer(&rest[0])
+		rest = rest[size:]
+		return at
+	}
+	str := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		b := unsafe.Slice((*byte)(take(uintptr(len(s)))), len(s))
+		copy(b, s)
+		return unsafe.String(&b[0], len(b))
+	}
+	var hdrs []HeaderValue
+	if r.Headers != nil {
+		hdrs = unsafe.Slice((*HeaderValue)(take(uintptr(len(r.Headers))*unsafe.Sizeof(HeaderValue{}))), len(r.Headers))
+		vals := unsafe.Slice((*string)(take(uintptr(len(r.Headers))*unsafe.Sizeof(""))), len(r.Headers))
+		for i, h := range r.Headers {
+			vals[i] = str(h.Value)
+			hdrs[i] = HeaderValue{Name: str(h.Name), Value: vals[i], vals: vals[i : i+1 : i+1]}
+		}
+	}
+	cl := &tok.Claims
+	c.res = Result{
+		Issuer: cl.Issuer, Subject: cl.Subject, ID: cl.ID, Scope: cl.Scope, Expiry: r.Expiry,
+		Headers: hdrs, Token: tok, KeyID: str(r.KeyID), KeyThumbprint: str(r.KeyThumbprint),
+	}
+	c.token, c.kid, c.iat = tok.Raw(), tok.Header.KeyID, f.iat
+	c.hash, c.expires, c.pol, c.alg = f.hash, f.expires, f.pol.idx, f.alg
+	c.keySet.Store(f.keySet)
+	c.size = int64(uintptr(unsafe.Pointer(&spare[0]))-uintptr(unsafe.Pointer(tok))) + int64(cap(spare)) + slotBytes
+	return c
 }
 
 func (c *cache) stats() CacheStats {
@@ -298,8 +372,8 @@ func (c *cache) evict(match func(*Result) bool) int {
 		s := &c.shards[i]
 		s.mu.Lock()
 		for j := 0; j < len(s.ring); {
-			if e := s.ring[j]; match(&e.res) {
-				s.remove(e) // moves the last entry to j
+			if match(&s.ring[j].res) {
+				s.remove(j) // moves the last entry to j
 				n++
 			} else {
 				j++

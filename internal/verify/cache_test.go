@@ -138,11 +138,11 @@ func TestCacheBounds(t *testing.T) {
 			var bytes int64
 			for i := range p.cache.shards {
 				sh := &p.cache.shards[i]
-				if len(sh.entries) != len(sh.ring) {
-					t.Fatalf("shard %d: %d map entries, %d in the clock", i, len(sh.entries), len(sh.ring))
+				if len(sh.index) != len(sh.ring) {
+					t.Fatalf("shard %d: %d map entries, %d in the clock", i, len(sh.index), len(sh.ring))
 				}
 				for j, en := range sh.ring {
-					if en.idx != j || sh.entries[en.hash] != en {
+					if k, ok := sh.index[en.hash]; !ok || k != j {
 						t.Fatalf("shard %d: clock slot %d is inconsistent", i, j)
 					}
 					bytes += en.size
@@ -479,4 +479,83 @@ func TestConcurrentLoad(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+}
+
+// TestCachedResultOutlivesCache: a cached Result lives in one allocation
+// the collector does not scan, kept alive by whoever refers into it. A
+// Result, or only a string or header value taken from one, must read the
+// same after its entry is evicted, its token dropped, and the collector
+// has run and the freed memory has been reused.
+func TestCachedResultOutlivesCache(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.Policies[0].Headers = []HeaderMapping{{"X-User", "sub"}, {"X-Roles", "roles"}, {"X-Note", "note"}}
+	})
+	ctx := context.Background()
+	type held struct {
+		res    *Result
+		sub    string
+		values []string
+		want   string
+	}
+	snapshot := func(r *Result) string {
+		s := fmt.Sprint(r.Issuer, "|", r.Subject, "|", r.ID, "|", r.Scope, "|", r.Expiry, "|", r.KeyID, "|",
+			r.KeyThumbprint, "|", r.Token.Raw(), "|", string(r.Token.Claims.JSON()), "|", r.Token.Header.KeyID, "|",
+			r.Token.Claims.Audience, "|", r.Token.Claims.Names())
+		for i := range r.Headers {
+			s += "|" + r.Headers[i].Name + "=" + r.Headers[i].Value + "=" + r.Headers[i].Values()[0]
+		}
+		return s
+	}
+	var keep []held
+	for i := range 3 {
+		tok := mint(t, e.a, e.aClaims.with("jti", fmt.Sprint("outlive-", i), "sub", fmt.Sprint("user-", i),
+			"roles", []string{"admin", "billing"}, "note", "line\r\nbreak \u00e9"))
+		res, err := e.p.Verify(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := e.p.Verify(ctx, tok); again != res {
+			t.Fatal("not cached")
+		}
+		h := held{res: res, sub: res.Subject, values: res.Headers[1].Values(), want: snapshot(res)}
+		if !strings.Contains(h.want, "X-Note=line  break \u00e9") || !strings.Contains(h.want, "X-Roles=admin,billing") {
+			t.Fatalf("unexpected headers: %s", h.want)
+		}
+		switch i {
+		case 1:
+			h.res = nil // only the subject string and a header value keep it
+		case 2:
+			h.sub, h.values = "", nil // only the Result keeps it
+		}
+		keep = append(keep, h)
+	}
+	if n := e.p.Evict(func(*Result) bool { return true }); n != 3 {
+		t.Fatalf("evicted %d", n)
+	}
+	var junk [][]byte
+	for range 5 {
+		runtime.GC()
+		for range 2000 {
+			b := make([]byte, 512+len(junk)%2048)
+			for j := range b {
+				b[j] = 0xA5
+			}
+			junk = append(junk, b)
+		}
+		junk = junk[len(junk)/2:]
+	}
+	for i, h := range keep {
+		if h.res != nil {
+			if got := snapshot(h.res); got != h.want {
+				t.Errorf("result %d changed after eviction and collection:\n got %s\nwant %s", i, got, h.want)
+			}
+		}
+		if h.sub != "" && h.sub != fmt.Sprint("user-", i) {
+			t.Errorf("subject %d reads %q", i, h.sub)
+		}
+		if h.values != nil && (len(h.values) != 1 || h.values[0] != "admin,billing") {
+			t.Errorf("header value %d reads %q", i, h.values)
+		}
+	}
+	runtime.KeepAlive(junk)
 }

@@ -157,6 +157,7 @@ type policy struct {
 	scopes   []string
 	scopeErr []*Error // scopeErr[i] refuses a token lacking scopes[i]
 	headers  []HeaderMapping
+	idx      int // in Pipeline.pols
 }
 
 func compile(p *Policy) (*policy, error) {

@@ -17,6 +17,7 @@ package verify
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -53,7 +54,9 @@ type Config struct {
 
 // Result is an accepted token. It is immutable and shared between all the
 // requests that present the same token while it is cached: callers must not
-// modify it or anything it points to.
+// modify it or anything it points to. (A cached Result and its Token live in
+// memory the garbage collector does not scan: a pointer stored into them
+// would not keep its target alive.)
 type Result struct {
 	Issuer  string
 	Subject string
@@ -74,6 +77,7 @@ type Result struct {
 // concurrent use and starts no goroutines: there is nothing to stop.
 type Pipeline struct {
 	policies map[string]*policy
+	pols     []*policy // by policy.idx
 	revoke   revoke.Checker
 	cache    *cache
 	maxSize  int
@@ -106,7 +110,9 @@ func New(cfg Config) (*Pipeline, error) {
 		if _, dup := p.policies[c.issuer]; dup {
 			return nil, &PolicyError{Issuer: c.issuer, Field: "Issuer", Msg: "has more than one policy"}
 		}
+		c.idx = len(p.pols)
 		p.policies[c.issuer] = c
+		p.pols = append(p.pols, c)
 	}
 	if p.revoke == nil {
 		p.revoke = revoke.Nop{}
@@ -133,7 +139,7 @@ func New(cfg Config) (*Pipeline, error) {
 // It returns ctx's error if ctx ends while it waits for another request's
 // verification of the same token; a request that verifies on behalf of
 // others uses its own ctx for the key refetch, and they share its outcome.
-// A cached token is kept as given, not copied.
+// The cache keeps a copy of token, never the caller's string.
 func (p *Pipeline) Verify(ctx context.Context, token string) (*Result, error) {
 	if len(token) > p.maxSize {
 		return nil, errTooLarge
@@ -194,54 +200,57 @@ func endVerifySpan(span trace.Span, res *Result, err error) {
 // hit answers from a cached entry. It returns neither a result nor an
 // error when the entry no longer stands (expired, or its key left the
 // issuer's set) and has been dropped, so the token must be verified again.
-func (p *Pipeline) hit(s *shard, e *entry, now int64) (*Result, error) {
-	if now >= e.expires || !e.keyCurrent() {
-		s.drop(e)
+func (p *Pipeline) hit(s *shard, c *cached, now int64) (*Result, error) {
+	if now >= c.expires || !p.keyCurrent(c) {
+		s.drop(c)
 		return nil, nil
 	}
 	s.hits.Add(1)
-	r := &e.res
+	r := &c.res
 	// A revoked token stays cached: refusing it again costs this check
 	// rather than a signature verification.
-	if p.revoke.Revoked(r.Issuer, r.ID, r.Subject, e.iat) {
+	if p.revoke.Revoked(r.Issuer, r.ID, r.Subject, c.iat) {
 		return nil, errRevoked
 	}
-	if !e.ref.Load() {
-		e.ref.Store(true)
+	if !c.ref.Load() {
+		c.ref.Store(true)
 	}
 	return r, nil
 }
 
 // keyCurrent reports whether the issuer's current key set still maps the
-// entry's (kid, alg) to the key that verified it. Key sets are immutable
-// snapshots, so while the source serves the set the entry last matched,
-// the answer is the same and no lookup is needed.
-func (e *entry) keyCurrent() bool {
-	set := e.pol.keys.Current()
+// entry's (kid, alg) to a key with the thumbprint of the one that verified
+// it. Key sets are immutable snapshots, so while the source serves the set
+// in which the entry's key was last found (by its serial, which the entry
+// can keep without a pointer), the answer is the same and no lookup is
+// needed.
+func (p *Pipeline) keyCurrent(c *cached) bool {
+	set := p.pols[c.pol].keys.Current()
 	if set == nil {
 		return false
 	}
-	if set == e.set.Load() {
+	if n := set.Serial(); n != 0 && n == c.keySet.Load() {
 		return true
 	}
-	k, err := set.ResolveKey(e.kid, e.alg)
-	if err != nil || (k != e.key && k.Thumbprint() != e.key.Thumbprint()) {
+	k, err := set.ResolveKey(c.kid, c.alg)
+	if err != nil || k.Thumbprint() != c.res.KeyThumbprint {
 		return false
 	}
-	e.set.Store(set)
+	c.keySet.Store(set.Serial())
 	return true
 }
 
 // miss verifies token in full, once however many requests present it at
-// the same time: the first registers its entry as a flight in the token's
-// shard, the others wait for its outcome.
+// the same time: the first registers a flight in the token's shard, the
+// others wait for its outcome.
 func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, now int64) (*Result, error) {
 	s.mu.Lock()
 	// Between the lookup and this lock another request may have finished
 	// verifying the token; use its entry rather than verify again.
-	if e := s.entries[h]; e != nil && e.token == token {
+	if i, ok := s.index[h]; ok && s.ring[i].token == token {
+		c := s.ring[i]
 		s.mu.Unlock()
-		if res, err := p.hit(s, e, now); res != nil || err != nil {
+		if res, err := p.hit(s, c, now); res != nil || err != nil {
 			return res, err
 		}
 		s.mu.Lock()
@@ -259,18 +268,16 @@ func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, n
 			if f.err != nil {
 				return nil, f.err
 			}
-			return &f.res, nil
+			return f.out, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	// The entry keeps token itself rather than a copy: a copy of a 1 KB
-	// token costs as much as everything else the pipeline adds to a
-	// verification. Go strings are immutable; and should a caller break
-	// that with unsafe and reuse the memory, a hit still needs the seeded
-	// hash of the bytes that were verified as well as byte equality, so a
-	// rewritten token cannot match the entry.
-	e := &entry{token: token, hash: h}
+	// The flight keeps token itself; the cache keeps a copy (see pack),
+	// so a caller that rewrote the token's memory afterwards, breaking
+	// string immutability with unsafe, could not change a cached entry.
+	e := flightPool.Get().(*flight)
+	e.token, e.hash = token, h
 	registered := f == nil // another token with the same hash in flight: verify without sharing
 	if registered {
 		s.flights[h] = e
@@ -286,42 +293,70 @@ func (p *Pipeline) miss(ctx context.Context, s *shard, h uint64, token string, n
 			s.land(e, registered)
 			s.mu.Unlock()
 		}
+		if e.reusable {
+			*e = flight{}
+			flightPool.Put(e)
+		}
 	}()
 
-	e.err = p.verify(ctx, e, now)
-	s.mu.Lock()
-	if e.err == nil && !p.cache.disabled {
-		p.cache.insert(s, e, now)
-	}
-	s.land(e, registered)
-	s.mu.Unlock()
+	var t *jose.Token
+	t, e.err = p.verify(ctx, e, now)
+	p.settle(s, e, t, registered, now)
 	if e.err != nil {
 		return nil, e.err
 	}
-	return &e.res, nil
+	return e.out, nil
 }
 
-// land ends e's flight and releases its waiters. Caller holds s.mu.
-func (s *shard) land(e *entry, registered bool) {
-	if registered {
-		delete(s.flights, e.hash)
+// settle gives f its answer, caches a copy of an accepted result (made
+// outside the lock), and ends the flight.
+func (p *Pipeline) settle(s *shard, f *flight, t *jose.Token, registered bool, now int64) {
+	var c *cached
+	if f.err == nil {
+		f.out = &f.res
+		if !p.cache.disabled && f.expires > now {
+			c = p.pack(f, t)
+			f.out = &c.res
+		}
 	}
-	e.finished = true
-	if e.done != nil {
-		close(e.done)
+	s.mu.Lock()
+	if c != nil {
+		p.cache.insert(s, c, now)
 	}
+	s.land(f, registered)
+	s.mu.Unlock()
 }
+
+// land ends f's flight and releases its waiters. Caller holds s.mu.
+func (s *shard) land(f *flight, registered bool) {
+	if registered {
+		delete(s.flights, f.hash)
+	}
+	f.finished = true
+	if f.done != nil {
+		close(f.done)
+	}
+	// Waiters find a flight only in s.flights, and the first makes done
+	// there, so with done nil none ever will; and if the caller's answer
+	// is not in it (a cached copy, or an error), it can serve again.
+	f.reusable = f.done == nil && f.out != &f.res
+}
+
+// flightPool keeps flights that ended without waiters: a miss that caches
+// its result allocates none.
+var flightPool = sync.Pool{New: func() any { return new(flight) }}
 
 var errIncomplete = errors.New("verification did not complete")
 
-// verify runs every check on e.token at time now and fills e.
-func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) {
+// verify runs every check on e.token at time now, fills e and returns the
+// parsed token.
+func (p *Pipeline) verify(ctx context.Context, e *flight, now int64) (_ *jose.Token, err error) {
 	if p.onVerify != nil {
 		p.onVerify()
 	}
 	t, err := p.parser.Parse(e.token)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if p.observe != nil {
 		start := time.Now()
@@ -329,15 +364,15 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 	}
 	iss := t.Claims.Issuer
 	if iss == "" {
-		return errNoIssuer
+		return nil, errNoIssuer
 	}
 	pol := p.policies[iss]
 	if pol == nil {
-		return errUnknownIssuer
+		return nil, errUnknownIssuer
 	}
 	alg, kid := t.Header.Alg, t.Header.KeyID
 	if pol.algs&(1<<alg) == 0 {
-		return errAlgNotAllowed
+		return nil, errAlgNotAllowed
 	}
 	set := pol.keys.Current()
 	key, err := resolve(set, kid, alg)
@@ -351,26 +386,26 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 		}
 		key, err = resolve(set, kid, alg)
 		if errors.Is(err, jose.ErrUnknownKID) && pol.keys.Status().LastError != nil {
-			return ErrKeysUnavailable
+			return nil, ErrKeysUnavailable
 		}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := key.Verify(t); err != nil {
-		return err
+		return nil, err
 	}
 	p.parser.Verified(t)
 	if pol.typ != "" && !jose.TypeMatches(t.Header.Type, pol.typ) {
-		return errType
+		return nil, errType
 	}
 	c := &t.Claims
 	if err := c.Validate(&pol.expected, time.Unix(0, now)); err != nil {
-		return err
+		return nil, err
 	}
 	for i, sc := range pol.scopes {
 		if !c.HasScope(sc) {
-			return pol.scopeErr[i]
+			return nil, pol.scopeErr[i]
 		}
 	}
 	var iat time.Time
@@ -378,7 +413,7 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 		iat = time.Unix(c.IssuedAt.Unix, 0)
 	}
 	if p.revoke.Revoked(iss, c.ID, c.Subject, iat) {
-		return errRevoked
+		return nil, errRevoked
 	}
 	e.res = Result{
 		Issuer:        iss,
@@ -390,8 +425,8 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 		KeyID:         key.KeyID(),
 		KeyThumbprint: key.Thumbprint(),
 	}
-	e.pol, e.key, e.kid, e.alg, e.iat = pol, key, kid, alg, iat
-	e.set.Store(set)
+	e.pol, e.alg, e.iat = pol, alg, iat
+	e.keySet = set.Serial()
 	e.expires = now + int64(p.cache.maxTTL)
 	if c.Expiry.Valid {
 		e.res.Expiry = time.Unix(c.Expiry.Unix, 0)
@@ -399,8 +434,7 @@ func (p *Pipeline) verify(ctx context.Context, e *entry, now int64) (err error) 
 			e.expires = exp
 		}
 	}
-	e.size = entrySize(e)
-	return nil
+	return t, nil
 }
 
 func resolve(set *jose.KeySet, kid string, alg jose.Alg) (*jose.Key, error) {
