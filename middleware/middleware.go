@@ -75,7 +75,10 @@ type Cache struct {
 
 // Identity is a verified token: issuer, subject, scopes, expiry, and the
 // token itself for any other claim (Token.Claims.Raw). It is shared between
-// requests presenting the same token and must not be modified.
+// requests presenting the same token and must not be modified: a cached
+// Identity lives in memory the garbage collector does not scan, so a value
+// stored into it (an appended audience, a replaced string) could be freed
+// while still in use. Copy what you need to change.
 type Identity = verify.Result
 
 // Middleware guards handlers. It is safe for concurrent use.
