@@ -59,16 +59,7 @@ func checkSelfContained(t *testing.T, c *Token, n int) {
 // and member list past their inline arrays, a joined scope, a cached
 // header.
 func cloneSeeds() []string {
-	_, signers := fzKeys()
-	hs := signers[HS256]
-	tok := func(header, payload string) string {
-		in := b64.EncodeToString([]byte(header)) + "." + b64.EncodeToString([]byte(payload))
-		sig, err := hs.sign([]byte(in))
-		if err != nil {
-			panic(err)
-		}
-		return in + "." + b64.EncodeToString(sig)
-	}
+	tok := fzHS256Token
 	var many strings.Builder
 	for i := range 20 {
 		many.WriteString(`,"c` + string(rune('a'+i)) + `":` + string(rune('0'+i%10)))

@@ -542,21 +542,29 @@ func TestOwnPathsOtherMethods(t *testing.T) {
 	}
 }
 
+// startBehindCatchAll starts a dev node whose gateway sends every path it
+// does not serve itself to an upstream, and returns the count of requests
+// that reached the upstream.
+func startBehindCatchAll(t *testing.T) (*live, *atomic.Int64) {
+	t.Helper()
+	reached := new(atomic.Int64)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		io.WriteString(w, "upstream")
+	}))
+	t.Cleanup(up.Close)
+	gw := &config.Config{Routes: []config.Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}}}
+	gw.SetDefaults()
+	return startLive(t, server.Config{Gateway: gw,
+		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}}), reached
+}
+
 // TestTransitSpellingsStayOwn: a spelling of a transit path with dot or
 // empty segments is keygate's, as ServeMux read it: redirected to the
 // clean path, never forwarded by a catch-all route to the upstream with
 // the client's transit token (X-Vault-Token) and plaintext.
 func TestTransitSpellingsStayOwn(t *testing.T) {
-	var reached atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		io.WriteString(w, "upstream")
-	}))
-	defer up.Close()
-	gw := &config.Config{Routes: []config.Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}}}
-	gw.SetDefaults()
-	l := startLive(t, server.Config{Gateway: gw,
-		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l, reached := startBehindCatchAll(t)
 	tok, err := l.Node.Mint(mint.Claims{Subject: "c", Audience: []string{testAudience}, Scope: "transit:random", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)

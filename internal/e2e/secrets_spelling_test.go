@@ -2,19 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/keygate/keygate/internal/config"
 	"github.com/keygate/keygate/internal/mint"
-	"github.com/keygate/keygate/internal/node"
-	"github.com/keygate/keygate/internal/server"
 	"github.com/keygate/keygate/internal/testnet"
 )
 
@@ -23,16 +16,7 @@ import (
 // its slash, is keygate's: never forwarded by a catch-all route to the upstream with
 // the client's token (X-Vault-Token) and the secret it writes.
 func TestSecretSpellingsStayOwn(t *testing.T) {
-	var reached atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		io.WriteString(w, "upstream")
-	}))
-	defer up.Close()
-	gw := &config.Config{Routes: []config.Route{{PathPrefix: "/", Anonymous: true, Upstream: up.URL}}}
-	gw.SetDefaults()
-	l := startLive(t, server.Config{Gateway: gw,
-		Node: &node.Config{DataDir: filepath.Join(t.TempDir(), "data"), Issuer: testIssuer, Audience: testAudience, Dev: true}})
+	l, reached := startBehindCatchAll(t)
 	tok, err := l.Node.Mint(mint.Claims{Subject: "c", Audience: []string{testAudience}, Scope: "secrets:write:* secrets:read:*",
 		TTL: time.Hour, Extra: map[string]json.RawMessage{"tenant": json.RawMessage(`"default"`)}})
 	if err != nil {

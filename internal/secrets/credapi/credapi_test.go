@@ -324,17 +324,7 @@ func TestStrictBodies(t *testing.T) {
 func TestWritesReadNoQuery(t *testing.T) {
 	e := start(t)
 	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
-	send := func(method, target, body string) (int, string) {
-		req, _ := http.NewRequest(method, e.url+target, strings.NewReader(body))
-		req.Header.Set("X-Vault-Token", tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	send := func(method, target, body string) (int, string) { return e.send(t, tok, method, target, body, nil) }
 	if st, b := send("POST", "/v1/totp/keys/q?key=JBSWY3DPEHPK3PXPJBSWY3DP&generate=false", ""); st != http.StatusBadRequest {
 		t.Errorf("a key from the query string: %d %s, want 400", st, b)
 	}
@@ -375,17 +365,9 @@ func TestWrappingRefused(t *testing.T) {
 		{"GET", "/v1/sys/policies/password/p/generate", ""},
 		{"GET", "/v1/sys/policies/password/p", ""},
 	} {
-		req, _ := http.NewRequest(r.method, e.url+r.path, strings.NewReader(r.body))
-		req.Header.Set("X-Vault-Token", tok)
-		req.Header.Set("X-Vault-Wrap-TTL", "5m")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "wrapping") {
-			t.Errorf("%s %s: %d %s, want 400 naming response wrapping", r.method, r.path, resp.StatusCode, b)
+		st, b := e.send(t, tok, r.method, r.path, r.body, http.Header{"X-Vault-Wrap-Ttl": {"5m"}})
+		if st != http.StatusBadRequest || !strings.Contains(b, "wrapping") {
+			t.Errorf("%s %s: %d %s, want 400 naming response wrapping", r.method, r.path, st, b)
 		}
 	}
 	if r, err := c.Logical().Read("totp/keys/g"); err != nil || r != nil {
@@ -406,16 +388,29 @@ func TestEncodedSlash(t *testing.T) {
 	tok := e.tokens.Token(t, "default", "kgc_app", allScopes...)
 	for _, target := range []string{"/v1/sys/policies/password/p%2Fgenerate", "/v1/sys/policies/password/p%2fgenerate",
 		"/v1/totp/code%2Fk", "/v1/totp/keys/a%2Fb"} {
-		req, _ := http.NewRequest("GET", e.url+target, nil)
-		req.Header.Set("X-Vault-Token", tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "encoded slash") {
-			t.Errorf("GET %s: %d %s, want 400 naming the encoded slash", target, resp.StatusCode, b)
+		if st, b := e.send(t, tok, "GET", target, "", nil); st != http.StatusBadRequest || !strings.Contains(b, "encoded slash") {
+			t.Errorf("GET %s: %d %s, want 400 naming the encoded slash", target, st, b)
 		}
 	}
+}
+
+// send makes one request with tok as X-Vault-Token (and header), for the
+// cases the Vault client cannot spell, and returns the status and body.
+func (e *env) send(t *testing.T, tok, method, target, body string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+target, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("X-Vault-Token", tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
