@@ -277,17 +277,23 @@ func distinctPool(tb testing.TB, n int) []string {
 	distinctOnce.Do(func() {
 		s := benchSigner(tb, jose.ES256)
 		for i := range n {
-			distinctToks = append(distinctToks, mint(tb, s, claims{
-				"iss": issA, "sub": fmt.Sprintf("user-7f3a9c2e-41d8-4b6a-9e0f-%012d", i),
-				"aud": []string{"https://api.example.com", "https://billing.example.com"},
-				"exp": t0.Unix() + 3600, "iat": t0.Unix(), "nbf": t0.Unix(),
-				"jti":   fmt.Sprintf("b6f1c0de-8a2e-4f8b-9d3c-%012d", i),
-				"scope": "read:orders write:orders read:profile", "tenant": "acme-corp",
-				"roles": []string{"admin", "billing"},
-			}))
+			distinctToks = append(distinctToks, mint(tb, s, distinctClaims(i)))
 		}
 	})
 	return distinctToks
+}
+
+// distinctClaims are the i-th distinct token's claims: benchTokenPool's
+// shape, with a subject and jti of its own.
+func distinctClaims(i int) claims {
+	return claims{
+		"iss": issA, "sub": fmt.Sprintf("user-7f3a9c2e-41d8-4b6a-9e0f-%012d", i),
+		"aud": []string{"https://api.example.com", "https://billing.example.com"},
+		"exp": t0.Unix() + 3600, "iat": t0.Unix(), "nbf": t0.Unix(),
+		"jti":   fmt.Sprintf("b6f1c0de-8a2e-4f8b-9d3c-%012d", i),
+		"scope": "read:orders write:orders read:profile", "tenant": "acme-corp",
+		"roles": []string{"admin", "billing"},
+	}
 }
 
 // BenchmarkDistinct verifies a distinct ES256 token every iteration with
