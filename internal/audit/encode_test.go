@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -51,4 +52,17 @@ func BenchmarkAppendTime(b *testing.B) {
 			buf = now.UTC().AppendFormat(buf[:0], timeLayout)
 		}
 	})
+}
+
+func TestAppendHexMatchesEncodingHex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		var h Hash
+		for i := range h {
+			h[i] = byte(rng.Uint32())
+		}
+		if got, want := string(h.appendHex([]byte("x"))), "x"+hex.EncodeToString(h[:]); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
 }
