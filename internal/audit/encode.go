@@ -290,23 +290,34 @@ func appendRecord(dst []byte, r *Record) []byte {
 	return dst
 }
 
-// appendHashed writes the map in byte order of its names.
+// appendHashed writes the map in byte order of its names. The entries are
+// taken with their values in one pass over the map and sorted by
+// insertion (there are at most MaxHashed), not looked up again by name.
 func appendHashed(dst []byte, m map[string]Digest) []byte {
-	var buf [MaxHashed]string
-	names := buf[:0]
-	for name := range m {
-		names = append(names, name)
+	type entry struct {
+		name string
+		d    Digest
 	}
-	slices.Sort(names)
+	var buf [MaxHashed]entry
+	es := buf[:0]
+	for name, d := range m {
+		if len(es) == len(buf) {
+			break // Validate refuses more; the line is never written
+		}
+		es = append(es, entry{name, d})
+		for i := len(es) - 1; i > 0 && es[i].name < es[i-1].name; i-- {
+			es[i], es[i-1] = es[i-1], es[i]
+		}
+	}
 	dst = append(dst, `,"hmac":{`...)
-	for i, name := range names {
+	for i := range es {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '"')
-		dst = append(dst, name...)
+		dst = append(dst, es[i].name...)
 		dst = append(dst, `":"`...)
-		dst = m[name].appendText(dst)
+		dst = es[i].d.appendText(dst)
 		dst = append(dst, '"')
 	}
 	return append(dst, '}')

@@ -3,7 +3,9 @@ package audit
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,6 +65,29 @@ func TestAppendHexMatchesEncodingHex(t *testing.T) {
 		}
 		if got, want := string(h.appendHex([]byte("x"))), "x"+hex.EncodeToString(h[:]); got != want {
 			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestAppendHashedInNameOrder(t *testing.T) {
+	k := testHMACKey(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for n := 1; n <= MaxHashed; n++ {
+		m := map[string]Digest{}
+		for len(m) < n {
+			m[fmt.Sprintf("h%d", rng.IntN(100))] = k.Sum(fmt.Sprint(rng.Int()))
+		}
+		names := slices.Sorted(maps.Keys(m))
+		want := `,"hmac":{`
+		for i, name := range names {
+			if i > 0 {
+				want += ","
+			}
+			want += `"` + name + `":"` + m[name].String() + `"`
+		}
+		want += "}"
+		if got := string(appendHashed(nil, m)); got != want {
+			t.Fatalf("%d names: got %s, want %s", n, got, want)
 		}
 	}
 }
