@@ -105,13 +105,46 @@ const checkpointDomain = "keygate audit checkpoint v1\n"
 
 // appendHeader starts a line's body: {"v":1,"node":..,"seq":..,"prev":"..",
 func appendHeader(dst []byte, node string, seq uint64, prev *Hash) []byte {
+	var x [2 * sha256.Size]byte
+	return appendHeaderHex(dst, node, seq, prev.appendHex(x[:0]))
+}
+
+// appendHeaderHex is appendHeader with the previous hash already in hex:
+// the writer has it from the line before, whose hash member it is.
+func appendHeaderHex(dst []byte, node string, seq uint64, prevHex []byte) []byte {
 	dst = append(dst, `{"v":1,"node":"`...)
 	dst = append(dst, node...)
 	dst = append(dst, `","seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
 	dst = append(dst, `,"prev":"`...)
-	dst = hex.AppendEncode(dst, prev[:])
+	dst = append(dst, prevHex...)
 	return append(dst, `",`...)
+}
+
+// hexPairs holds every byte's two lower-case hex digits, so that a hash is
+// encoded a byte, not a nibble, at a time: a line has three (prev, hash
+// and usually a digest).
+var hexPairs = func() (t [256][2]byte) {
+	const digits = "0123456789abcdef"
+	for i := range t {
+		t[i] = [2]byte{digits[i>>4], digits[i&15]}
+	}
+	return t
+}()
+
+// appendHex appends h in lower-case hex, as hex.AppendEncode does.
+func (h *Hash) appendHex(dst []byte) []byte { return appendHex32(dst, (*[32]byte)(h)) }
+
+func appendHex32(dst []byte, b *[32]byte) []byte {
+	dst = slices.Grow(dst, 64)
+	n := len(dst)
+	dst = dst[:n+64]
+	out := (*[64]byte)(dst[n:])
+	for i, c := range b {
+		p := hexPairs[c]
+		out[2*i], out[2*i+1] = p[0], p[1]
+	}
+	return dst
 }
 
 func appendTimeType(dst []byte, t time.Time, typ LineType) []byte {
@@ -123,38 +156,71 @@ func appendTimeType(dst []byte, t time.Time, typ LineType) []byte {
 }
 
 // appendTime appends t in timeLayout; a record's time is checked to be in
-// years 1 to 9999, where the layout is fixed width. It is Time.AppendFormat's
-// result at less than half its cost (BenchmarkAppendTime), which every
-// record pays.
+// years 1 to 9999, where the layout is fixed width. It reads the date off
+// the Unix time in one pass (civil from days), not through Time.Date and
+// Time.Clock, each of which redoes the calendar: every record pays it
+// (BenchmarkAppendTime compares it with Time.AppendFormat).
 func appendTime(dst []byte, t time.Time) []byte {
-	t = t.UTC()
-	y, mo, d := t.Date()
-	h, mi, s := t.Clock()
+	// Days since 0000-03-01, so that a year ends with February's leap
+	// day; not negative from year 1 on.
+	const unixToMarch0 = 719468
+	sec := t.Unix()
+	days := sec / 86400
+	if sec%86400 < 0 {
+		days--
+	}
+	daySec := int(sec - days*86400)
+	z := uint64(days + unixToMarch0)
+	era := z / 146097
+	doe := z - era*146097                                  // day of the 400-year era
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1
+	mp := (5*doy + 2) / 153                                // month from March, 0 to 11
+	d := int(doy - (153*mp+2)/5 + 1)
+	y, mo := int(yoe+era*400), int(mp)+3
+	if mo > 12 {
+		y, mo = y+1, mo-12
+	}
 	dst = appendDigits(dst, y, 4)
 	dst = append(dst, '-')
-	dst = appendDigits(dst, int(mo), 2)
+	dst = appendDigits(dst, mo, 2)
 	dst = append(dst, '-')
 	dst = appendDigits(dst, d, 2)
 	dst = append(dst, 'T')
-	dst = appendDigits(dst, h, 2)
+	dst = appendDigits(dst, daySec/3600, 2)
 	dst = append(dst, ':')
-	dst = appendDigits(dst, mi, 2)
+	dst = appendDigits(dst, daySec/60%60, 2)
 	dst = append(dst, ':')
-	dst = appendDigits(dst, s, 2)
+	dst = appendDigits(dst, daySec%60, 2)
 	dst = append(dst, '.')
 	dst = appendDigits(dst, t.Nanosecond(), 9)
 	return append(dst, 'Z')
 }
 
-// appendDigits appends v, which is not negative, in exactly n digits.
+// appendDigits appends v, which is not negative, in exactly n (at most 9)
+// digits, two at a time.
 func appendDigits(dst []byte, v, n int) []byte {
 	var b [9]byte
-	for i := n - 1; i >= 0; i-- {
-		b[i] = byte('0' + v%10)
-		v /= 10
+	i := n
+	for ; i >= 2; i -= 2 {
+		q := v / 100
+		p := decimalPairs[v-q*100]
+		b[i-2], b[i-1] = p[0], p[1]
+		v = q
+	}
+	if i == 1 {
+		b[0] = byte('0' + v%10)
 	}
 	return append(dst, b[:n]...)
 }
+
+// decimalPairs holds 00 to 99.
+var decimalPairs = func() (t [100][2]byte) {
+	for i := range t {
+		t[i] = [2]byte{byte('0' + i/10), byte('0' + i%10)}
+	}
+	return t
+}()
 
 func appendStr(dst []byte, name, v string) []byte {
 	dst = append(dst, ',', '"')
@@ -224,23 +290,34 @@ func appendRecord(dst []byte, r *Record) []byte {
 	return dst
 }
 
-// appendHashed writes the map in byte order of its names.
+// appendHashed writes the map in byte order of its names. The entries are
+// taken with their values in one pass over the map and sorted by
+// insertion (there are at most MaxHashed), not looked up again by name.
 func appendHashed(dst []byte, m map[string]Digest) []byte {
-	var buf [MaxHashed]string
-	names := buf[:0]
-	for name := range m {
-		names = append(names, name)
+	type entry struct {
+		name string
+		d    Digest
 	}
-	slices.Sort(names)
+	var buf [MaxHashed]entry
+	es := buf[:0]
+	for name, d := range m {
+		if len(es) == len(buf) {
+			break // Validate refuses more; the line is never written
+		}
+		es = append(es, entry{name, d})
+		for i := len(es) - 1; i > 0 && es[i].name < es[i-1].name; i-- {
+			es[i], es[i-1] = es[i-1], es[i]
+		}
+	}
 	dst = append(dst, `,"hmac":{`...)
-	for i, name := range names {
+	for i := range es {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '"')
-		dst = append(dst, name...)
+		dst = append(dst, es[i].name...)
 		dst = append(dst, `":"`...)
-		dst = m[name].appendText(dst)
+		dst = es[i].d.appendText(dst)
 		dst = append(dst, '"')
 	}
 	return append(dst, '}')
@@ -281,7 +358,7 @@ func finishLine(buf []byte, start int) ([]byte, Hash) {
 	h := Hash(sha256.Sum256(buf[start:]))
 	buf = buf[:len(buf)-1]
 	buf = append(buf, `,"hash":"`...)
-	buf = hex.AppendEncode(buf, h[:])
+	buf = h.appendHex(buf)
 	return append(buf, "\"}\n"...), h
 }
 

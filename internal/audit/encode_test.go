@@ -1,8 +1,11 @@
 package audit
 
 import (
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -51,4 +54,40 @@ func BenchmarkAppendTime(b *testing.B) {
 			buf = now.UTC().AppendFormat(buf[:0], timeLayout)
 		}
 	})
+}
+
+func TestAppendHexMatchesEncodingHex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		var h Hash
+		for i := range h {
+			h[i] = byte(rng.Uint32())
+		}
+		if got, want := string(h.appendHex([]byte("x"))), "x"+hex.EncodeToString(h[:]); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestAppendHashedInNameOrder(t *testing.T) {
+	k := testHMACKey(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for n := 1; n <= MaxHashed; n++ {
+		m := map[string]Digest{}
+		for len(m) < n {
+			m[fmt.Sprintf("h%d", rng.IntN(100))] = k.Sum(fmt.Sprint(rng.Int()))
+		}
+		names := slices.Sorted(maps.Keys(m))
+		want := `,"hmac":{`
+		for i, name := range names {
+			if i > 0 {
+				want += ","
+			}
+			want += `"` + name + `":"` + m[name].String() + `"`
+		}
+		want += "}"
+		if got := string(appendHashed(nil, m)); got != want {
+			t.Fatalf("%d names: got %s, want %s", n, got, want)
+		}
+	}
 }

@@ -158,7 +158,7 @@ func (d Digest) String() string {
 
 func (d Digest) appendText(dst []byte) []byte {
 	dst = append(dst, digestPrefix...)
-	return hex.AppendEncode(dst, d.sum[:])
+	return appendHex32(dst, &d.sum)
 }
 
 // parseDigest reads the form String writes, lower-case hex only.

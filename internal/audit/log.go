@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +185,7 @@ type Log struct {
 	lines   []Line
 	offs    []int
 	wg      sync.WaitGroup // the sinks written in parallel
+	prevHex hashHex        // the last line's hash member, the next one's prev
 
 	mu       sync.Mutex // guards what follows
 	health   Health
@@ -752,14 +754,41 @@ func (l *Log) rotateDue() bool {
 func (l *Log) begin() int {
 	start := len(l.buf)
 	l.offs = append(l.offs, start)
-	l.buf = appendHeader(l.buf, l.cfg.Node, l.st.seq+1, &l.st.prev)
+	l.buf = appendHeaderHex(l.buf, l.cfg.Node, l.st.seq+1, l.prevHex.of(&l.st.prev))
 	return start
+}
+
+// hashHex is a hash and its hex. A line's prev is the hash the line
+// before it ends with, so the writer copies that hex rather than encode
+// the hash again; it encodes only after Start or a batch that failed (a
+// chain restored).
+type hashHex struct {
+	h   Hash
+	x   [2 * sha256.Size]byte
+	set bool
+}
+
+// of returns h in hex.
+func (c *hashHex) of(h *Hash) []byte {
+	if !c.set || c.h != *h {
+		c.h, c.set = *h, true
+		h.appendHex(c.x[:0])
+	}
+	return c.x[:]
+}
+
+// keep remembers line's hash member, the hex of h.
+func (c *hashHex) keep(h Hash, line []byte) {
+	const tail = len("\"}\n")
+	c.h, c.set = h, true
+	copy(c.x[:], line[len(line)-tail-len(c.x):len(line)-tail])
 }
 
 // end finishes the line begun at start and advances the chain.
 func (l *Log) end(start int, typ LineType, newFile bool) {
 	var h Hash
 	l.buf, h = finishLine(l.buf, start)
+	l.prevHex.keep(h, l.buf)
 	l.st.seq++
 	l.st.prev = h
 	l.lines = append(l.lines, Line{Seq: l.st.seq, Type: typ, NewFile: newFile})

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -373,5 +375,18 @@ func TestRequestIDsUnique(t *testing.T) {
 	}
 	if _, err := v.Finish(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAppendBase36MatchesStrconv(t *testing.T) {
+	vals := []uint64{0, 1, 35, 36, 37, 1295, 1296, 1<<32 - 1, 1 << 63, ^uint64(0)}
+	rng := mrand.New(mrand.NewPCG(5, 6))
+	for range 1000 {
+		vals = append(vals, rng.Uint64()>>rng.UintN(64))
+	}
+	for _, v := range vals {
+		if got, want := string(appendBase36([]byte("x"), v)), "x"+strconv.FormatUint(v, 36); got != want {
+			t.Fatalf("%d: got %q, want %q", v, got, want)
+		}
 	}
 }
