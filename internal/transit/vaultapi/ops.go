@@ -218,7 +218,7 @@ func (h *Handler) newer(c *call, k *transit.Key, err error) *transit.Key {
 // type, derived when the request gives a context.
 func (h *Handler) encryptKey(c *call, contextSet bool) (*transit.Key, error) {
 	k, err := h.key(c)
-	if !errors.Is(err, keystore.ErrNotFound) || !c.admin {
+	if !errors.Is(err, keystore.ErrNotFound) || !c.admin() {
 		return k, err
 	}
 	typ, err := c.text("type", "aes256-gcm96")
