@@ -144,7 +144,7 @@ const maxPooled = 64 << 10
 
 func (c *call) reset(w http.ResponseWriter, r *http.Request) {
 	c.w, c.r, c.ctx = w, r, r.Context()
-	c.id = newRequestID()
+	c.id.fill()
 	c.note = httpaudit.From(w)
 	c.rt, c.args, c.auth, c.tenant = nil, args{}, nil, ""
 	c.o = Outcome{Operation: "transit"}

@@ -1,8 +1,10 @@
 package vaultapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -227,7 +229,8 @@ func TestRequestID(t *testing.T) {
 	seen := map[string]bool{}
 	var or [36]byte
 	for range 200 {
-		id := newRequestID()
+		var id requestID
+		id.fill()
 		s := id.String()
 		if !uuid.MatchString(s) {
 			t.Fatalf("%q is not a version-4 UUID", s)
@@ -244,6 +247,21 @@ func TestRequestID(t *testing.T) {
 	for i, x := range or {
 		if x == 0 {
 			t.Errorf("digit %d is always 0", i)
+		}
+	}
+}
+
+// TestHex8 checks the word-at-a-time hex digits against fmt's.
+func TestHex8(t *testing.T) {
+	vals := []uint32{0, 1, 9, 10, 15, 16, 0x9a9a9a9a, 0xabcdef01, 0x12345678, 0xffffffff, 0xa0a0a0a0, 0x09090909}
+	for i := range 1000 {
+		vals = append(vals, uint32(i)*2654435761)
+	}
+	for _, v := range vals {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], hex8(v))
+		if got, want := string(b[:]), fmt.Sprintf("%08x", v); got != want {
+			t.Fatalf("hex8(%#x) = %q, want %q", v, got, want)
 		}
 	}
 }
