@@ -291,16 +291,7 @@ func (h *Handler) readParams(c *call) error {
 	if r.ContentLength > h.maxBody {
 		return errTooLarge
 	}
-	// A body of unknown length is bounded by http.MaxBytesReader, which
-	// also has the server close the connection rather than drain the
-	// rest. One of a stated length was checked above, and net/http reads
-	// no further than that length: the bound below only guards against a
-	// Body that holds more than its ContentLength says, without the
-	// reader's allocation.
-	body := r.Body
-	if r.ContentLength < 0 {
-		body = http.MaxBytesReader(c.w, r.Body, h.maxBody)
-	}
+	body := http.MaxBytesReader(c.w, r.Body, h.maxBody)
 	if n := r.ContentLength; n > 0 && int64(cap(c.body)) < n {
 		c.body = make([]byte, 0, n)
 	}
@@ -310,9 +301,6 @@ func (h *Handler) readParams(c *call) error {
 		}
 		n, err := body.Read(c.body[len(c.body):cap(c.body)])
 		c.body = c.body[:len(c.body)+n]
-		if int64(len(c.body)) > h.maxBody {
-			return errTooLarge
-		}
 		if err == io.EOF {
 			break
 		}
@@ -324,8 +312,8 @@ func (h *Handler) readParams(c *call) error {
 }
 
 // bodyError is the answer to a failed read of the body. (Apart, since
-// errors.As moves its target to the heap: in the read loop that was an
-// allocation for every request.)
+// errors.As moves its target to the heap: declared in the read loop, it
+// was an allocation for every request, error or not.)
 func bodyError(err error) error {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {

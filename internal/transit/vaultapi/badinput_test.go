@@ -497,7 +497,8 @@ func TestBase64Named(t *testing.T) {
 
 // TestLimitsInProcess: a body over MaxBodyBytes is 413 when its length is
 // not stated (chunked), and when the request's Body holds more than its
-// ContentLength says (the server's Body never does; a wrapper's might).
+// ContentLength says (the server's Body never does; a wrapper's might):
+// the limit is on what is read, not only on what is announced.
 func TestLimitsInProcess(t *testing.T) {
 	e := start(t)
 	tok := e.token("default", allScopes...)

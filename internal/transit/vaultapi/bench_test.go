@@ -202,8 +202,7 @@ func TestHandlerAllocations(t *testing.T) {
 		e, tok := benchServerAudit(t, a)
 		_, body := e.call(tok, "POST", "/v1/transit/encrypt/bench", string(encryptBody(64)))
 		ct := data(t, body)["ciphertext"].(string)
-		// The test's io.NopCloser (a body of stated length is read without
-		// http.MaxBytesReader); audited, the request id and its
+		// The test's io.NopCloser; audited, the request id and its
 		// X-Request-Id header too.
 		max := 1.0
 		if audited {
