@@ -122,7 +122,6 @@ type call struct {
 	args   args
 	auth   *verify.Result
 	tenant string
-	admin  bool // the caller holds transit:admin
 	o      Outcome
 	start  time.Time // when the request began, when measured
 
@@ -145,9 +144,9 @@ const maxPooled = 64 << 10
 
 func (c *call) reset(w http.ResponseWriter, r *http.Request) {
 	c.w, c.r, c.ctx = w, r, r.Context()
-	c.id = newRequestID()
+	c.id.fill()
 	c.note = httpaudit.From(w)
-	c.rt, c.args, c.auth, c.tenant, c.admin = nil, args{}, nil, "", false
+	c.rt, c.args, c.auth, c.tenant = nil, args{}, nil, ""
 	c.o = Outcome{Operation: "transit"}
 	c.body, c.out = c.body[:0], c.out[:0]
 	c.status, c.warnings = 0, nil
@@ -263,7 +262,6 @@ func (h *Handler) serve(c *call) error {
 	}
 	c.rt, c.args = rt, a
 	c.o.Key = a.name
-	c.admin = permits(c.auth.Scope, opAdmin, "")
 	if !permits(c.auth.Scope, rt.scope, a.name) {
 		return scopeDenied(rt.scope, a.name)
 	}
@@ -306,14 +304,22 @@ func (h *Handler) readParams(c *call) error {
 		if err == io.EOF {
 			break
 		}
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return errTooLarge
-		} else if err != nil {
-			return badRequest("reading the request body: " + err.Error())
+		if err != nil {
+			return bodyError(err)
 		}
 	}
 	return c.req.decode(c.body)
+}
+
+// bodyError is the answer to a failed read of the body. (Apart, since
+// errors.As moves its target to the heap: declared in the read loop, it
+// was an allocation for every request, error or not.)
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return errTooLarge
+	}
+	return badRequest("reading the request body: " + err.Error())
 }
 
 // authenticate verifies the bearer token and reads the caller's tenant
@@ -338,6 +344,11 @@ func scopeDenied(o op, key string) *httperr.Error {
 	return &httperr.Error{Status: http.StatusForbidden, Code: "insufficient_scope",
 		Description: "permission denied: the token's scopes do not grant " + need}
 }
+
+// admin reports whether the caller holds transit:admin. Only an encrypt
+// with a missing key asks (Vault's upsert), so it is not decided for every
+// request.
+func (c *call) admin() bool { return permits(c.auth.Scope, opAdmin, "") }
 
 // caller is whom the engine does the request's asymmetric-key work for
 // (signing, verification, RSA encryption and decryption, key generation and

@@ -494,3 +494,27 @@ func TestBase64Named(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsInProcess: a body over MaxBodyBytes is 413 when its length is
+// not stated (chunked), and when the request's Body holds more than its
+// ContentLength says (the server's Body never does; a wrapper's might):
+// the limit is on what is read, not only on what is announced.
+func TestLimitsInProcess(t *testing.T) {
+	e := start(t)
+	tok := e.token("default", allScopes...)
+	e.call(tok, "POST", "/v1/transit/keys/k", "")
+	big := []byte(`{"plaintext":"` + strings.Repeat("A", vaultapi.DefaultMaxBodyBytes) + `"}`)
+	for name, length := range map[string]int64{"unknown length": -1, "longer than stated": 100} {
+		p := newInProcess(t, e.srv.Handler(), tok, "/v1/transit/encrypt/k", big)
+		p.req.ContentLength = length
+		if st := p.do(); st != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: %d %.200s", name, st, p.w.body)
+		}
+	}
+	ok := []byte(`{"plaintext":"aGk="}`)
+	p := newInProcess(t, e.srv.Handler(), tok, "/v1/transit/encrypt/k", ok)
+	p.req.ContentLength = -1
+	if st := p.do(); st != http.StatusOK {
+		t.Errorf("unknown length within the limit: %d %.200s", st, p.w.body)
+	}
+}

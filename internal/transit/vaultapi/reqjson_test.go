@@ -1,8 +1,11 @@
 package vaultapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +196,72 @@ func TestDecodeAllocations(t *testing.T) {
 	q.decode(body)
 	if n := testing.AllocsPerRun(100, func() { q.decode(body) }); n != 0 {
 		t.Errorf("%v allocations", n)
+	}
+}
+
+// TestPlainRun checks the eight-bytes-at-a-time scan against a byte at a
+// time: for every byte value at every place in a run of plain bytes, it
+// stops exactly at a special byte and passes a plain one.
+func TestPlainRun(t *testing.T) {
+	special := func(c byte) bool { return c < 0x20 || c >= 0x80 || c == '"' || c == '\\' }
+	for c := range 256 {
+		for at := range 24 {
+			b := []byte(strings.Repeat("Ab9+/=~x", 3))
+			b[at] = byte(c)
+			want := len(b) / 8 * 8 // what it leaves to the table: the tail under eight bytes
+			for i, x := range b[:want] {
+				if special(x) {
+					want = i
+					break
+				}
+			}
+			if got := plainRun(b); got != want {
+				t.Fatalf("byte %#x at %d: plainRun = %d, want %d", c, at, got, want)
+			}
+		}
+	}
+}
+
+// TestRequestID checks the id is a version-4 UUID as Vault's request_id
+// (random bits in every digit but the version's and the variant's).
+func TestRequestID(t *testing.T) {
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	var or [36]byte
+	for range 200 {
+		var id requestID
+		id.fill()
+		s := id.String()
+		if !uuid.MatchString(s) {
+			t.Fatalf("%q is not a version-4 UUID", s)
+		}
+		if seen[s] {
+			t.Fatalf("%q twice", s)
+		}
+		seen[s] = true
+		for i := range id {
+			or[i] |= id[i] ^ '0'
+		}
+	}
+	// Each free digit took a value other than '0' at least once: none is stuck.
+	for i, x := range or {
+		if x == 0 {
+			t.Errorf("digit %d is always 0", i)
+		}
+	}
+}
+
+// TestHex8 checks the word-at-a-time hex digits against fmt's.
+func TestHex8(t *testing.T) {
+	vals := []uint32{0, 1, 9, 10, 15, 16, 0x9a9a9a9a, 0xabcdef01, 0x12345678, 0xffffffff, 0xa0a0a0a0, 0x09090909}
+	for i := range 1000 {
+		vals = append(vals, uint32(i)*2654435761)
+	}
+	for _, v := range vals {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], hex8(v))
+		if got, want := string(b[:]), fmt.Sprintf("%08x", v); got != want {
+			t.Fatalf("hex8(%#x) = %q, want %q", v, got, want)
+		}
 	}
 }

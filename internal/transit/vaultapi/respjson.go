@@ -1,6 +1,7 @@
 package vaultapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"strconv"
@@ -16,28 +17,35 @@ import (
 // from math/rand/v2 (a per-thread ChaCha8), not the system's source.
 type requestID [36]byte
 
-func newRequestID() requestID {
-	const hexd = "0123456789abcdef"
-	var id requestID
+// fill sets id to a new random id, in place (an id returned by value and
+// copied cost as much as its digits).
+func (id *requestID) fill() {
 	a, b := rand.Uint64(), rand.Uint64()
 	a = a&^(0xf<<12) | 4<<12   // version 4
 	b = b&^(0x3<<62) | 0x2<<62 // variant 10
-	j := 0
-	for i := range 16 {
-		var x byte
-		if i < 8 {
-			x = byte(a >> (56 - 8*i))
-		} else {
-			x = byte(b >> (56 - 8*(i-8)))
-		}
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			id[j] = '-'
-			j++
-		}
-		id[j], id[j+1] = hexd[x>>4], hexd[x&0xf]
-		j += 2
-	}
-	return id
+	// 8-4-4-4-12 digits from four words of eight.
+	hi, lo := hex8(uint32(a>>32)), hex8(uint32(a))
+	binary.BigEndian.PutUint64(id[0:8], hi)
+	binary.BigEndian.PutUint32(id[9:13], uint32(lo>>32))
+	binary.BigEndian.PutUint32(id[14:18], uint32(lo))
+	hi, lo = hex8(uint32(b>>32)), hex8(uint32(b))
+	binary.BigEndian.PutUint32(id[19:23], uint32(hi>>32))
+	binary.BigEndian.PutUint32(id[24:28], uint32(hi))
+	binary.BigEndian.PutUint64(id[28:36], lo)
+	id[8], id[13], id[18], id[23] = '-', '-', '-', '-'
+}
+
+// hex8 is v's eight lowercase hex digits, the first in the top byte,
+// made eight at a time: each nibble is spread into a byte of its own, and
+// a byte holding 10 or more (which adding 6 carries into bit 4) gets the
+// distance from '9'+1 to 'a' on top of '0'.
+func hex8(v uint32) uint64 {
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	letters := (x + 0x0606060606060606) >> 4 & 0x0101010101010101
+	return x + 0x3030303030303030 + letters*('a'-'9'-1)
 }
 
 func (id *requestID) String() string { return string(id[:]) }
