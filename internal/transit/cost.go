@@ -107,6 +107,13 @@ const poolCost = 40
 // decryption, the generation of an asymmetric key).
 func (k *Key) pooled(o op) bool { return k.cost(o) >= poolCost }
 
+// Waits reports whether encrypting, decrypting or rewrapping with k waits
+// for a worker of the pool in the turn of the options' Caller, so that a
+// caller costly to learn is learnt only then.
+func (k *Key) Waits() bool {
+	return k.cfg.Type.isRSA() && (k.pooled(opEncrypt) || k.pooled(opDecrypt))
+}
+
 // checkBatch refuses an empty batch, one over MaxBatchItems, and one whose
 // n items of o with k cost more than the engine's budget, before any of
 // it is done.

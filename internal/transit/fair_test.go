@@ -638,3 +638,20 @@ func TestFloodOrder(t *testing.T) {
 		t.Error("the pool keeps state")
 	}
 }
+
+// Waits is true exactly for the keys whose encryption or decryption takes
+// a worker in the caller's turn: the handler learns the caller only for
+// those, so a key that waits without saying so would be served in no
+// caller's turn.
+func TestKeyWaits(t *testing.T) {
+	e := testEngine(t)
+	for _, tc := range []struct {
+		typ   KeyType
+		waits bool
+	}{{AES128GCM96, false}, {AES256GCM96, false}, {ChaCha20Poly1305, false}, {RSA2048, true}, {RSA3072, true}, {RSA4096, true}} {
+		k := newKey(t, e, tc.typ, CreateOptions{})
+		if got := k.Waits(); got != tc.waits {
+			t.Errorf("%s: Waits() = %v, want %v", tc.typ, got, tc.waits)
+		}
+	}
+}

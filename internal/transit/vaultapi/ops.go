@@ -106,8 +106,8 @@ func (h *Handler) ciphertextRequest(c *call) (k *transit.Key, ct []byte, o trans
 		return nil, nil, o, err
 	}
 	k, err = h.key(c)
-	if err == nil && !k.Type().Capabilities().AssociatedData {
-		o.Caller = c.caller() // as in serveEncrypt: only RSA waits for a worker
+	if err == nil && k.Waits() {
+		o.Caller = c.caller() // as in serveEncrypt
 	}
 	return k, ct, o, err
 }
@@ -286,10 +286,10 @@ func serveEncrypt(h *Handler, c *call) error {
 	if err != nil {
 		return err
 	}
-	if !k.Type().Capabilities().AssociatedData {
-		// Not one of the AEAD types (RSA): it waits for a worker in the
-		// caller's turn. The AEAD types need no caller, and reading the
-		// token's claims for one was a tenth of the handler's own work.
+	if k.Waits() {
+		// Only then is the caller used (an RSA key's worker turn), and
+		// reading the token's claims for an AEAD key was a tenth of the
+		// handler's own work.
 		o.Caller = c.caller()
 	}
 	c.begin()
